@@ -1,0 +1,35 @@
+// GEMM: y[M, N] = x[M, K] · Wᵀ, W a stored weight [N, K] in any WeightFormat
+// (dequantized on the fly, exactly, to f32). Activations and accumulation are f32
+// (MODEL.md §5 numerics); the fast CPU backend may use BF16 dot products only
+// behind GemmPrecision::Bf16, which callers opt into explicitly.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/weights.h"
+
+namespace troupe::kernels {
+
+enum class GemmPrecision : uint8_t {
+  F32,   // exact f32 products (the model's defined numerics)
+  Bf16,  // activations rounded to bf16, f32 accumulation (faster, documented tolerance)
+};
+
+struct GemmParams {
+  const float* x = nullptr;  // [M, K], row stride ldx (>= K)
+  WeightView w;              // [N, K]
+  float* y = nullptr;        // [M, N], row stride ldy (>= N)
+  int64_t m = 0;             // rows of x; 0 is allowed (nothing written)
+  int64_t ldx = 0;           // 0 means K
+  int64_t ldy = 0;           // 0 means N
+  bool accumulate = false;   // y += x·Wᵀ instead of y = x·Wᵀ
+  GemmPrecision precision = GemmPrecision::F32;
+};
+
+// Validated, dispatched entry (kernels/dispatch.cpp picks the backend).
+void gemm(const GemmParams& p);
+
+namespace ref { void gemm(const GemmParams& p); }
+namespace cpu { void gemm(const GemmParams& p); }
+
+}  // namespace troupe::kernels

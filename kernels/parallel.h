@@ -1,0 +1,18 @@
+// The one way kernels use threads: parallel_for over [0, n) in contiguous chunks
+// (OpenMP underneath). Each output element is written by exactly one chunk with a
+// fixed summation order, so results do not depend on the thread count.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace troupe::kernels {
+
+// Calls fn(begin, end) on disjoint chunks covering [0, n); chunks are at least
+// min_chunk long. Runs inline when n is small or one thread is configured.
+void parallel_for(int64_t n, int64_t min_chunk, const std::function<void(int64_t, int64_t)>& fn);
+
+int num_threads();
+void set_num_threads(int n);  // <= 0: all hardware threads
+
+}  // namespace troupe::kernels

@@ -1,0 +1,30 @@
+// A view of one stored weight matrix in any of MODEL.md §2's formats, as the GEMM
+// kernels consume it. Shape is [rows = out, cols = in]; y = W·x.
+#pragma once
+
+#include <cstdint>
+
+namespace troupe::kernels {
+
+enum class WeightFormat : uint8_t {
+  F32,     // float [rows, cols]
+  BF16,    // uint16 [rows, cols]
+  FP8,     // E4M3 [rows, cols] + UE8M0 scale [ceil(rows/32), ceil(cols/32)] (32x32 blocks)
+  FP4,     // packed E2M1 [rows, cols/2] + UE8M0 scale [rows, cols/32]
+  ROWFP8,  // E4M3 [rows, cols] + UE8M0 scale [rows, cols/32]
+};
+
+const char* to_string(WeightFormat f);
+
+struct WeightView {
+  WeightFormat format = WeightFormat::F32;
+  int64_t rows = 0;               // out features
+  int64_t cols = 0;               // in features
+  const void* data = nullptr;     // layout per format above, row-major
+  const uint8_t* scale = nullptr; // UE8M0 codes (FP8, FP4, ROWFP8), else null
+};
+
+// Dequantizes rows [r0, r0+n) to f32 (exact, §3): out[n, cols].
+void dequantize_rows(const WeightView& w, int64_t r0, int64_t n, float* out);
+
+}  // namespace troupe::kernels
