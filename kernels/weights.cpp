@@ -1,0 +1,98 @@
+// Exact scalar dequantization of stored weight rows (MODEL.md §2 layouts, §3 values).
+// Every product code·scale is exact in f32, so this is the definition the fast GEMM
+// paths are compared against.
+#include "kernels/weights.h"
+
+#include <cstring>
+
+#include "kernels/check.h"
+#include "kernels/quant.h"
+
+namespace troupe::kernels {
+
+const char* to_string(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::F32: return "F32";
+    case WeightFormat::BF16: return "BF16";
+    case WeightFormat::FP8: return "FP8";
+    case WeightFormat::FP4: return "FP4";
+    case WeightFormat::ROWFP8: return "ROWFP8";
+  }
+  return "?";
+}
+
+namespace {
+
+void check_view(const WeightView& w, int64_t r0, int64_t n, const float* out) {
+  TROUPE_CHECK(w.rows >= 0 && w.cols >= 0, "dequantize_rows: negative shape [", w.rows, ", ", w.cols,
+               "]");
+  TROUPE_CHECK(r0 >= 0 && n >= 0 && r0 + n <= w.rows, "dequantize_rows: rows [", r0, ", ", r0 + n,
+               ") outside [0, ", w.rows, ")");
+  if (n == 0 || w.cols == 0) return;
+  TROUPE_CHECK(w.data != nullptr, "dequantize_rows: w.data is null (", to_string(w.format), ")");
+  TROUPE_CHECK(out != nullptr, "dequantize_rows: out is null");
+  const bool scaled = w.format == WeightFormat::FP8 || w.format == WeightFormat::FP4 ||
+                      w.format == WeightFormat::ROWFP8;
+  TROUPE_CHECK(!scaled || w.scale != nullptr, "dequantize_rows: w.scale is null (",
+               to_string(w.format), ")");
+  const bool row_blocks = w.format == WeightFormat::FP4 || w.format == WeightFormat::ROWFP8;
+  TROUPE_CHECK(!row_blocks || w.cols % 32 == 0, "dequantize_rows: w.cols (", w.cols,
+               ") must be a multiple of 32 for ", to_string(w.format));
+}
+
+// FP8: E4M3 [rows, cols], UE8M0 scale [ceil(rows/32), ceil(cols/32)].
+void dequant_fp8_row(const WeightView& w, int64_t r, float* out) {
+  const uint8_t* q = static_cast<const uint8_t*>(w.data) + r * w.cols;
+  const uint8_t* s = w.scale + (r / 32) * ((w.cols + 31) / 32);
+  const float* t = e4m3_table();
+  for (int64_t c = 0; c < w.cols; ++c) out[c] = t[q[c]] * ue8m0_decode(s[c / 32]);
+}
+
+// ROWFP8: E4M3 [rows, cols], UE8M0 scale [rows, cols/32].
+void dequant_rowfp8_row(const WeightView& w, int64_t r, float* out) {
+  const uint8_t* q = static_cast<const uint8_t*>(w.data) + r * w.cols;
+  const uint8_t* s = w.scale + r * (w.cols / 32);
+  const float* t = e4m3_table();
+  for (int64_t c = 0; c < w.cols; ++c) out[c] = t[q[c]] * ue8m0_decode(s[c / 32]);
+}
+
+// FP4: packed E2M1 [rows, cols/2] (even column in the low nibble), scale [rows, cols/32].
+void dequant_fp4_row(const WeightView& w, int64_t r, float* out) {
+  const uint8_t* q = static_cast<const uint8_t*>(w.data) + r * (w.cols / 2);
+  const uint8_t* s = w.scale + r * (w.cols / 32);
+  const float* t = e2m1_table();
+  for (int64_t c = 0; c < w.cols; c += 2) {
+    const float sc = ue8m0_decode(s[c / 32]);
+    out[c] = t[q[c / 2] & 0xF] * sc;
+    out[c + 1] = t[q[c / 2] >> 4] * sc;
+  }
+}
+
+void dequant_bf16_row(const WeightView& w, int64_t r, float* out) {
+  const uint16_t* q = static_cast<const uint16_t*>(w.data) + r * w.cols;
+  for (int64_t c = 0; c < w.cols; ++c) out[c] = bf16_decode(q[c]);
+}
+
+void dequant_f32_row(const WeightView& w, int64_t r, float* out) {
+  const float* q = static_cast<const float*>(w.data) + r * w.cols;
+  std::memcpy(out, q, static_cast<size_t>(w.cols) * sizeof(float));
+}
+
+}  // namespace
+
+void dequantize_rows(const WeightView& w, int64_t r0, int64_t n, float* out) {
+  check_view(w, r0, n, out);
+  if (n == 0 || w.cols == 0) return;
+  void (*row_fn)(const WeightView&, int64_t, float*) = nullptr;
+  switch (w.format) {
+    case WeightFormat::F32: row_fn = dequant_f32_row; break;
+    case WeightFormat::BF16: row_fn = dequant_bf16_row; break;
+    case WeightFormat::FP8: row_fn = dequant_fp8_row; break;
+    case WeightFormat::FP4: row_fn = dequant_fp4_row; break;
+    case WeightFormat::ROWFP8: row_fn = dequant_rowfp8_row; break;
+  }
+  TROUPE_CHECK(row_fn != nullptr, "dequantize_rows: unknown format ", static_cast<int>(w.format));
+  for (int64_t i = 0; i < n; ++i) row_fn(w, r0 + i, out + i * w.cols);
+}
+
+}  // namespace troupe::kernels
