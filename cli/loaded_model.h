@@ -1,0 +1,28 @@
+// A model ready to run from the CLI: --model DIR, or the built-in tiny model (made
+// on first use into the cache folder) when no --model is given.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "model/config.h"
+#include "model/forward.h"
+#include "model/safetensors.h"
+#include "model/tokenizer.h"
+#include "model/weights.h"
+
+namespace troupe::cli {
+
+struct LoadedModel {
+  std::string dir;
+  model::ModelConfig config;
+  model::Checkpoint checkpoint;
+  model::ModelWeights weights;
+  std::unique_ptr<model::Forward> forward;
+  std::unique_ptr<model::Tokenizer> tokenizer;  // null when the folder has no tokenizer.json
+};
+
+// Loads and validates; with an empty dir uses the built-in tiny model.
+std::unique_ptr<LoadedModel> load_model(const std::string& dir, bool need_tokenizer);
+
+}  // namespace troupe::cli

@@ -1,0 +1,34 @@
+// The row layout of one forward call: every new token of every sequence is one row;
+// rows of a sequence are contiguous and in position order.
+//
+//   rows:  | seq 0: p=P0 .. E0-1 | seq 1: p=P1 .. E1-1 | ...
+//   row r -> (seq[r], pos[r]);  seq s -> rows [begin[s], begin[s+1])
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/forward.h"
+
+namespace troupe::model {
+
+struct Batch {
+  int64_t rows = 0;
+  std::vector<int32_t> seq;       // [rows] sequence of each row
+  std::vector<int64_t> pos;       // [rows] absolute position of each row
+  std::vector<int32_t> token;     // [rows]
+  std::vector<int64_t> begin;     // [seqs + 1] first row of each sequence
+  std::vector<SequenceState*> states;  // [seqs]
+  const TraceFn* trace = nullptr;
+
+  int64_t seqs() const { return static_cast<int64_t>(states.size()); }
+  int64_t chunk_start(int64_t s) const { return pos[begin[s]]; }  // P of sequence s
+
+  // Records a [rows, n] intermediate through the trace hook (no-op without one).
+  void record(const char* name, int64_t layer, const float* data, int64_t n) const;
+  void record_ints(const char* name, int64_t layer, const int32_t* data, int64_t n) const;
+};
+
+}  // namespace troupe::model

@@ -1,0 +1,51 @@
+// model::Forward: one forward pass of MODEL.md §5 over a batch of sequences, each
+// with its own positions and state, in full-compute mode (every layer runs every
+// new token). Dense work (GEMMs, norms, MoE, mHC) runs on all rows of the batch at
+// once; attention, compressor and indexer read each row's own sequence state.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "model/engram_hash.h"
+#include "model/state.h"
+#include "model/weights.h"
+
+namespace troupe::model {
+
+struct SequenceInput {
+  SequenceState* state = nullptr;   // extended in place by tokens
+  std::span<const int32_t> tokens;  // new tokens at positions state->length, ...
+  bool all_logits = false;          // logits for every new token, else only the last
+};
+
+// Debug/test hook: called with every named intermediate (llama.cpp's cb(cur, name, il)).
+// Names follow the golden dump: attn_in, attn_out, X, pre, moe_pick, index_score, sel
+// (per row of the batch; integers are passed as floats).
+using TraceFn = std::function<void(const std::string& name, int64_t layer, int64_t row,
+                                   std::span<const float> values)>;
+
+class Forward {
+ public:
+  Forward(const ModelConfig& config, const ModelWeights& weights);
+
+  // Runs the batch; returns per sequence its logits, [rows, V] flattened (rows = 1 or
+  // the number of new tokens). Bad input (empty tokens, ids out of range, positions
+  // beyond max_position_embeddings) throws troupe::Error before any state changes.
+  std::vector<std::vector<float>> run(std::span<SequenceInput> batch,
+                                      const TraceFn& trace = nullptr) const;
+
+  const ModelConfig& config() const { return cfg_; }
+
+ private:
+  const ModelConfig& cfg_;
+  const ModelWeights& w_;
+  std::vector<std::vector<double>> rope_freqs_;  // [L] per layer
+  EngramHashTables engram_;
+};
+
+}  // namespace troupe::model

@@ -1,0 +1,63 @@
+// Thin model-side wrappers over the kernel entry points, so the layer code reads
+// as math: linear(x -> y), rms_norm rows, rope rows.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/gemm.h"
+#include "kernels/norm.h"
+#include "kernels/rope.h"
+
+namespace troupe::model {
+
+// y[rows, w.rows] = x[rows, w.cols] · wᵀ (strides default to dense).
+inline void linear(const float* x, int64_t rows, const kernels::WeightView& w, float* y,
+                   int64_t ldx = 0, int64_t ldy = 0) {
+  kernels::GemmParams g;
+  g.x = x;
+  g.w = w;
+  g.y = y;
+  g.m = rows;
+  g.ldx = ldx;
+  g.ldy = ldy;
+  kernels::gemm(g);
+}
+
+inline std::vector<float> linear(const float* x, int64_t rows, const kernels::WeightView& w) {
+  std::vector<float> y(rows * w.rows);
+  linear(x, rows, w, y.data());
+  return y;
+}
+
+// In place: x[rows, n] <- weight ⊙ x / rms(x)
+inline void rms_norm_rows(float* x, int64_t rows, int64_t n, const std::vector<float>& weight,
+                          double eps) {
+  kernels::RmsNormParams p;
+  p.x = x;
+  p.out = x;
+  p.weight = weight.empty() ? nullptr : weight.data();
+  p.rows = rows;
+  p.n = n;
+  p.eps = static_cast<float>(eps);
+  kernels::rms_norm(p);
+}
+
+// In place rope of `count` vectors of n channels; every `per_position` consecutive
+// vectors share positions[i].
+inline void rope_rows(float* x, int64_t count, int64_t n, int64_t rope_dim,
+                      const int64_t* positions, int64_t per_position,
+                      const std::vector<double>& freqs, bool inverse = false) {
+  kernels::RopeParams p;
+  p.x = x;
+  p.count = count;
+  p.n = n;
+  p.rope_dim = rope_dim;
+  p.positions = positions;
+  p.per_position = per_position;
+  p.freqs = freqs.data();
+  p.inverse = inverse;
+  kernels::rope(p);
+}
+
+}  // namespace troupe::model
