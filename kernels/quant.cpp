@@ -50,9 +50,9 @@ uint8_t e4m3_encode_magnitude(float a) {
 // Magnitude code of E2M1 for a in [0, 6]. Each piece of the grid has a uniform step
 // and starts at an even code index, so RNE on the step count is "ties to even code".
 uint8_t e2m1_encode_magnitude(float a) {
-  if (a <= 2.0f) return static_cast<uint8_t>(std::nearbyint(a * 2.0f));           // codes 0..4
-  if (a <= 4.0f) return static_cast<uint8_t>(4 + std::nearbyint(a - 2.0f));        // codes 4..6
-  return static_cast<uint8_t>(6 + std::nearbyint((a - 4.0f) * 0.5f));             // codes 6..7
+  if (a <= 2.0f) return static_cast<uint8_t>(std::nearbyint(a * 2.0f));      // codes 0..4
+  if (a <= 4.0f) return static_cast<uint8_t>(4 + std::nearbyint(a - 2.0f));  // codes 4..6
+  return static_cast<uint8_t>(6 + std::nearbyint((a - 4.0f) * 0.5f));        // codes 6..7
 }
 
 float abs_max(const float* x, int64_t n) {
@@ -110,7 +110,9 @@ uint8_t e4m3_encode(float x) {
   return sign | e4m3_encode_magnitude(a);
 }
 
-float e4m3_decode(uint8_t code) { return e4m3_table()[code]; }
+float e4m3_decode(uint8_t code) {
+  return e4m3_table()[code];
+}
 
 uint8_t e2m1_encode(float x) {
   const uint8_t sign = std::signbit(x) ? 0x8 : 0x0;
@@ -118,7 +120,9 @@ uint8_t e2m1_encode(float x) {
   return sign | e2m1_encode_magnitude(std::min(std::fabs(x), kE2m1Max));
 }
 
-float e2m1_decode(uint8_t code) { return e2m1_table()[code & 0xF]; }
+float e2m1_decode(uint8_t code) {
+  return e2m1_table()[code & 0xF];
+}
 
 float ue8m0_decode(uint8_t code) {
   if (code == 0xFF) return NAN;
@@ -127,8 +131,8 @@ float ue8m0_decode(uint8_t code) {
 }
 
 uint8_t pow2ceil_ue8m0(float v) {
-  TROUPE_CHECK(v >= FLT_MIN || std::isnan(v), "pow2ceil_ue8m0: v must be a positive normal f32, got ",
-               v);
+  TROUPE_CHECK(v >= FLT_MIN || std::isnan(v),
+               "pow2ceil_ue8m0: v must be a positive normal f32, got ", v);
   const uint32_t bits = std::bit_cast<uint32_t>(v);
   const uint32_t biased = (bits >> 23) & 0xFF;
   if (biased == 0xFF) return 0xFF;  // Inf / NaN: no scale exists; NaN propagates on dequant
@@ -143,7 +147,9 @@ uint16_t bf16_encode(float x) {
   return static_cast<uint16_t>((bits + rounding) >> 16);
 }
 
-float bf16_decode(uint16_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
+float bf16_decode(uint16_t bits) {
+  return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
+}
 
 const float* e4m3_table() {
   static const std::array<float, 256> table = [] {
@@ -236,6 +242,57 @@ void fake_quant_mxfp4(float* x, int64_t n) {
   for (int64_t b = 0; b < n; b += 32) {
     quantize_mxfp4(x + b, 32, q, s);
     dequantize_mxfp4(q, s, 32, x + b);
+  }
+}
+
+// --- checkpoint-writer weight quantizers ------------------------------------------------
+
+namespace {
+
+constexpr float kWeightAmaxFloor = 0x1p-100f;
+
+void check_weight_args(const float* w, int64_t rows, int64_t cols, const uint8_t* q,
+                       const uint8_t* scale, int64_t col_multiple, const char* fn) {
+  TROUPE_CHECK(rows >= 0 && cols >= 0, fn, ": negative shape [", rows, ", ", cols, "]");
+  TROUPE_CHECK(cols % col_multiple == 0, fn, ": cols (", cols, ") must be a multiple of ",
+               col_multiple);
+  TROUPE_CHECK(rows * cols == 0 || (w && q && scale), fn, ": null w, q or scale pointer");
+}
+
+}  // namespace
+
+void quantize_weight_fp8(const float* w, int64_t rows, int64_t cols, uint8_t* q, uint8_t* scale) {
+  check_weight_args(w, rows, cols, q, scale, 1, "quantize_weight_fp8");
+  const int64_t tile_cols = (cols + 31) / 32;
+  for (int64_t r0 = 0; r0 < rows; r0 += 32) {
+    const int64_t nr = std::min<int64_t>(32, rows - r0);
+    for (int64_t c0 = 0; c0 < cols; c0 += 32) {
+      const int64_t nc = std::min<int64_t>(32, cols - c0);
+      float amax = 0.0f;
+      for (int64_t r = r0; r < r0 + nr; ++r) amax = std::max(amax, abs_max(w + r * cols + c0, nc));
+      uint8_t& code = scale[(r0 / 32) * tile_cols + c0 / 32];
+      code = pow2_scale_code(amax, kWeightAmaxFloor, kE4m3Max);
+      const float s = ue8m0_decode(code);
+      for (int64_t r = r0; r < r0 + nr; ++r)
+        encode_e4m3_scaled(w + r * cols + c0, nc, s, q + r * cols + c0);
+    }
+  }
+}
+
+void quantize_weight_fp4(const float* w, int64_t rows, int64_t cols, uint8_t* q, uint8_t* scale) {
+  check_weight_args(w, rows, cols, q, scale, 32, "quantize_weight_fp4");
+  for (int64_t b = 0; b < rows * cols / 32; ++b) {
+    scale[b] = pow2_scale_code(abs_max(w + b * 32, 32), kWeightAmaxFloor, kE2m1Max);
+    encode_e2m1_scaled(w + b * 32, 32, ue8m0_decode(scale[b]), q + b * 16);
+  }
+}
+
+void quantize_weight_rowfp8(const float* w, int64_t rows, int64_t cols, uint8_t* q,
+                            uint8_t* scale) {
+  check_weight_args(w, rows, cols, q, scale, 32, "quantize_weight_rowfp8");
+  for (int64_t b = 0; b < rows * cols / 32; ++b) {
+    scale[b] = pow2_scale_code(abs_max(w + b * 32, 32), kWeightAmaxFloor, kE4m3Max);
+    encode_e4m3_scaled(w + b * 32, 32, ue8m0_decode(scale[b]), q + b * 32);
   }
 }
 

@@ -40,4 +40,16 @@ void fake_quant_fp8_ue8m0(float* x, int64_t n);
 void fake_quant_nvfp4(float* x, int64_t n);
 void fake_quant_mxfp4(float* x, int64_t n);
 
+// --- checkpoint-writer weight quantizers (MODEL.md §2) ------------------------------
+// Per scale block: s = pow2ceil(max(amax, 2^-100) / qmax), code = E4M3/E2M1 of
+// clamp(w/s, ±qmax); loaders only dequantize (kernels/weights.h). w is [rows, cols].
+// FP8: q[rows*cols] E4M3, scale[ceil(rows/32) * ceil(cols/32)] UE8M0 for 32x32 tiles;
+// amax of a ragged edge tile is over its real elements (zero padding changes nothing).
+void quantize_weight_fp8(const float* w, int64_t rows, int64_t cols, uint8_t* q, uint8_t* scale);
+// FP4: q[rows*cols/2] packed E2M1 (even column low nibble), scale[rows*cols/32]; cols % 32 == 0.
+void quantize_weight_fp4(const float* w, int64_t rows, int64_t cols, uint8_t* q, uint8_t* scale);
+// ROWFP8: q[rows*cols] E4M3, scale[rows*cols/32] per 32 columns of a row; cols % 32 == 0.
+void quantize_weight_rowfp8(const float* w, int64_t rows, int64_t cols, uint8_t* q,
+                            uint8_t* scale);
+
 }  // namespace troupe::kernels

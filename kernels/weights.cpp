@@ -12,11 +12,16 @@ namespace troupe::kernels {
 
 const char* to_string(WeightFormat f) {
   switch (f) {
-    case WeightFormat::F32: return "F32";
-    case WeightFormat::BF16: return "BF16";
-    case WeightFormat::FP8: return "FP8";
-    case WeightFormat::FP4: return "FP4";
-    case WeightFormat::ROWFP8: return "ROWFP8";
+    case WeightFormat::F32:
+      return "F32";
+    case WeightFormat::BF16:
+      return "BF16";
+    case WeightFormat::FP8:
+      return "FP8";
+    case WeightFormat::FP4:
+      return "FP4";
+    case WeightFormat::ROWFP8:
+      return "ROWFP8";
   }
   return "?";
 }
@@ -24,8 +29,8 @@ const char* to_string(WeightFormat f) {
 namespace {
 
 void check_view(const WeightView& w, int64_t r0, int64_t n, const float* out) {
-  TROUPE_CHECK(w.rows >= 0 && w.cols >= 0, "dequantize_rows: negative shape [", w.rows, ", ", w.cols,
-               "]");
+  TROUPE_CHECK(w.rows >= 0 && w.cols >= 0, "dequantize_rows: negative shape [", w.rows, ", ",
+               w.cols, "]");
   TROUPE_CHECK(r0 >= 0 && n >= 0 && r0 + n <= w.rows, "dequantize_rows: rows [", r0, ", ", r0 + n,
                ") outside [0, ", w.rows, ")");
   if (n == 0 || w.cols == 0) return;
@@ -85,11 +90,21 @@ void dequantize_rows(const WeightView& w, int64_t r0, int64_t n, float* out) {
   if (n == 0 || w.cols == 0) return;
   void (*row_fn)(const WeightView&, int64_t, float*) = nullptr;
   switch (w.format) {
-    case WeightFormat::F32: row_fn = dequant_f32_row; break;
-    case WeightFormat::BF16: row_fn = dequant_bf16_row; break;
-    case WeightFormat::FP8: row_fn = dequant_fp8_row; break;
-    case WeightFormat::FP4: row_fn = dequant_fp4_row; break;
-    case WeightFormat::ROWFP8: row_fn = dequant_rowfp8_row; break;
+    case WeightFormat::F32:
+      row_fn = dequant_f32_row;
+      break;
+    case WeightFormat::BF16:
+      row_fn = dequant_bf16_row;
+      break;
+    case WeightFormat::FP8:
+      row_fn = dequant_fp8_row;
+      break;
+    case WeightFormat::FP4:
+      row_fn = dequant_fp4_row;
+      break;
+    case WeightFormat::ROWFP8:
+      row_fn = dequant_rowfp8_row;
+      break;
   }
   TROUPE_CHECK(row_fn != nullptr, "dequantize_rows: unknown format ", static_cast<int>(w.format));
   for (int64_t i = 0; i < n; ++i) row_fn(w, r0 + i, out + i * w.cols);
