@@ -3,6 +3,7 @@
 // paths are compared against.
 #include "kernels/weights.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/check.h"
@@ -45,31 +46,40 @@ void check_view(const WeightView& w, int64_t r0, int64_t n, const float* out) {
                ") must be a multiple of 32 for ", to_string(w.format));
 }
 
+// E4M3 codes of one row times the UE8M0 scale of each 32-column block (the last
+// block may be short: FP8 allows ragged column counts).
+void dequant_e4m3_row(const uint8_t* q, const uint8_t* scale_row, int64_t cols, float* out) {
+  const float* t = e4m3_table();
+  for (int64_t c0 = 0; c0 < cols; c0 += 32) {
+    const float s = ue8m0_decode(scale_row[c0 / 32]);
+    const int64_t end = std::min<int64_t>(c0 + 32, cols);
+    for (int64_t c = c0; c < end; ++c) out[c] = t[q[c]] * s;
+  }
+}
+
 // FP8: E4M3 [rows, cols], UE8M0 scale [ceil(rows/32), ceil(cols/32)].
 void dequant_fp8_row(const WeightView& w, int64_t r, float* out) {
   const uint8_t* q = static_cast<const uint8_t*>(w.data) + r * w.cols;
-  const uint8_t* s = w.scale + (r / 32) * ((w.cols + 31) / 32);
-  const float* t = e4m3_table();
-  for (int64_t c = 0; c < w.cols; ++c) out[c] = t[q[c]] * ue8m0_decode(s[c / 32]);
+  dequant_e4m3_row(q, w.scale + (r / 32) * ((w.cols + 31) / 32), w.cols, out);
 }
 
 // ROWFP8: E4M3 [rows, cols], UE8M0 scale [rows, cols/32].
 void dequant_rowfp8_row(const WeightView& w, int64_t r, float* out) {
   const uint8_t* q = static_cast<const uint8_t*>(w.data) + r * w.cols;
-  const uint8_t* s = w.scale + r * (w.cols / 32);
-  const float* t = e4m3_table();
-  for (int64_t c = 0; c < w.cols; ++c) out[c] = t[q[c]] * ue8m0_decode(s[c / 32]);
+  dequant_e4m3_row(q, w.scale + r * (w.cols / 32), w.cols, out);
 }
 
 // FP4: packed E2M1 [rows, cols/2] (even column in the low nibble), scale [rows, cols/32].
 void dequant_fp4_row(const WeightView& w, int64_t r, float* out) {
   const uint8_t* q = static_cast<const uint8_t*>(w.data) + r * (w.cols / 2);
-  const uint8_t* s = w.scale + r * (w.cols / 32);
+  const uint8_t* scale_row = w.scale + r * (w.cols / 32);
   const float* t = e2m1_table();
-  for (int64_t c = 0; c < w.cols; c += 2) {
-    const float sc = ue8m0_decode(s[c / 32]);
-    out[c] = t[q[c / 2] & 0xF] * sc;
-    out[c + 1] = t[q[c / 2] >> 4] * sc;
+  for (int64_t c0 = 0; c0 < w.cols; c0 += 32) {
+    const float s = ue8m0_decode(scale_row[c0 / 32]);
+    for (int64_t c = c0; c < c0 + 32; c += 2) {
+      out[c] = t[q[c / 2] & 0xF] * s;
+      out[c + 1] = t[q[c / 2] >> 4] * s;
+    }
   }
 }
 
