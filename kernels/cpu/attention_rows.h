@@ -1,0 +1,26 @@
+// Inner kernels behind cpu::attention: the two dense loops of one key tile. The
+// online-softmax bookkeeping around them (cpu/attention.cpp) is shared; the AVX-512
+// pair lives in attention_avx512.cpp. Exposed so tests can run the portable pair.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/attention.h"
+
+namespace troupe::kernels::cpu {
+
+struct AttentionKernels {
+  // logits[h·nt + t] = q_h · keys[t]      q: [nh, dim] contiguous, keys[t]: [dim]
+  void (*logits)(const float* q, int64_t nh, int64_t dim, const float* const* keys, int64_t nt,
+                 float* logits);
+  // acc_h += Σ_t w[h·nt + t] · keys[t]     acc: [nh, dim] contiguous
+  void (*accumulate)(const float* w, int64_t nh, int64_t dim, const float* const* keys,
+                     int64_t nt, float* acc);
+};
+
+const AttentionKernels& portable_attention_kernels();
+const AttentionKernels& avx512_attention_kernels();  // only when cpu_features().has_avx512()
+
+void attention(const AttentionParams& p, const AttentionKernels& k);
+
+}  // namespace troupe::kernels::cpu

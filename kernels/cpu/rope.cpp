@@ -1,0 +1,64 @@
+// Fast rope: vectors split across threads; each thread builds the f32 cos/sin
+// table once per position it meets (heads of one position share it), then rotates
+// with the chosen kernel.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/cpu/rope_rows.h"
+#include "kernels/dispatch.h"
+#include "kernels/parallel.h"
+
+namespace troupe::kernels::cpu {
+namespace {
+
+void rotate_portable(float* x, const float* cos2, const float* sin2, int64_t dr) {
+  for (int64_t j = 0; j < dr; j += 2) {
+    const float a = x[j];
+    const float b = x[j + 1];
+    x[j] = a * cos2[j] + b * sin2[j];
+    x[j + 1] = b * cos2[j + 1] + a * sin2[j + 1];
+  }
+}
+
+// Same angle arithmetic as ref::rope, so the tables are identical to its c_i, s_i.
+void build_table(const RopeParams& p, int64_t position, float* cos2, float* sin2) {
+  const double pos = static_cast<double>(position);
+  for (int64_t i = 0; i < p.rope_dim / 2; ++i) {
+    double phi = pos * p.freqs[i];
+    if (p.inverse) phi = -phi;
+    const float c = static_cast<float>(std::cos(phi));
+    const float s = static_cast<float>(std::sin(phi));
+    cos2[2 * i] = c;
+    cos2[2 * i + 1] = c;
+    sin2[2 * i] = -s;
+    sin2[2 * i + 1] = s;
+  }
+}
+
+}  // namespace
+
+RopeRotateFn portable_rope_rotate() { return rotate_portable; }
+
+void rope(const RopeParams& p, RopeRotateFn rotate) {
+  const int64_t ld = p.ld ? p.ld : p.n;
+  const int64_t base = p.n - p.rope_dim;
+  const int64_t min_chunk = std::max<int64_t>(1, 8192 / std::max<int64_t>(p.rope_dim, 1));
+  parallel_for(p.count, min_chunk, [&](int64_t begin, int64_t end) {
+    std::vector<float> cos2(p.rope_dim), sin2(p.rope_dim);
+    int64_t group = -1;
+    for (int64_t v = begin; v < end; ++v) {
+      if (v / p.per_position != group) {
+        group = v / p.per_position;
+        build_table(p, p.positions[group], cos2.data(), sin2.data());
+      }
+      rotate(p.x + v * ld + base, cos2.data(), sin2.data(), p.rope_dim);
+    }
+  });
+}
+
+void rope(const RopeParams& p) {
+  rope(p, cpu_features().has_avx512() ? avx512_rope_rotate() : portable_rope_rotate());
+}
+
+}  // namespace troupe::kernels::cpu
