@@ -16,10 +16,12 @@ struct Command {
 };
 
 int run_info(const CommandArgs& args);
+int run_inspect(const CommandArgs& args);
 
 // The table main() dispatches on, in help order.
 inline const Command kCommands[] = {
     {"info", "info                       print build and CPU backend information", run_info},
+    {"inspect", "inspect --model DIR | --preset NAME [--dep N]   config, layer modes, params, memory", run_inspect},
 };
 
 }  // namespace troupe::cli

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
@@ -30,7 +31,8 @@ class SafetensorsFile;  // one mmapped file
 
 class Checkpoint {
  public:
-  // Opens every *.safetensors of dir (or the files model.safetensors.index.json names).
+  // Opens every *.safetensors of dir (or the files model.safetensors.index.json names);
+  // a path to one .safetensors file opens just that file.
   static Checkpoint open(const std::string& dir);
   ~Checkpoint();
   Checkpoint(Checkpoint&&) noexcept;
@@ -40,6 +42,8 @@ class Checkpoint {
   // The tensor, checked against the expected dtype(s) and shape; the error names the
   // tensor, what was expected and what the file has.
   const TensorInfo& get(const std::string& name, std::initializer_list<DType> dtypes,
+                        const std::vector<int64_t>& shape) const;
+  const TensorInfo& get(const std::string& name, const std::vector<DType>& dtypes,
                         const std::vector<int64_t>& shape) const;
   const TensorInfo* find(const std::string& name) const;
   const std::map<std::string, TensorInfo>& tensors() const { return tensors_; }
