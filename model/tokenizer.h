@@ -1,0 +1,80 @@
+// HF tokenizer.json byte-level BPE (MODEL.md §11): encode text to token ids and decode
+// ids to text.
+//
+// Supported files: model.type "BPE" (vocab map; merges as "a b" strings or [a, b]
+// pairs, ranked in file order), no normalizer, and a pre_tokenizer that is either
+// ByteLevel (use_regex true: the GPT-2 split; false: no split) with add_prefix_space
+// false, or a Sequence of a Split on the GPT-2 regex (behavior Isolated) then such a
+// ByteLevel with use_regex false. added_tokens are matched literally in the input
+// before BPE, longest first, and never split. Anything else is rejected with a
+// troupe::Error that says what is unsupported.
+//
+// Encoding never fails: each byte of ill-formed UTF-8 becomes its own byte token.
+// Decoding follows HF: byte-level tokens map back to bytes, added tokens give their
+// content, ids the file does not define are skipped, and the bytes are then read as
+// UTF-8 with each ill-formed sequence replaced by U+FFFD (HF's from_utf8_lossy,
+// Python's errors="replace"), so decode always returns valid UTF-8.
+//
+// A Tokenizer is immutable after loading; encode/decode may run on many threads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace troupe::model {
+
+// The literal special tokens of MODEL.md §11.
+inline constexpr std::string_view kBosToken = "<｜begin▁of▁sentence｜>";
+inline constexpr std::string_view kEosToken = "<｜end▁of▁sentence｜>";
+inline constexpr std::string_view kPadToken = "<｜▁pad▁｜>";
+inline constexpr std::string_view kUserToken = "<｜User｜>";
+inline constexpr std::string_view kAssistantToken = "<｜Assistant｜>";
+inline constexpr std::string_view kNoiseToken = "<｜dspark▁noise｜>";  // DSpark (§8)
+
+// Ids of the special tokens, found by their literal strings; -1 where the file has
+// none. bos and eos are required to load.
+struct SpecialTokenIds {
+  int32_t bos = -1;
+  int32_t eos = -1;
+  int32_t pad = -1;
+  int32_t user = -1;
+  int32_t assistant = -1;
+  int32_t noise = -1;
+};
+
+class Tokenizer {
+ public:
+  static Tokenizer load(const std::string& path);  // a tokenizer.json file
+  static Tokenizer from_json(std::string_view json_text);
+  ~Tokenizer();
+  Tokenizer(Tokenizer&&) noexcept;
+  Tokenizer& operator=(Tokenizer&&) noexcept;
+
+  // Token ids of text, bos first when add_bos. Special tokens written literally in
+  // text encode to their ids.
+  std::vector<int32_t> encode(std::string_view text, bool add_bos) const;
+  // Text of ids; skip_special drops special added tokens (bos, eos, ...).
+  std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;
+
+  // 1 + the largest id of the vocab and added tokens.
+  int64_t vocab_size() const;
+  const SpecialTokenIds& specials() const;
+  // The token string of an id (byte-level spelling, e.g. "Ġtime"; an added token's
+  // content), or nullopt for an id the file does not define.
+  std::optional<std::string_view> id_to_token(int32_t id) const;
+  std::optional<int32_t> token_to_id(std::string_view token) const;
+  bool is_special(int32_t id) const;
+
+  struct Impl;  // defined in tokenizer_impl.h
+
+ private:
+  explicit Tokenizer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace troupe::model

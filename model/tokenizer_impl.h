@@ -1,0 +1,63 @@
+// Internal state of a Tokenizer, shared by tokenizer_load.cpp (which fills it from a
+// tokenizer.json) and tokenizer.cpp (which encodes and decodes with it).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "model/bpe.h"
+#include "model/tokenizer.h"
+
+namespace troupe::model {
+
+enum class TokenKind : uint8_t { None, Vocab, Added, Special };
+
+struct AddedToken {
+  std::string content;  // matched literally in input text
+  int32_t id = 0;
+  bool special = false;
+};
+
+// Pre-tokenized words -> ids. Words repeat a lot in real text, and BPE on a word is the
+// costly step. Bounded: cleared when full, which changes speed, never results.
+class WordCache {
+ public:
+  std::optional<std::vector<int32_t>> get(std::string_view word) const;
+  void put(std::string_view word, const std::vector<int32_t>& ids) const;
+
+  static constexpr size_t kMaxWordBytes = 128;
+  static constexpr size_t kMaxEntries = 1 << 16;
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::unordered_map<std::string, std::vector<int32_t>> map_;
+};
+
+struct Tokenizer::Impl {
+  std::unordered_map<std::string, int32_t> vocab;  // byte-level spelling -> id
+  std::vector<std::string> tokens;                 // [vocab_size] spelling or added content
+  std::vector<TokenKind> kinds;                    // [vocab_size]
+  BpeMerges merges;
+  std::array<int32_t, 256> byte_ids{};  // byte b -> id of its one-character token
+  std::vector<AddedToken> added;        // longest content first
+  std::array<std::vector<uint32_t>, 256> added_by_first_byte;  // indices into added
+  bool split_gpt2 = true;      // apply the GPT-2 split regex before BPE
+  bool ignore_merges = false;  // HF option: a word that is a vocab token is taken whole
+  SpecialTokenIds specials;
+  WordCache cache;
+
+  // The longest added token that starts at text[pos], or nullptr.
+  const AddedToken* match_added(std::string_view text, size_t pos) const;
+};
+
+// Builds the state from tokenizer.json text; throws troupe::Error on a bad file.
+std::unique_ptr<Tokenizer::Impl> parse_tokenizer_json(std::string_view json_text);
+
+}  // namespace troupe::model
