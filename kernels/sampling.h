@@ -10,14 +10,15 @@ namespace troupe::kernels {
 
 // Philox4x32-10 block for key (k0, k1) and 128-bit counter.
 std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key);
-// A uniform float in [0, 1) from (seed, stream, counter).
+// A uniform float in [0, 1) from (seed, stream, counter): key = seed, counter words =
+// (counter lo, counter hi, stream lo, stream hi); u = (word0 >> 8) · 2^-24.
 float philox_uniform(uint64_t seed, uint64_t stream, uint64_t counter);
 
 struct SamplingParams {
-  float temperature = 0.0f;  // <= 0: greedy
-  int32_t top_k = 0;         // <= 0: off
-  float top_p = 1.0f;        // 1: off
-  float min_p = 0.0f;        // 0: off
+  float temperature = 0.0f;  // finite, >= 0; 0: greedy
+  int32_t top_k = 0;         // >= 0; 0: off
+  float top_p = 1.0f;        // (0, 1]; 1: off
+  float min_p = 0.0f;        // [0, 1]; 0: off
   uint64_t seed = 0;
 };
 
@@ -30,6 +31,17 @@ struct SampleParams {
   const uint64_t* streams = nullptr;         // [M] e.g. request id
   const uint64_t* counters = nullptr;        // [M] e.g. the request's step
 };
+// Row r with temperature T > 0 (rows with T = 0 take argmax), u = philox_uniform(seed,
+// streams[r], counters[r]):
+//   e_i = exp(z_i − max z), z_i = logit_i / T (f32)        unnormalised softmax, max e = 1
+//   O   = tokens by e descending, equal e -> lower id     the fixed order of every step below
+//   C   = first top_k of O (all of O when top_k = 0)
+//   top-p: M = Σ_{C} e (f64, ascending id); keep the shortest prefix of C whose running
+//          Σ e (f64, in O order) >= top_p·M (all of C if none); always >= 1 token
+//   min-p: drop tokens with e_i < min_p (p_i < min_p·p_max); O[0] always stays
+//   draw:  F = Σ_{kept} e (f64, ascending id); the first kept token in O whose running
+//          Σ e > u·F (the renormalised inverse CDF)
+// Logits should be finite (-inf masks a token). Bad parameters throw troupe::Error.
 void sample(const SampleParams& p);
 
 int32_t argmax(const float* x, int64_t n);  // ties -> lowest index

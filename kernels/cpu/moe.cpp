@@ -1,0 +1,186 @@
+// Fast CPU MoE. The gate is cheap next to the experts (nE·(exp, log1p, sqrt) per
+// token), so it is threaded over tokens in portable C++; the expert FFN time is all
+// in the GEMMs, which are kernels::cpu::gemm's AVX-512 / portable paths.
+//
+// Expert FFN data flow (R = number of non-skipped (token, slot) entries):
+//
+//   pick [M, top_k] --group_by_expert--> expert e owns grouped rows [offset[e], offset[e+1])
+//   x rows of those tokens --gather--> xg [c, H] --w1, w3--> a, b [c, I] --swiglu--> h [c, I]
+//   h --w2--> ys[offset[e] .. offset[e+1]) of ys [R, H]
+//   out[t] += Σ_k weight[t, k] · ys[row_of[t, k]]       (k ascending, as in ref)
+//
+// Every ys row is produced by one GEMM call and the reduction order is fixed, so the
+// result does not depend on the thread count or on how experts are spread over threads.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/moe.h"
+#include "kernels/moe_scalar.h"
+#include "kernels/parallel.h"
+
+namespace troupe::kernels::cpu {
+namespace {
+
+using moe_detail::ranks_before;
+
+// Keeps the top_k best (score, id) seen so far in rank order: insertion into a short
+// sorted list, O(experts · top_k) worst case with top_k <= 16 or so in practice.
+// s [experts] and best_score [top_k] are scratch.
+void gate_row(const MoeGateParams& p, const float* logits, float* s, float* best_score,
+              int32_t* pick, float* weight) {
+  int64_t filled = 0;
+  for (int64_t e = 0; e < p.experts; ++e) {
+    s[e] = moe_detail::sqrt_softplus(logits[e]);
+    const float score = p.bias ? s[e] + p.bias[e] : s[e];
+    if (filled == p.top_k && !ranks_before(score, e, best_score[filled - 1], pick[filled - 1])) {
+      continue;
+    }
+    int64_t i = filled < p.top_k ? filled++ : filled - 1;
+    for (; i > 0 && ranks_before(score, e, best_score[i - 1], pick[i - 1]); --i) {
+      best_score[i] = best_score[i - 1];
+      pick[i] = pick[i - 1];
+    }
+    best_score[i] = score;
+    pick[i] = static_cast<int32_t>(e);
+  }
+  float sum = 0;
+  for (int64_t k = 0; k < p.top_k; ++k) sum += s[pick[k]];
+  for (int64_t k = 0; k < p.top_k; ++k) {
+    weight[k] = moe_detail::routing_weight(s[pick[k]], sum, p.norm_topk_prob,
+                                           p.routed_scaling_factor);
+  }
+}
+
+struct Routing {
+  std::vector<int64_t> offset;  // [experts + 1] grouped rows of expert e: [offset[e], offset[e+1])
+  std::vector<int64_t> entry;   // [R] entry t·top_k + k of each grouped row, ascending per expert
+  std::vector<int64_t> row_of;  // [M·top_k] grouped row of each entry; -1 = skipped slot
+};
+
+// Counting sort of the entries by expert; stable, so each expert sees its tokens in order.
+Routing group_by_expert(const MoeExpertsParams& p) {
+  const int64_t entries = p.m * p.top_k;
+  Routing r;
+  r.offset.assign(p.experts_count + 1, 0);
+  for (int64_t i = 0; i < entries; ++i) {
+    if (p.pick[i] >= 0) r.offset[p.pick[i] + 1]++;
+  }
+  for (int64_t e = 0; e < p.experts_count; ++e) r.offset[e + 1] += r.offset[e];
+  std::vector<int64_t> next(r.offset.begin(), r.offset.end() - 1);
+  r.entry.resize(r.offset.back());
+  r.row_of.assign(entries, -1);
+  for (int64_t i = 0; i < entries; ++i) {
+    if (p.pick[i] < 0) continue;
+    const int64_t row = next[p.pick[i]]++;
+    r.entry[row] = i;
+    r.row_of[i] = row;
+  }
+  return r;
+}
+
+struct Scratch {
+  std::vector<float> xg, a, b;  // [c, H], [c, I], [c, I] for the expert being run
+};
+
+// Runs expert e on its grouped rows; writes ys rows [offset[e], offset[e+1]).
+void run_expert(const MoeExpertsParams& p, const Routing& r, int64_t e, Scratch& s, float* ys) {
+  const int64_t row0 = r.offset[e];
+  const int64_t c = r.offset[e + 1] - row0;
+  if (c == 0) return;
+  s.xg.resize(c * p.hidden);
+  s.a.resize(c * p.inter);
+  s.b.resize(c * p.inter);
+  for (int64_t i = 0; i < c; ++i) {
+    const int64_t token = r.entry[row0 + i] / p.top_k;
+    std::memcpy(&s.xg[i * p.hidden], p.x + token * p.hidden, p.hidden * sizeof(float));
+  }
+  const ExpertWeights& w = p.experts[e];
+  GemmParams g;
+  g.m = c;
+  g.precision = p.precision;
+  g.x = s.xg.data();
+  g.w = w.w1;
+  g.y = s.a.data();
+  cpu::gemm(g);
+  g.w = w.w3;
+  g.y = s.b.data();
+  cpu::gemm(g);
+  for (int64_t i = 0; i < c * p.inter; ++i) {
+    s.a[i] = moe_detail::swiglu(s.a[i], s.b[i], p.swiglu_limit);
+  }
+  g.x = s.a.data();
+  g.w = w.w2;
+  g.y = ys + row0 * p.hidden;
+  cpu::gemm(g);
+}
+
+// Heuristic (kept apart from the kernel): cost of an active expert ~ its rows plus a
+// fixed part for streaming its weights, worth about kFixedRows rows of arithmetic.
+// Returns part boundaries [parts + 1] over expert ids with roughly equal cost.
+std::vector<int64_t> split_experts(const Routing& r, int64_t parts) {
+  constexpr int64_t kFixedRows = 8;
+  const int64_t experts = static_cast<int64_t>(r.offset.size()) - 1;
+  std::vector<int64_t> cost_before(experts + 1, 0);
+  for (int64_t e = 0; e < experts; ++e) {
+    const int64_t c = r.offset[e + 1] - r.offset[e];
+    cost_before[e + 1] = cost_before[e] + (c > 0 ? c + kFixedRows : 0);
+  }
+  std::vector<int64_t> bound(parts + 1, experts);
+  bound[0] = 0;
+  for (int64_t j = 1; j < parts; ++j) {
+    const int64_t target = cost_before.back() * j / parts;
+    bound[j] = std::lower_bound(cost_before.begin(), cost_before.end(), target) - cost_before.begin();
+  }
+  return bound;
+}
+
+void run_all_experts(const MoeExpertsParams& p, const Routing& r, float* ys) {
+  int64_t active = 0;
+  for (int64_t e = 0; e < p.experts_count; ++e) active += r.offset[e + 1] > r.offset[e];
+  const int64_t parts = num_threads();
+  if (active < 2 * parts) {
+    // Few experts: one at a time, each GEMM spreads over the threads.
+    Scratch s;
+    for (int64_t e = 0; e < p.experts_count; ++e) run_expert(p, r, e, s, ys);
+    return;
+  }
+  // Many experts: threads take disjoint expert ranges; their GEMMs run inline.
+  const std::vector<int64_t> bound = split_experts(r, parts);
+  parallel_for(parts, 1, [&](int64_t part0, int64_t part1) {
+    Scratch s;
+    for (int64_t e = bound[part0]; e < bound[part1]; ++e) run_expert(p, r, e, s, ys);
+  });
+}
+
+}  // namespace
+
+void moe_gate(const MoeGateParams& p) {
+  parallel_for(p.m, 16, [&](int64_t t0, int64_t t1) {
+    std::vector<float> s(p.experts), best_score(p.top_k);
+    for (int64_t t = t0; t < t1; ++t) {
+      gate_row(p, p.logits + t * p.experts, s.data(), best_score.data(), p.pick + t * p.top_k,
+               p.weight + t * p.top_k);
+    }
+  });
+}
+
+void moe_experts(const MoeExpertsParams& p) {
+  const Routing r = group_by_expert(p);
+  std::vector<float> ys(r.entry.size() * p.hidden);
+  run_all_experts(p, r, ys.data());
+  parallel_for(p.m, 4, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      float* out = p.out + t * p.hidden;
+      for (int64_t k = 0; k < p.top_k; ++k) {
+        const int64_t row = r.row_of[t * p.top_k + k];
+        if (row < 0) continue;
+        const float wt = p.weight[t * p.top_k + k];
+        const float* y = &ys[row * p.hidden];
+        for (int64_t j = 0; j < p.hidden; ++j) out[j] += wt * y[j];
+      }
+    }
+  });
+}
+
+}  // namespace troupe::kernels::cpu
