@@ -144,7 +144,8 @@ void parse_merges(const json& model, Tokenizer::Impl& t) {
   };
   for (size_t i = 0; i < merges->size(); ++i) {
     const auto [left, right] = merge_parts((*merges)[i], i);
-    t.merges.add(id_of(left, i), id_of(right, i), id_of(left + right, i));
+    const int32_t left_id = id_of(left, i), right_id = id_of(right, i);  // in this order for the message
+    t.merges.add(left_id, right_id, id_of(left + right, i));
   }
 }
 
