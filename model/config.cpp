@@ -122,15 +122,18 @@ kernels::YarnScaling read_rope_scaling(const KeyReader& r) {
   const json* v = r.find("rope_scaling");
   if (!v) return y;
   if (!v->is_object()) TROUPE_FAIL("key 'rope_scaling': expected an object, got " << v->dump());
-  KeyReader s(*v);
-  y.factor = s.number("factor");
-  if (y.factor == 1.0) return y;
-  const json* type = s.find("type", {"rope_type"});
-  if (!type || *type != "yarn")
-    TROUPE_FAIL("key 'rope_scaling': only type \"yarn\" is supported, got " << v->dump());
-  y.original_max_position = s.number("original_max_position_embeddings");
-  if (const json* bf = s.find("beta_fast")) y.beta_fast = KeyReader::to_number("beta_fast", *bf);
-  if (const json* bs = s.find("beta_slow")) y.beta_slow = KeyReader::to_number("beta_slow", *bs);
+  try {
+    KeyReader s(*v);
+    y.factor = s.number("factor");
+    if (y.factor == 1.0) return y;
+    const json* type = s.find("type", {"rope_type"});
+    if (!type || *type != "yarn") TROUPE_FAIL("only type \"yarn\" is supported, got " << v->dump());
+    y.original_max_position = double(s.integer("original_max_position_embeddings"));
+    if (const json* bf = s.find("beta_fast")) y.beta_fast = KeyReader::to_number("beta_fast", *bf);
+    if (const json* bs = s.find("beta_slow")) y.beta_slow = KeyReader::to_number("beta_slow", *bs);
+  } catch (const Error& e) {
+    TROUPE_FAIL("key 'rope_scaling': " << e.what());
+  }
   return y;
 }
 
@@ -257,12 +260,14 @@ std::string config_to_json(const ModelConfig& c) {
   j["index_topk"] = c.index_topk;
   j["rope_theta"] = c.rope_theta;
   j["compress_rope_theta"] = c.compress_rope_theta;
-  if (c.rope_scaling.factor != 1.0)
+  if (c.rope_scaling.factor != 1.0) {
+    const double orig = c.rope_scaling.original_max_position;  // a length: written as an integer
     j["rope_scaling"] = {{"type", "yarn"},
                          {"factor", c.rope_scaling.factor},
-                         {"original_max_position_embeddings", c.rope_scaling.original_max_position},
+                         {"original_max_position_embeddings", int64_t(orig)},
                          {"beta_fast", c.rope_scaling.beta_fast},
                          {"beta_slow", c.rope_scaling.beta_slow}};
+  }
   j["rms_norm_eps"] = c.rms_norm_eps;
   j["n_routed_experts"] = c.n_routed_experts;
   j["n_shared"] = c.n_shared;

@@ -233,7 +233,7 @@ std::optional<std::map<std::string, std::string>> read_index(const fs::path& dir
   try {
     const json j = json::parse(in);
     const json& m = j.at("weight_map");
-    if (!m.is_object()) TROUPE_FAIL("weight_map is not an object");
+    if (!m.is_object()) TROUPE_FAIL(index.string() << ": weight_map is not an object");
     for (const auto& [name, file] : m.items()) weight_map[name] = file.get<std::string>();
   } catch (const json::exception& e) {
     TROUPE_FAIL(index.string() << ": bad index file (" << e.what() << ")");
