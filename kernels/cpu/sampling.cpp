@@ -30,7 +30,7 @@ class LazyOrder {
   void extend(int64_t need) {
     constexpr int64_t kFirstChunk = 64;
     const int64_t n = static_cast<int64_t>(idx_.size());
-    int64_t to = std::min(n, std::max({need, 2 * sorted_, kFirstChunk}));
+    int64_t to = std::min(n, std::max({need, 4 * sorted_, kFirstChunk}));
     if (to > n / 2) to = n;
     auto cmp = [this](int32_t a, int32_t b) { return sampling_detail::ranks_before(e_, a, b); };
     if (to == n) {
