@@ -1,0 +1,69 @@
+// cpu::gemm: the AVX-512 path (kernels/cpu/gemm_avx512.cpp) when the CPU has it, else
+// the portable blocked loops below. Both thread over output columns, so every y element
+// is computed by one thread in a fixed order.
+#include <vector>
+
+#include "kernels/cpu/gemm_internal.h"
+#include "kernels/dispatch.h"
+#include "kernels/parallel.h"
+#include "kernels/quant.h"
+
+namespace troupe::kernels::cpu {
+namespace {
+
+constexpr int64_t kPanelRows = 8;  // weight rows dequantized together (stays in L1/L2)
+
+// Sixteen partial sums in a fixed order: vectorisable without -ffast-math.
+float dot(const float* a, const float* b, int64_t n) {
+  float part[16] = {};
+  int64_t k = 0;
+  for (; k + 16 <= n; k += 16)
+    for (int j = 0; j < 16; ++j) part[j] += a[k + j] * b[k + j];
+  for (int j = 0; k + j < n; ++j) part[j] += a[k + j] * b[k + j];
+  for (int width = 8; width > 0; width /= 2)
+    for (int j = 0; j < width; ++j) part[j] += part[j + width];
+  return part[0];
+}
+
+}  // namespace
+
+void gemm_portable(const GemmParams& p) {
+  const GemmShape sh = gemm_shape(p);
+  if (sh.m == 0 || sh.n == 0) return;
+  const float* x = p.x;
+  int64_t ldx = sh.ldx;
+  std::vector<float> rounded;  // GemmPrecision::Bf16: the activations as bf16 values
+  if (p.precision == GemmPrecision::Bf16) {
+    rounded.resize(static_cast<size_t>(sh.m * sh.k));
+    for (int64_t m = 0; m < sh.m; ++m)
+      for (int64_t k = 0; k < sh.k; ++k)
+        rounded[m * sh.k + k] = bf16_decode(bf16_encode(p.x[m * sh.ldx + k]));
+    x = rounded.data();
+    ldx = sh.k;
+  }
+  parallel_for(sh.n, gemm_min_chunk(sh, kPanelRows), [&](int64_t nb, int64_t ne) {
+    std::vector<float> panel(static_cast<size_t>(kPanelRows * sh.k));
+    for (int64_t n0 = nb; n0 < ne; n0 += kPanelRows) {
+      const int64_t rows = std::min(kPanelRows, ne - n0);
+      dequantize_rows(p.w, n0, rows, panel.data());
+      for (int64_t m = 0; m < sh.m; ++m) {
+        float* y = p.y + m * sh.ldy + n0;
+        for (int64_t r = 0; r < rows; ++r) {
+          const float s = dot(x + m * ldx, panel.data() + r * sh.k, sh.k);
+          y[r] = p.accumulate ? y[r] + s : s;
+        }
+      }
+    }
+  });
+}
+
+void gemm(const GemmParams& p) {
+  const CpuFeatures& f = cpu_features();
+  if (f.has_avx512()) {
+    gemm_avx512(p, f.avx512bf16);
+  } else {
+    gemm_portable(p);
+  }
+}
+
+}  // namespace troupe::kernels::cpu

@@ -1,0 +1,37 @@
+// Pieces of cpu::gemm shared by kernels/cpu/gemm.cpp (dispatch + portable path) and
+// kernels/cpu/gemm_avx512.cpp, exposed so tests can run each path directly.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/gemm.h"
+
+namespace troupe::kernels::cpu {
+
+// GemmParams with the defaults resolved (ldx = 0 means K, ldy = 0 means N).
+struct GemmShape {
+  int64_t m, n, k, ldx, ldy;
+};
+inline GemmShape gemm_shape(const GemmParams& p) {
+  return {p.m, p.w.rows, p.w.cols, p.ldx ? p.ldx : p.w.cols, p.ldy ? p.ldy : p.w.rows};
+}
+
+// Output columns per parallel_for chunk: enough multiply-adds per chunk (~128K) that a
+// thread hand-off pays for itself; a multiple of `tile` so chunks end on tile edges.
+inline int64_t gemm_min_chunk(const GemmShape& s, int64_t tile) {
+  const int64_t per_col = std::max<int64_t>(1, s.m * s.k);
+  const int64_t cols = std::max<int64_t>(1, (int64_t{1} << 17) / per_col);
+  return (cols + tile - 1) / tile * tile;
+}
+
+// Blocked C++ the compiler vectorises; GemmPrecision::Bf16 rounds x to bf16 first.
+void gemm_portable(const GemmParams& p);
+
+// AVX-512 (F/BW/VL/DQ) path. use_bf16_dot: run GemmPrecision::Bf16 with vdpbf16ps
+// (needs AVX512_BF16); when false, Bf16 runs f32 FMAs on bf16-rounded activations,
+// which is the same definition (weights are exact in bf16 except F32-format weights,
+// which Bf16 never rounds; see gemm_avx512.cpp).
+void gemm_avx512(const GemmParams& p, bool use_bf16_dot);
+
+}  // namespace troupe::kernels::cpu

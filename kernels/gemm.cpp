@@ -1,0 +1,48 @@
+// gemm(): validates GemmParams at the op boundary, then dispatches to the backend.
+#include "kernels/gemm.h"
+
+#include "kernels/check.h"
+#include "kernels/dispatch.h"
+
+namespace troupe::kernels {
+namespace {
+
+void validate(const GemmParams& p) {
+  const WeightView& w = p.w;
+  TROUPE_CHECK(p.m >= 0, "gemm: m (", p.m, ") must be >= 0");
+  TROUPE_CHECK(w.rows >= 0 && w.cols >= 0, "gemm: w shape [", w.rows, ", ", w.cols,
+               "] must be non-negative");
+  const int64_t ldx = p.ldx ? p.ldx : w.cols, ldy = p.ldy ? p.ldy : w.rows;
+  TROUPE_CHECK(ldx >= w.cols, "gemm: ldx (", p.ldx, ") must be >= K (", w.cols, ")");
+  TROUPE_CHECK(ldy >= w.rows, "gemm: ldy (", p.ldy, ") must be >= N (", w.rows, ")");
+  TROUPE_CHECK(p.precision == GemmPrecision::F32 || p.precision == GemmPrecision::Bf16,
+               "gemm: unknown precision ", static_cast<int>(p.precision));
+  const bool scaled = w.format == WeightFormat::FP8 || w.format == WeightFormat::FP4 ||
+                      w.format == WeightFormat::ROWFP8;
+  TROUPE_CHECK(scaled || w.format == WeightFormat::F32 || w.format == WeightFormat::BF16,
+               "gemm: unknown weight format ", static_cast<int>(w.format));
+  if (w.format == WeightFormat::FP4 || w.format == WeightFormat::ROWFP8)
+    TROUPE_CHECK(w.cols % 32 == 0, "gemm: w.cols (", w.cols, ") must be a multiple of 32 for ",
+                 to_string(w.format));
+  if (p.m > 0) {
+    TROUPE_CHECK(p.x != nullptr || w.cols == 0, "gemm: x is null with m = ", p.m);
+    TROUPE_CHECK(p.y != nullptr || w.rows == 0, "gemm: y is null with m = ", p.m);
+  }
+  if (w.rows > 0 && w.cols > 0) {
+    TROUPE_CHECK(w.data != nullptr, "gemm: w.data is null (", to_string(w.format), ")");
+    TROUPE_CHECK(!scaled || w.scale != nullptr, "gemm: w.scale is null (", to_string(w.format),
+                 ")");
+  }
+}
+
+}  // namespace
+
+void gemm(const GemmParams& p) {
+  validate(p);
+  switch (active_backend()) {
+    case Backend::Ref: return ref::gemm(p);
+    case Backend::Cpu: return cpu::gemm(p);
+  }
+}
+
+}  // namespace troupe::kernels

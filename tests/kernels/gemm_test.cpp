@@ -1,0 +1,453 @@
+// GEMM tests: hand-worked values, exact single-element decode of every code, then a
+// grid of shapes x formats comparing every CPU path (dispatch, AVX-512 with and without
+// vdpbf16ps, portable) with ref::gemm. Outputs are poisoned (NaN) before each call and
+// guarded by sentinel columns/rows that must stay untouched; x row padding is NaN so a
+// read past K shows up as NaN in y.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/check.h"
+#include "kernels/cpu/gemm_internal.h"
+#include "kernels/dispatch.h"
+#include "kernels/gemm.h"
+#include "kernels/parallel.h"
+#include "kernels/quant.h"
+
+namespace troupe::kernels {
+namespace {
+
+constexpr float kSentinel = -12345.5f;
+
+// A stored weight with random codes (MODEL.md §2 layouts). Scale codes 110..135 keep
+// values within f32 normals; E4M3 NaN codes are avoided except where a test wants them.
+struct TestWeight {
+  WeightFormat format;
+  int64_t rows, cols;
+  std::vector<uint8_t> data, scale;
+
+  WeightView view() const {
+    return {format, rows, cols, data.empty() ? nullptr : data.data(),
+            scale.empty() ? nullptr : scale.data()};
+  }
+  std::vector<float> dequantized() const {
+    std::vector<float> w(static_cast<size_t>(rows * cols));
+    dequantize_rows(view(), 0, rows, w.data());
+    return w;
+  }
+};
+
+int64_t scale_count(WeightFormat f, int64_t rows, int64_t cols) {
+  switch (f) {
+    case WeightFormat::FP8: return ((rows + 31) / 32) * ((cols + 31) / 32);
+    case WeightFormat::FP4:
+    case WeightFormat::ROWFP8: return rows * (cols / 32);
+    default: return 0;
+  }
+}
+
+TestWeight random_weight(WeightFormat f, int64_t rows, int64_t cols, std::mt19937& rng) {
+  TestWeight w{f, rows, cols, {}, {}};
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> byte(0, 255), sc(110, 135);
+  const int64_t n = rows * cols;
+  switch (f) {
+    case WeightFormat::F32:
+      w.data.resize(n * 4);
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = uni(rng);
+        std::memcpy(&w.data[i * 4], &v, 4);
+      }
+      break;
+    case WeightFormat::BF16:
+      w.data.resize(n * 2);
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t v = bf16_encode(uni(rng));
+        std::memcpy(&w.data[i * 2], &v, 2);
+      }
+      break;
+    case WeightFormat::FP4:
+      w.data.resize(n / 2);
+      for (auto& b : w.data) b = static_cast<uint8_t>(byte(rng));
+      break;
+    case WeightFormat::FP8:
+    case WeightFormat::ROWFP8:
+      w.data.resize(n);
+      for (auto& b : w.data) {
+        do b = static_cast<uint8_t>(byte(rng));
+        while ((b & 0x7F) == 0x7F);
+      }
+      break;
+  }
+  w.scale.resize(scale_count(f, rows, cols));
+  for (auto& s : w.scale) s = static_cast<uint8_t>(sc(rng));
+  return w;
+}
+
+// The CPU paths under test; each computes y like kernels::gemm on Backend::Cpu.
+struct Path {
+  std::string name;
+  std::function<void(const GemmParams&)> run;
+};
+
+std::vector<Path> cpu_paths() {
+  std::vector<Path> paths{{"cpu-dispatch",
+                           [](const GemmParams& p) {
+                             ScopedBackend b(Backend::Cpu);
+                             gemm(p);
+                           }},
+                          {"portable", [](const GemmParams& p) { cpu::gemm_portable(p); }}};
+  if (cpu_features().has_avx512()) {
+    paths.push_back({"avx512-f32fma", [](const GemmParams& p) { cpu::gemm_avx512(p, false); }});
+    if (cpu_features().avx512bf16)
+      paths.push_back({"avx512-bf16dot", [](const GemmParams& p) { cpu::gemm_avx512(p, true); }});
+  }
+  return paths;
+}
+
+struct Case {
+  WeightFormat format;
+  int64_t m, n, k;
+  int64_t x_pad = 0, y_pad = 0;  // ldx = k + x_pad, ldy = n + y_pad
+  bool accumulate = false;
+  GemmPrecision precision = GemmPrecision::F32;
+
+  std::string str() const {
+    return std::string(to_string(format)) + " m=" + std::to_string(m) + " n=" + std::to_string(n) +
+           " k=" + std::to_string(k) + " ldx+" + std::to_string(x_pad) + " ldy+" +
+           std::to_string(y_pad) + (accumulate ? " acc" : "") +
+           (precision == GemmPrecision::Bf16 ? " bf16" : " f32");
+  }
+};
+
+// Inputs of one case plus the poisoned output buffer every path starts from.
+struct Problem {
+  Case c;
+  TestWeight w;
+  std::vector<float> x;   // [m, ldx], NaN past k
+  std::vector<float> y0;  // [m + 1, ldy]: NaN (or random when accumulating), sentinels outside
+  int64_t ldx() const { return c.k + c.x_pad; }
+  int64_t ldy() const { return c.n + c.y_pad; }
+
+  GemmParams params(float* y) const {
+    GemmParams p;
+    p.x = x.empty() ? nullptr : x.data();
+    p.w = w.view();
+    p.y = y;
+    p.m = c.m;
+    p.ldx = c.x_pad ? ldx() : 0;  // 0 exercises the "means K / N" default
+    p.ldy = c.y_pad ? ldy() : 0;
+    p.accumulate = c.accumulate;
+    p.precision = c.precision;
+    return p;
+  }
+};
+
+Problem make_problem(const Case& c, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Problem pr{c, random_weight(c.format, c.n, c.k, rng), {}, {}};
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  pr.x.assign(static_cast<size_t>(c.m * pr.ldx()), NAN);
+  for (int64_t m = 0; m < c.m; ++m)
+    for (int64_t k = 0; k < c.k; ++k) pr.x[m * pr.ldx() + k] = uni(rng);
+  pr.y0.assign(static_cast<size_t>((c.m + 1) * pr.ldy()), kSentinel);
+  for (int64_t m = 0; m < c.m; ++m)
+    for (int64_t n = 0; n < c.n; ++n) pr.y0[m * pr.ldy() + n] = c.accumulate ? uni(rng) : NAN;
+  return pr;
+}
+
+// Σ_k |x_k·w_k| (+ |y0| when accumulating) per output element, the scale of the
+// rounding error of any summation order.
+std::vector<double> magnitudes(const Problem& pr) {
+  const std::vector<float> w = pr.w.dequantized();
+  std::vector<double> mag(static_cast<size_t>(pr.c.m * pr.c.n));
+  for (int64_t m = 0; m < pr.c.m; ++m)
+    for (int64_t n = 0; n < pr.c.n; ++n) {
+      double s = pr.c.accumulate ? std::fabs(pr.y0[m * pr.ldy() + n]) : 0.0;
+      for (int64_t k = 0; k < pr.c.k; ++k)
+        s += std::fabs(double{pr.x[m * pr.ldx() + k]} * w[n * pr.c.k + k]);
+      mag[m * pr.c.n + n] = s;
+    }
+  return mag;
+}
+
+// |y - y_ref| <= tol·magnitude per element; guard cells bit-identical to the sentinel.
+void expect_close(const Problem& pr, const std::vector<double>& mag, const std::vector<float>& y,
+                  const std::vector<float>& ref, double tol, const std::string& what) {
+  int failures = 0;
+  for (int64_t m = 0; m <= pr.c.m; ++m)
+    for (int64_t n = 0; n < pr.ldy(); ++n) {
+      const size_t i = static_cast<size_t>(m * pr.ldy() + n);
+      if (m == pr.c.m || n >= pr.c.n) {  // guard: never written
+        if (std::bit_cast<uint32_t>(y[i]) != std::bit_cast<uint32_t>(kSentinel) && failures++ < 5)
+          ADD_FAILURE() << what << ": guard y[" << m << "][" << n << "] overwritten with " << y[i];
+        continue;
+      }
+      const double bound = tol * mag[m * pr.c.n + n] + 1e-30;
+      const double err = std::fabs(double{y[i]} - ref[i]);
+      if (!(err <= bound) && failures++ < 5)
+        ADD_FAILURE() << what << ": y[" << m << "][" << n << "] = " << y[i] << ", ref " << ref[i]
+                      << ", err " << err << " > " << bound;
+    }
+}
+
+std::vector<float> run_ref(const Problem& pr) {
+  std::vector<float> y = pr.y0;
+  ScopedBackend b(Backend::Ref);
+  gemm(pr.params(y.data()));
+  return y;
+}
+
+// Reordered f32 sums: each is within ~K·2^-24·Σ|x·w| of exact, in practice ~√K·2^-24.
+constexpr double kF32Tol = 1e-5;
+
+void check_case(const Case& c, uint32_t seed) {
+  SCOPED_TRACE(c.str());
+  const Problem pr = make_problem(c, seed);
+  const std::vector<float> ref = run_ref(pr);
+  const std::vector<double> mag = magnitudes(pr);
+  for (const Path& path : cpu_paths()) {
+    std::vector<float> y = pr.y0;
+    path.run(pr.params(y.data()));
+    expect_close(pr, mag, y, ref, kF32Tol, path.name);
+  }
+}
+
+// --- hand-worked and exact values -------------------------------------------------------
+
+TEST(Gemm, HandWorkedSmall) {
+  // y = x·Wᵀ with x = [[1, 2], [3, 4]] and W = [[1, 0], [0, 1], [1, 1]] (3 outputs).
+  const std::vector<float> x{1, 2, 3, 4};
+  const std::vector<float> wf{1, 0, 0, 1, 1, 1};
+  std::vector<uint16_t> wb;
+  for (float v : wf) wb.push_back(bf16_encode(v));
+  for (const WeightView& w : {WeightView{WeightFormat::F32, 3, 2, wf.data(), nullptr},
+                              WeightView{WeightFormat::BF16, 3, 2, wb.data(), nullptr}}) {
+    for (const Path& path : cpu_paths()) {
+      std::vector<float> y(6, NAN);
+      GemmParams p;
+      p.x = x.data();
+      p.w = w;
+      p.y = y.data();
+      p.m = 2;
+      path.run(p);
+      EXPECT_EQ(y, (std::vector<float>{1, 2, 3, 3, 4, 7})) << path.name;
+      p.accumulate = true;
+      path.run(p);
+      EXPECT_EQ(y, (std::vector<float>{2, 4, 6, 6, 8, 14})) << path.name << " accumulate";
+    }
+  }
+}
+
+// Row r holds code r in column 0 (zeros elsewhere) and x = e_0, so y[r] is exactly the
+// dequantized code: every E4M3 code incl. subnormals and NaN, at an extreme scale too.
+TEST(Gemm, Fp8DecodesEveryCodeExactly) {
+  for (uint8_t scale_code : {uint8_t{127}, uint8_t{1}, uint8_t{134}, uint8_t{200}}) {
+    for (WeightFormat f : {WeightFormat::FP8, WeightFormat::ROWFP8}) {
+      TestWeight w{f, 256, 32, std::vector<uint8_t>(256 * 32, 0),
+                   std::vector<uint8_t>(scale_count(f, 256, 32), scale_code)};
+      for (int r = 0; r < 256; ++r) w.data[r * 32] = static_cast<uint8_t>(r);
+      std::vector<float> x(32, 0.0f);
+      x[0] = 1.0f;
+      for (const Path& path : cpu_paths()) {
+        std::vector<float> y(256, kSentinel);
+        GemmParams p;
+        p.x = x.data();
+        p.w = w.view();
+        p.y = y.data();
+        p.m = 1;
+        path.run(p);
+        for (int r = 0; r < 256; ++r) {
+          const float want = e4m3_decode(static_cast<uint8_t>(r)) * ue8m0_decode(scale_code);
+          if (std::isnan(want)) {
+            EXPECT_TRUE(std::isnan(y[r])) << path.name << " code " << r;
+          } else {
+            EXPECT_EQ(y[r], want) << path.name << " " << to_string(f) << " code " << r
+                                  << " scale " << int{scale_code};
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(e4m3_decode(0x7E), 448.0f);  // the table above is MODEL.md §3's grid
+  EXPECT_EQ(e4m3_decode(0x01), 0x1p-9f);
+}
+
+TEST(Gemm, Fp4DecodesEveryCodeExactly) {
+  const float grid[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};  // MODEL.md §3 E2M1
+  TestWeight w{WeightFormat::FP4, 32, 32, std::vector<uint8_t>(32 * 16, 0),
+               std::vector<uint8_t>(32, 127)};
+  // Row r: code (r % 16) in column r % 2 (low nibble for even columns, high for odd).
+  for (int r = 0; r < 32; ++r) w.data[r * 16] = static_cast<uint8_t>((r % 16) << (4 * (r % 2)));
+  for (int r = 0; r < 32; ++r) w.scale[r] = static_cast<uint8_t>(120 + r % 8);
+  for (int col = 0; col < 2; ++col) {
+    std::vector<float> x(32, 0.0f);
+    x[col] = 1.0f;
+    for (const Path& path : cpu_paths()) {
+      std::vector<float> y(32, kSentinel);
+      GemmParams p;
+      p.x = x.data();
+      p.w = w.view();
+      p.y = y.data();
+      p.m = 1;
+      path.run(p);
+      for (int r = col; r < 32; r += 2) {
+        const int code = r % 16;
+        const float want = (code & 8 ? -1.0f : 1.0f) * grid[code & 7] * std::ldexp(1.0f, r % 8 - 7);
+        EXPECT_EQ(y[r], want) << path.name << " row " << r;
+      }
+    }
+  }
+}
+
+// --- the grid ---------------------------------------------------------------------------
+
+class GemmGrid : public ::testing::TestWithParam<WeightFormat> {};
+
+TEST_P(GemmGrid, AllPathsMatchRef) {
+  const WeightFormat f = GetParam();
+  std::vector<int64_t> ks{32, 64, 96, 160, 544};
+  if (f != WeightFormat::FP4 && f != WeightFormat::ROWFP8) ks.insert(ks.end(), {1, 17, 48, 100});
+  uint32_t i = 0;
+  for (int64_t m : {0, 1, 2, 3, 7, 16, 17, 64, 130})
+    for (int64_t n : {1, 31, 32, 33, 96, 257})
+      for (int64_t k : ks) {
+        // Strides, accumulate and precision rotate through the grid so each shape
+        // class meets each of them without multiplying the run time.
+        Case c{f, m, n, k, (i % 3) * 5, ((i / 3) % 2) * 3, (i / 2) % 2 == 1,
+               (i / 4) % 3 == 2 ? GemmPrecision::Bf16 : GemmPrecision::F32};
+        check_case(c, 1000 + i++);
+      }
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, GemmGrid,
+                         ::testing::Values(WeightFormat::F32, WeightFormat::BF16, WeightFormat::FP8,
+                                           WeightFormat::FP4, WeightFormat::ROWFP8),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
+TEST(Gemm, EmptyK) {
+  for (bool acc : {false, true}) {
+    TestWeight w{WeightFormat::F32, 5, 0, {}, {}};
+    for (const Path& path : cpu_paths()) {
+      std::vector<float> y(10, 2.5f);
+      GemmParams p;
+      p.w = w.view();
+      p.y = y.data();
+      p.m = 2;
+      p.accumulate = acc;
+      path.run(p);
+      EXPECT_EQ(y, std::vector<float>(10, acc ? 2.5f : 0.0f)) << path.name;
+    }
+  }
+}
+
+// Bf16 precision rounds x to bf16 (relative error <= 2^-9 per element), so against the
+// exact f32 product it stays within 2^-8·Σ|x·w| (the documented Bf16 tolerance).
+TEST(Gemm, Bf16PrecisionWithinStatedBoundOfF32) {
+  uint32_t seed = 77;
+  for (WeightFormat f : {WeightFormat::F32, WeightFormat::BF16, WeightFormat::FP8,
+                         WeightFormat::FP4, WeightFormat::ROWFP8})
+    for (int64_t m : {1, 5, 40}) {
+      Case c{f, m, 70, 320};
+      SCOPED_TRACE(c.str());
+      const Problem pr = make_problem(c, seed++);
+      const std::vector<float> ref = run_ref(pr);
+      const std::vector<double> mag = magnitudes(pr);
+      for (const Path& path : cpu_paths()) {
+        std::vector<float> y = pr.y0;
+        GemmParams p = pr.params(y.data());
+        p.precision = GemmPrecision::Bf16;
+        path.run(p);
+        expect_close(pr, mag, y, ref, 0x1p-8, path.name);
+      }
+    }
+}
+
+// Each y element is computed by one thread in a fixed order: bit-identical results for
+// any thread count, in decode (small M) and prefill (large M) shapes.
+TEST(Gemm, ResultsDoNotDependOnThreadCount) {
+  for (int64_t m : {3, 40})
+    for (GemmPrecision prec : {GemmPrecision::F32, GemmPrecision::Bf16}) {
+      Case c{WeightFormat::FP8, m, 301, 1100};
+      c.precision = prec;
+      SCOPED_TRACE(c.str());
+      const Problem pr = make_problem(c, 5);
+      std::vector<std::vector<float>> outs;
+      for (int threads : {1, 2, 3}) {
+        set_num_threads(threads);
+        std::vector<float> y = pr.y0;
+        ScopedBackend b(Backend::Cpu);
+        gemm(pr.params(y.data()));
+        outs.push_back(y);
+      }
+      set_num_threads(0);
+      EXPECT_EQ(std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * 4), 0);
+      EXPECT_EQ(std::memcmp(outs[0].data(), outs[2].data(), outs[0].size() * 4), 0);
+    }
+}
+
+// --- validation ---------------------------------------------------------------------------
+
+TEST(Gemm, RejectsBadParams) {
+  std::vector<float> x(64, 1.0f), y(64, 0.0f);
+  std::vector<uint8_t> q(64 * 64, 0), s(256, 127);
+  auto base = [&] {
+    GemmParams p;
+    p.x = x.data();
+    p.y = y.data();
+    p.m = 1;
+    p.w = {WeightFormat::FP8, 2, 32, q.data(), s.data()};
+    return p;
+  };
+  auto expect_error = [](const GemmParams& p, const std::string& needle) {
+    try {
+      gemm(p);
+      ADD_FAILURE() << "no error, wanted one mentioning " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  EXPECT_NO_THROW(gemm(base()));
+  GemmParams p = base();
+  p.m = -1;
+  expect_error(p, "m (");
+  p = base();
+  p.x = nullptr;
+  expect_error(p, "x is null");
+  p = base();
+  p.y = nullptr;
+  expect_error(p, "y is null");
+  p = base();
+  p.ldx = 31;
+  expect_error(p, "ldx");
+  p = base();
+  p.ldy = 1;
+  expect_error(p, "ldy");
+  p = base();
+  p.w.scale = nullptr;
+  expect_error(p, "w.scale is null");
+  p = base();
+  p.w.data = nullptr;
+  expect_error(p, "w.data is null");
+  for (WeightFormat f : {WeightFormat::FP4, WeightFormat::ROWFP8}) {
+    p = base();
+    p.w.format = f;
+    p.w.cols = 48;
+    p.ldx = 48;
+    expect_error(p, "multiple of 32");
+  }
+  p = base();  // m = 0 needs no buffers
+  p.m = 0;
+  p.x = nullptr;
+  p.y = nullptr;
+  EXPECT_NO_THROW(gemm(p));
+}
+
+}  // namespace
+}  // namespace troupe::kernels
