@@ -18,15 +18,21 @@ namespace troupe::model {
 
 const char* to_string(LayerMode m) {
   switch (m) {
-    case LayerMode::Swa: return "SWA";
-    case LayerMode::Full: return "Full";
-    case LayerMode::Reindex: return "Reindex";
-    case LayerMode::Reuse: return "Reuse";
+    case LayerMode::Swa:
+      return "SWA";
+    case LayerMode::Full:
+      return "Full";
+    case LayerMode::Reindex:
+      return "Reindex";
+    case LayerMode::Reuse:
+      return "Reuse";
   }
   return "?";
 }
 
-bool ModelConfig::is_engram_layer(int64_t layer) const { return engram_index(layer) >= 0; }
+bool ModelConfig::is_engram_layer(int64_t layer) const {
+  return engram_index(layer) >= 0;
+}
 
 int64_t ModelConfig::engram_index(int64_t layer) const {
   auto it = std::find(engram_layer_ids.begin(), engram_layer_ids.end(), layer);
@@ -75,7 +81,8 @@ class KeyReader {
   bool boolean_or(const char* key, bool fallback) const {
     const json* v = find(key);
     if (!v) return fallback;
-    if (!v->is_boolean()) TROUPE_FAIL("key '" << key << "': expected true or false, got " << v->dump());
+    if (!v->is_boolean())
+      TROUPE_FAIL("key '" << key << "': expected true or false, got " << v->dump());
     return v->get<bool>();
   }
   std::string string(const char* key) const {
@@ -85,7 +92,8 @@ class KeyReader {
   }
   std::vector<int64_t> integers(const char* key) const {
     const json& v = need(key);
-    if (!v.is_array()) TROUPE_FAIL("key '" << key << "': expected a list of integers, got " << v.dump());
+    if (!v.is_array())
+      TROUPE_FAIL("key '" << key << "': expected a list of integers, got " << v.dump());
     std::vector<int64_t> out;
     for (const json& e : v) out.push_back(to_integer(key, e));
     return out;
@@ -195,7 +203,8 @@ void read_engram_dspark_keys(const KeyReader& r, ModelConfig& c) {
   c.dspark_target_layer_ids = r.integers("dspark_target_layer_ids");
   c.dspark_markov_rank = r.integer("dspark_markov_rank");
   c.dspark_n_routed_experts = r.integer("dspark_n_routed_experts");
-  c.dspark_top_k = r.integer("dspark_top_k", {"dspark_num_experts_per_tok", "dspark_n_activated_experts"});
+  c.dspark_top_k =
+      r.integer("dspark_top_k", {"dspark_num_experts_per_tok", "dspark_n_activated_experts"});
   c.num_speculative_tokens = r.integer("num_speculative_tokens");
   c.replay_tokens = r.integer("replay_tokens");
   c.bos_token_id = r.integer("bos_token_id");

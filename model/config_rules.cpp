@@ -9,8 +9,8 @@
 #include "model/config.h"
 
 // Fails with "key 'KEY': <message>"; the config reader prefixes the file name.
-#define CONFIG_RULE(cond, key, ...)                              \
-  do {                                                           \
+#define CONFIG_RULE(cond, key, ...)                                   \
+  do {                                                                \
     if (!(cond)) TROUPE_FAIL("key '" << key << "': " << __VA_ARGS__); \
   } while (0)
 
@@ -34,18 +34,26 @@ void check_layer_ids(const char* key, const std::vector<int64_t>& ids, int64_t L
 }
 
 void check_sizes(const ModelConfig& c) {
-  for (auto [key, v] : {Named{"vocab_size", c.vocab_size}, {"hidden_size", c.hidden_size},
+  for (auto [key, v] : {Named{"vocab_size", c.vocab_size},
+                        {"hidden_size", c.hidden_size},
                         {"num_hidden_layers", c.num_hidden_layers},
-                        {"num_attention_heads", c.num_attention_heads}, {"head_dim", c.head_dim},
-                        {"qk_rope_head_dim", c.qk_rope_head_dim}, {"q_lora_rank", c.q_lora_rank},
-                        {"o_groups", c.o_groups}, {"o_lora_rank", c.o_lora_rank},
+                        {"num_attention_heads", c.num_attention_heads},
+                        {"head_dim", c.head_dim},
+                        {"qk_rope_head_dim", c.qk_rope_head_dim},
+                        {"q_lora_rank", c.q_lora_rank},
+                        {"o_groups", c.o_groups},
+                        {"o_lora_rank", c.o_lora_rank},
                         {"sliding_window", c.sliding_window},
                         {"candidate_block_size", c.candidate_block_size},
                         {"candidate_topk_blocks", c.candidate_topk_blocks},
-                        {"index_n_heads", c.index_n_heads}, {"index_head_dim", c.index_head_dim},
-                        {"index_topk", c.index_topk}, {"n_routed_experts", c.n_routed_experts},
-                        {"top_k", c.top_k}, {"moe_intermediate_size", c.moe_intermediate_size},
-                        {"hc_mult", c.hc_mult}, {"hc_sinkhorn_iters", c.hc_sinkhorn_iters},
+                        {"index_n_heads", c.index_n_heads},
+                        {"index_head_dim", c.index_head_dim},
+                        {"index_topk", c.index_topk},
+                        {"n_routed_experts", c.n_routed_experts},
+                        {"top_k", c.top_k},
+                        {"moe_intermediate_size", c.moe_intermediate_size},
+                        {"hc_mult", c.hc_mult},
+                        {"hc_sinkhorn_iters", c.hc_sinkhorn_iters},
                         {"max_position_embeddings", c.max_position_embeddings}})
     CONFIG_RULE(v > 0, key, "must be > 0, got " << v);
   for (auto [key, v] : {Named{"n_encoder_layers", c.n_encoder_layers},
@@ -54,22 +62,24 @@ void check_sizes(const ModelConfig& c) {
                         {"replay_tokens", c.replay_tokens}})
     CONFIG_RULE(v >= 0, key, "must be >= 0, got " << v);
   // Activation quantizer blocks (D, dI) and FP4/ROWFP8 scale blocks (H, I, eD) are 32 wide.
-  for (auto [key, v] : {Named{"head_dim", c.head_dim}, {"index_head_dim", c.index_head_dim},
+  for (auto [key, v] : {Named{"head_dim", c.head_dim},
+                        {"index_head_dim", c.index_head_dim},
                         {"hidden_size", c.hidden_size},
                         {"moe_intermediate_size", c.moe_intermediate_size},
                         {"engram_head_dim", c.engram_head_dim}})
     CONFIG_RULE(v % 32 == 0, key, "must be a multiple of 32, got " << v);
   CONFIG_RULE(c.qk_rope_head_dim % 2 == 0 && c.qk_rope_head_dim <= c.head_dim &&
                   c.qk_rope_head_dim <= c.index_head_dim,
-              "qk_rope_head_dim", "must be even and at most head_dim and index_head_dim, got "
-                                      << c.qk_rope_head_dim);
+              "qk_rope_head_dim",
+              "must be even and at most head_dim and index_head_dim, got " << c.qk_rope_head_dim);
   CONFIG_RULE(c.num_attention_heads % c.o_groups == 0, "o_groups",
               c.o_groups << " does not divide num_attention_heads " << c.num_attention_heads);
   CONFIG_RULE(c.top_k <= c.n_routed_experts, "top_k",
               c.top_k << " exceeds n_routed_experts " << c.n_routed_experts);
   CONFIG_RULE(c.n_encoder_layers <= c.num_hidden_layers, "n_encoder_layers",
               c.n_encoder_layers << " exceeds num_hidden_layers " << c.num_hidden_layers);
-  for (auto [key, v] : {Named{"bos_token_id", c.bos_token_id}, {"eos_token_id", c.eos_token_id},
+  for (auto [key, v] : {Named{"bos_token_id", c.bos_token_id},
+                        {"eos_token_id", c.eos_token_id},
                         {"pad_token_id", c.pad_token_id}})
     CONFIG_RULE(v >= 0 && v < c.vocab_size, key, v << " is not a token id < vocab_size");
 }
@@ -161,8 +171,8 @@ void check_candidates(const ModelConfig& c) {
     if (m != LayerMode::Full && m != LayerMode::Reindex) continue;
     CONFIG_RULE(m == LayerMode::Reindex && c.kv_source[l] == cs, "candidate_source_layer_id",
                 "layer " << l << " after the candidate source " << cs << " is " << to_string(m)
-                         << " with KV source " << c.kv_source[l] << "; it must be Reindex with KV source "
-                         << cs);
+                         << " with KV source " << c.kv_source[l]
+                         << "; it must be Reindex with KV source " << cs);
   }
 }
 
@@ -171,8 +181,9 @@ void check_replay(const ModelConfig& c) {
   if (c.replay_tokens == 0) return;
   const int64_t ne = c.n_encoder_layers, L = c.num_hidden_layers;
   CONFIG_RULE(ne < L && c.layer_mode[ne] == LayerMode::Full && c.ratio(ne) == 1, "n_encoder_layers",
-              "with replay_tokens > 0, layer " << ne << " (the first decoder layer) must be Full with "
-                                                << "ratio 1");
+              "with replay_tokens > 0, layer " << ne
+                                               << " (the first decoder layer) must be Full with "
+                                               << "ratio 1");
   for (int64_t l = ne + 1; l < L; ++l)
     CONFIG_RULE(c.layer_mode[l] != LayerMode::Full, "kv_source_layer_ids",
                 "with replay_tokens > 0, no Full layer may follow layer n_encoder_layers = "
@@ -191,7 +202,8 @@ void check_engram(const ModelConfig& c) {
     CONFIG_RULE(v > 0, key, "must be > 0 when engram layers exist, got " << v);
   CONFIG_RULE(c.engram_max_ngram_size >= 2, "engram_max_ngram_size",
               "must be >= 2 (2-grams and up), got " << c.engram_max_ngram_size);
-  CONFIG_RULE(c.engram_vocab_size >= 2, "engram_vocab_size", "must be >= 2, got " << c.engram_vocab_size);
+  CONFIG_RULE(c.engram_vocab_size >= 2, "engram_vocab_size",
+              "must be >= 2, got " << c.engram_vocab_size);
   for (int64_t n : c.engram_num_embeddings)
     CONFIG_RULE(n > 0, "engram_num_embeddings", "entry " << n << " must be > 0");
   CONFIG_RULE(c.engram_pad_token_id >= 0 && c.engram_pad_token_id < c.vocab_size,
@@ -207,10 +219,12 @@ void check_dspark(const ModelConfig& c) {
     CONFIG_RULE(v > 0, key, "must be > 0 when num_nextn_predict_layers > 0, got " << v);
   CONFIG_RULE(c.dspark_top_k <= c.dspark_n_routed_experts, "dspark_top_k",
               c.dspark_top_k << " exceeds dspark_n_routed_experts " << c.dspark_n_routed_experts);
-  CONFIG_RULE(c.num_speculative_tokens <= c.dspark_block_size - 1, "num_speculative_tokens",
-              c.num_speculative_tokens << " exceeds dspark_block_size - 1 = " << c.dspark_block_size - 1);
+  CONFIG_RULE(
+      c.num_speculative_tokens <= c.dspark_block_size - 1, "num_speculative_tokens",
+      c.num_speculative_tokens << " exceeds dspark_block_size - 1 = " << c.dspark_block_size - 1);
   CONFIG_RULE(c.dspark_noise_token_id >= 0 && c.dspark_noise_token_id < c.vocab_size,
-              "dspark_noise_token_id", c.dspark_noise_token_id << " is not a token id < vocab_size");
+              "dspark_noise_token_id",
+              c.dspark_noise_token_id << " is not a token id < vocab_size");
   CONFIG_RULE(!c.dspark_target_layer_ids.empty(), "dspark_target_layer_ids", "must not be empty");
   check_layer_ids("dspark_target_layer_ids", c.dspark_target_layer_ids, c.num_hidden_layers);
 }

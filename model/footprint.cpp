@@ -40,7 +40,8 @@ int64_t prefill_params(const ModelConfig& c, const TensorSpec& t) {
   if (t.layer < 0) return t.name == "embed.weight" ? t.params() : 0;
   const bool whole_layer = full_compute || t.layer < ne;
   if (!whole_layer && (t.layer > ne || !runs_for_every_token_at_ne(local_name(t.name)))) return 0;
-  const int64_t lookups = t.engram_table && t.format != TensorFormat::Scale ? engram_lookup_params(c) : 0;
+  const int64_t lookups =
+      t.engram_table && t.format != TensorFormat::Scale ? engram_lookup_params(c) : 0;
   return activated(t, c.top_k) + lookups;
 }
 
@@ -87,7 +88,8 @@ RequestState request_state_bytes(const ModelConfig& c) {
   if (c.num_nextn_predict_layers > 0)
     r.dspark_bytes = W * c.hidden_size * 4 + c.num_nextn_predict_layers * W * D * 4;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l)
-    if (c.layer_mode[l] == LayerMode::Full && c.ratio(l) > 1) r.compressor_bytes += (c.ratio(l) - 1) * 2 * D * 4;
+    if (c.layer_mode[l] == LayerMode::Full && c.ratio(l) > 1)
+      r.compressor_bytes += (c.ratio(l) - 1) * 2 * D * 4;
   return r;
 }
 

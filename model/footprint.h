@@ -47,7 +47,7 @@ double global_kv_bytes_per_token(const ModelConfig& c);
 struct RequestState {
   int64_t swa_bytes = 0;         // L rings of W rows, D E4M3 + D/32 UE8M0 bytes each
   int64_t dspark_bytes = 0;      // W-ring of F[p] [H] f32 + per stage a W-ring of rows [D] f32
-  int64_t compressor_bytes = 0;  // open-group carry v_k, s_k [D] f32 of r-1 tokens per Full r>1 layer
+  int64_t compressor_bytes = 0;  // open-group v_k, s_k [D] f32 of r-1 tokens, per Full r>1 layer
 };
 RequestState request_state_bytes(const ModelConfig& c);
 
@@ -59,7 +59,7 @@ struct RankMemory {
   int64_t draft_experts_per_rank = 0;   // per stage
   int64_t dense_bytes = 0;
   int64_t expert_bytes = 0;
-  int64_t engram_sharded_bytes = 0;     // engram tables / N, if sharded over the group
+  int64_t engram_sharded_bytes = 0;  // engram tables / N, if sharded over the group
   int64_t weight_bytes() const { return dense_bytes + expert_bytes; }
 };
 RankMemory rank_memory(const ModelConfig& c, const ParamSummary& s, int64_t ranks);

@@ -66,7 +66,8 @@ std::string shape_str(const std::vector<int64_t>& shape) {
 
 std::string dtypes_str(const std::vector<DType>& dtypes) {
   std::string s;
-  for (size_t i = 0; i < dtypes.size(); ++i) s += (i ? " or " : "") + std::string(to_string(dtypes[i]));
+  for (size_t i = 0; i < dtypes.size(); ++i)
+    s += (i ? " or " : "") + std::string(to_string(dtypes[i]));
   return s;
 }
 
@@ -144,7 +145,8 @@ class SafetensorsFile {
     std::set<std::string> keys;
     // nlohmann keeps the last of two equal keys silently; a duplicated tensor name is an error.
     auto on_event = [&](int depth, json::parse_event_t ev, json& parsed) {
-      if (depth == 1 && ev == json::parse_event_t::key && !keys.insert(parsed.get<std::string>()).second)
+      if (depth == 1 && ev == json::parse_event_t::key &&
+          !keys.insert(parsed.get<std::string>()).second)
         duplicate = true;
       return true;
     };
@@ -209,8 +211,8 @@ class SafetensorsFile {
               [](const TensorInfo* a, const TensorInfo* b) { return a->data < b->data; });
     for (size_t i = 1; i < by_start.size(); ++i)
       if (by_start[i]->data < by_start[i - 1]->data + by_start[i - 1]->nbytes)
-        TROUPE_FAIL(path_ << ": tensors '" << by_start[i - 1]->name << "' and '" << by_start[i]->name
-                          << "' overlap in the data section");
+        TROUPE_FAIL(path_ << ": tensors '" << by_start[i - 1]->name << "' and '"
+                          << by_start[i]->name << "' overlap in the data section");
   }
 
   std::string path_;
@@ -277,7 +279,8 @@ Checkpoint Checkpoint::open(const std::string& path) {
     for (const TensorInfo& t : ckpt.files_.back()->tensors()) {
       auto [it, fresh] = ckpt.tensors_.emplace(t.name, t);
       if (!fresh)
-        TROUPE_FAIL("tensor '" << t.name << "' is in two files: " << it->second.file << " and " << t.file);
+        TROUPE_FAIL("tensor '" << t.name << "' is in two files: " << it->second.file << " and "
+                               << t.file);
     }
   }
   if (index)
@@ -294,7 +297,9 @@ Checkpoint::~Checkpoint() = default;
 Checkpoint::Checkpoint(Checkpoint&&) noexcept = default;
 Checkpoint& Checkpoint::operator=(Checkpoint&&) noexcept = default;
 
-bool Checkpoint::has(const std::string& name) const { return tensors_.count(name) > 0; }
+bool Checkpoint::has(const std::string& name) const {
+  return tensors_.count(name) > 0;
+}
 
 const TensorInfo* Checkpoint::find(const std::string& name) const {
   auto it = tensors_.find(name);
@@ -313,9 +318,9 @@ const TensorInfo& Checkpoint::get(const std::string& name, const std::vector<DTy
     TROUPE_FAIL("tensor '" << name << "' is missing from the checkpoint (expected "
                            << dtypes_str(dtypes) << ' ' << shape_str(shape) << ')');
   if (std::find(dtypes.begin(), dtypes.end(), t->dtype) == dtypes.end() || t->shape != shape)
-    TROUPE_FAIL("tensor '" << name << "': expected " << dtypes_str(dtypes) << ' ' << shape_str(shape)
-                           << ", found " << to_string(t->dtype) << ' ' << shape_str(t->shape)
-                           << " in " << t->file);
+    TROUPE_FAIL("tensor '" << name << "': expected " << dtypes_str(dtypes) << ' '
+                           << shape_str(shape) << ", found " << to_string(t->dtype) << ' '
+                           << shape_str(t->shape) << " in " << t->file);
   return *t;
 }
 
@@ -335,7 +340,8 @@ void SafetensorsWriter::write(const std::string& path) const {
   int64_t offset = 0;
   for (const auto& e : entries_) {
     const int64_t end = offset + int64_t(e.bytes.size());
-    header[e.name] = {{"dtype", to_string(e.dtype)}, {"shape", e.shape}, {"data_offsets", {offset, end}}};
+    header[e.name] = {
+        {"dtype", to_string(e.dtype)}, {"shape", e.shape}, {"data_offsets", {offset, end}}};
     offset = end;
   }
   std::string text = header.dump();

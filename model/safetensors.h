@@ -23,7 +23,7 @@ struct TensorInfo {
   std::vector<int64_t> shape;
   const uint8_t* data = nullptr;  // into the mmap
   int64_t nbytes = 0;
-  std::string file;               // which file holds it
+  std::string file;  // which file holds it
   int64_t numel() const;
 };
 
@@ -57,7 +57,8 @@ class Checkpoint {
 // Writer: tensors in the order added; header keys sorted, offsets packed, 8-byte aligned header.
 class SafetensorsWriter {
  public:
-  void add(const std::string& name, DType dtype, std::vector<int64_t> shape, std::vector<uint8_t> bytes);
+  void add(const std::string& name, DType dtype, std::vector<int64_t> shape,
+           std::vector<uint8_t> bytes);
   void write(const std::string& path) const;  // throws troupe::Error on I/O failure
 
  private:

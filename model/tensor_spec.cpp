@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "kernels/check.h"
+#include "model/engram_hash.h"
 
 namespace troupe::model {
 
@@ -14,13 +15,18 @@ int64_t TensorSpec::numel() const {
   return n;
 }
 
-int64_t TensorSpec::bytes() const { return numel() * dtype_size(dtypes.front()); }
+int64_t TensorSpec::bytes() const {
+  return numel() * dtype_size(dtypes.front());
+}
 
 int64_t TensorSpec::params() const {
   switch (format) {
-    case TensorFormat::Scale: return 0;
-    case TensorFormat::Fp4: return 2 * numel();
-    default: break;
+    case TensorFormat::Scale:
+      return 0;
+    case TensorFormat::Fp4:
+      return 2 * numel();
+    default:
+      break;
   }
   const DType d = dtypes.front();
   return d == DType::I32 || d == DType::I64 ? 0 : numel();  // index tables, not weights
@@ -31,7 +37,9 @@ namespace {
 const std::vector<DType> kScaleDTypes{DType::F8_E8M0, DType::U8};  // writers write F8_E8M0
 const std::vector<DType> kFp4DTypes{DType::I8, DType::U8};         // writers write I8
 
-int64_t ceil32(int64_t x) { return (x + 31) / 32; }
+int64_t ceil32(int64_t x) {
+  return (x + 31) / 32;
+}
 
 // Appends specs, tagging each with the layer / stage / expert currently being listed.
 class SpecList {
@@ -44,7 +52,9 @@ class SpecList {
   void plain(const std::string& name, DType dtype, std::vector<int64_t> shape) {
     add(name, {dtype}, std::move(shape), TensorFormat::Plain);
   }
-  void bf16(const std::string& name, std::vector<int64_t> shape) { plain(name, DType::BF16, shape); }
+  void bf16(const std::string& name, std::vector<int64_t> shape) {
+    plain(name, DType::BF16, shape);
+  }
   void f32(const std::string& name, std::vector<int64_t> shape) { plain(name, DType::F32, shape); }
   // Quantized matrix [r, c]: `<base>.weight` plus `<base>.scale`.
   void fp8(const std::string& base, int64_t r, int64_t c) {
@@ -208,21 +218,35 @@ void check_engram_values(const Checkpoint& ckpt, const ModelConfig& c) {
   const auto map = read_ints<int32_t>(*ckpt.find("engram.token_map"));
   for (size_t i = 0; i < map.size(); ++i)
     if (map[i] < 0 || map[i] >= cV)
-      TROUPE_FAIL("tensor 'engram.token_map': entry " << i << " = " << map[i]
-                                                      << " is outside [0, engram_compressed_vocab_size = "
-                                                      << cV << ")");
+      TROUPE_FAIL("tensor 'engram.token_map': entry "
+                  << i << " = " << map[i] << " is outside [0, engram_compressed_vocab_size = " << cV
+                  << ")");
   // Bound from §7: c_k * mult cannot overflow int64 for any compressed id c_k < cV.
   const int64_t bound = std::numeric_limits<int64_t>::max() / cV;
   const auto mult = read_ints<int64_t>(*ckpt.find("engram.multipliers"));
   for (size_t i = 0; i < mult.size(); ++i)
     if (mult[i] < 1 || mult[i] > bound)
-      TROUPE_FAIL("tensor 'engram.multipliers': entry [" << i / N << "][" << i % N << "] = "
-                                                         << mult[i] << " is outside [1, " << bound << "]");
+      TROUPE_FAIL("tensor 'engram.multipliers': entry ["
+                  << i / N << "][" << i % N << "] = " << mult[i] << " is outside [1, " << bound
+                  << "]");
+}
+
+// The table sizes are stored in the config but defined by §7's primes; a mismatch means
+// the config and the hashing disagree, which no tensor shape check would catch.
+void check_engram_table_sizes(const ModelConfig& c) {
+  const std::vector<int64_t> sums = engram_num_embeddings(c);
+  for (size_t i = 0; i < sums.size(); ++i)
+    if (c.engram_num_embeddings[i] != sums[i])
+      TROUPE_FAIL("key 'engram_num_embeddings': entry " << i << " (layer " << c.engram_layer_ids[i]
+                                                        << ") is " << c.engram_num_embeddings[i]
+                                                        << " but the prime sum of MODEL.md §7 is "
+                                                        << sums[i]);
 }
 
 }  // namespace
 
 void validate_checkpoint(const Checkpoint& ckpt, const ModelConfig& c) {
+  if (!c.engram_layer_ids.empty()) check_engram_table_sizes(c);
   for (const TensorSpec& t : checkpoint_tensor_specs(c)) ckpt.get(t.name, t.dtypes, t.shape);
   if (!c.engram_layer_ids.empty()) check_engram_values(ckpt, c);
 }

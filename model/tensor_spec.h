@@ -27,10 +27,10 @@ struct TensorSpec {
   std::vector<DType> dtypes;   // accepted; dtypes[0] is the one writers write
   std::vector<int64_t> shape;  // exact stored shape
   TensorFormat format = TensorFormat::Plain;
-  int64_t layer = -1;          // l of `layers.{l}.*`, else -1
-  int64_t stage = -1;          // s of `mtp.{s}.*` (DSpark), else -1
-  int64_t expert = -1;         // j of `*.ffn.experts.{j}.*` (routed), else -1
-  bool engram_table = false;   // `layers.{l}.engram.embed.*`: rows are looked up, not multiplied
+  int64_t layer = -1;         // l of `layers.{l}.*`, else -1
+  int64_t stage = -1;         // s of `mtp.{s}.*` (DSpark), else -1
+  int64_t expert = -1;        // j of `*.ffn.experts.{j}.*` (routed), else -1
+  bool engram_table = false;  // `layers.{l}.engram.embed.*`: rows are looked up, not multiplied
 
   int64_t numel() const;
   int64_t bytes() const;   // stored bytes in dtypes[0]

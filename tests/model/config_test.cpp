@@ -79,7 +79,8 @@ TEST(Config, FlashDerivedModes) {
   EXPECT_EQ(layers_with(c, LayerMode::Full), (std::vector<int64_t>{2, 8, 14, 20}));
   EXPECT_EQ(layers_with(c, LayerMode::Reindex), (std::vector<int64_t>{24, 28, 32, 36}));
   std::vector<int64_t> reuse;
-  for (auto [a, b] : {std::pair{3, 7}, {9, 13}, {15, 19}, {21, 23}, {25, 27}, {29, 31}, {33, 35}, {37, 39}})
+  for (auto [a, b] :
+       {std::pair{3, 7}, {9, 13}, {15, 19}, {21, 23}, {25, 27}, {29, 31}, {33, 35}, {37, 39}})
     for (int64_t l : range(a, b)) reuse.push_back(l);
   EXPECT_EQ(layers_with(c, LayerMode::Reuse), reuse);
   for (int64_t l : range(2, 7)) EXPECT_EQ(c.kv_source[l], 2) << l;
@@ -122,7 +123,8 @@ TEST(Config, AliasesAccepted) {
 
 TEST(Config, OptionalKeysDefault) {
   json j = golden_json();
-  for (const char* k : {"rope_scaling", "n_shared", "norm_topk_prob", "candidate_source_layer_id"}) j.erase(k);
+  for (const char* k : {"rope_scaling", "n_shared", "norm_topk_prob", "candidate_source_layer_id"})
+    j.erase(k);
   const ModelConfig c = parse_config(j.dump());
   EXPECT_EQ(c.rope_scaling.factor, 1.0);
   EXPECT_EQ(c.n_shared, 1);
@@ -156,36 +158,63 @@ const RuleCase kRuleCases[] = {
     {"ratios too short", [](json& j) { j["compress_ratios"].erase(14); }, "compress_ratios"},
     {"DSpark stage ratio", [](json& j) { j["compress_ratios"][13] = 1; }, "compress_ratios"},
     {"negative ratio", [](json& j) { j["compress_ratios"][0] = -1; }, "compress_ratios"},
-    {"no KV source", [](json& j) { j["kv_source_layer_ids"] = {3, 6}; }, "kv_source_layer_ids"},
-    {"KV source ratio 0", [](json& j) { j["kv_source_layer_ids"] = {0, 1, 3, 6}; }, "kv_source_layer_ids"},
-    {"KV source out of range", [](json& j) { j["kv_source_layer_ids"] = {1, 3, 6, 12}; }, "kv_source_layer_ids"},
+    {"no KV source",
+     [](json& j) {
+       j["kv_source_layer_ids"] = {3, 6};
+     },
+     "kv_source_layer_ids"},
+    {"KV source ratio 0",
+     [](json& j) {
+       j["kv_source_layer_ids"] = {0, 1, 3, 6};
+     },
+     "kv_source_layer_ids"},
+    {"KV source out of range",
+     [](json& j) {
+       j["kv_source_layer_ids"] = {1, 3, 6, 12};
+     },
+     "kv_source_layer_ids"},
     {"index source repeated", [](json& j) { j["index_source_layer_ids"] = {1, 3, 3, 6, 8, 10}; },
      "index_source_layer_ids"},
-    {"Reuse without top-k source", [](json& j) { j["index_source_layer_ids"] = {3, 6, 8, 10}; },
+    {"Reuse without top-k source",
+     [](json& j) {
+       j["index_source_layer_ids"] = {3, 6, 8, 10};
+     },
      "index_source_layer_ids"},
-    {"top-k source with another ratio", [](json& j) { j["compress_ratios"][7] = 2; }, "index_source_layer_ids"},
-    {"top-k source with another KV source", [](json& j) { j["index_source_layer_ids"] = {1, 6, 8, 10}; },
+    {"top-k source with another ratio", [](json& j) { j["compress_ratios"][7] = 2; },
      "index_source_layer_ids"},
-    {"cs not Full", [](json& j) { j["candidate_source_layer_id"] = 8; }, "candidate_source_layer_id"},
-    {"cs out of range", [](json& j) { j["candidate_source_layer_id"] = 12; }, "candidate_source_layer_id"},
-    {"Full layer after cs", [](json& j) { j["candidate_source_layer_id"] = 3; }, "candidate_source_layer_id"},
+    {"top-k source with another KV source",
+     [](json& j) {
+       j["index_source_layer_ids"] = {1, 6, 8, 10};
+     },
+     "index_source_layer_ids"},
+    {"cs not Full", [](json& j) { j["candidate_source_layer_id"] = 8; },
+     "candidate_source_layer_id"},
+    {"cs out of range", [](json& j) { j["candidate_source_layer_id"] = 12; },
+     "candidate_source_layer_id"},
+    {"Full layer after cs", [](json& j) { j["candidate_source_layer_id"] = 3; },
+     "candidate_source_layer_id"},
     {"replay: layer Ne not Full", [](json& j) { j["n_encoder_layers"] = 5; }, "n_encoder_layers"},
-    {"replay: layer Ne ratio 2", [](json& j) { j["n_encoder_layers"] = 3, j["candidate_source_layer_id"] = -1; },
+    {"replay: layer Ne ratio 2",
+     [](json& j) { j["n_encoder_layers"] = 3, j["candidate_source_layer_id"] = -1; },
      "n_encoder_layers"},
     {"replay: Full after Ne",
-     [](json& j) { j["kv_source_layer_ids"] = {1, 3, 6, 8}, j["candidate_source_layer_id"] = -1; },
+     [](json& j) {
+       j["kv_source_layer_ids"] = {1, 3, 6, 8}, j["candidate_source_layer_id"] = -1;
+     },
      "kv_source_layer_ids"},
     {"head_dim not /32", [](json& j) { j["head_dim"] = 112; }, "head_dim"},
     {"index_head_dim not /32", [](json& j) { j["index_head_dim"] = 48; }, "index_head_dim"},
     {"hidden_size not /32", [](json& j) { j["hidden_size"] = 250; }, "hidden_size"},
-    {"moe_intermediate_size not /32", [](json& j) { j["moe_intermediate_size"] = 100; }, "moe_intermediate_size"},
+    {"moe_intermediate_size not /32", [](json& j) { j["moe_intermediate_size"] = 100; },
+     "moe_intermediate_size"},
     {"engram_head_dim not /32", [](json& j) { j["engram_head_dim"] = 40; }, "engram_head_dim"},
     {"kv heads", [](json& j) { j["num_key_value_heads"] = 2; }, "num_key_value_heads"},
     {"shared experts", [](json& j) { j["n_shared"] = 2; }, "n_shared"},
     {"scoring", [](json& j) { j["scoring_func"] = "sigmoid"; }, "scoring_func"},
     {"topk method", [](json& j) { j["topk_method"] = "greedy"; }, "topk_method"},
     {"yarn type", [](json& j) { j["rope_scaling"]["type"] = "linear"; }, "rope_scaling"},
-    {"yarn without original length", [](json& j) { j["rope_scaling"].erase("original_max_position_embeddings"); },
+    {"yarn without original length",
+     [](json& j) { j["rope_scaling"].erase("original_max_position_embeddings"); },
      "original_max_position_embeddings"},
     {"zero vocab", [](json& j) { j["vocab_size"] = 0; }, "vocab_size"},
     {"string for int", [](json& j) { j["vocab_size"] = "4096"; }, "vocab_size"},
@@ -196,12 +225,21 @@ const RuleCase kRuleCases[] = {
     {"groups", [](json& j) { j["o_groups"] = 3; }, "o_groups"},
     {"top_k > experts", [](json& j) { j["top_k"] = 33; }, "top_k"},
     {"eos outside vocab", [](json& j) { j["eos_token_id"] = 4096; }, "eos_token_id"},
-    {"engram tables count", [](json& j) { j["engram_num_embeddings"] = {20022}; }, "engram_num_embeddings"},
-    {"engram layer out of range", [](json& j) { j["engram_layer_ids"] = {1, 12}; }, "engram_layer_ids"},
+    {"engram tables count", [](json& j) { j["engram_num_embeddings"] = {20022}; },
+     "engram_num_embeddings"},
+    {"engram layer out of range",
+     [](json& j) {
+       j["engram_layer_ids"] = {1, 12};
+     },
+     "engram_layer_ids"},
     {"engram 1-grams", [](json& j) { j["engram_max_ngram_size"] = 1; }, "engram_max_ngram_size"},
     {"too many drafts", [](json& j) { j["num_speculative_tokens"] = 5; }, "num_speculative_tokens"},
     {"draft top-k", [](json& j) { j["dspark_top_k"] = 9; }, "dspark_top_k"},
-    {"draft target layer", [](json& j) { j["dspark_target_layer_ids"] = {9, 12}; }, "dspark_target_layer_ids"},
+    {"draft target layer",
+     [](json& j) {
+       j["dspark_target_layer_ids"] = {9, 12};
+     },
+     "dspark_target_layer_ids"},
     {"noise token", [](json& j) { j["dspark_noise_token_id"] = 5000; }, "dspark_noise_token_id"},
     {"negative replay", [](json& j) { j["replay_tokens"] = -1; }, "replay_tokens"},
 };

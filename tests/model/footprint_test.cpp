@@ -21,8 +21,8 @@ TEST(Footprint, GlobalKvBytesPerTokenMatchesSpec) {
 
 TEST(Footprint, RequestState) {
   const auto flash = request_state_bytes(preset_config("v41-flash"));
-  EXPECT_EQ(flash.swa_bytes, 40 * 128 * 528);               // "full 2.7 MB"
-  EXPECT_EQ(flash.compressor_bytes, 3 * 4096);               // 4 KiB per ratio-2 Full layer
+  EXPECT_EQ(flash.swa_bytes, 40 * 128 * 528);   // "full 2.7 MB"
+  EXPECT_EQ(flash.compressor_bytes, 3 * 4096);  // 4 KiB per ratio-2 Full layer
   EXPECT_EQ(flash.dspark_bytes, 128 * 5120 * 4 + 3 * 128 * 512 * 4);
   const auto tiny = request_state_bytes(preset_config("v41-tiny"));
   EXPECT_EQ(tiny.swa_bytes, 12 * 16 * (128 + 4));
@@ -32,15 +32,16 @@ TEST(Footprint, RequestState) {
 // MODEL.md §1 "Activated params check", written as one closed form per layer kind.
 int64_t closed_form_decode(const ModelConfig& c) {
   const int64_t V = c.vocab_size, H = c.hidden_size, hc = c.hc_mult, mix = (2 + hc) * hc;
-  const int64_t Q = c.q_lora_rank, D = c.head_dim, nh = c.num_attention_heads, GO = c.o_groups * c.o_lora_rank;
+  const int64_t Q = c.q_lora_rank, D = c.head_dim, nh = c.num_attention_heads,
+                GO = c.o_groups * c.o_lora_rank;
   const int64_t nI = c.index_n_heads, dI = c.index_head_dim, I = c.moe_intermediate_size;
   const int64_t nE = c.n_routed_experts, kE = c.top_k;
   const int64_t nG = c.engram_n_heads * (c.engram_max_ngram_size - 1), eD = c.engram_head_dim;
   int64_t total = 2 * V * H + H + hc * hc * H + hc + 1;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     total += Q * H + nh * D * Q + D * H + GO * (nh * D / c.o_groups) + H * GO;  // attention
-    total += 2 * H + Q + D + nh + 2 * (mix * hc * H + mix + 3);                // norms, sink, mHC
-    total += nE * H + nE + (1 + kE) * 3 * I * H;                               // gate, experts
+    total += 2 * H + Q + D + nh + 2 * (mix * hc * H + mix + 3);                 // norms, sink, mHC
+    total += nE * H + nE + (1 + kE) * 3 * I * H;                                // gate, experts
     const LayerMode m = c.layer_mode[l];
     if (m == LayerMode::Full) total += D * H * (c.ratio(l) > 1 ? 2 : 1) + D + dI * D + dI;
     if (m == LayerMode::Full || m == LayerMode::Reindex) total += nI * dI * Q + nI * H;
@@ -52,11 +53,11 @@ int64_t closed_form_decode(const ModelConfig& c) {
 TEST(Footprint, FlashParameterCounts) {
   const ModelConfig c = preset_config("v41-flash");
   const ParamSummary s = summarize_params(c, checkpoint_tensor_specs(c));
-  EXPECT_EQ(s.target_experts.params, int64_t(40) * 384 * 3 * 5120 * 2304);  // ≈ 544B
+  EXPECT_EQ(s.target_experts.params, int64_t(40) * 384 * 3 * 5120 * 2304);    // ≈ 544B
   EXPECT_EQ(s.engram_tables.params, (int64_t(384006168) + 384016682) * 256);  // ≈ 196.6B
   EXPECT_EQ(s.draft_experts.params, int64_t(3) * 128 * 3 * 5120 * 2304);
-  EXPECT_EQ(s.total.params, s.target_experts.params + s.draft_experts.params + s.engram_tables.params +
-                                s.dense.params);
+  EXPECT_EQ(s.total.params, s.target_experts.params + s.draft_experts.params +
+                                s.engram_tables.params + s.dense.params);
   EXPECT_EQ(s.activated_decode, closed_form_decode(c));
   // MODEL.md's rounded check: ≈16.3B decode, ≈8B prefill; we also count gates, mHC,
   // indexers, compressors and Engram projections, which adds ~0.5B.
@@ -111,7 +112,8 @@ TEST(Inspect, PrintsFlashFigures) {
   const std::string out = run("inspect --preset v41-flash --dep 8");
   EXPECT_NE(out.find("890 B/token"), std::string::npos) << out;
   EXPECT_NE(out.find("Reindex  24,28,32,36"), std::string::npos) << out;
-  EXPECT_NE(out.find("Reuse    3-7,9-13,15-19,21-23,25-27,29-31,33-35,37-39"), std::string::npos) << out;
+  EXPECT_NE(out.find("Reuse    3-7,9-13,15-19,21-23,25-27,29-31,33-35,37-39"), std::string::npos)
+      << out;
   EXPECT_NE(out.find("2703360 B"), std::string::npos) << out;
 }
 

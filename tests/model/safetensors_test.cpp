@@ -88,8 +88,8 @@ TEST(Safetensors, WriterRoundTripAndDeterministicBytes) {
   std::memcpy(&n, bytes.data(), 8);
   EXPECT_EQ(n % 8, 0u);  // data section 8-aligned
   const std::string header = bytes.substr(8, n);
-  EXPECT_LT(header.find("\"a.bf16\""), header.find("\"z.f32\""));             // keys sorted
-  EXPECT_NE(header.find("\"data_offsets\":[0,24]"), std::string::npos);       // order added
+  EXPECT_LT(header.find("\"a.bf16\""), header.find("\"z.f32\""));        // keys sorted
+  EXPECT_NE(header.find("\"data_offsets\":[0,24]"), std::string::npos);  // order added
   EXPECT_NE(header.find("\"data_offsets\":[24,34]"), std::string::npos);
   EXPECT_EQ(bytes.size(), 8 + n + 24 + 10 + 0 + 8 + 3);
 
@@ -118,7 +118,8 @@ TEST(Safetensors, GetChecksDtypeAndShapeAndNamesTheTensor) {
   w.write(dir.file("m.safetensors"));
   const Checkpoint ckpt = Checkpoint::open(dir.path());
   EXPECT_NO_THROW(ckpt.get("layers.0.attn.wkv.scale", {DType::F8_E8M0, DType::U8}, {4, 8}));
-  auto message = [&](std::initializer_list<DType> d, std::vector<int64_t> shape, const std::string& name) {
+  auto message = [&](std::initializer_list<DType> d, std::vector<int64_t> shape,
+                     const std::string& name) {
     try {
       ckpt.get(name, d, shape);
     } catch (const Error& e) {
@@ -128,7 +129,8 @@ TEST(Safetensors, GetChecksDtypeAndShapeAndNamesTheTensor) {
   };
   const std::string dtype_err = message({DType::F8_E8M0}, {4, 8}, "layers.0.attn.wkv.scale");
   EXPECT_NE(dtype_err.find("'layers.0.attn.wkv.scale'"), std::string::npos) << dtype_err;
-  EXPECT_NE(dtype_err.find("expected F8_E8M0 [4, 8], found U8 [4, 8]"), std::string::npos) << dtype_err;
+  EXPECT_NE(dtype_err.find("expected F8_E8M0 [4, 8], found U8 [4, 8]"), std::string::npos)
+      << dtype_err;
   const std::string shape_err = message({DType::U8}, {8, 4}, "layers.0.attn.wkv.scale");
   EXPECT_NE(shape_err.find("expected U8 [8, 4], found U8 [4, 8]"), std::string::npos) << shape_err;
   const std::string missing = message({DType::U8}, {1}, "nope");
@@ -146,14 +148,22 @@ struct BadHeader {
 TEST(Safetensors, BadHeadersAreErrors) {
   const std::string ok_entry = R"("t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
   const BadHeader cases[] = {
-      {"unknown dtype", R"({"t":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})", 8, -1, "unknown dtype"},
-      {"negative shape", R"({"t":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}})", 0, -1, "non-negative"},
-      {"float shape", R"({"t":{"dtype":"F32","shape":[1.5],"data_offsets":[0,4]}})", 4, -1, "non-negative"},
-      {"end past data", R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 7, -1, "outside"},
-      {"begin after end", R"({"t":{"dtype":"F32","shape":[0],"data_offsets":[4,0]}})", 8, -1, "outside"},
-      {"size mismatch", R"({"t":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8, -1, "needs 12"},
-      {"overlap", "{" + ok_entry + R"(,"u":{"dtype":"I32","shape":[1],"data_offsets":[4,8]}})", 8, -1, "overlap"},
-      {"huge shape", R"({"t":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", 8, -1,
+      {"unknown dtype", R"({"t":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})", 8, -1,
+       "unknown dtype"},
+      {"negative shape", R"({"t":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}})", 0, -1,
+       "non-negative"},
+      {"float shape", R"({"t":{"dtype":"F32","shape":[1.5],"data_offsets":[0,4]}})", 4, -1,
+       "non-negative"},
+      {"end past data", R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 7, -1,
+       "outside"},
+      {"begin after end", R"({"t":{"dtype":"F32","shape":[0],"data_offsets":[4,0]}})", 8, -1,
+       "outside"},
+      {"size mismatch", R"({"t":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8, -1,
+       "needs 12"},
+      {"overlap", "{" + ok_entry + R"(,"u":{"dtype":"I32","shape":[1],"data_offsets":[4,8]}})", 8,
+       -1, "overlap"},
+      {"huge shape",
+       R"({"t":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", 8, -1,
        "too large"},
       {"missing offsets", R"({"t":{"dtype":"F32","shape":[2]}})", 8, -1, "data_offsets"},
       {"not an object", R"([1,2,3])", 0, -1, "not a JSON object"},

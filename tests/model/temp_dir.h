@@ -1,10 +1,11 @@
 // A fresh folder under the system temp dir, removed with everything in it on scope exit.
 #pragma once
 
+#include <unistd.h>
+
 #include <atomic>
 #include <filesystem>
 #include <string>
-#include <unistd.h>
 
 namespace troupe::test {
 

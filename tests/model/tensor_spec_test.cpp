@@ -14,6 +14,7 @@
 #include <set>
 
 #include "kernels/check.h"
+#include "model/engram_hash.h"
 #include "tests/model/temp_dir.h"
 
 namespace troupe::model {
@@ -23,7 +24,8 @@ const std::string kGoldenDir = std::string(TROUPE_TEST_DATA) + "/v41-tiny-seed7"
 
 std::map<std::string, TensorSpec> by_name(const std::vector<TensorSpec>& specs) {
   std::map<std::string, TensorSpec> m;
-  for (const auto& s : specs) EXPECT_TRUE(m.emplace(s.name, s).second) << "listed twice: " << s.name;
+  for (const auto& s : specs)
+    EXPECT_TRUE(m.emplace(s.name, s).second) << "listed twice: " << s.name;
   return m;
 }
 
@@ -61,7 +63,7 @@ TEST(TensorSpec, FlashShapesAndTags) {
   EXPECT_EQ(shape("layers.2.attn.compressor.wgate.weight"), (S{512, 5120}));
   EXPECT_EQ(shape("layers.20.attn.compressor.wgate.weight"), (S{-1}));  // ratio 1: no gate
   EXPECT_EQ(shape("layers.24.attn.indexer.wq_b.weight"), (S{4096, 1280}));
-  EXPECT_EQ(shape("layers.24.attn.indexer.wk.weight"), (S{-1}));  // Reindex: no keys of its own
+  EXPECT_EQ(shape("layers.24.attn.indexer.wk.weight"), (S{-1}));   // Reindex: no keys of its own
   EXPECT_EQ(shape("layers.3.attn.indexer.wq_b.weight"), (S{-1}));  // Reuse: no indexer
   EXPECT_EQ(shape("mtp.0.main_proj.weight"), (S{5120, 15360}));
   EXPECT_EQ(shape("mtp.2.main_proj.weight"), (S{-1}));
@@ -95,14 +97,41 @@ TEST(TensorSpec, Fp8ScalesRoundUpRaggedEdges) {
   EXPECT_EQ(specs.at("layers.0.attn.wq_b.scale").shape, (std::vector<int64_t>{16, 4}));
 }
 
+TEST(TensorSpec, TableSizesMustEqualPrimeSums) {
+  nlohmann::json j =
+      nlohmann::json::parse(config_to_json(load_config(kGoldenDir + "/config.json")));
+  j["engram_num_embeddings"] = {20022, 20135};
+  const Checkpoint ckpt = Checkpoint::open(kGoldenDir);
+  try {
+    validate_checkpoint(ckpt, parse_config(j.dump()));
+    FAIL() << "a table size off by one validated";
+  } catch (const Error& e) {
+    const std::string err = e.what();
+    EXPECT_NE(err.find("'engram_num_embeddings': entry 1 (layer 4) is 20135"), std::string::npos)
+        << err;
+    EXPECT_NE(err.find("20134"), std::string::npos) << err;
+  }
+}
+
+TEST(TensorSpec, PresetTableSizesArePrimeSums) {
+  for (const char* name : {"v41-tiny", "v41-flash"}) {
+    const ModelConfig c = preset_config(name);
+    EXPECT_EQ(engram_num_embeddings(c), c.engram_num_embeddings) << name;
+  }
+}
+
 // Copies of the golden checkpoint: every tensor but the victims in one shared file
 // (symlinked into each case folder), the victims, possibly altered, in a second file.
 class BrokenCheckpoint : public ::testing::Test {
  protected:
-  static inline const std::set<std::string> kVictims{
-      "layers.3.attn.indexer.wq_b.scale", "mtp.2.markov_head.head.weight",
-      "layers.6.attn.compressor.wkv.weight", "layers.1.engram.embed.weight", "engram.token_map",
-      "engram.multipliers", "layers.0.attn.wkv.scale", "layers.0.ffn.experts.0.w1.weight"};
+  static inline const std::set<std::string> kVictims{"layers.3.attn.indexer.wq_b.scale",
+                                                     "mtp.2.markov_head.head.weight",
+                                                     "layers.6.attn.compressor.wkv.weight",
+                                                     "layers.1.engram.embed.weight",
+                                                     "engram.token_map",
+                                                     "engram.multipliers",
+                                                     "layers.0.attn.wkv.scale",
+                                                     "layers.0.ffn.experts.0.w1.weight"};
   static inline std::unique_ptr<test::TempDir> shared_;
   static inline std::unique_ptr<Checkpoint> golden_;
 
@@ -136,7 +165,8 @@ class BrokenCheckpoint : public ::testing::Test {
     }
     edit(v);
     test::TempDir dir;
-    std::filesystem::create_symlink(shared_->file("rest.safetensors"), dir.file("rest.safetensors"));
+    std::filesystem::create_symlink(shared_->file("rest.safetensors"),
+                                    dir.file("rest.safetensors"));
     SafetensorsWriter w;
     for (const auto& [key, t] : v) w.add(t.name, t.dtype, t.shape, t.bytes);
     w.write(dir.file("victims.safetensors"));
@@ -172,7 +202,8 @@ TEST_F(BrokenCheckpoint, EachBrokenTensorIsNamed) {
   const Case cases[] = {
       {"removed", [](auto& v) { v.erase("layers.3.attn.indexer.wq_b.scale"); },
        "'layers.3.attn.indexer.wq_b.scale' is missing"},
-      {"renamed", [](auto& v) { v["mtp.2.markov_head.head.weight"].name = "mtp.2.markov_head.head.weights"; },
+      {"renamed",
+       [](auto& v) { v["mtp.2.markov_head.head.weight"].name = "mtp.2.markov_head.head.weights"; },
        "'mtp.2.markov_head.head.weight' is missing"},
       {"wrong dtype",
        [](auto& v) {
@@ -198,7 +229,8 @@ TEST_F(BrokenCheckpoint, EachBrokenTensorIsNamed) {
        "'engram.multipliers': entry [1][1] = 0"},
       {"multiplier over bound",
        [](auto& v) {
-         poke<int64_t>(v["engram.multipliers"].bytes, 2, std::numeric_limits<int64_t>::max() / 4096 + 1);
+         poke<int64_t>(v["engram.multipliers"].bytes, 2,
+                       std::numeric_limits<int64_t>::max() / 4096 + 1);
        },
        "'engram.multipliers': entry [0][2]"},
   };
@@ -208,7 +240,8 @@ TEST_F(BrokenCheckpoint, EachBrokenTensorIsNamed) {
   }
   // The bound itself is allowed.
   EXPECT_EQ(validate_with([](auto& v) {
-              poke<int64_t>(v["engram.multipliers"].bytes, 2, std::numeric_limits<int64_t>::max() / 4096);
+              poke<int64_t>(v["engram.multipliers"].bytes, 2,
+                            std::numeric_limits<int64_t>::max() / 4096);
             }),
             "");
 }
