@@ -109,7 +109,7 @@ void print_layers(const ModelConfig& c) {
     std::printf("  %5lld %5lld %-8s %6lld %8lld %-7s %s\n", (long long)l, (long long)c.ratio(l),
                 model::to_string(c.layer_mode[l]), (long long)c.kv_source[l],
                 (long long)c.topk_source[l], l < c.n_encoder_layers ? "encoder" : "decoder",
-                c.is_engram_layer(l) ? "yes" : "");
+                c.is_engram_layer(l) ? "yes" : "-");
 }
 
 void print_params(const model::ParamSummary& s) {
