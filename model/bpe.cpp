@@ -41,7 +41,8 @@ std::vector<int32_t> BpeMerges::apply(std::span<const int32_t> symbols) const {
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap;
   auto push = [&](int32_t pos) {
     if (pos < 0 || next[pos] < 0) return;
-    if (const Rule* r = find(id[pos], id[next[pos]])) heap.push({r->rank, pos, id[pos], id[next[pos]]});
+    if (const Rule* r = find(id[pos], id[next[pos]]))
+      heap.push({r->rank, pos, id[pos], id[next[pos]]});
   };
   for (int32_t i = 0; i + 1 < n; ++i) push(i);
   while (!heap.empty()) {

@@ -33,9 +33,13 @@ const ByteMap& byte_map() {
 
 }  // namespace
 
-const std::string& byte_to_unicode(uint8_t b) { return byte_map().spelling[b]; }
+const std::string& byte_to_unicode(uint8_t b) {
+  return byte_map().spelling[b];
+}
 
-int unicode_to_byte(char32_t c) { return c < 512 ? byte_map().byte_of[c] : -1; }
+int unicode_to_byte(char32_t c) {
+  return c < 512 ? byte_map().byte_of[c] : -1;
+}
 
 void append_byte_level(std::string& out, std::string_view raw) {
   for (char ch : raw) out += byte_to_unicode(static_cast<uint8_t>(ch));

@@ -18,7 +18,8 @@ std::string render_chat(const std::vector<ChatMessage>& messages, bool add_gener
     } else if (m.role == "assistant") {
       turns.append(kAssistantToken).append(m.content).append(kEosToken);
     } else {
-      TROUPE_FAIL("unsupported chat message role '" << m.role << "' (expected system, user or assistant)");
+      TROUPE_FAIL("unsupported chat message role '" << m.role
+                                                    << "' (expected system, user or assistant)");
     }
   }
   std::string prompt(kBosToken);

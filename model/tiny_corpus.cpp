@@ -158,7 +158,9 @@ little bird that sang at noon. The old clockmaker wound it, listened for a long 
 "It keeps good time," he said.
 )CORPUS";
 
-bool is_ascii_letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+bool is_ascii_letter(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
 
 std::string with_case(std::string word, int variant) {  // 0 lower, 1 Title, 2 UPPER
   for (size_t i = 0; i < word.size(); ++i) {
@@ -170,7 +172,9 @@ std::string with_case(std::string word, int variant) {  // 0 lower, 1 Title, 2 U
 
 }  // namespace
 
-std::string_view tiny_corpus_prose() { return kProse; }
+std::string_view tiny_corpus_prose() {
+  return kProse;
+}
 
 std::string tiny_corpus() {
   std::set<std::string> words;  // sorted, so the index is deterministic

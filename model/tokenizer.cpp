@@ -70,12 +70,22 @@ const AddedToken* Tokenizer::Impl::match_added(std::string_view text, size_t pos
   return nullptr;
 }
 
+int32_t Tokenizer::Impl::find(std::string_view token) const {
+  for (const AddedToken& a : added) {
+    if (a.content == token) return a.id;
+  }
+  auto it = vocab.find(std::string(token));
+  return it == vocab.end() ? -1 : it->second;
+}
+
 Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Tokenizer::~Tokenizer() = default;
 Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 
-Tokenizer Tokenizer::from_json(std::string_view json_text) { return Tokenizer(parse_tokenizer_json(json_text)); }
+Tokenizer Tokenizer::from_json(std::string_view json_text) {
+  return Tokenizer(parse_tokenizer_json(json_text));
+}
 
 Tokenizer Tokenizer::load(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -111,45 +121,37 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos) cons
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) const {
   std::string bytes;
   for (int32_t id : ids) {
-    if (id < 0 || static_cast<size_t>(id) >= impl_->kinds.size()) continue;
-    const std::string& token = impl_->tokens[id];
-    switch (impl_->kinds[id]) {
-      case TokenKind::None: break;
-      case TokenKind::Special:
-        if (!skip_special) bytes += token;
-        break;
-      case TokenKind::Added: bytes += token; break;
-      case TokenKind::Vocab:
-        // HF's ByteLevel decoder keeps a token's own UTF-8 when it is not byte-level.
-        if (!append_byte_level_decoded(bytes, token)) bytes += token;
-        break;
-    }
+    if (id < 0 || static_cast<size_t>(id) >= impl_->kinds.size()) continue;  // as HF: skipped
+    if (skip_special && impl_->kinds[id] == TokenKind::Special) continue;
+    bytes += impl_->bytes[id];  // empty for ids the file does not define
   }
   return utf8_lossy(bytes);
 }
 
-int64_t Tokenizer::vocab_size() const { return static_cast<int64_t>(impl_->kinds.size()); }
+int64_t Tokenizer::vocab_size() const {
+  return static_cast<int64_t>(impl_->kinds.size());
+}
 
-const SpecialTokenIds& Tokenizer::specials() const { return impl_->specials; }
+const SpecialTokenIds& Tokenizer::specials() const {
+  return impl_->specials;
+}
 
 std::optional<std::string_view> Tokenizer::id_to_token(int32_t id) const {
-  if (id < 0 || static_cast<size_t>(id) >= impl_->kinds.size() || impl_->kinds[id] == TokenKind::None) {
+  if (id < 0 || static_cast<size_t>(id) >= impl_->kinds.size() ||
+      impl_->kinds[id] == TokenKind::None) {
     return std::nullopt;
   }
   return impl_->tokens[id];
 }
 
 std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {
-  for (const AddedToken& a : impl_->added) {
-    if (a.content == token) return a.id;
-  }
-  auto it = impl_->vocab.find(std::string(token));
-  if (it == impl_->vocab.end()) return std::nullopt;
-  return it->second;
+  const int32_t id = impl_->find(token);
+  return id < 0 ? std::nullopt : std::optional<int32_t>(id);
 }
 
 bool Tokenizer::is_special(int32_t id) const {
-  return id >= 0 && static_cast<size_t>(id) < impl_->kinds.size() && impl_->kinds[id] == TokenKind::Special;
+  return id >= 0 && static_cast<size_t>(id) < impl_->kinds.size() &&
+         impl_->kinds[id] == TokenKind::Special;
 }
 
 }  // namespace troupe::model

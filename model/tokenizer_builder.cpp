@@ -18,14 +18,15 @@ namespace {
 using Pair = std::pair<int32_t, int32_t>;
 struct PairHash {
   size_t operator()(const Pair& p) const {
-    return std::hash<uint64_t>()((static_cast<uint64_t>(p.first) << 32) | static_cast<uint32_t>(p.second));
+    return std::hash<uint64_t>()((static_cast<uint64_t>(p.first) << 32) |
+                                 static_cast<uint32_t>(p.second));
   }
 };
 using PairCounts = std::unordered_map<Pair, int64_t, PairHash>;
 
-constexpr int32_t kFirstByteId = 5;             // ids 0-4 are the leading specials
-constexpr int64_t kFixedIds = 5 + 256 + 1;      // specials, bytes, noise
-constexpr int64_t kMaxVocab = 1 << 16;          // far above what the corpus can learn
+constexpr int32_t kFirstByteId = 5;         // ids 0-4 are the leading specials
+constexpr int64_t kFixedIds = 5 + 256 + 1;  // specials, bytes, noise
+constexpr int64_t kMaxVocab = 1 << 16;      // far above what the corpus can learn
 
 struct Word {
   std::vector<int32_t> symbols;  // token ids, bytes at first
@@ -71,7 +72,8 @@ std::optional<Pair> most_frequent(const PairCounts& counts) {
   std::optional<Pair> best;
   int64_t best_count = 0;
   for (const auto& [pair, count] : counts) {
-    if (count > best_count || (count == best_count && pair < *best)) best = pair, best_count = count;
+    if (count > best_count || (count == best_count && pair < *best))
+      best = pair, best_count = count;
   }
   return best;
 }
@@ -111,8 +113,8 @@ Vocab train(int64_t vocab_size) {
   while (static_cast<int64_t>(v.tokens.size()) < vocab_size - 1) {
     const std::optional<Pair> best = most_frequent(counts);
     if (!best) {
-      TROUPE_FAIL("tiny tokenizer: the built-in corpus yields at most " << v.tokens.size() + 1
-                                                                        << " tokens, asked for " << vocab_size);
+      TROUPE_FAIL("tiny tokenizer: the built-in corpus yields at most "
+                  << v.tokens.size() + 1 << " tokens, asked for " << vocab_size);
     }
     const int32_t merged = v.find_or_add(v.tokens[best->first] + v.tokens[best->second]);
     v.merges.push_back(*best);
@@ -128,8 +130,8 @@ Vocab train(int64_t vocab_size) {
 }
 
 nlohmann::ordered_json special_token(size_t id, const std::string& content) {
-  return {{"id", id},           {"content", content}, {"single_word", false}, {"lstrip", false},
-          {"rstrip", false},    {"normalized", false}, {"special", true}};
+  return {{"id", id},        {"content", content},  {"single_word", false}, {"lstrip", false},
+          {"rstrip", false}, {"normalized", false}, {"special", true}};
 }
 
 std::string to_json(const Vocab& v) {
@@ -142,11 +144,18 @@ std::string to_json(const Vocab& v) {
   for (size_t id = 0; id < v.tokens.size(); ++id) vocab[v.tokens[id]] = id;
   ojson merges = ojson::array();
   for (const Pair& p : v.merges) merges.push_back(v.tokens[p.first] + " " + v.tokens[p.second]);
-  const ojson byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true},
+  const ojson byte_level = {{"type", "ByteLevel"},
+                            {"add_prefix_space", false},
+                            {"trim_offsets", true},
                             {"use_regex", true}};
-  ojson model = {{"type", "BPE"},      {"dropout", nullptr},         {"unk_token", nullptr},
-                 {"continuing_subword_prefix", nullptr}, {"end_of_word_suffix", nullptr},
-                 {"fuse_unk", false},  {"byte_fallback", false},     {"ignore_merges", false}};
+  ojson model = {{"type", "BPE"},
+                 {"dropout", nullptr},
+                 {"unk_token", nullptr},
+                 {"continuing_subword_prefix", nullptr},
+                 {"end_of_word_suffix", nullptr},
+                 {"fuse_unk", false},
+                 {"byte_fallback", false},
+                 {"ignore_merges", false}};
   model["vocab"] = std::move(vocab);
   model["merges"] = std::move(merges);
   ojson root = {{"version", "1.0"}, {"truncation", nullptr}, {"padding", nullptr}};
@@ -162,8 +171,8 @@ std::string to_json(const Vocab& v) {
 }  // namespace
 
 std::string build_tiny_tokenizer_json(int64_t vocab_size) {
-  TROUPE_CHECK(vocab_size >= kFixedIds && vocab_size <= kMaxVocab, "vocab_size ", vocab_size, " must be in [",
-               kFixedIds, ", ", kMaxVocab, "]");
+  TROUPE_CHECK(vocab_size >= kFixedIds && vocab_size <= kMaxVocab, "vocab_size ", vocab_size,
+               " must be in [", kFixedIds, ", ", kMaxVocab, "]");
   return to_json(train(vocab_size));
 }
 

@@ -44,6 +44,7 @@ struct Tokenizer::Impl {
   std::unordered_map<std::string, int32_t> vocab;  // byte-level spelling -> id
   std::vector<std::string> tokens;                 // [vocab_size] spelling or added content
   std::vector<TokenKind> kinds;                    // [vocab_size]
+  std::vector<std::string> bytes;                  // [vocab_size] what decode emits per id
   BpeMerges merges;
   std::array<int32_t, 256> byte_ids{};  // byte b -> id of its one-character token
   std::vector<AddedToken> added;        // longest content first
@@ -53,6 +54,8 @@ struct Tokenizer::Impl {
   SpecialTokenIds specials;
   WordCache cache;
 
+  // The id of a token string (added tokens first, then the vocab), or -1.
+  int32_t find(std::string_view token) const;
   // The longest added token that starts at text[pos], or nullptr.
   const AddedToken* match_added(std::string_view text, size_t pos) const;
 };

@@ -51,7 +51,8 @@ void check_gpt2_split(const json& p) {
   const json* pattern = member(p, "pattern");
   const json* regex = pattern && pattern->is_object() ? member(*pattern, "Regex") : nullptr;
   if (!regex || !regex->is_string() || regex->get<std::string>() != kGpt2Regex) {
-    BAD_FILE("pre_tokenizer Split must use the GPT-2 regex, got " << (pattern ? pattern->dump() : "none"));
+    BAD_FILE("pre_tokenizer Split must use the GPT-2 regex, got "
+             << (pattern ? pattern->dump() : "none"));
   }
   if (text_of(p, "pre_tokenizer Split", "behavior") != "Isolated" ||
       flag(p, "pre_tokenizer Split", "invert", false)) {
@@ -65,25 +66,30 @@ bool parse_pre_tokenizer(const json* p) {
   const std::string type = text_of(*p, "pre_tokenizer", "type");
   if (type == "ByteLevel") return parse_byte_level(*p);
   const json* seq = type == "Sequence" ? member(*p, "pretokenizers") : nullptr;
-  if (seq && seq->is_array() && seq->size() == 2 && (*seq)[0].is_object() && (*seq)[1].is_object() &&
-      (*seq)[0].value("type", "") == "Split" && (*seq)[1].value("type", "") == "ByteLevel") {
+  if (seq && seq->is_array() && seq->size() == 2 && (*seq)[0].is_object() &&
+      (*seq)[1].is_object() && (*seq)[0].value("type", "") == "Split" &&
+      (*seq)[1].value("type", "") == "ByteLevel") {
     check_gpt2_split((*seq)[0]);
-    if (parse_byte_level((*seq)[1])) BAD_FILE("pre_tokenizer ByteLevel after a Split must have use_regex false");
+    if (parse_byte_level((*seq)[1]))
+      BAD_FILE("pre_tokenizer ByteLevel after a Split must have use_regex false");
     return true;
   }
-  BAD_FILE("unsupported pre_tokenizer " << p->dump().substr(0, 200)
-                                        << " (supported: ByteLevel, or Sequence of Split on the GPT-2 "
-                                           "regex then ByteLevel)");
+  BAD_FILE("unsupported pre_tokenizer "
+           << p->dump().substr(0, 200)
+           << " (supported: ByteLevel, or Sequence of Split on the GPT-2 "
+              "regex then ByteLevel)");
 }
 
 void check_model_options(const json& model) {
   if (const json* type = member(model, "type"); type && *type != "BPE") {
     BAD_FILE("unsupported model.type " << type->dump() << " (only BPE)");
   }
-  if (flag(model, "model", "byte_fallback", false)) BAD_FILE("model.byte_fallback is not supported");
+  if (flag(model, "model", "byte_fallback", false))
+    BAD_FILE("model.byte_fallback is not supported");
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     const json* v = member(model, key);
-    if (v && !(v->is_string() && v->get<std::string>().empty())) BAD_FILE("model." << key << " is not supported");
+    if (v && !(v->is_string() && v->get<std::string>().empty()))
+      BAD_FILE("model." << key << " is not supported");
   }
   const json* dropout = member(model, "dropout");
   if (dropout && !(dropout->is_number() && dropout->get<double>() == 0.0)) {
@@ -91,15 +97,18 @@ void check_model_options(const json& model) {
   }
 }
 
-void add_token(Tokenizer::Impl& t, int64_t id, const std::string& text, TokenKind kind, const char* where) {
-  if (id < 0 || id > kMaxTokenId) BAD_FILE(where << " token '" << text << "' has id " << id << " out of range");
+void add_token(Tokenizer::Impl& t, int64_t id, const std::string& text, TokenKind kind,
+               const char* where) {
+  if (id < 0 || id > kMaxTokenId)
+    BAD_FILE(where << " token '" << text << "' has id " << id << " out of range");
   if (static_cast<size_t>(id) >= t.tokens.size()) {
     t.tokens.resize(id + 1);
     t.kinds.resize(id + 1, TokenKind::None);
   }
   // An added token may restate a vocab entry; two vocab tokens may not share an id.
   if (kind == TokenKind::Vocab && t.kinds[id] != TokenKind::None) {
-    BAD_FILE("model.vocab gives id " << id << " to both '" << t.tokens[id] << "' and '" << text << "'");
+    BAD_FILE("model.vocab gives id " << id << " to both '" << t.tokens[id] << "' and '" << text
+                                     << "'");
   }
   t.tokens[id] = text;
   t.kinds[id] = kind;
@@ -139,12 +148,15 @@ void parse_merges(const json& model, Tokenizer::Impl& t) {
   if (!merges || !merges->is_array()) BAD_FILE("model.merges is missing or not an array");
   auto id_of = [&](const std::string& token, size_t i) {
     auto it = t.vocab.find(token);
-    if (it == t.vocab.end()) BAD_FILE("model.merges[" << i << "] refers to unknown token '" << token << "'");
+    if (it == t.vocab.end())
+      BAD_FILE("model.merges[" << i << "] refers to unknown token '" << token << "'");
     return it->second;
   };
   for (size_t i = 0; i < merges->size(); ++i) {
     const auto [left, right] = merge_parts((*merges)[i], i);
-    const int32_t left_id = id_of(left, i), right_id = id_of(right, i);  // in this order for the message
+    // One at a time, so the error names the first unknown token.
+    const int32_t left_id = id_of(left, i);
+    const int32_t right_id = id_of(right, i);
     t.merges.add(left_id, right_id, id_of(left + right, i));
   }
 }
@@ -160,31 +172,38 @@ void parse_added_tokens(const json* added, Tokenizer::Impl& t) {
                      flag(a, "added_tokens", "special", false)};
     if (token.content.empty()) BAD_FILE("added_tokens entry " << a.dump() << " has empty content");
     for (const char* key : {"lstrip", "rstrip", "single_word"}) {
-      if (flag(a, "added_tokens", key, false)) BAD_FILE("added_tokens option " << key << " is not supported");
+      if (flag(a, "added_tokens", key, false))
+        BAD_FILE("added_tokens option " << key << " is not supported");
     }
     add_token(t, a["id"].get<int64_t>(), token.content,
               token.special ? TokenKind::Special : TokenKind::Added, "added_tokens");
     t.added.push_back(std::move(token));
   }
   // Longest first, so the first match at a position is the longest (HF: leftmost-longest).
-  std::stable_sort(t.added.begin(), t.added.end(),
-                   [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
+  std::stable_sort(t.added.begin(), t.added.end(), [](const AddedToken& a, const AddedToken& b) {
+    return a.content.size() > b.content.size();
+  });
   for (uint32_t i = 0; i < t.added.size(); ++i) {
     t.added_by_first_byte[static_cast<uint8_t>(t.added[i].content[0])].push_back(i);
   }
 }
 
-void find_specials(Tokenizer::Impl& t) {
-  auto id_of = [&](std::string_view text) -> int32_t {
-    for (const AddedToken& a : t.added) {
-      if (a.content == text) return a.id;
+// What each id decodes to: a vocab token's bytes through the byte-level map (HF's
+// ByteLevel decoder keeps a token's own UTF-8 when it is not byte-level), an added
+// token's content.
+void fill_token_bytes(Tokenizer::Impl& t) {
+  t.bytes.resize(t.tokens.size());
+  for (size_t id = 0; id < t.tokens.size(); ++id) {
+    if (t.kinds[id] != TokenKind::Vocab || !append_byte_level_decoded(t.bytes[id], t.tokens[id])) {
+      t.bytes[id] = t.tokens[id];
     }
-    auto it = t.vocab.find(std::string(text));
-    return it == t.vocab.end() ? -1 : it->second;
-  };
+  }
+}
+
+void find_specials(Tokenizer::Impl& t) {
   SpecialTokenIds& s = t.specials;
-  s = {id_of(kBosToken), id_of(kEosToken), id_of(kPadToken), id_of(kUserToken), id_of(kAssistantToken),
-       id_of(kNoiseToken)};
+  s = {t.find(kBosToken),  t.find(kEosToken),       t.find(kPadToken),
+       t.find(kUserToken), t.find(kAssistantToken), t.find(kNoiseToken)};
   if (s.bos < 0) BAD_FILE("no bos token " << kBosToken);
   if (s.eos < 0) BAD_FILE("no eos token " << kEosToken);
 }
@@ -193,7 +212,8 @@ std::unique_ptr<Tokenizer::Impl> parse_root(const json& root) {
   if (!root.is_object()) BAD_FILE("the top level is not an object");
   const json* model = member(root, "model");
   if (!model || !model->is_object()) BAD_FILE("model is missing or not an object");
-  if (const json* n = member(root, "normalizer")) BAD_FILE("normalizer " << n->dump() << " is not supported");
+  if (const json* n = member(root, "normalizer"))
+    BAD_FILE("normalizer " << n->dump() << " is not supported");
 
   auto t = std::make_unique<Tokenizer::Impl>();
   check_model_options(*model);
@@ -202,6 +222,7 @@ std::unique_ptr<Tokenizer::Impl> parse_root(const json& root) {
   parse_vocab(*model, *t);
   parse_merges(*model, *t);
   parse_added_tokens(member(root, "added_tokens"), *t);
+  fill_token_bytes(*t);
   find_specials(*t);
   return t;
 }

@@ -26,7 +26,10 @@ TEST(ChatTemplate, RendersHandWrittenPrompts) {
       {"empty, generation", {}, true, B + A},
       {"one user turn", {{"user", "Hi"}}, true, B + U + "Hi" + A},
       {"no generation prompt", {{"user", "Hi"}}, false, B + U + "Hi"},
-      {"system first", {{"system", "Be brief."}, {"user", "Hi"}}, true, B + "Be brief." + U + "Hi" + A},
+      {"system first",
+       {{"system", "Be brief."}, {"user", "Hi"}},
+       true,
+       B + "Be brief." + U + "Hi" + A},
       {"multi-turn",
        {{"user", "Hi"}, {"assistant", "Hello!"}, {"user", "2+2?"}},
        true,
@@ -39,7 +42,8 @@ TEST(ChatTemplate, RendersHandWrittenPrompts) {
       {"empty contents", {{"user", ""}, {"assistant", ""}}, true, B + U + A + E + A},
       {"multi-line content kept verbatim", {{"user", "a\n\nb "}}, false, B + U + "a\n\nb "},
   };
-  for (const Case& c : cases) EXPECT_EQ(render_chat(c.messages, c.add_generation_prompt), c.expected) << c.name;
+  for (const Case& c : cases)
+    EXPECT_EQ(render_chat(c.messages, c.add_generation_prompt), c.expected) << c.name;
 }
 
 TEST(ChatTemplate, RejectsOtherRoles) {
@@ -48,16 +52,20 @@ TEST(ChatTemplate, RejectsOtherRoles) {
       render_chat({{"user", "Hi"}, {role, "x"}}, true);
       ADD_FAILURE() << "accepted role '" << role << "'";
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(std::string("'") + role + "'"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(std::string("'") + role + "'"), std::string::npos)
+          << e.what();
     }
   }
 }
 
 TEST(ChatTemplate, EncodesWithSpecialsAsSingleTokens) {
-  const Tokenizer t = Tokenizer::load(std::string(TROUPE_TEST_DATA) + "/v41-tiny-seed7/tokenizer.json");
-  const std::string prompt = render_chat({{"user", "hi"}, {"assistant", "yo"}, {"user", "hi"}}, true);
+  const Tokenizer t =
+      Tokenizer::load(std::string(TROUPE_TEST_DATA) + "/v41-tiny-seed7/tokenizer.json");
+  const std::string prompt =
+      render_chat({{"user", "hi"}, {"assistant", "yo"}, {"user", "hi"}}, true);
   // bos, User, "hi" (344), Assistant, "yo" (126 116), eos, User, "hi", Assistant
-  EXPECT_EQ(t.encode(prompt, /*add_bos=*/false), (std::vector<int32_t>{0, 3, 344, 4, 126, 116, 1, 3, 344, 4}));
+  EXPECT_EQ(t.encode(prompt, /*add_bos=*/false),
+            (std::vector<int32_t>{0, 3, 344, 4, 126, 116, 1, 3, 344, 4}));
 }
 
 }  // namespace

@@ -18,7 +18,9 @@ const std::string& tiny_json() {
   return text;
 }
 
-TEST(TinyTokenizer, SameBytesOnEveryCall) { EXPECT_EQ(build_tiny_tokenizer_json(4096), tiny_json()); }
+TEST(TinyTokenizer, SameBytesOnEveryCall) {
+  EXPECT_EQ(build_tiny_tokenizer_json(4096), tiny_json());
+}
 
 TEST(TinyTokenizer, HasTheLayoutOfModelMd) {
   const Tokenizer t = Tokenizer::from_json(tiny_json());
@@ -31,7 +33,8 @@ TEST(TinyTokenizer, HasTheLayoutOfModelMd) {
   EXPECT_EQ(s.assistant, 4);
   EXPECT_EQ(s.noise, 4095);
   for (int32_t id : {0, 1, 2, 3, 4, 4095}) EXPECT_TRUE(t.is_special(id)) << id;
-  for (int b = 0; b < 256; ++b) EXPECT_EQ(t.id_to_token(5 + b), byte_to_unicode(static_cast<uint8_t>(b)));
+  for (int b = 0; b < 256; ++b)
+    EXPECT_EQ(t.id_to_token(5 + b), byte_to_unicode(static_cast<uint8_t>(b)));
   for (int32_t id = 261; id < 4095; ++id) {
     ASSERT_TRUE(t.id_to_token(id).has_value()) << id;
     EXPECT_GE(t.id_to_token(id)->size(), 2u) << id;  // merged tokens join two or more characters
@@ -49,7 +52,8 @@ TEST(TinyTokenizer, RoundTripsAndCompressesEnglish) {
   EXPECT_EQ(t.decode(ids), prose);
   EXPECT_LT(ids.size() * 3, prose.size());  // learned merges: well under a token per 3 bytes
   for (int32_t id : ids) EXPECT_NE(id, 4095);
-  for (const std::string s : {"Hello, world! 12345 ünïcödé 中文 🎉", "<｜User｜>hi<｜Assistant｜>", "  x\t\n"}) {
+  for (const std::string s :
+       {"Hello, world! 12345 ünïcödé 中文 🎉", "<｜User｜>hi<｜Assistant｜>", "  x\t\n"}) {
     EXPECT_EQ(t.decode(t.encode(s, true), /*skip_special=*/false), std::string(kBosToken) + s);
   }
   EXPECT_EQ(t.encode(" the", false).size(), 1u);
@@ -60,7 +64,8 @@ TEST(TinyTokenizer, RoundTripsAndCompressesEnglish) {
 TEST(TinyTokenizer, EncodesLikeAnIndependentImplementation) {
   const Tokenizer t = Tokenizer::from_json(tiny_json());
   EXPECT_EQ(t.encode("Once upon a time", false), (std::vector<int32_t>{1080, 339, 2113, 263, 599}));
-  EXPECT_EQ(t.encode("Hello world's  123!", false), (std::vector<int32_t>{77, 451, 116, 1199, 367, 1555, 37, 3146, 38}));
+  EXPECT_EQ(t.encode("Hello world's  123!", false),
+            (std::vector<int32_t>{77, 451, 116, 1199, 367, 1555, 37, 3146, 38}));
 }
 
 TEST(TinyTokenizer, OtherSizes) {

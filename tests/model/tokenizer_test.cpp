@@ -35,7 +35,9 @@ const Tokenizer& golden() {
   return t;
 }
 
-int32_t byte_id(uint8_t b) { return 5 + b; }  // the tiny layout: id 5 + b is byte b
+int32_t byte_id(uint8_t b) {
+  return 5 + b;
+}  // the tiny layout: id 5 + b is byte b
 
 // ---- golden file ------------------------------------------------------------------------
 
@@ -62,7 +64,8 @@ TEST(TokenizerGolden, EncodesLikeAnIndependentImplementation) {
       {"trailing   ", {121, 989, 261, 37}},
       {"a\t\tb\n\nc\r\n\r\nd", {102, 14, 14, 103, 15, 15, 104, 18, 15, 18, 15, 105}},
       {"é café naïve", {468, 1363, 1417}},
-      {"emoji 🎉🎉 party 👍🏽", {106, 114, 116, 111, 110, 1574, 279, 147, 142, 281, 301, 578, 1577, 279, 148, 194}},
+      {"emoji 🎉🎉 party 👍🏽",
+       {106, 114, 116, 111, 110, 1574, 279, 147, 142, 281, 301, 578, 1577, 279, 148, 194}},
       {"<｜User｜>hi<｜Assistant｜>yo<｜end▁of▁sentence｜>", {3, 344, 4, 126, 116, 1}},
   };
   for (const auto& [text, ids] : cases) EXPECT_EQ(golden().encode(text, false), ids) << text;
@@ -95,13 +98,23 @@ TEST(TokenizerGolden, Accessors) {
 // ---- round trips, specials, invalid UTF-8 -----------------------------------------------
 
 TEST(TokenizerRoundTrip, DecodeOfEncodeGivesTheText) {
-  const std::vector<std::string> texts = {
-      "", "a", "The quick brown fox jumps over the lazy dog.", "é café naïve", "中文字符测试，你好！",
-      "emoji 🎉 party 👍🏽 family 👨‍👩‍👧", "e\u0301 a\u0308\u0323 combining", "   runs  of\t\twhite\n\n\nspace  ",
-      "1234567890 3.14159 1,000,000", "punct: !@#$%^&*()[]{};:'\",.<>/?\\|`~", "I'm he'll we've she'd it's DON'T",
-      "Γειά σου Κόσμε Привет мир مرحبا", "\u00a0nbsp\u2003em\u3000ideo\u2028ls\u0085nel",
-      "<｜User｜>hi<｜Assistant｜>yo<｜end▁of▁sentence｜>", "<｜begin▁of▁sentence｜><｜▁pad▁｜><｜dspark▁noise｜>",
-      "<｜User no close ｜> <｜ >", "\x01\x02\x7f control"};
+  const std::vector<std::string> texts = {"",
+                                          "a",
+                                          "The quick brown fox jumps over the lazy dog.",
+                                          "é café naïve",
+                                          "中文字符测试，你好！",
+                                          "emoji 🎉 party 👍🏽 family 👨‍👩‍👧",
+                                          "e\u0301 a\u0308\u0323 combining",
+                                          "   runs  of\t\twhite\n\n\nspace  ",
+                                          "1234567890 3.14159 1,000,000",
+                                          "punct: !@#$%^&*()[]{};:'\",.<>/?\\|`~",
+                                          "I'm he'll we've she'd it's DON'T",
+                                          "Γειά σου Κόσμε Привет мир مرحبا",
+                                          "\u00a0nbsp\u2003em\u3000ideo\u2028ls\u0085nel",
+                                          "<｜User｜>hi<｜Assistant｜>yo<｜end▁of▁sentence｜>",
+                                          "<｜begin▁of▁sentence｜><｜▁pad▁｜><｜dspark▁noise｜>",
+                                          "<｜User no close ｜> <｜ >",
+                                          "\x01\x02\x7f control"};
   for (const std::string& s : texts) EXPECT_EQ(golden().decode(golden().encode(s, false)), s) << s;
 }
 
@@ -122,10 +135,15 @@ TEST(TokenizerRoundTrip, InvalidUtf8EncodesByteByByteAndDecodesToReplacement) {
     std::string decoded;
   };
   const std::vector<Case> cases = {
-      {"a\x80" "b", {byte_id('a'), byte_id(0x80), byte_id('b')}, "a\uFFFDb"},
+      {"a\x80"
+       "b",
+       {byte_id('a'), byte_id(0x80), byte_id('b')},
+       "a\uFFFDb"},
       {"\xE4\xB8", {byte_id(0xE4), byte_id(0xB8)}, "\uFFFD"},  // truncated 中: one maximal subpart
       {"\xC0\xAF", {byte_id(0xC0), byte_id(0xAF)}, "\uFFFD\uFFFD"},  // overlong '/'
-      {"\xED\xA0\x80", {byte_id(0xED), byte_id(0xA0), byte_id(0x80)}, "\uFFFD\uFFFD\uFFFD"},  // surrogate
+      {"\xED\xA0\x80",
+       {byte_id(0xED), byte_id(0xA0), byte_id(0x80)},
+       "\uFFFD\uFFFD\uFFFD"},  // surrogate
       {" \xFF", {byte_id(' '), byte_id(0xFF)}, " \uFFFD"},
   };
   for (const Case& c : cases) {
@@ -173,14 +191,16 @@ TEST(Gpt2Split, MatchesHandWorkedPieces) {
       {"a\r\n\r\nb", {"a", "\r\n\r", "\n", "b"}},
       {"  \n  x", {"  \n ", " x"}},
       {"über 42ß", {"über", " 42", "ß"}},
-      {"中文 🎉!", {"中文", " 🎉!"}},  // emoji and '!' are both "other"
+      {"中文 🎉!", {"中文", " 🎉!"}},        // emoji and '!' are both "other"
       {"a\u00A0b", {"a", "\u00A0", "b"}},  // NBSP is \s but not ' '
       {"a\u3000\u3000b", {"a", "\u3000", "\u3000", "b"}},
-      {"١٢٣Ⅻ", {"١٢٣Ⅻ"}},  // Nd and Nl are both \p{N}
+      {"١٢٣Ⅻ", {"١٢٣Ⅻ"}},            // Nd and Nl are both \p{N}
       {"e\u0301", {"e", "\u0301"}},  // a combining mark is not \p{L}
       {"3.14 1,000", {"3", ".", "14", " 1", ",", "000"}},
       {"x ?!", {"x", " ?!"}},
-      {"a\x80" "b", {"a", "\x80", "b"}},  // each invalid byte alone
+      {"a\x80"
+       "b",
+       {"a", "\x80", "b"}},  // each invalid byte alone
       {"ab\xE4\xB8", {"ab", "\xE4", "\xB8"}},
       {"!\xC3 ", {"!", "\xC3", " "}},
   };
@@ -208,12 +228,21 @@ TEST(ByteLevel, MapsEveryByteToADistinctCharacterAndBack) {
 TEST(Utf8Lossy, ReplacesEachMaximalIllFormedSubpart) {
   // Expected strings agree with Python's bytes.decode("utf-8", "replace").
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"plain ascii", "plain ascii"},        {"\xF0\x9F\x8E\x89", "🎉"},
-      {"\xE4\xB8", "\uFFFD"},                {"\xE4\xB8" "a", "\uFFFD" "a"},
-      {"\xC0\xAF", "\uFFFD\uFFFD"},          {"\xED\xA0\x80", "\uFFFD\uFFFD\uFFFD"},
-      {"\xF0\x9F\x8E", "\uFFFD"},            {"\xF5", "\uFFFD"},
-      {"\xFF\xFE", "\uFFFD\uFFFD"},          {"\xF4\x90\x80\x80", "\uFFFD\uFFFD\uFFFD\uFFFD"},
-      {"\xE0\x80\xAF", "\uFFFD\uFFFD\uFFFD"}, {"\xC3", "\uFFFD"},
+      {"plain ascii", "plain ascii"},
+      {"\xF0\x9F\x8E\x89", "🎉"},
+      {"\xE4\xB8", "\uFFFD"},
+      {"\xE4\xB8"
+       "a",
+       "\uFFFD"
+       "a"},
+      {"\xC0\xAF", "\uFFFD\uFFFD"},
+      {"\xED\xA0\x80", "\uFFFD\uFFFD\uFFFD"},
+      {"\xF0\x9F\x8E", "\uFFFD"},
+      {"\xF5", "\uFFFD"},
+      {"\xFF\xFE", "\uFFFD\uFFFD"},
+      {"\xF4\x90\x80\x80", "\uFFFD\uFFFD\uFFFD\uFFFD"},
+      {"\xE0\x80\xAF", "\uFFFD\uFFFD\uFFFD"},
+      {"\xC3", "\uFFFD"},
   };
   for (const auto& [bytes, text] : cases) EXPECT_EQ(utf8_lossy(bytes), text);
 }
@@ -221,12 +250,15 @@ TEST(Utf8Lossy, ReplacesEachMaximalIllFormedSubpart) {
 // ---- hand-built files: BPE rank rules, pre-tokenizer forms, added tokens ---------------
 
 json added_token(int32_t id, std::string_view content, bool special = true) {
-  return {{"id", id}, {"content", content}, {"single_word", false}, {"lstrip", false},
+  return {{"id", id},        {"content", content},  {"single_word", false}, {"lstrip", false},
           {"rstrip", false}, {"normalized", false}, {"special", special}};
 }
 
 json byte_level_pre_tokenizer(bool use_regex) {
-  return {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", use_regex}};
+  return {{"type", "ByteLevel"},
+          {"add_prefix_space", false},
+          {"trim_offsets", true},
+          {"use_regex", use_regex}};
 }
 
 constexpr const char* kGpt2Regex =
@@ -234,8 +266,12 @@ constexpr const char* kGpt2Regex =
 
 // Sequence[Split(regex), ByteLevel(use_regex false)], the other form MODEL.md §11 names.
 json split_then_byte_level(const char* regex) {
-  json split = {{"type", "Split"}, {"pattern", {{"Regex", regex}}}, {"behavior", "Isolated"}, {"invert", false}};
-  return {{"type", "Sequence"}, {"pretokenizers", json::array({split, byte_level_pre_tokenizer(false)})}};
+  json split = {{"type", "Split"},
+                {"pattern", {{"Regex", regex}}},
+                {"behavior", "Isolated"},
+                {"invert", false}};
+  return {{"type", "Sequence"},
+          {"pretokenizers", json::array({split, byte_level_pre_tokenizer(false)})}};
 }
 
 // Byte b has id b; these extra tokens follow from id 256; bos and eos are 1000 and 1001.
@@ -246,11 +282,12 @@ json hand_built(json merges) {
   json vocab = json::object();
   for (int b = 0; b < 256; ++b) vocab[byte_to_unicode(static_cast<uint8_t>(b))] = b;
   for (size_t i = 0; i < kExtra.size(); ++i) vocab[kExtra[i]] = 256 + static_cast<int32_t>(i);
-  return {{"version", "1.0"},
-          {"added_tokens", json::array({added_token(1000, kBosToken), added_token(1001, kEosToken)})},
-          {"normalizer", nullptr},
-          {"pre_tokenizer", byte_level_pre_tokenizer(true)},
-          {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}}}};
+  return {
+      {"version", "1.0"},
+      {"added_tokens", json::array({added_token(1000, kBosToken), added_token(1001, kEosToken)})},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", byte_level_pre_tokenizer(true)},
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}}}};
 }
 
 Ids encode_with(const json& file, std::string_view text) {
@@ -269,7 +306,7 @@ TEST(TokenizerBpe, MergesByRankLeftmostFirst) {
       {{"a b", "b c"}, "abc", {kAB, 'c'}},
       {{"b c", "a b", "b c"}, "abc", {'a', kBC}},  // a pair listed twice keeps its first rank
       {json::array({{"a", "b"}, {"b", "c"}}), "abc", {kAB, 'c'}},  // [a, b] pairs
-      {{"a a"}, "aaa", {kAA, 'a'}},  // equal ranks: leftmost first
+      {{"a a"}, "aaa", {kAA, 'a'}},                                // equal ranks: leftmost first
       {{"a a", "aa aa"}, "aaaaa", {kAAAA, 'a'}},
       {{"a a", "aa aa"}, "aaa aaaa", {kAA, 'a', ' ', kAAAA}},
       {{"a b", "ab c"}, "abcabc", {kABC, kABC}},
@@ -321,22 +358,35 @@ TEST(TokenizerBadFile, RejectedWithAClearMessage) {
       {"not json", nullptr, "{ not json", "not valid JSON"},
       {"not an object", nullptr, "[1, 2]", "top level"},
       {"no model", [](json& j) { j.erase("model"); }, "", "model is missing"},
-      {"model type", [](json& j) { j["model"]["type"] = "WordPiece"; }, "", "unsupported model.type"},
+      {"model type", [](json& j) { j["model"]["type"] = "WordPiece"; }, "",
+       "unsupported model.type"},
       {"no vocab", [](json& j) { j["model"].erase("vocab"); }, "", "model.vocab is missing"},
       {"no merges", [](json& j) { j["model"].erase("merges"); }, "", "model.merges is missing"},
-      {"unknown merge token", [](json& j) { j["model"]["merges"] = {"a zz"}; }, "", "unknown token 'zz'"},
-      {"merged not in vocab", [](json& j) { j["model"]["merges"] = {"x y"}; }, "", "unknown token 'xy'"},
+      {"unknown merge token", [](json& j) { j["model"]["merges"] = {"a zz"}; }, "",
+       "unknown token 'zz'"},
+      {"merged not in vocab", [](json& j) { j["model"]["merges"] = {"x y"}; }, "",
+       "unknown token 'xy'"},
       {"merge shape", [](json& j) { j["model"]["merges"] = {"abc"}; }, "", "is not two tokens"},
       {"merge type", [](json& j) { j["model"]["merges"] = {7}; }, "", "is not two tokens"},
-      {"pre_tokenizer type", [](json& j) { j["pre_tokenizer"] = {{"type", "Whitespace"}}; }, "",
-       "unsupported pre_tokenizer"},
-      {"no pre_tokenizer", [](json& j) { j["pre_tokenizer"] = nullptr; }, "", "pre_tokenizer is missing"},
-      {"prefix space", [](json& j) { j["pre_tokenizer"]["add_prefix_space"] = true; }, "", "add_prefix_space"},
+      {"pre_tokenizer type",
+       [](json& j) {
+         j["pre_tokenizer"] = {{"type", "Whitespace"}};
+       },
+       "", "unsupported pre_tokenizer"},
+      {"no pre_tokenizer", [](json& j) { j["pre_tokenizer"] = nullptr; }, "",
+       "pre_tokenizer is missing"},
+      {"prefix space", [](json& j) { j["pre_tokenizer"]["add_prefix_space"] = true; }, "",
+       "add_prefix_space"},
       {"other split regex",
-       [](json& j) { j["pre_tokenizer"] = split_then_byte_level("\\p{N}{1,3}"); },
-       "", "GPT-2 regex"},
-      {"normalizer", [](json& j) { j["normalizer"] = {{"type", "NFC"}}; }, "", "normalizer"},
-      {"missing byte", [](json& j) { j["model"]["vocab"].erase("Ā"); }, "", "byte-level token of byte 0"},
+       [](json& j) { j["pre_tokenizer"] = split_then_byte_level("\\p{N}{1,3}"); }, "",
+       "GPT-2 regex"},
+      {"normalizer",
+       [](json& j) {
+         j["normalizer"] = {{"type", "NFC"}};
+       },
+       "", "normalizer"},
+      {"missing byte", [](json& j) { j["model"]["vocab"].erase("Ā"); }, "",
+       "byte-level token of byte 0"},
       {"no bos", [](json& j) { j["added_tokens"].erase(0); }, "", "no bos token"},
       {"negative id", [](json& j) { j["model"]["vocab"]["zz"] = -1; }, "", "out of range"},
       {"shared id", [](json& j) { j["model"]["vocab"]["zz"] = 5; }, "", "gives id 5"},
@@ -357,7 +407,8 @@ TEST(TokenizerBadFile, RejectedWithAClearMessage) {
       ADD_FAILURE() << c.name << ": loaded";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("bad tokenizer.json"), std::string::npos) << c.name;
-      EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos) << c.name << ": " << e.what();
+      EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos)
+          << c.name << ": " << e.what();
     }
   }
 }
