@@ -19,8 +19,10 @@ void attention(const AttentionParams& p) {
   TROUPE_CHECK(p.keys != nullptr || p.max_keys == 0, "attention: keys is null with max_keys ",
                p.max_keys);
   switch (active_backend()) {
-    case Backend::Ref: return ref::attention(p);
-    case Backend::Cpu: return cpu::attention(p);
+    case Backend::Ref:
+      return ref::attention(p);
+    case Backend::Cpu:
+      return cpu::attention(p);
   }
 }
 

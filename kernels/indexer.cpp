@@ -37,8 +37,10 @@ void indexer_score(const IndexerScoreParams& p) {
   check_rows(p);
   if (p.rows == 0) return;
   switch (active_backend()) {
-    case Backend::Ref: return ref::indexer_score(p);
-    case Backend::Cpu: return cpu::indexer_score(p);
+    case Backend::Ref:
+      return ref::indexer_score(p);
+    case Backend::Cpu:
+      return cpu::indexer_score(p);
   }
 }
 
@@ -50,8 +52,10 @@ int64_t topk(const float* score, int64_t n, int64_t k, int32_t* out) {
   TROUPE_CHECK(score != nullptr, "topk: score is null");
   TROUPE_CHECK(out != nullptr, "topk: out is null");
   switch (active_backend()) {
-    case Backend::Ref: return ref::topk(score, n, k, out);
-    case Backend::Cpu: return cpu::topk(score, n, k, out);
+    case Backend::Ref:
+      return ref::topk(score, n, k, out);
+    case Backend::Cpu:
+      return cpu::topk(score, n, k, out);
   }
   return 0;
 }

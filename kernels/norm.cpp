@@ -18,8 +18,10 @@ void rms_norm(const RmsNormParams& p) {
   TROUPE_CHECK(p.x != nullptr, "rms_norm: x is null");
   TROUPE_CHECK(p.out != nullptr, "rms_norm: out is null");
   switch (active_backend()) {
-    case Backend::Ref: return ref::rms_norm(p);
-    case Backend::Cpu: return cpu::rms_norm(p);
+    case Backend::Ref:
+      return ref::rms_norm(p);
+    case Backend::Cpu:
+      return cpu::rms_norm(p);
   }
 }
 
@@ -30,8 +32,10 @@ void softmax(const SoftmaxParams& p) {
   if (p.rows == 0 || p.n == 0) return;
   TROUPE_CHECK(p.x != nullptr, "softmax: x is null");
   switch (active_backend()) {
-    case Backend::Ref: return ref::softmax(p);
-    case Backend::Cpu: return cpu::softmax(p);
+    case Backend::Ref:
+      return ref::softmax(p);
+    case Backend::Cpu:
+      return cpu::softmax(p);
   }
 }
 

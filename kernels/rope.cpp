@@ -56,8 +56,8 @@ std::vector<double> rope_frequencies(double theta, int64_t rope_dim, const YarnS
 
 void rope(const RopeParams& p) {
   TROUPE_CHECK(p.count >= 0, "rope: count must be >= 0, got ", p.count);
-  TROUPE_CHECK(p.rope_dim >= 0 && p.rope_dim % 2 == 0,
-               "rope: rope_dim must be even and >= 0, got ", p.rope_dim);
+  TROUPE_CHECK(p.rope_dim >= 0 && p.rope_dim % 2 == 0, "rope: rope_dim must be even and >= 0, got ",
+               p.rope_dim);
   TROUPE_CHECK(p.n >= p.rope_dim, "rope: n ", p.n, " < rope_dim ", p.rope_dim);
   TROUPE_CHECK(p.ld == 0 || p.ld >= p.n, "rope: ld ", p.ld, " < n ", p.n);
   TROUPE_CHECK(p.per_position >= 1, "rope: per_position must be >= 1, got ", p.per_position);
@@ -68,8 +68,10 @@ void rope(const RopeParams& p) {
   TROUPE_CHECK(p.positions != nullptr, "rope: positions is null");
   TROUPE_CHECK(p.freqs != nullptr, "rope: freqs is null");
   switch (active_backend()) {
-    case Backend::Ref: return ref::rope(p);
-    case Backend::Cpu: return cpu::rope(p);
+    case Backend::Ref:
+      return ref::rope(p);
+    case Backend::Cpu:
+      return cpu::rope(p);
   }
 }
 

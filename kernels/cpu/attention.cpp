@@ -21,8 +21,8 @@ constexpr int64_t kHeadBlock = 8;  // heads per task: accumulators of 8 x 512 f3
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-void logits_portable(const float* q, int64_t nh, int64_t dim, const float* const* keys,
-                     int64_t nt, float* logits) {
+void logits_portable(const float* q, int64_t nh, int64_t dim, const float* const* keys, int64_t nt,
+                     float* logits) {
   for (int64_t h = 0; h < nh; ++h)
     for (int64_t t = 0; t < nt; ++t) {
       const float* a = q + h * dim;
@@ -48,6 +48,12 @@ void accumulate_portable(const float* w, int64_t nh, int64_t dim, const float* c
     }
 }
 
+float exp_sum_portable(float* x, int64_t n, float shift) {
+  float sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += x[i] = std::exp(x[i] - shift);
+  return sum;
+}
+
 // Running softmax state of one (query, head block).
 struct HeadState {
   std::vector<float> max, sum, acc;  // [nh], [nh], [nh, dim]
@@ -55,7 +61,8 @@ struct HeadState {
 
 // Turns a tile's raw dots into weights e^{ℓ - max} under the updated running max,
 // rescaling each head's earlier sum and accumulator to that max.
-void softmax_tile(float* logits, int64_t nh, int64_t nt, int64_t dim, float scale, HeadState& s) {
+void softmax_tile(float* logits, int64_t nh, int64_t nt, int64_t dim, float scale,
+                  const AttentionKernels& k, HeadState& s) {
   for (int64_t h = 0; h < nh; ++h) {
     float* l = logits + h * nt;
     float tile_max = kNegInf;
@@ -74,10 +81,7 @@ void softmax_tile(float* logits, int64_t nh, int64_t nt, int64_t dim, float scal
       for (float* a = s.acc.data() + h * dim; a != s.acc.data() + (h + 1) * dim; ++a) *a *= c;
       s.max[h] = new_max;
     }
-    for (int64_t t = 0; t < nt; ++t) {
-      l[t] = std::exp(l[t] - new_max);
-      s.sum[h] += l[t];
-    }
+    s.sum[h] += k.exp_sum(l, nt, new_max);
   }
 }
 
@@ -96,7 +100,7 @@ void attend_block(const AttentionParams& p, int64_t m, int64_t h0, int64_t nh,
   for (size_t t0 = 0; t0 < rows.size(); t0 += kKeyTile) {
     const int64_t nt = std::min<int64_t>(kKeyTile, rows.size() - t0);
     k.logits(q, nh, p.dim, rows.data() + t0, nt, logits);
-    softmax_tile(logits, nh, nt, p.dim, p.scale, s);
+    softmax_tile(logits, nh, nt, p.dim, p.scale, k, s);
     k.accumulate(logits, nh, p.dim, rows.data() + t0, nt, s.acc.data());
   }
   for (int64_t h = 0; h < nh; ++h) {
@@ -110,7 +114,7 @@ void attend_block(const AttentionParams& p, int64_t m, int64_t h0, int64_t nh,
 }  // namespace
 
 const AttentionKernels& portable_attention_kernels() {
-  static const AttentionKernels k{logits_portable, accumulate_portable};
+  static const AttentionKernels k{logits_portable, accumulate_portable, exp_sum_portable};
   return k;
 }
 
@@ -128,8 +132,8 @@ void attention(const AttentionParams& p, const AttentionKernels& k) {
 }
 
 void attention(const AttentionParams& p) {
-  attention(p, cpu_features().has_avx512() ? avx512_attention_kernels()
-                                           : portable_attention_kernels());
+  attention(
+      p, cpu_features().has_avx512() ? avx512_attention_kernels() : portable_attention_kernels());
 }
 
 }  // namespace troupe::kernels::cpu

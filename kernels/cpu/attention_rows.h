@@ -1,4 +1,4 @@
-// Inner kernels behind cpu::attention: the two dense loops of one key tile. The
+// Inner kernels behind cpu::attention: the dense loops of one key tile. The
 // online-softmax bookkeeping around them (cpu/attention.cpp) is shared; the AVX-512
 // pair lives in attention_avx512.cpp. Exposed so tests can run the portable pair.
 #pragma once
@@ -14,8 +14,10 @@ struct AttentionKernels {
   void (*logits)(const float* q, int64_t nh, int64_t dim, const float* const* keys, int64_t nt,
                  float* logits);
   // acc_h += Σ_t w[h·nt + t] · keys[t]     acc: [nh, dim] contiguous
-  void (*accumulate)(const float* w, int64_t nh, int64_t dim, const float* const* keys,
-                     int64_t nt, float* acc);
+  void (*accumulate)(const float* w, int64_t nh, int64_t dim, const float* const* keys, int64_t nt,
+                     float* acc);
+  // x[i] = e^{x[i] - shift} for i < n; returns Σ x[i]. One call per head and tile.
+  float (*exp_sum)(float* x, int64_t n, float shift);
 };
 
 const AttentionKernels& portable_attention_kernels();

@@ -14,11 +14,27 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 namespace troupe::kernels::cpu::avx512 {
 
 // Lanes [0, n) of a 16-lane vector, 0 <= n <= 16.
-inline __mmask16 first_lanes(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
+inline __mmask16 first_lanes(int64_t n) {
+  return static_cast<__mmask16>((1u << n) - 1u);
+}
+
+// Calls f(integral_constant<int, i>) for i = 0..N-1, unrolled at compile time.
+// Register-blocked kernels index their accumulator arrays through it: when such
+// a loop is left to the optimizer, GCC 12 keeps the array in memory and stores
+// every accumulator on each iteration, which halved the attention kernels' speed.
+template <int N, class F>
+inline void unroll(F&& f) {
+  [&]<int... I>(std::integer_sequence<int, I...>) {
+    (f(std::integral_constant<int, I>{}), ...);
+  }
+  (std::make_integer_sequence<int, N>{});
+}
 
 // Horizontal sum / max by halving (a fixed tree order). Written out instead of
 // _mm512_reduce_*_ps, whose GCC 12 expansion trips -Wuninitialized.

@@ -71,13 +71,15 @@ void score_candidates(const IndexerScoreParams& p, int64_t m, int64_t lo, int64_
 
 }  // namespace
 
-IndexerRowsFn portable_indexer_rows() { return rows_portable; }
+IndexerRowsFn portable_indexer_rows() {
+  return rows_portable;
+}
 
 void indexer_score(const IndexerScoreParams& p, IndexerRowsFn rows_fn) {
   const QueryLayout l = transpose_queries(p);
-  const int64_t tile = p.candidates ? std::max<int64_t>(1, (p.rows + kCandidateSplits - 1) /
-                                                               kCandidateSplits)
-                                    : kRowTile;
+  const int64_t tile =
+      p.candidates ? std::max<int64_t>(1, (p.rows + kCandidateSplits - 1) / kCandidateSplits)
+                   : kRowTile;
   const int64_t tiles = (p.rows + tile - 1) / tile;
   parallel_for(tiles * p.m, 1, [&](int64_t begin, int64_t end) {
     for (int64_t task = begin; task < end; ++task) {

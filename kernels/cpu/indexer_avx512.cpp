@@ -10,38 +10,39 @@
 namespace troupe::kernels::cpu {
 namespace {
 
+using avx512::unroll;
+
 // Adds Σ over the V head vectors starting at head h0 of relu(q_h · key_r) · w_h
 // to total[r], for R rows.
 template <int R, int V>
 void head_chunk(const float* qT, const float* w, int64_t hp, int64_t dim, const float* keys,
                 int64_t h0, __m512* total) {
-  __m512 acc[R][V];
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
+  __m512 acc[R][V] = {};
   for (int64_t d = 0; d < dim; ++d) {
     __m512 qv[V];
-    for (int v = 0; v < V; ++v) qv[v] = _mm512_loadu_ps(qT + d * hp + h0 + 16 * v);
-    for (int r = 0; r < R; ++r) {
+    unroll<V>([&](auto v) { qv[v] = _mm512_loadu_ps(qT + d * hp + h0 + 16 * v); });
+    unroll<R>([&](auto r) {
       const __m512 k = _mm512_set1_ps(keys[r * dim + d]);
-      for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(k, qv[v], acc[r][v]);
-    }
+      unroll<V>([&](auto v) { acc[r][v] = _mm512_fmadd_ps(k, qv[v], acc[r][v]); });
+    });
   }
   const __m512 zero = _mm512_setzero_ps();
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < V; ++v)
-      total[r] = _mm512_fmadd_ps(_mm512_max_ps(acc[r][v], zero),
-                                 _mm512_loadu_ps(w + h0 + 16 * v), total[r]);
+  unroll<R>([&](auto r) {
+    unroll<V>([&](auto v) {
+      const __m512 relu = _mm512_max_ps(acc[r][v], zero);
+      total[r] = _mm512_fmadd_ps(relu, _mm512_loadu_ps(w + h0 + 16 * v), total[r]);
+    });
+  });
 }
 
 template <int R>
 void score_block(const float* qT, const float* w, int64_t hp, int64_t dim, const float* keys,
                  float* out) {
-  __m512 total[R];
-  for (int r = 0; r < R; ++r) total[r] = _mm512_setzero_ps();
+  __m512 total[R] = {};
   int64_t h0 = 0;
   for (; h0 + 32 <= hp; h0 += 32) head_chunk<R, 2>(qT, w, hp, dim, keys, h0, total);
   if (h0 < hp) head_chunk<R, 1>(qT, w, hp, dim, keys, h0, total);
-  for (int r = 0; r < R; ++r) out[r] = avx512::hsum(total[r]);
+  unroll<R>([&](auto r) { out[r] = avx512::hsum(total[r]); });
 }
 
 void rows(const float* qT, const float* w, int64_t hp, int64_t dim, const float* keys,
@@ -53,6 +54,8 @@ void rows(const float* qT, const float* w, int64_t hp, int64_t dim, const float*
 
 }  // namespace
 
-IndexerRowsFn avx512_indexer_rows() { return rows; }
+IndexerRowsFn avx512_indexer_rows() {
+  return rows;
+}
 
 }  // namespace troupe::kernels::cpu

@@ -45,7 +45,9 @@ void softmax_row_portable(float* x, int64_t n) {
 }
 
 // Rows per task: enough work per chunk that threading pays for short rows.
-int64_t rows_per_chunk(int64_t n) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)); }
+int64_t rows_per_chunk(int64_t n) {
+  return std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1));
+}
 
 }  // namespace
 

@@ -28,8 +28,7 @@ float sum_of_squares(const float* x, int64_t n) {
     const __m512 v = _mm512_maskz_loadu_ps(first_lanes(std::min<int64_t>(16, n - i)), x + i);
     acc[0] = _mm512_fmadd_ps(v, v, acc[0]);
   }
-  return avx512::hsum(
-      _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
+  return avx512::hsum(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
 }
 
 void rms_norm_row(const float* x, const float* w, float* out, int64_t n, float eps) {

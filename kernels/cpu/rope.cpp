@@ -38,7 +38,9 @@ void build_table(const RopeParams& p, int64_t position, float* cos2, float* sin2
 
 }  // namespace
 
-RopeRotateFn portable_rope_rotate() { return rotate_portable; }
+RopeRotateFn portable_rope_rotate() {
+  return rotate_portable;
+}
 
 void rope(const RopeParams& p, RopeRotateFn rotate) {
   const int64_t ld = p.ld ? p.ld : p.n;

@@ -28,6 +28,8 @@ void rotate(float* x, const float* cos2, const float* sin2, int64_t dr) {
 
 }  // namespace
 
-RopeRotateFn avx512_rope_rotate() { return rotate; }
+RopeRotateFn avx512_rope_rotate() {
+  return rotate;
+}
 
 }  // namespace troupe::kernels::cpu

@@ -36,7 +36,9 @@ inline uint32_t order_key(float v) {
   return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
 }
 
-inline bool included(float v) { return v > -std::numeric_limits<float>::infinity(); }
+inline bool included(float v) {
+  return v > -std::numeric_limits<float>::infinity();
+}
 
 struct Pick {
   uint32_t key;
@@ -78,8 +80,10 @@ int64_t topk(const float* score, int64_t n, int64_t k, int32_t* out) {
     if (!included(score[j])) continue;
     const uint32_t key = order_key(score[j]);
     const uint32_t b = key >> (32 - kBucketBits);
-    if (b > bucket) picks.push_back({key, static_cast<int32_t>(j)});
-    else if (b == bucket) in_bucket.push_back({key, static_cast<int32_t>(j)});
+    if (b > bucket)
+      picks.push_back({key, static_cast<int32_t>(j)});
+    else if (b == bucket)
+      in_bucket.push_back({key, static_cast<int32_t>(j)});
   }
 
   const int64_t need = k - above;  // 1 <= need <= in_bucket.size()
@@ -91,8 +95,10 @@ int64_t topk(const float* score, int64_t n, int64_t k, int32_t* out) {
   for (const Pick& p : in_bucket) greater += p.key > threshold;
   int64_t equal_quota = need - greater;
   for (const Pick& p : in_bucket) {  // index order: the first equal keys win the ties
-    if (p.key > threshold) picks.push_back(p);
-    else if (p.key == threshold && equal_quota > 0) picks.push_back(p), --equal_quota;
+    if (p.key > threshold)
+      picks.push_back(p);
+    else if (p.key == threshold && equal_quota > 0)
+      picks.push_back(p), --equal_quota;
   }
   return emit(picks, out);
 }

@@ -1,11 +1,11 @@
 // Scalar reference attention with a sink (MODEL.md §5.3), two passes per (query,
 // head): logits and their max, then the weighted sum. Sums and exponentials run
 // in f64 so the reference is the more accurate side.
+#include "kernels/attention.h"
+
 #include <cmath>
 #include <limits>
 #include <vector>
-
-#include "kernels/attention.h"
 
 namespace troupe::kernels::ref {
 namespace {
@@ -33,7 +33,8 @@ void attend_one(const AttentionParams& p, int64_t m, int64_t h, std::vector<doub
     for (int64_t d = 0; d < p.dim; ++d) acc[d] += w * keys[k][d];
   }
   // No keys and no sink: nothing to attend to, the output is zero (not 0/0).
-  for (int64_t d = 0; d < p.dim; ++d) out[d] = denom > 0 ? static_cast<float>(acc[d] / denom) : 0.0f;
+  for (int64_t d = 0; d < p.dim; ++d)
+    out[d] = denom > 0 ? static_cast<float>(acc[d] / denom) : 0.0f;
 }
 
 }  // namespace

@@ -1,10 +1,10 @@
 // Scalar reference indexer score and top-k (MODEL.md §5.4).
+#include "kernels/indexer.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
-
-#include "kernels/indexer.h"
 
 namespace troupe::kernels::ref {
 namespace {

@@ -1,9 +1,9 @@
 // Scalar reference for RMSNorm and softmax: the definition the fast paths are
 // tested against. Sums run in f64 so the reference is the more accurate side.
+#include "kernels/norm.h"
+
 #include <cmath>
 #include <limits>
-
-#include "kernels/norm.h"
 
 namespace troupe::kernels::ref {
 

@@ -1,8 +1,8 @@
 // Scalar reference rope (MODEL.md §5): angles in f64, cos/sin rounded to f32,
 // the rotation itself in f32.
-#include <cmath>
-
 #include "kernels/rope.h"
+
+#include <cmath>
 
 namespace troupe::kernels::ref {
 

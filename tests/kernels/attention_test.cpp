@@ -21,8 +21,7 @@ using testing::kNaN;
 
 std::vector<testing::Variant<AttentionParams>> attention_variants(bool with_ref) {
   auto v = testing::fast_variants<AttentionParams, const cpu::AttentionKernels&>(
-      attention, cpu::attention, cpu::portable_attention_kernels(),
-      cpu::avx512_attention_kernels);
+      attention, cpu::attention, cpu::portable_attention_kernels(), cpu::avx512_attention_kernels);
   if (with_ref)
     v.push_back({"ref", [](const AttentionParams& p) { testing::run_ref(attention, p); }});
   return v;
@@ -38,8 +37,15 @@ TEST(Attention, HandWorked) {
   const float q[] = {std::log(3.0f), 0}, sink = 0;
   for (const auto& v : attention_variants(true)) {
     float out[2] = {kNaN, kNaN};
-    AttentionParams p{.q = q, .keys = keys, .sink = &sink, .out = out, .m = 1, .heads = 1,
-                      .dim = 2, .max_keys = 3, .scale = 1};
+    AttentionParams p{.q = q,
+                      .keys = keys,
+                      .sink = &sink,
+                      .out = out,
+                      .m = 1,
+                      .heads = 1,
+                      .dim = 2,
+                      .max_keys = 3,
+                      .scale = 1};
     v.run(p);
     EXPECT_NEAR(out[0], 0.6f, 1e-6) << v.name;
     EXPECT_NEAR(out[1], 0.2f, 1e-6) << v.name;
@@ -58,8 +64,14 @@ TEST(Attention, NoKeysGivesZero) {
     for (const float* s : {static_cast<const float*>(sink), static_cast<const float*>(nullptr)})
       for (int64_t max_keys : {0, 2}) {
         float out[4] = {kNaN, kNaN, kNaN, kNaN};
-        v.run({.q = q, .keys = max_keys ? keys : nullptr, .sink = s, .out = out, .m = 1,
-               .heads = 2, .dim = 2, .max_keys = max_keys});
+        v.run({.q = q,
+               .keys = max_keys ? keys : nullptr,
+               .sink = s,
+               .out = out,
+               .m = 1,
+               .heads = 2,
+               .dim = 2,
+               .max_keys = max_keys});
         for (float o : out) EXPECT_EQ(o, 0.0f) << v.name;
       }
 }
@@ -82,17 +94,22 @@ std::vector<const float*> gather(const std::vector<float>& pool, int64_t pool_ro
 
 TEST(Attention, FastPathsMatchReference) {
   const AttnCase cases[] = {
-      {1, 1, 32, 1, true, 1},     {3, 4, 64, 17, false, 1},  {2, 9, 96, 300, true, 1},
-      {1, 64, 512, 300, true, 1}, {3, 4, 128, 0, true, 1},   {2, 3, 17, 33, true, 8},
-      {1, 16, 128, 300, false, 16}, {5, 2, 31, 17, true, 1}, {2, 64, 512, 640, true, 4}};
+      {1, 1, 32, 1, true, 1},       {3, 4, 64, 17, false, 1}, {2, 9, 96, 300, true, 1},
+      {1, 64, 512, 300, true, 1},   {3, 4, 128, 0, true, 1},  {2, 3, 17, 33, true, 8},
+      {1, 16, 128, 300, false, 16}, {5, 2, 31, 17, true, 1},  {2, 64, 512, 640, true, 4}};
   for (const AttnCase& c : cases) {
     const int64_t pool_rows = 64;
     const auto pool = testing::random_normal(pool_rows * c.dim, 41 + c.dim);
     const auto q = testing::random_normal(c.m * c.heads * c.dim, 42 + c.heads);
     const auto sink = testing::random_normal(c.heads, 43);
     const auto keys = gather(pool, pool_rows, c.dim, c.m, c.max_keys, 44 + c.max_keys);
-    AttentionParams p{.q = q.data(), .keys = keys.data(), .sink = c.sink ? sink.data() : nullptr,
-                      .m = c.m, .heads = c.heads, .dim = c.dim, .max_keys = c.max_keys,
+    AttentionParams p{.q = q.data(),
+                      .keys = keys.data(),
+                      .sink = c.sink ? sink.data() : nullptr,
+                      .m = c.m,
+                      .heads = c.heads,
+                      .dim = c.dim,
+                      .max_keys = c.max_keys,
                       .scale = c.scale_mul / std::sqrt(float(c.dim))};
     std::vector<float> want(c.m * c.heads * c.dim, kNaN);
     p.out = want.data();
@@ -113,8 +130,8 @@ TEST(Attention, FastPathsMatchReference) {
 TEST(Attention, RejectsBadParams) {
   const float q[2] = {}, *keys[1] = {q};
   float out[2];
-  const AttentionParams ok{.q = q, .keys = keys, .out = out, .m = 1, .heads = 1, .dim = 2,
-                           .max_keys = 1};
+  const AttentionParams ok{
+      .q = q, .keys = keys, .out = out, .m = 1, .heads = 1, .dim = 2, .max_keys = 1};
   attention(ok);
   AttentionParams p = ok;
   p.heads = 0;

@@ -38,8 +38,8 @@ struct Variant {
 // kernel set arguments are the family's cpu::*_kernels() pair.
 template <class Params, class Kernels>
 std::vector<Variant<Params>> fast_variants(void (*entry)(const Params&),
-                                           void (*with)(const Params&, Kernels),
-                                           Kernels portable, Kernels (*avx512)()) {
+                                           void (*with)(const Params&, Kernels), Kernels portable,
+                                           Kernels (*avx512)()) {
   std::vector<Variant<Params>> v;
   v.push_back({"cpu", [entry](const Params& p) {
                  ScopedBackend s(Backend::Cpu);

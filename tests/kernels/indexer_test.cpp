@@ -43,8 +43,15 @@ TEST(IndexerScore, HandWorked) {
   const int32_t cand[] = {2, 3, -1, 0, 2};  // a run crossing `visible`, none, a repeat
   for (const auto& v : score_variants(true)) {
     std::vector<float> score(4, kNaN);
-    IndexerScoreParams p{.q = q, .w = w, .keys = keys, .visible = &visible,
-                         .score = score.data(), .m = 1, .heads = 2, .dim = 2, .rows = 4};
+    IndexerScoreParams p{.q = q,
+                         .w = w,
+                         .keys = keys,
+                         .visible = &visible,
+                         .score = score.data(),
+                         .m = 1,
+                         .heads = 2,
+                         .dim = 2,
+                         .rows = 4};
     v.run(p);
     EXPECT_EQ(score, (std::vector<float>{1, -2, 0, -kInf})) << v.name;
     std::fill(score.begin(), score.end(), kNaN);
@@ -74,7 +81,8 @@ ScoreInputs make_inputs(const ScoreCase& c, uint32_t seed) {
   in.w = testing::random_normal(c.m * c.heads, seed + 1);
   in.keys = testing::random_normal(c.rows * c.dim, seed + 2);
   for (int64_t j = 0; j < c.rows; j += 3)
-    for (int64_t d = 0; d < c.dim; ++d) in.keys[j * c.dim + d] = -std::fabs(in.keys[j * c.dim + d]) - 0.01f;
+    for (int64_t d = 0; d < c.dim; ++d)
+      in.keys[j * c.dim + d] = -std::fabs(in.keys[j * c.dim + d]) - 0.01f;
   std::mt19937 rng(seed + 3);
   for (int64_t m = 0; m < c.m; ++m)  // 0, all rows, and in between
     in.visible.push_back(m == 0 ? c.rows : m == 1 ? 0 : int64_t(rng() % (c.rows + 1)));
@@ -82,11 +90,12 @@ ScoreInputs make_inputs(const ScoreCase& c, uint32_t seed) {
     int64_t i = 0;
     while (i < c.max_candidates) {  // runs of consecutive rows, repeats, and -1 gaps;
       // the first run starts just below visible[m], so it crosses the visible edge
-      const int32_t start = i == 0 ? int32_t(std::max<int64_t>(0, in.visible[m] - 2))
+      const int32_t start = i == 0   ? int32_t(std::max<int64_t>(0, in.visible[m] - 2))
                             : c.rows ? int32_t(rng() % c.rows)
                                      : -1;
       for (int64_t r = 0; r < 1 + int64_t(rng() % 6) && i < c.max_candidates; ++r, ++i)
-        in.cand.push_back((i > 0 && rng() % 7 == 0) || start < 0 ? -1 : std::min<int32_t>(start + r, c.rows - 1));
+        in.cand.push_back(
+            (i > 0 && rng() % 7 == 0) || start < 0 ? -1 : std::min<int32_t>(start + r, c.rows - 1));
     }
   }
   return in;
@@ -98,11 +107,16 @@ TEST(IndexerScore, FastPathsMatchReference) {
                              {4, 3, 32, 17, 17},   {1, 64, 128, 129, 0}, {3, 1, 33, 5, 3}};
   for (const ScoreCase& c : cases) {
     const ScoreInputs in = make_inputs(c, 51 + c.rows);
-    IndexerScoreParams p{.q = in.q.data(), .w = in.w.data(), .keys = in.keys.data(),
+    IndexerScoreParams p{.q = in.q.data(),
+                         .w = in.w.data(),
+                         .keys = in.keys.data(),
                          .visible = in.visible.data(),
                          .candidates = c.max_candidates ? in.cand.data() : nullptr,
-                         .max_candidates = c.max_candidates, .m = c.m, .heads = c.heads,
-                         .dim = c.dim, .rows = c.rows};
+                         .max_candidates = c.max_candidates,
+                         .m = c.m,
+                         .heads = c.heads,
+                         .dim = c.dim,
+                         .rows = c.rows};
     std::vector<float> want(c.m * c.rows, kNaN);
     p.score = want.data();
     testing::run_ref(indexer_score, p);
@@ -127,8 +141,13 @@ TEST(IndexerScore, FastPathsMatchReference) {
 TEST(IndexerScore, IndependentOfThreadCount) {
   const ScoreCase c{3, 32, 128, 1000, 0};
   const ScoreInputs in = make_inputs(c, 77);
-  IndexerScoreParams p{.q = in.q.data(), .w = in.w.data(), .keys = in.keys.data(),
-                       .visible = in.visible.data(), .m = c.m, .heads = c.heads, .dim = c.dim,
+  IndexerScoreParams p{.q = in.q.data(),
+                       .w = in.w.data(),
+                       .keys = in.keys.data(),
+                       .visible = in.visible.data(),
+                       .m = c.m,
+                       .heads = c.heads,
+                       .dim = c.dim,
                        .rows = c.rows};
   std::vector<float> one(c.m * c.rows), many(c.m * c.rows);
   const int saved = num_threads();
@@ -147,8 +166,15 @@ TEST(IndexerScore, RejectsBadParams) {
   float score[2];
   const int64_t visible = 2, too_many = 3;
   const int32_t bad_cand[] = {2};
-  const IndexerScoreParams ok{.q = q, .w = w, .keys = keys, .visible = &visible, .score = score,
-                              .m = 1, .heads = 1, .dim = 2, .rows = 2};
+  const IndexerScoreParams ok{.q = q,
+                              .w = w,
+                              .keys = keys,
+                              .visible = &visible,
+                              .score = score,
+                              .m = 1,
+                              .heads = 1,
+                              .dim = 2,
+                              .rows = 2};
   indexer_score(ok);
   IndexerScoreParams p = ok;
   p.visible = &too_many;
@@ -207,11 +233,21 @@ std::vector<float> tie_heavy(int64_t n, int kind, std::mt19937& rng) {
   for (float& x : s) {
     const uint32_t r = rng();
     switch (kind) {
-      case 0: x = float(int(r % 5) - 2); break;                       // {-2..2}
-      case 1: x = 0.0f; break;                                        // all equal
-      case 2: x = 1.0f + float(r % 64) * 1e-7f; break;                // one 12-bit bucket
-      case 3: x = r % 3 == 0 ? -kInf : r % 17 == 0 ? kInf : (r % 2 ? 0.0f : -0.0f); break;
-      default: x = std::ldexp(float(r % 1000) - 500, -int(r % 40)); break;  // wide range
+      case 0:
+        x = float(int(r % 5) - 2);
+        break;  // {-2..2}
+      case 1:
+        x = 0.0f;
+        break;  // all equal
+      case 2:
+        x = 1.0f + float(r % 64) * 1e-7f;
+        break;  // one 12-bit bucket
+      case 3:
+        x = r % 3 == 0 ? -kInf : r % 17 == 0 ? kInf : (r % 2 ? 0.0f : -0.0f);
+        break;
+      default:
+        x = std::ldexp(float(r % 1000) - 500, -int(r % 40));
+        break;  // wide range
     }
   }
   return s;
@@ -228,8 +264,8 @@ TEST(TopK, MatchesStableSortReference) {
         if (n >= 100000 && k < 2048) continue;  // keep the big cases few
         const auto want = stable_sort_topk(s, k);
         for (const auto& [name, b] : topk_backends())
-          ASSERT_EQ(run_topk(b, s, k), want) << name << " n=" << n << " kind=" << kind
-                                             << " k=" << k;
+          ASSERT_EQ(run_topk(b, s, k), want)
+              << name << " n=" << n << " kind=" << kind << " k=" << k;
       }
       if (n <= 1000)  // k beyond the count: everything finite, fully ranked
         ASSERT_EQ(run_topk(Backend::Cpu, s, n + 5), stable_sort_topk(s, n + 5)) << "n=" << n;
@@ -241,8 +277,13 @@ TEST(TopK, ScoresFromTheIndexer) {
   // stable-sort rank of the reference scores (the ties are exact in both).
   const ScoreCase c{1, 4, 64, 3000, 0};
   const ScoreInputs in = make_inputs(c, 123);
-  IndexerScoreParams p{.q = in.q.data(), .w = in.w.data(), .keys = in.keys.data(),
-                       .visible = in.visible.data(), .m = 1, .heads = c.heads, .dim = c.dim,
+  IndexerScoreParams p{.q = in.q.data(),
+                       .w = in.w.data(),
+                       .keys = in.keys.data(),
+                       .visible = in.visible.data(),
+                       .m = 1,
+                       .heads = c.heads,
+                       .dim = c.dim,
                        .rows = c.rows};
   std::vector<float> s(c.rows);
   p.score = s.data();

@@ -53,18 +53,23 @@ struct RmsCase {
 };
 
 TEST(RmsNorm, FastPathsMatchReference) {
-  const RmsCase cases[] = {{1, 1, 0, true, false},   {3, 3, 1, false, false},
-                           {17, 17, 0, true, true},  {2, 31, 5, true, false},
-                           {5, 33, 0, false, true},  {4, 64, 3, true, false},
-                           {3, 96, 0, true, false},  {1, 128, 16, true, true},
+  const RmsCase cases[] = {{1, 1, 0, true, false},    {3, 3, 1, false, false},
+                           {17, 17, 0, true, true},   {2, 31, 5, true, false},
+                           {5, 33, 0, false, true},   {4, 64, 3, true, false},
+                           {3, 96, 0, true, false},   {1, 128, 16, true, true},
                            {2, 5120, 0, true, false}, {1, 16384, 0, false, false}};
   for (const RmsCase& c : cases) {
     const int64_t ld = c.n + c.pad;
     const auto x = testing::random_normal(c.rows * ld, 11 + c.n, 3.0f);
     const auto w = testing::random_normal(c.n, 12 + c.n);
     std::vector<float> want(c.rows * ld, -7.0f);
-    const RmsNormParams base{.x = x.data(), .weight = c.weight ? w.data() : nullptr,
-                             .rows = c.rows, .n = c.n, .ld = ld, .ld_out = ld, .eps = 1e-6f};
+    const RmsNormParams base{.x = x.data(),
+                             .weight = c.weight ? w.data() : nullptr,
+                             .rows = c.rows,
+                             .n = c.n,
+                             .ld = ld,
+                             .ld_out = ld,
+                             .eps = 1e-6f};
     RmsNormParams p = base;
     p.out = want.data();
     testing::run_ref(rms_norm, p);
@@ -108,7 +113,7 @@ TEST(Softmax, HandWorked) {
 }
 
 TEST(Softmax, FastPathsMatchReference) {
-  const int64_t sizes[][3] = {{1, 1, 0}, {3, 3, 2},    {17, 17, 0}, {2, 31, 1},
+  const int64_t sizes[][3] = {{1, 1, 0},  {3, 3, 2},   {17, 17, 0},  {2, 31, 1},
                               {5, 33, 7}, {4, 100, 0}, {2, 1000, 0}, {1, 4096, 3}};
   for (const auto& s : sizes) {
     const int64_t rows = s[0], n = s[1], ld = n + s[2];

@@ -43,20 +43,19 @@ TEST(RopeFrequencies, PlainTheta) {
 }
 
 TEST(RopeFrequencies, TinyYarnLow0High5) {
-  const YarnScaling tiny{.factor = 4, .original_max_position = 256, .beta_fast = 32,
-                         .beta_slow = 1};
+  const YarnScaling tiny{
+      .factor = 4, .original_max_position = 256, .beta_fast = 32, .beta_slow = 1};
   const auto f = rope_frequencies(160000.0, 32, tiny);
   ASSERT_EQ(f.size(), 16u);
   EXPECT_EQ(f[0], 1.0);  // ramp 0 at i = low = 0
-  for (int64_t i = 1; i < 5; ++i)
-    EXPECT_NEAR(f[i], yarn(160000.0, 32, 4, 0, 5, i), 1e-16) << i;
+  for (int64_t i = 1; i < 5; ++i) EXPECT_NEAR(f[i], yarn(160000.0, 32, 4, 0, 5, i), 1e-16) << i;
   for (int64_t i = 5; i < 16; ++i)  // i >= high = 5: divided by 4, exactly
     EXPECT_EQ(f[i], std::pow(160000.0, -2.0 * i / 32) / 4) << i;
 }
 
 TEST(RopeFrequencies, FullYarnLow15High25) {
-  const YarnScaling full{.factor = 16, .original_max_position = 65536, .beta_fast = 32,
-                         .beta_slow = 1};
+  const YarnScaling full{
+      .factor = 16, .original_max_position = 65536, .beta_fast = 32, .beta_slow = 1};
   const auto f = rope_frequencies(160000.0, 64, full);
   ASSERT_EQ(f.size(), 32u);
   for (int64_t i = 0; i <= 15; ++i) EXPECT_EQ(f[i], std::pow(160000.0, -2.0 * i / 64)) << i;
@@ -91,7 +90,12 @@ TEST(Rope, HandWorked) {
     std::vector<float> y = {1, 2, 3, 4};
     v.run({.x = y.data(), .count = 1, .n = 4, .rope_dim = 4, .positions = &zero, .freqs = freqs});
     EXPECT_EQ(y, (std::vector<float>{1, 2, 3, 4})) << v.name;
-    v.run({.x = x.data(), .count = 1, .n = 6, .rope_dim = 4, .positions = &pos, .freqs = freqs,
+    v.run({.x = x.data(),
+           .count = 1,
+           .n = 6,
+           .rope_dim = 4,
+           .positions = &pos,
+           .freqs = freqs,
            .inverse = true});
     const float back[] = {5, 6, 1, 0, 0, 2};
     for (int i = 0; i < 6; ++i) EXPECT_NEAR(x[i], back[i], 1e-6) << v.name << " i=" << i;
@@ -117,10 +121,10 @@ struct RopeCase {
 };
 
 TEST(Rope, FastPathsMatchReference) {
-  const RopeCase cases[] = {{1, 1, 32, 32, 0, false},  {3, 4, 64, 32, 1, true},
+  const RopeCase cases[] = {{1, 1, 32, 32, 0, false},   {3, 4, 64, 32, 1, true},
                             {17, 1, 128, 32, 0, false}, {2, 64, 512, 64, 0, true},
-                            {5, 3, 96, 32, 7, false},  {31, 2, 64, 64, 0, false},
-                            {1, 17, 34, 2, 0, true},   {33, 1, 512, 64, 16, false}};
+                            {5, 3, 96, 32, 7, false},   {31, 2, 64, 64, 0, false},
+                            {1, 17, 34, 2, 0, true},    {33, 1, 512, 64, 16, false}};
   const auto freqs32 = rope_frequencies(160000.0, 32, {.factor = 4, .original_max_position = 256});
   const auto freqs64 = rope_frequencies(10000.0, 64, {});
   const std::vector<double> freqs2 = {0.3};
@@ -132,14 +136,20 @@ TEST(Rope, FastPathsMatchReference) {
     for (auto& q : pos) q = any_pos(rng);
     pos[0] = 0;
     if (c.groups > 1) pos[1] = 1000000;
-    const double* freqs =
-        c.rope_dim == 32 ? freqs32.data() : c.rope_dim == 64 ? freqs64.data() : freqs2.data();
+    const double* freqs = c.rope_dim == 32   ? freqs32.data()
+                          : c.rope_dim == 64 ? freqs64.data()
+                                             : freqs2.data();
     auto x = testing::random_normal(count * ld, 31 + c.n);
     for (int64_t v = 0; v < count; ++v)
       for (int64_t i = c.n; i < ld; ++i) x[v * ld + i] = kNaN;  // padding: must stay NaN
-    const RopeParams base{.count = count, .n = c.n, .ld = ld, .rope_dim = c.rope_dim,
-                          .positions = pos.data(), .per_position = c.per_position,
-                          .freqs = freqs, .inverse = c.inverse};
+    const RopeParams base{.count = count,
+                          .n = c.n,
+                          .ld = ld,
+                          .rope_dim = c.rope_dim,
+                          .positions = pos.data(),
+                          .per_position = c.per_position,
+                          .freqs = freqs,
+                          .inverse = c.inverse};
     std::vector<float> want = x;
     RopeParams p = base;
     p.x = want.data();
@@ -165,8 +175,13 @@ TEST(Rope, RejectsBadParams) {
   std::vector<float> x(8);
   const int64_t pos = 0;
   const double f[] = {1.0};
-  const RopeParams ok{.x = x.data(), .count = 2, .n = 4, .rope_dim = 2, .positions = &pos,
-                      .per_position = 2, .freqs = f};
+  const RopeParams ok{.x = x.data(),
+                      .count = 2,
+                      .n = 4,
+                      .rope_dim = 2,
+                      .positions = &pos,
+                      .per_position = 2,
+                      .freqs = f};
   rope(ok);
   RopeParams p = ok;
   p.rope_dim = 3;
