@@ -1,0 +1,89 @@
+// `troupe generate`: prompt -> streamed text on stdout, on --model DIR or the
+// built-in tiny model. Prefill once, then one decode step per token.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/loaded_model.h"
+#include "kernels/check.h"
+#include "kernels/sampling.h"
+
+namespace troupe::cli {
+namespace {
+
+// Prints the decoded text as it grows, holding back an incomplete UTF-8 character
+// (the decoder shows it as U+FFFD until its last byte arrives).
+class TextStream {
+ public:
+  explicit TextStream(const model::Tokenizer& t) : tok_(t) {}
+  void push(int32_t id) {
+    ids_.push_back(id);
+    const std::string text = tok_.decode(ids_, /*skip_special=*/true);
+    if (text.size() >= 3 && text.compare(text.size() - 3, 3, "\xEF\xBF\xBD") == 0) return;
+    if (text.size() > printed_) {
+      std::fwrite(text.data() + printed_, 1, text.size() - printed_, stdout);
+      std::fflush(stdout);
+      printed_ = text.size();
+    }
+  }
+
+ private:
+  const model::Tokenizer& tok_;
+  std::vector<int32_t> ids_;
+  size_t printed_ = 0;
+};
+
+kernels::SamplingParams sampling_from(const Args& a) {
+  kernels::SamplingParams s;
+  s.temperature = static_cast<float>(a.get_double("temperature", 0.0));
+  s.top_k = static_cast<int32_t>(a.get_int("top-k", 0));
+  s.top_p = static_cast<float>(a.get_double("top-p", 1.0));
+  s.min_p = static_cast<float>(a.get_double("min-p", 0.0));
+  s.seed = static_cast<uint64_t>(a.get_int("seed", 0));
+  return s;
+}
+
+}  // namespace
+
+int run_generate(const CommandArgs& argv) {
+  Args a(argv, {"model", "prompt", "max-tokens", "temperature", "top-k", "top-p", "min-p", "seed"},
+         {"ignore-eos"});
+  const auto prompt = a.get("prompt");
+  if (!prompt) TROUPE_FAIL("--prompt TEXT is required");
+  const int64_t max_tokens = a.get_int("max-tokens", 32);
+  if (max_tokens < 1 || max_tokens > 1'000'000) TROUPE_FAIL("--max-tokens must be in [1, 1000000]");
+  const kernels::SamplingParams sampling = sampling_from(a);
+
+  auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/true);
+  std::vector<int32_t> next = m->tokenizer->encode(*prompt, /*add_bos=*/true);
+  const int64_t room = m->config.max_position_embeddings - static_cast<int64_t>(next.size());
+  if (room < 1) TROUPE_FAIL("prompt of " << next.size() << " tokens does not fit the context");
+
+  model::SequenceState state = model::SequenceState::empty(m->config);
+  TextStream out(*m->tokenizer);
+  const uint64_t stream = 0;
+  for (int64_t step = 0; step < std::min(max_tokens, room); ++step) {
+    model::SequenceInput in{&state, next, false};
+    const auto logits = m->forward->run({&in, 1});
+    int32_t token = 0;
+    const uint64_t counter = static_cast<uint64_t>(step);
+    kernels::SampleParams sp;
+    sp.logits = logits[0].data();
+    sp.out = &token;
+    sp.m = 1;
+    sp.vocab = m->config.vocab_size;
+    sp.sampling = &sampling;
+    sp.streams = &stream;
+    sp.counters = &counter;
+    kernels::sample(sp);
+    if (token == m->config.eos_token_id && !a.has("ignore-eos")) break;
+    out.push(token);
+    next = {token};
+  }
+  std::printf("\n");
+  return 0;
+}
+
+}  // namespace troupe::cli

@@ -1,0 +1,67 @@
+// `troupe logits`: one full-compute prefill of the given token ids; prints
+// {"tokens": [...], "logits": [[...], ...]} (float32 values) for the last position,
+// or every position with --all-positions. Other programs check the model with it.
+#include <cstdio>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/loaded_model.h"
+#include "kernels/check.h"
+
+namespace troupe::cli {
+namespace {
+
+std::vector<int32_t> parse_tokens(const std::string& text) {
+  std::vector<int32_t> ids;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() || v < INT32_MIN || v > INT32_MAX)
+      TROUPE_FAIL("--tokens: '" << item << "' is not a token id");
+    ids.push_back(static_cast<int32_t>(v));
+  }
+  if (ids.empty()) TROUPE_FAIL("--tokens: no token ids given");
+  return ids;
+}
+
+}  // namespace
+
+int run_logits(const CommandArgs& argv) {
+  Args a(argv, {"model", "tokens"}, {"all-positions"});
+  const auto tokens_arg = a.get("tokens");
+  if (!tokens_arg) TROUPE_FAIL("--tokens 1,2,3 is required");
+  const std::vector<int32_t> tokens = parse_tokens(*tokens_arg);
+  auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false);
+  model::SequenceState state = model::SequenceState::empty(m->config);
+  model::SequenceInput in{&state, tokens, a.has("all-positions")};
+  const auto logits = m->forward->run({&in, 1});
+  const int64_t V = m->config.vocab_size, rows = static_cast<int64_t>(logits[0].size()) / V;
+
+  std::string out = "{\"tokens\":[";
+  for (size_t i = 0; i < tokens.size(); ++i) out += (i ? "," : "") + std::to_string(tokens[i]);
+  out += "],\"logits\":[";
+  char buf[32];
+  for (int64_t r = 0; r < rows; ++r) {
+    out += r ? ",[" : "[";
+    for (int64_t v = 0; v < V; ++v) {
+      std::snprintf(buf, sizeof buf, v ? ",%.9g" : "%.9g", logits[0][r * V + v]);
+      out += buf;
+    }
+    out += "]";
+  }
+  out += "]}\n";
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return 0;
+}
+
+}  // namespace troupe::cli

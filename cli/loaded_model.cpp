@@ -1,0 +1,34 @@
+#include "cli/loaded_model.h"
+
+#include <cstdio>
+#include <filesystem>
+
+#include "kernels/check.h"
+#include "model/tensor_spec.h"
+#include "model/tiny_checkpoint.h"
+
+namespace troupe::cli {
+
+std::unique_ptr<LoadedModel> load_model(const std::string& dir_arg, bool need_tokenizer) {
+  std::string dir = dir_arg;
+  if (dir.empty()) {
+    dir = model::builtin_tiny_model_dir();
+  }
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(dir)) TROUPE_FAIL("model folder '" << dir << "' does not exist");
+  auto m = std::unique_ptr<LoadedModel>(new LoadedModel{
+      dir, model::load_config((fs::path(dir) / "config.json").string()),
+      model::Checkpoint::open(dir), {}, nullptr, nullptr});
+  model::validate_checkpoint(m->checkpoint, m->config);
+  m->weights = model::bind_weights(m->checkpoint, m->config);
+  m->forward = std::make_unique<model::Forward>(m->config, m->weights);
+  const fs::path tok = fs::path(dir) / "tokenizer.json";
+  if (fs::exists(tok)) {
+    m->tokenizer = std::make_unique<model::Tokenizer>(model::Tokenizer::load(tok.string()));
+  } else if (need_tokenizer) {
+    TROUPE_FAIL("model folder '" << dir << "' has no tokenizer.json");
+  }
+  return m;
+}
+
+}  // namespace troupe::cli

@@ -1,0 +1,136 @@
+// CSA2 attention of one layer (MODEL.md §5.3) over the batch:
+//
+//   ql  = RMSNorm(wq_a·x);  q_h = rope(wq_b·ql)_h
+//   kvw = fp8_ue8m0(rope(RMSNorm(wkv·x)))            -> this layer's window row at p
+//   keys(p) = window rows [max(0, p-W+1), p]  ++  cKV_src[j] for j in sel(p)
+//   o_h = inverse_rope(sink-attention(q_h, keys));  out = wo_b · [wo_a_g · o_group_g]_g
+//
+// Window rows of this chunk live in a scratch buffer until the layer is done; rows
+// before the chunk come from the state ring (slot = p mod W).
+#include <cmath>
+
+#include "kernels/attention.h"
+#include "kernels/quant.h"
+#include "model/csa.h"
+#include "model/ops.h"
+
+namespace troupe::model {
+namespace {
+
+// Window rows [rows, D] of this chunk: fp8_ue8m0(rope(RMSNorm(wkv·x), p)).
+std::vector<float> window_rows(const LayerContext& ctx, const float* x) {
+  const ModelConfig& c = ctx.cfg;
+  const int64_t D = c.head_dim;
+  std::vector<float> kv = linear(x, ctx.batch.rows, ctx.w.wkv);
+  rms_norm_rows(kv.data(), ctx.batch.rows, D, ctx.w.kv_norm, c.rms_norm_eps);
+  rope_rows(kv.data(), ctx.batch.rows, D, c.qk_rope_head_dim, ctx.batch.pos.data(), 1, ctx.freqs);
+  for (int64_t r = 0; r < ctx.batch.rows; ++r) kernels::fake_quant_fp8_ue8m0(&kv[r * D], D);
+  return kv;
+}
+
+// The compressed rows a row attends to: its own indexer's choice, or its top-k source's.
+const std::vector<int32_t>* selected_rows(const LayerContext& ctx, const Selections& sel,
+                                          int64_t row) {
+  switch (ctx.cfg.layer_mode[ctx.layer]) {
+    case LayerMode::Swa: return nullptr;
+    case LayerMode::Full:
+    case LayerMode::Reindex: return &sel.sel[ctx.layer][row];
+    case LayerMode::Reuse: return &sel.sel[ctx.cfg.topk_source[ctx.layer]][row];
+  }
+  return nullptr;
+}
+
+// keys[rows, max_keys]: row pointers into the chunk's window rows, the ring and cKV.
+std::vector<const float*> gather_keys(const LayerContext& ctx, const Selections& sel,
+                                      const std::vector<float>& win, int64_t max_keys) {
+  const ModelConfig& c = ctx.cfg;
+  const Batch& b = ctx.batch;
+  const int64_t D = c.head_dim, W = c.sliding_window;
+  std::vector<const float*> keys(b.rows * max_keys, nullptr);
+  for (int64_t row = 0; row < b.rows; ++row) {
+    const int64_t s = b.seq[row], p = b.pos[row], P = b.chunk_start(s);
+    const LayerState& st = b.states[s]->layers[ctx.layer];
+    const float** k = &keys[row * max_keys];
+    for (int64_t q = std::max<int64_t>(0, p - W + 1); q <= p; ++q)
+      *k++ = q >= P ? &win[(b.begin[s] + q - P) * D] : &st.window[(q % W) * D];
+    if (const auto* rows = selected_rows(ctx, sel, row)) {
+      const std::vector<float>& ckv = b.states[s]->layers[c.kv_source[ctx.layer]].ckv;
+      for (int32_t j : *rows) *k++ = &ckv[j * D];
+    }
+  }
+  return keys;
+}
+
+// Writes the chunk's window rows into each sequence's ring (last W positions only).
+void store_window(const LayerContext& ctx, const std::vector<float>& win) {
+  const Batch& b = ctx.batch;
+  const int64_t D = ctx.cfg.head_dim, W = ctx.cfg.sliding_window;
+  for (int64_t s = 0; s < b.seqs(); ++s) {
+    const int64_t r0 = b.begin[s], r1 = b.begin[s + 1];
+    std::vector<float>& ring = b.states[s]->layers[ctx.layer].window;
+    for (int64_t row = std::max(r0, r1 - W); row < r1; ++row)
+      std::copy(&win[row * D], &win[row * D] + D, &ring[(b.pos[row] % W) * D]);
+  }
+}
+
+void trace_reuse(const LayerContext& ctx, const Selections& sel) {
+  const Batch& b = ctx.batch;
+  if (!b.trace || !*b.trace || ctx.cfg.layer_mode[ctx.layer] != LayerMode::Reuse) return;
+  const int64_t D = ctx.cfg.head_dim, src = ctx.cfg.kv_source[ctx.layer];
+  for (int64_t row = 0; row < b.rows; ++row) {
+    const int64_t n = b.states[b.seq[row]]->compressed_rows(src, D);
+    std::vector<float> mark(n, -1.0f);
+    for (int32_t j : *selected_rows(ctx, sel, row)) mark[j] = static_cast<float>(j);
+    (*b.trace)("sel", ctx.layer, row, mark);
+  }
+}
+
+// out[rows, H] = wo_b · concat_g(wo_a[g] · o[heads of group g])
+void output_projection(const LayerContext& ctx, const float* o, float* out) {
+  const ModelConfig& c = ctx.cfg;
+  const int64_t rows = ctx.batch.rows, G = c.o_groups, O = c.o_lora_rank;
+  const int64_t width = c.num_attention_heads * c.head_dim, group_width = width / G;
+  std::vector<float> u(rows * G * O);
+  for (int64_t g = 0; g < G; ++g)
+    linear(o + g * group_width, rows, row_slice(ctx.w.wo_a, g * O, O), &u[g * O], width, G * O);
+  linear(u.data(), rows, ctx.w.wo_b, out);
+}
+
+}  // namespace
+
+void attention_layer(const LayerContext& ctx, const float* x, Selections& sel, float* out) {
+  const ModelConfig& c = ctx.cfg;
+  const Batch& b = ctx.batch;
+  const int64_t D = c.head_dim, nh = c.num_attention_heads, Dr = c.qk_rope_head_dim;
+  const LayerMode mode = c.layer_mode[ctx.layer];
+
+  std::vector<float> ql = linear(x, b.rows, ctx.w.wq_a);
+  rms_norm_rows(ql.data(), b.rows, c.q_lora_rank, ctx.w.q_norm, c.rms_norm_eps);
+  std::vector<float> q = linear(ql.data(), b.rows, ctx.w.wq_b);
+  rope_rows(q.data(), b.rows * nh, D, Dr, b.pos.data(), nh, ctx.freqs);
+  const std::vector<float> win = window_rows(ctx, x);
+
+  if (mode == LayerMode::Full) run_compressor(ctx, x);
+  if (mode == LayerMode::Full || mode == LayerMode::Reindex) run_indexer(ctx, x, ql.data(), sel);
+  trace_reuse(ctx, sel);
+
+  const int64_t max_keys = c.sliding_window + (mode == LayerMode::Swa ? 0 : c.index_topk);
+  const std::vector<const float*> keys = gather_keys(ctx, sel, win, max_keys);
+  std::vector<float> o(b.rows * nh * D);
+  kernels::AttentionParams ap;
+  ap.q = q.data();
+  ap.keys = keys.data();
+  ap.sink = ctx.w.sink.data();
+  ap.out = o.data();
+  ap.m = b.rows;
+  ap.heads = nh;
+  ap.dim = D;
+  ap.max_keys = max_keys;
+  ap.scale = 1.0f / std::sqrt(static_cast<float>(D));
+  kernels::attention(ap);
+  rope_rows(o.data(), b.rows * nh, D, Dr, b.pos.data(), nh, ctx.freqs, /*inverse=*/true);
+  output_projection(ctx, o.data(), out);
+  store_window(ctx, win);
+}
+
+}  // namespace troupe::model

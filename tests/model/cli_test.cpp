@@ -1,0 +1,80 @@
+// The troupe binary end to end: logits prints what Forward computes; generate
+// reproduces the golden greedy text; bad input exits non-zero with a clear message.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+#include "support/golden.h"
+
+namespace troupe::model {
+namespace {
+
+struct RunResult {
+  int status;
+  std::string out;
+};
+
+RunResult run_troupe(const std::string& args) {
+  const std::string cmd = std::string(TROUPE_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  const int status = pclose(p);
+  return {WEXITSTATUS(status), out};
+}
+
+TEST(Cli, LogitsMatchGoldenForEveryPosition) {
+  const auto j = testing::read_json(testing::golden_dir() + "/logits-24-all.json");
+  const auto tokens = j["tokens"].get<std::vector<int32_t>>();
+  std::string list;
+  for (size_t i = 0; i < tokens.size(); ++i) list += (i ? "," : "") + std::to_string(tokens[i]);
+  const RunResult r =
+      run_troupe("logits --model " + testing::golden_dir() + " --all-positions --tokens " + list);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto got = nlohmann::json::parse(r.out);
+  EXPECT_EQ(got["tokens"].get<std::vector<int32_t>>(), tokens);
+  const auto want = j["logits"].get<std::vector<std::vector<double>>>();
+  const auto rows = got["logits"].get<std::vector<std::vector<float>>>();
+  ASSERT_EQ(rows.size(), want.size());
+  for (size_t p = 0; p < rows.size(); ++p)
+    EXPECT_LE(testing::relative_l2(rows[p].data(), want[p]), 1e-2) << p;
+}
+
+TEST(Cli, GenerateReproducesGoldenGreedyText) {
+  const auto j = testing::read_json(testing::golden_dir() + "/generate-text.json");
+  const RunResult r = run_troupe("generate --model " + testing::golden_dir() +
+                                 " --prompt 'Once upon a time' --max-tokens 8");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(r.out, j["generated_text"].get<std::string>() + "\n");
+}
+
+TEST(Cli, BadInputExitsWithAClearError) {
+  const std::string model = " --model " + testing::golden_dir();
+  const struct {
+    std::string args, needle;
+  } cases[] = {
+      {"logits" + model + " --tokens 1,x,3", "not a token id"},
+      {"logits" + model + " --tokens 1,99999", "out of range"},
+      {"logits" + model, "--tokens"},
+      {"logits --model /nonexistent --tokens 1", "does not exist"},
+      {"generate" + model + " --prompt hi --max-tokens -3", "--max-tokens"},
+      {"generate" + model + " --prompt hi --temperature abc", "expects a number"},
+      {"generate" + model + " --prompt hi --top-p 2", "top_p"},
+      {"generate" + model + " --bogus 1", "unknown flag"},
+      {"nosuchcommand", "unknown command"},
+  };
+  for (const auto& c : cases) {
+    const RunResult r = run_troupe(c.args);
+    EXPECT_NE(r.status, 0) << c.args;
+    EXPECT_NE(r.out.find(c.needle), std::string::npos) << c.args << "\n" << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace troupe::model
