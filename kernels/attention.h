@@ -6,6 +6,8 @@
 //   ℓ_{h,k} = (q_h · K_k) · scale
 //   m       = max(max_k ℓ_{h,k}, sink[h])
 //   o_h     = Σ_k e^{ℓ_{h,k}-m} K_k / (Σ_k e^{ℓ_{h,k}-m} + e^{sink[h]-m})
+//
+// A query with no keys (all pointers null) gets o_h = 0, with or without a sink.
 #pragma once
 
 #include <cstdint>

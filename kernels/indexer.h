@@ -24,7 +24,8 @@ struct IndexerScoreParams {
 void indexer_score(const IndexerScoreParams& p);
 
 // Writes the first min(k, #finite) indices of rank(score[0..n)) whose score > -inf,
-// in rank order, to out; returns how many were written.
+// in rank order, to out; returns how many were written. +inf ranks first; NaN is
+// left out like -inf; -0 and +0 are equal (ranked by index).
 int64_t topk(const float* score, int64_t n, int64_t k, int32_t* out);
 
 namespace ref {
