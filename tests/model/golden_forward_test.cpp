@@ -57,7 +57,10 @@ TEST_P(GoldenLogits, EveryPositionWithinTolerance) {
 
 INSTANTIATE_TEST_SUITE_P(Golden, GoldenLogits,
                          ::testing::Values(LogitsCase{"logits-24-all.json", 0},
-                                           LogitsCase{"logits-100-all.json", 2}));
+                                           LogitsCase{"logits-100-all.json", 2}),
+                         [](const auto& info) {
+                           return std::string(info.param.file[7] == '2' ? "Tokens24" : "Tokens100");
+                         });
 
 // Per-layer intermediates of the 24-token dump: the first differing block fails here.
 TEST(GoldenDump, PerLayerIntermediates) {
