@@ -1,8 +1,7 @@
 // Registry and timing loop of the kernel benchmark harness (bench.h).
 #include "bench/kernels/bench.h"
 
-#include <algorithm>
-#include <chrono>
+#include "bench/common/stats.h"
 
 namespace troupe::bench {
 namespace {
@@ -10,11 +9,6 @@ namespace {
 std::vector<Benchmark>& mutable_registry() {
   static std::vector<Benchmark> r;
   return r;
-}
-
-double now_seconds() {
-  using Clock = std::chrono::steady_clock;
-  return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
 }
 
 }  // namespace

@@ -30,14 +30,9 @@
 #include <string>
 #include <vector>
 
-namespace troupe::bench {
+#include "bench/common/limits.h"  // Bound
 
-// The machine limit a case is judged against.
-enum class Bound : uint8_t {
-  Memory,  // bytes / DRAM read bandwidth (all threads)
-  Fp32,    // flops / fp32 AVX-512 FMA peak (all threads)
-  Bf16,    // flops / AVX512_BF16 dot peak (all threads)
-};
+namespace troupe::bench {
 
 class State {
  public:

@@ -9,7 +9,8 @@
 #include <vector>
 
 #include "bench/kernels/bench.h"
-#include "bench/kernels/limits.h"
+#include "bench/common/limits.h"
+#include "bench/common/stats.h"
 #include "kernels/check.h"
 #include "kernels/parallel.h"
 
@@ -43,12 +44,6 @@ Flags parse(int argc, char** argv) {
                      << " (use --filter NAME, --quick, --full, --list, --threads N, --no-limits)");
   }
   return f;
-}
-
-double percentile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  const size_t i = static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
 }
 
 const char* bound_tag(Bound b) {

@@ -1,17 +1,17 @@
 // Measures DRAM read bandwidth and the fp32 / bf16 arithmetic peaks with 1 and all
 // threads. The AVX-512 loops carry their own target attributes (bench files are built
 // without -mavx512*) and run only after a run-time feature check.
-#include "bench/kernels/limits.h"
+#include "bench/common/limits.h"
 
 #include <immintrin.h>
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 
+#include "bench/common/stats.h"
 #include "kernels/dispatch.h"
 #include "kernels/parallel.h"
 
@@ -19,11 +19,6 @@ namespace troupe::bench {
 namespace {
 
 using kernels::parallel_for;
-
-double now_seconds() {
-  using Clock = std::chrono::steady_clock;
-  return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
-}
 
 volatile float g_sink;  // keeps the measured loops from being optimized away
 

@@ -1,10 +1,18 @@
-// This machine's limits, measured at the start of every bench_kernels run so each
-// kernel figure is compared with a baseline taken on the same (noisy, shared) VM.
+// This machine's limits, measured at the start of every benchmark run (bench_kernels,
+// `troupe bench forward`) so each figure is compared with a baseline taken on the same
+// (noisy, shared) VM.
 #pragma once
 
-#include "bench/kernels/bench.h"
+#include <cstdint>
 
 namespace troupe::bench {
+
+// The machine limit a figure is judged against.
+enum class Bound : uint8_t {
+  Memory,  // bytes / DRAM read bandwidth (all threads)
+  Fp32,    // flops / fp32 AVX-512 FMA peak (all threads)
+  Bf16,    // flops / AVX512_BF16 dot peak (all threads)
+};
 
 struct MachineLimits {
   int threads = 1;            // "all threads" below = kernels::num_threads()
@@ -16,6 +24,8 @@ struct MachineLimits {
   double bf16_gflops_all = 0;
 };
 
+// Runs the probes with 1 and kernels::num_threads() threads; leaves the thread count
+// at its default (set_num_threads(0)), so a caller with its own count sets it again.
 MachineLimits measure_limits(bool quick);
 void print_limits(const MachineLimits& l);
 
