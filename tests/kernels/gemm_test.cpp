@@ -245,37 +245,46 @@ TEST(Gemm, HandWorkedSmall) {
   }
 }
 
-// Row r holds code r in column 0 (zeros elsewhere) and x = e_0, so y[r] is exactly the
-// dequantized code: every E4M3 code incl. subnormals and NaN, at an extreme scale too.
+// Row r holds code r in column 0 (zeros elsewhere) and every x row is e_0, so y[.][r] is
+// exactly the dequantized code: every E4M3 code incl. subnormals and NaN, at extreme
+// scales, through the direct (M = 1), blocked decode (M = 5) and prefill (M = 20)
+// loops, and through the bf16 kernels (where the values are normal bf16 values).
 TEST(Gemm, Fp8DecodesEveryCodeExactly) {
   for (uint8_t scale_code : {uint8_t{127}, uint8_t{1}, uint8_t{134}, uint8_t{200}}) {
     for (WeightFormat f : {WeightFormat::FP8, WeightFormat::ROWFP8}) {
       TestWeight w{f, 256, 32, std::vector<uint8_t>(256 * 32, 0),
                    std::vector<uint8_t>(scale_count(f, 256, 32), scale_code)};
       for (int r = 0; r < 256; ++r) w.data[r * 32] = static_cast<uint8_t>(r);
-      std::vector<float> x(32, 0.0f);
-      x[0] = 1.0f;
-      for (const Path& path : cpu_paths()) {
-        std::vector<float> y(256, kSentinel);
-        GemmParams p;
-        p.x = x.data();
-        p.w = w.view();
-        p.y = y.data();
-        p.m = 1;
-        path.run(p);
-        for (int r = 0; r < 256; ++r) {
-          const float want = e4m3_decode(static_cast<uint8_t>(r)) * ue8m0_decode(scale_code);
-          if (std::isnan(want)) {
-            EXPECT_TRUE(std::isnan(y[r])) << path.name << " code " << r;
-          } else {
-            EXPECT_EQ(y[r], want) << path.name << " " << to_string(f) << " code " << r
-                                  << " scale " << int{scale_code};
+      for (int64_t m : {1, 5, 20})
+        for (GemmPrecision prec : {GemmPrecision::F32, GemmPrecision::Bf16}) {
+          if (prec == GemmPrecision::Bf16 && scale_code == 1) continue;  // f32 subnormals
+          std::vector<float> x(32 * m, 0.0f);
+          for (int64_t i = 0; i < m; ++i) x[i * 32] = 1.0f;
+          for (const Path& path : cpu_paths()) {
+            std::vector<float> y(256 * m, kSentinel);
+            GemmParams p;
+            p.x = x.data();
+            p.w = w.view();
+            p.y = y.data();
+            p.m = m;
+            p.precision = prec;
+            path.run(p);
+            for (int64_t i = 0; i < m; ++i)
+              for (int r = 0; r < 256; ++r) {
+                const float want = e4m3_decode(static_cast<uint8_t>(r)) * ue8m0_decode(scale_code);
+                const float got = y[i * 256 + r];
+                if (std::isnan(want)) {
+                  EXPECT_TRUE(std::isnan(got)) << path.name << " m=" << m << " code " << r;
+                } else {
+                  EXPECT_EQ(got, want) << path.name << " " << to_string(f) << " m=" << m
+                                       << " code " << r << " scale " << int{scale_code};
+                }
+              }
           }
         }
-      }
     }
   }
-  EXPECT_EQ(e4m3_decode(0x7E), 448.0f);  // the table above is MODEL.md §3's grid
+  EXPECT_EQ(e4m3_decode(0x7E), 448.0f);  // the reference above is MODEL.md §3's grid
   EXPECT_EQ(e4m3_decode(0x01), 0x1p-9f);
 }
 
@@ -330,6 +339,21 @@ INSTANTIATE_TEST_SUITE_P(Formats, GemmGrid,
                          ::testing::Values(WeightFormat::F32, WeightFormat::BF16, WeightFormat::FP8,
                                            WeightFormat::FP4, WeightFormat::ROWFP8),
                          [](const auto& info) { return std::string(to_string(info.param)); });
+
+// K longer than one buffered block (1024 f32 / 2048 bf16 columns): partial sums of
+// several k blocks must add up, in decode (M <= 16) and prefill order.
+TEST(Gemm, LongKSpansSeveralBlocks) {
+  uint32_t seed = 500;
+  for (WeightFormat f : {WeightFormat::F32, WeightFormat::BF16, WeightFormat::FP8,
+                         WeightFormat::FP4, WeightFormat::ROWFP8})
+    for (int64_t m : {1, 17})
+      for (int64_t k : {1056, 4160}) {
+        Case c{f, m, 9, k};
+        c.accumulate = seed % 2;
+        c.precision = (seed / 2) % 2 ? GemmPrecision::Bf16 : GemmPrecision::F32;
+        check_case(c, seed++);
+      }
+}
 
 TEST(Gemm, EmptyK) {
   for (bool acc : {false, true}) {

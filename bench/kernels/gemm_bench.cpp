@@ -1,0 +1,138 @@
+// GEMM benchmarks on real V4.1-Flash shapes ([N out x K in], MODEL.md §2):
+//   wq_a   [1280 x 5120]  every weight format (FP8 in the checkpoint)
+//   wo_b   [5120 x 1024]  FP8 (one o-group's slice of wo_b's input width)
+//   exp_w1 [2304 x 5120]  FP4 routed expert w1/w3
+//   exp_w2 [5120 x 2304]  FP4 routed expert w2
+// at decode M = 1, 4, 16 (judged against DRAM bandwidth: decode streams each weight
+// once per step and the model's weights never fit in cache) and prefill M = 512, 2048
+// (4096 under --full), in f32 and bf16 precision (judged against the matching peak).
+// Decode cases rotate over enough copies of the weights (>= 128 MiB) that every call
+// reads them from DRAM rather than the 32 MiB L3.
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/kernels/bench.h"
+#include "kernels/gemm.h"
+
+namespace troupe::bench {
+namespace {
+
+using kernels::GemmPrecision;
+using kernels::WeightFormat;
+using kernels::WeightView;
+
+struct Shape {
+  const char* name;
+  int64_t n, k;
+  std::vector<WeightFormat> formats;
+};
+
+uint64_t splitmix64(uint64_t& s) {
+  uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Random codes for one stored matrix: values in [-1, 1) for F32/BF16, any non-NaN
+// E4M3 byte, any FP4 nibble, scale codes 110..135.
+struct StoredWeight {
+  std::vector<uint8_t> data, scale;
+
+  StoredWeight(WeightFormat f, int64_t n, int64_t k) {
+    uint64_t s = 42;
+    auto unit = [&] { return static_cast<float>(splitmix64(s) >> 40) * 0x1p-23f - 1.0f; };
+    if (f == WeightFormat::F32 || f == WeightFormat::BF16) {
+      const int64_t width = f == WeightFormat::F32 ? 4 : 2;
+      data.resize(n * k * width);
+      for (int64_t i = 0; i < n * k; ++i) {
+        const float v = unit();
+        std::memcpy(&data[i * width], reinterpret_cast<const char*>(&v) + 4 - width, width);
+      }
+      return;
+    }
+    data.resize(f == WeightFormat::FP4 ? n * k / 2 : n * k);
+    for (auto& b : data) {
+      b = static_cast<uint8_t>(splitmix64(s));
+      if (f != WeightFormat::FP4 && (b & 0x7F) == 0x7F) b ^= 1;
+    }
+    scale.resize(f == WeightFormat::FP8 ? ((n + 31) / 32) * ((k + 31) / 32) : n * (k / 32));
+    for (auto& c : scale) c = static_cast<uint8_t>(110 + splitmix64(s) % 26);
+  }
+  double bytes() const { return static_cast<double>(data.size() + scale.size()); }
+};
+
+// Copies of one weight, enough to stream >= 128 MiB per rotation; the last set built
+// is kept so the cases of one (shape, format) share it (names sort them together).
+struct WeightSet {
+  std::string key;
+  std::vector<StoredWeight> copies;
+};
+
+const WeightSet& weights_for(const Shape& sh, WeightFormat f) {
+  static std::unique_ptr<WeightSet> cached;
+  const std::string key = std::string(sh.name) + kernels::to_string(f);
+  if (!cached || cached->key != key) {
+    cached.reset();  // free the previous set first
+    cached = std::make_unique<WeightSet>();
+    cached->key = key;
+    StoredWeight first(f, sh.n, sh.k);
+    const int copies = static_cast<int>(1 + (double{128 << 20} / first.bytes()));
+    cached->copies.assign(static_cast<size_t>(copies), first);
+  }
+  return *cached;
+}
+
+void run_case(State& s, const Shape& sh, WeightFormat f, int64_t m, GemmPrecision prec) {
+  const bool decode = m <= 16;
+  if (m > 2048 && !s.full()) return s.skip("needs --full");
+  const WeightSet& ws = weights_for(sh, f);
+  std::vector<float> x(static_cast<size_t>(m * sh.k)), y(static_cast<size_t>(m * sh.n));
+  uint64_t seed = 7;
+  for (float& v : x) v = static_cast<float>(splitmix64(seed) >> 40) * 0x1p-23f - 1.0f;
+  s.shape = "M=" + std::to_string(m) + " N=" + std::to_string(sh.n) + " K=" + std::to_string(sh.k);
+  s.flops = 2.0 * m * sh.n * sh.k;
+  s.bytes = ws.copies[0].bytes();
+  s.bound = decode ? Bound::Memory : prec == GemmPrecision::Bf16 ? Bound::Bf16 : Bound::Fp32;
+  size_t next = 0;
+  s.run([&] {
+    const StoredWeight& w = ws.copies[next++ % ws.copies.size()];
+    kernels::GemmParams p;
+    p.x = x.data();
+    p.w = WeightView{f, sh.n, sh.k, w.data.data(), w.scale.empty() ? nullptr : w.scale.data()};
+    p.y = y.data();
+    p.m = m;
+    p.precision = prec;
+    kernels::gemm(p);
+  });
+}
+
+const bool registered = [] {
+  const std::vector<Shape> shapes = {
+      {"wq_a", 1280, 5120,
+       {WeightFormat::F32, WeightFormat::BF16, WeightFormat::FP8, WeightFormat::FP4,
+        WeightFormat::ROWFP8}},
+      {"wo_b", 5120, 1024, {WeightFormat::FP8}},
+      {"exp_w1", 2304, 5120, {WeightFormat::FP4}},
+      {"exp_w2", 5120, 2304, {WeightFormat::FP4}},
+  };
+  for (const Shape& sh : shapes)
+    for (WeightFormat f : sh.formats)
+      for (int64_t m : {1, 4, 16, 512, 2048, 4096})
+        for (GemmPrecision prec : {GemmPrecision::F32, GemmPrecision::Bf16}) {
+          if (m <= 16 && prec == GemmPrecision::Bf16) continue;  // decode: f32 only
+          char mm[16];
+          std::snprintf(mm, sizeof mm, "m%04lld", static_cast<long long>(m));
+          const std::string name = std::string("gemm/") + sh.name + "/" + kernels::to_string(f) +
+                                   "/" + mm + (prec == GemmPrecision::Bf16 ? "/bf16" : "/f32");
+          add(name, [sh, f, m, prec](State& s) { run_case(s, sh, f, m, prec); });
+        }
+  return true;
+}();
+
+}  // namespace
+}  // namespace troupe::bench

@@ -1,0 +1,161 @@
+// Weight decoding for the AVX-512 GEMM (kernels/cpu/gemm_avx512.cpp only; it needs the
+// AVX-512 compile flags): 32 columns of one stored weight row -> two f32 vectors, exact
+// (MODEL.md §3), in a few instructions per format.
+//
+// Each format yields its 32 columns in the order that is cheapest to decode, and the
+// activations are permuted the same way (ColOrder, used by prepare_x), so every dot
+// product is unchanged - it does not care about the order of its terms:
+//   Natural  (F32)                lo = columns 0..15, hi = 16..31
+//   Unpack16 (BF16, FP8, ROWFP8)  16-bit lanes widened to 32 by vpunpck{l,h}wd, which
+//                                 works within 128-bit lanes: lo = 0-3, 8-11, 16-19,
+//                                 24-27; hi = 4-7, 12-15, 20-23, 28-31
+//   Nibbles  (FP4)                lo = even columns 0, 2, .., 30; hi = odd columns
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cpu/avx512_vec.h"  // also silences GCC 12 intrinsic-header warnings
+#include "kernels/quant.h"
+#include "kernels/weights.h"
+
+// These sit in the innermost loops; GCC does not always inline functions returning
+// several vectors, and a call per 32 columns cost ~40% of decode time.
+#define GEMM_INLINE inline __attribute__((always_inline))
+
+namespace troupe::kernels::cpu::gemm_blocks {
+
+enum class ColOrder : uint8_t { Natural, Unpack16, Nibbles };
+
+constexpr ColOrder col_order(WeightFormat f) {
+  if (f == WeightFormat::F32) return ColOrder::Natural;
+  return f == WeightFormat::FP4 ? ColOrder::Nibbles : ColOrder::Unpack16;
+}
+
+struct Block32 {
+  __m512 lo, hi;  // 32 columns in the format's ColOrder
+};
+
+// Largest UE8M0 code whose 2^120·2^(code-127) is still a finite f32.
+constexpr int kMaxFoldedScale = 134;
+
+struct WeightSrc {
+  const uint8_t* data;
+  const uint8_t* scale;
+  int64_t k;                // columns
+  int64_t row_bytes;        // bytes per stored row
+  int64_t scale_ld;         // scale codes per scale row
+  const float* ue8m0;       // [256] scale values
+  const float* e4m3_scale;  // [256] 2^120 · scale value, for codes <= kMaxFoldedScale
+  const float* e2m1;        // [16] FP4 values
+};
+
+inline WeightSrc weight_src(const WeightView& w) {
+  static const float* ue8m0 = [] {
+    static float t[256];
+    for (int c = 0; c < 256; ++c) t[c] = ue8m0_decode(static_cast<uint8_t>(c));
+    return t;
+  }();
+  static const float* e4m3_scale = [] {
+    static float t[256] = {};
+    for (int c = 0; c <= kMaxFoldedScale; ++c)
+      t[c] = 0x1p120f * ue8m0_decode(static_cast<uint8_t>(c));
+    return t;
+  }();
+  const int64_t k = w.cols;
+  int64_t row_bytes = k, scale_ld = k / 32;
+  if (w.format == WeightFormat::F32) row_bytes = 4 * k;
+  if (w.format == WeightFormat::BF16) row_bytes = 2 * k;
+  if (w.format == WeightFormat::FP4) row_bytes = k / 2;
+  if (w.format == WeightFormat::FP8) scale_ld = (k + 31) / 32;
+  return {static_cast<const uint8_t*>(w.data), w.scale, k, row_bytes, scale_ld, ue8m0,
+          e4m3_scale, e2m1_table()};
+}
+
+// Columns [0, valid) of a 32-column block.
+GEMM_INLINE __mmask32 columns_below(int64_t valid) {
+  return valid >= 32 ? ~__mmask32{0} : (__mmask32{1} << valid) - 1;
+}
+
+// 16-bit lanes h (the upper halves of f32 bit patterns) -> Block32 in Unpack16 order.
+GEMM_INLINE Block32 widen_upper_halves(__m512i h) {
+  const __m512i zero = _mm512_setzero_si512();
+  return {_mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, h)),
+          _mm512_castsi512_ps(_mm512_unpackhi_epi16(zero, h))};
+}
+
+// 32 E4M3 codes -> f32 up to a factor 2^120, Unpack16 order. Sign-extending each code
+// to 16 bits, shifting left by 4 and masking leaves the sign in bit 15 and the 7
+// magnitude bits in bits 10..4: the upper half of an f32 whose exponent field e and
+// mantissa m are the code's. That f32 times 2^120 is exactly 2^(e-7)·(1+m/8), and
+// e = 0 gives the f32 subnormal 2^-126·m/8, i.e. the E4M3 subnormal 2^-6·m/8.
+// The NaN codes 0x7F / 0xFF come out finite; their columns are OR-ed into `nan`.
+GEMM_INLINE Block32 e4m3x32_unscaled(__m256i codes, __mmask32& nan) {
+  const __m512i w = _mm512_cvtepi8_epi16(codes);
+  const __m512i h =
+      _mm512_and_si512(_mm512_slli_epi16(w, 4), _mm512_set1_epi16(static_cast<short>(0x87F0)));
+  nan |= _mm512_cmpeq_epi16_mask(_mm512_and_si512(h, _mm512_set1_epi16(0x7FFF)),
+                                 _mm512_set1_epi16(0x07F0));
+  return widen_upper_halves(h);
+}
+
+// Columns kb..kb+31 of row r as f32 in col_order(F); columns outside `valid` read as 0
+// (FP4 has whole blocks only: K % 32 == 0). FP8/ROWFP8 NaN codes decode to finite
+// values and set their bit in `nan` (natural column order); callers patch them.
+template <WeightFormat F>
+GEMM_INLINE Block32 load_block(const WeightSrc& s, int64_t r, int64_t kb, __mmask32 valid,
+                               __mmask32& nan) {
+  const uint8_t* row = s.data + r * s.row_bytes;
+  if constexpr (F == WeightFormat::F32) {
+    const float* p = reinterpret_cast<const float*>(row) + kb;
+    return {_mm512_maskz_loadu_ps(static_cast<__mmask16>(valid), p),
+            _mm512_maskz_loadu_ps(static_cast<__mmask16>(valid >> 16), p + 16)};
+  } else if constexpr (F == WeightFormat::BF16) {  // bf16 bits are the f32 upper half
+    return widen_upper_halves(
+        _mm512_maskz_loadu_epi16(valid, reinterpret_cast<const uint16_t*>(row) + kb));
+  } else if constexpr (F == WeightFormat::FP4) {
+    const float sc = s.ue8m0[s.scale[r * s.scale_ld + kb / 32]];
+    const __m512 table = _mm512_mul_ps(_mm512_loadu_ps(s.e2m1), _mm512_set1_ps(sc));
+    const __m512i codes =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + kb / 2)));
+    // vpermps reads only the low 4 index bits: the low nibble, then (after >> 4) the high.
+    return {_mm512_permutexvar_ps(codes, table),
+            _mm512_permutexvar_ps(_mm512_srli_epi32(codes, 4), table)};
+  } else {  // FP8 (32x32 scale tiles) or ROWFP8 (scale per 32 columns of a row)
+    const int64_t scale_row = F == WeightFormat::FP8 ? r / 32 : r;
+    const uint8_t code = s.scale[scale_row * s.scale_ld + kb / 32];
+    const Block32 b = e4m3x32_unscaled(_mm256_maskz_loadu_epi8(valid, row + kb), nan);
+    if (code <= kMaxFoldedScale) {  // one multiply by 2^120·scale: code·scale's one rounding
+      const __m512 f = _mm512_set1_ps(s.e4m3_scale[code]);
+      return {_mm512_mul_ps(b.lo, f), _mm512_mul_ps(b.hi, f)};
+    }
+    // 2^120·scale would overflow: the exact 2^120 first, then the scale.
+    const __m512 big = _mm512_set1_ps(0x1p120f), f = _mm512_set1_ps(s.ue8m0[code]);
+    return {_mm512_mul_ps(_mm512_mul_ps(b.lo, big), f), _mm512_mul_ps(_mm512_mul_ps(b.hi, big), f)};
+  }
+}
+
+// Rare path for a buffered row segment whose codes held NaN (0x7F / 0xFF). A NaN weight
+// makes every dot product with its row NaN whatever x holds (NaN·0 is NaN), so one NaN
+// in the segment reproduces the reference exactly.
+template <class T>
+void poison_row_segment(T* out) {
+  if constexpr (sizeof(T) == 2) {
+    *out = 0x7FC0;  // bf16 quiet NaN
+  } else {
+    *out = NAN;
+  }
+}
+
+GEMM_INLINE void store_block(float* o, Block32 b) {
+  _mm512_store_ps(o, b.lo);
+  _mm512_store_ps(o + 16, b.hi);
+}
+
+// bf16 copy of a block whose values are already bf16 values (weights of every format
+// but F32; activations after round_to_bf16), so the conversion is exact.
+GEMM_INLINE void store_block(uint16_t* o, Block32 b) {
+  _mm512_store_si512(o, (__m512i)_mm512_cvtne2ps_pbh(b.hi, b.lo));
+}
+
+}  // namespace troupe::kernels::cpu::gemm_blocks
