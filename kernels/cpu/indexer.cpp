@@ -32,7 +32,8 @@ void rows_portable(const float* qT, const float* w, int64_t hp, int64_t dim, con
   }
 }
 
-// Per query: qT [dim, hp] and w [hp], zero-padded (see indexer_rows.h).
+// Per query: qT [dim, hp] and w [hp], zero-padded (see indexer_rows.h). Built
+// once per call: tasks alternate queries, and re-transposing per task cost ~25%.
 struct QueryLayout {
   int64_t hp = 0;
   std::vector<float> qT, w;  // [M, dim, hp], [M, hp]
