@@ -40,8 +40,10 @@ void validate(const GemmParams& p) {
 void gemm(const GemmParams& p) {
   validate(p);
   switch (active_backend()) {
-    case Backend::Ref: return ref::gemm(p);
-    case Backend::Cpu: return cpu::gemm(p);
+    case Backend::Ref:
+      return ref::gemm(p);
+    case Backend::Cpu:
+      return cpu::gemm(p);
   }
 }
 

@@ -113,7 +113,9 @@ void run_case(State& s, const Shape& sh, WeightFormat f, int64_t m, GemmPrecisio
 
 const bool registered = [] {
   const std::vector<Shape> shapes = {
-      {"wq_a", 1280, 5120,
+      {"wq_a",
+       1280,
+       5120,
        {WeightFormat::F32, WeightFormat::BF16, WeightFormat::FP8, WeightFormat::FP4,
         WeightFormat::ROWFP8}},
       {"wo_b", 5120, 1024, {WeightFormat::FP8}},

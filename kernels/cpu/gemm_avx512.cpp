@@ -37,6 +37,7 @@ constexpr int64_t kDirectMaxM = 4;     // up to here: weights dequantized in reg
 constexpr int64_t kDecodeMaxM = 16;    // up to here: stream weights, panel = one tile
 constexpr int64_t kPrefillPanel = 64;  // weight rows dequantized together for prefill
 constexpr int64_t kChunkBytes = 4096;  // bytes of one buffered panel row (kc columns)
+constexpr size_t kKeepScratchBytes = size_t{16} << 20;  // activation copy kept between calls
 
 // Per-thread scratch, grown on demand and reused across calls (64-byte aligned).
 class Scratch {
@@ -51,6 +52,13 @@ class Scratch {
       cap_ = bytes;
     }
     return static_cast<T*>(p_);
+  }
+  // Returns memory above `keep` bytes (a long prefill's activations) to the allocator.
+  void trim(size_t keep) {
+    if (cap_ <= keep) return;
+    std::free(p_);
+    p_ = nullptr;
+    cap_ = 0;
   }
 
  private:
@@ -69,38 +77,42 @@ GEMM_INLINE __m512 round_to_bf16(__m512 v) {
   __m512i r = _mm512_add_epi32(b, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), lsb));
   const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
   r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(b, _mm512_set1_epi32(0x00400000)));
-  return _mm512_castsi512_ps(
-      _mm512_and_si512(r, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
+  return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
 }
 
 // Sums of four accumulators -> [Σa, Σb, Σc, Σd]. Each accumulator goes through the
 // same tree (512->256->128 bit halves, then within 128 bits), so a sum does not depend
 // on which of the four slots it occupied.
 GEMM_INLINE __m128 reduce4(__m512 a, __m512 b, __m512 c, __m512 d) {
-  const __m512 ab = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
-  const __m512 cd = _mm512_add_ps(_mm512_shuffle_f32x4(c, d, 0x44), _mm512_shuffle_f32x4(c, d, 0xEE));
-  const __m512 q = _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, 0x88), _mm512_shuffle_f32x4(ab, cd, 0xDD));
+  const __m512 ab =
+      _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
+  const __m512 cd =
+      _mm512_add_ps(_mm512_shuffle_f32x4(c, d, 0x44), _mm512_shuffle_f32x4(c, d, 0xEE));
+  const __m512 q =
+      _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, 0x88), _mm512_shuffle_f32x4(ab, cd, 0xDD));
   const __m512 h = _mm512_add_ps(q, _mm512_permute_ps(q, 0x4E));
   const __m512 s = _mm512_add_ps(h, _mm512_permute_ps(h, 0xB1));
-  return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), s));
+  return _mm512_castps512_ps128(
+      _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), s));
 }
 
 // out[rows_pad, kc] = W[r0 : r0+rows, k0 : k0+kc] in the kernel's element type; rows
 // past `rows` and columns past K are zero, so tiles may read them freely.
 template <WeightFormat F, class T>
-void dequant_panel(const WeightSrc& s, int64_t r0, int rows, int rows_pad, int64_t k0,
-                   int64_t kc, T* out) {
+void dequant_panel(const WeightSrc& s, int64_t r0, int rows, int rows_pad, int64_t k0, int64_t kc,
+                   T* out) {
   // Whole blocks with constant masks, then the ragged last block of K, if any.
   const int64_t k_end = k0 + kc, k_full = std::min(k_end, s.k / 32 * 32);
   for (int i = 0; i < rows; ++i) {
-    T* o = out + i * kc - k0;
+    T* o = out + i * kc;
     __mmask32 nan = 0;
     int64_t kb = k0;
-    for (; kb < k_full; kb += 32) store_block(o + kb, load_block<F>(s, r0 + i, kb, ~__mmask32{0}, nan));
+    for (; kb < k_full; kb += 32)
+      store_block(o + (kb - k0), load_block<F>(s, r0 + i, kb, ~__mmask32{0}, nan));
     for (; kb < k_end; kb += 32)
-      store_block(o + kb, load_block<F>(s, r0 + i, kb, columns_below(s.k - kb), nan));
+      store_block(o + (kb - k0), load_block<F>(s, r0 + i, kb, columns_below(s.k - kb), nan));
     if (nan) [[unlikely]]
-      poison_row_segment(out + i * kc);
+      poison_row_segment(o);
   }
   std::memset(static_cast<void*>(out + rows * kc), 0, sizeof(T) * kc * (rows_pad - rows));
 }
@@ -121,19 +133,21 @@ void prepare_x(const GemmShape& sh, const float* x, ColOrder order, bool round, 
     lo = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27);
     hi = _mm512_add_epi32(lo, _mm512_set1_epi32(4));
   }
-  parallel_for(sh.m, std::max<int64_t>(1, 65536 / std::max<int64_t>(kp, 1)), [&](int64_t b, int64_t e) {
-    for (int64_t m = b; m < e; ++m) {
-      const float* xr = x + m * sh.ldx;
-      for (int64_t kb = 0; kb < kp; kb += 32) {
-        const __mmask32 valid = columns_below(sh.k - kb);
-        const __m512 a = _mm512_maskz_loadu_ps(static_cast<__mmask16>(valid), xr + kb);
-        const __m512 c = _mm512_maskz_loadu_ps(static_cast<__mmask16>(valid >> 16), xr + kb + 16);
-        Block32 v{_mm512_permutex2var_ps(a, lo, c), _mm512_permutex2var_ps(a, hi, c)};
-        if (round) v = {round_to_bf16(v.lo), round_to_bf16(v.hi)};
-        store_block(xb + m * kp + kb, v);
-      }
-    }
-  });
+  parallel_for(sh.m, std::max<int64_t>(1, 65536 / std::max<int64_t>(kp, 1)),
+               [&](int64_t b, int64_t e) {
+                 for (int64_t m = b; m < e; ++m) {
+                   const float* xr = x + m * sh.ldx;
+                   for (int64_t kb = 0; kb < kp; kb += 32) {
+                     const __mmask32 valid = columns_below(sh.k - kb);
+                     const __m512 a = _mm512_maskz_loadu_ps(static_cast<__mmask16>(valid), xr + kb);
+                     const __m512 c =
+                         _mm512_maskz_loadu_ps(static_cast<__mmask16>(valid >> 16), xr + kb + 16);
+                     Block32 v{_mm512_permutex2var_ps(a, lo, c), _mm512_permutex2var_ps(a, hi, c)};
+                     if (round) v = {round_to_bf16(v.lo), round_to_bf16(v.hi)};
+                     store_block(xb + m * kp + kb, v);
+                   }
+                 }
+               });
 }
 
 // --- micro-kernel -----------------------------------------------------------------------
@@ -142,12 +156,16 @@ struct F32Dot {  // 16 columns per step, one FMA
   using T = float;
   static constexpr int kStep = 16;
   GEMM_INLINE static __m512 load(const float* p) { return _mm512_load_ps(p); }
-  GEMM_INLINE static __m512 madd(__m512 acc, __m512 x, __m512 w) { return _mm512_fmadd_ps(x, w, acc); }
+  GEMM_INLINE static __m512 madd(__m512 acc, __m512 x, __m512 w) {
+    return _mm512_fmadd_ps(x, w, acc);
+  }
 };
 struct Bf16Dot {  // 32 columns per step, pairs of bf16 products into f32 lanes
   using T = uint16_t;
   static constexpr int kStep = 32;
-  GEMM_INLINE static __m512 load(const uint16_t* p) { return _mm512_castsi512_ps(_mm512_load_si512(p)); }
+  GEMM_INLINE static __m512 load(const uint16_t* p) {
+    return _mm512_castsi512_ps(_mm512_load_si512(p));
+  }
   GEMM_INLINE static __m512 madd(__m512 acc, __m512 x, __m512 w) {
     return _mm512_dpbf16_ps(acc, (__m512bh)x, (__m512bh)w);
   }
@@ -174,8 +192,9 @@ void tile(const typename D::T* x, int64_t ldx, const typename D::T* w, int64_t l
 template <class D>
 void run_tile(int mr, const typename D::T* x, int64_t ldx, const typename D::T* w, int64_t ldw,
               int64_t kc, __m128* out) {
-  using Fn = void (*)(const typename D::T*, int64_t, const typename D::T*, int64_t, int64_t, __m128*);
-  static constexpr Fn kTiles[kMR + 1] = {nullptr,      tile<D, 1>, tile<D, 2>, tile<D, 3>,
+  using Fn =
+      void (*)(const typename D::T*, int64_t, const typename D::T*, int64_t, int64_t, __m128*);
+  static constexpr Fn kTiles[kMR + 1] = {nullptr,    tile<D, 1>, tile<D, 2>, tile<D, 3>,
                                          tile<D, 4>, tile<D, 5>, tile<D, 6>};
   kTiles[mr](x, ldx, w, ldw, kc, out);
 }
@@ -243,8 +262,15 @@ struct Plan {  // one call, shared read-only by the threads
 template <class T>
 Plan make_plan(const GemmParams& p, const GemmShape& sh, bool round_x) {
   const bool decode = sh.m <= kDecodeMaxM;
-  Plan pl{sh, weight_src(p.w), nullptr, (sh.k + 31) / 32 * 32, kChunkBytes / int64_t{sizeof(T)},
-          decode ? kNR : kPrefillPanel, p.y, p.accumulate, decode};
+  Plan pl{sh,
+          weight_src(p.w),
+          nullptr,
+          (sh.k + 31) / 32 * 32,
+          kChunkBytes / int64_t{sizeof(T)},
+          decode ? kNR : kPrefillPanel,
+          p.y,
+          p.accumulate,
+          decode};
   T* xb = t_xbuf.get<T>(sh.m * pl.kp);
   prepare_x(sh, p.x, col_order(p.w.format), round_x, xb, pl.kp);
   pl.xb = xb;
@@ -261,10 +287,18 @@ void run_direct(const Plan& pl, int64_t nb, int64_t ne) {
     for (int j = 0; j < kNR; ++j) r[j] = n0 + std::min(j, nr - 1);
     __m128 out[kDirectMaxM];
     switch (pl.sh.m) {
-      case 1: direct_tile<F, 1>(pl.src, xb, pl.kp, r, out); break;
-      case 2: direct_tile<F, 2>(pl.src, xb, pl.kp, r, out); break;
-      case 3: direct_tile<F, 3>(pl.src, xb, pl.kp, r, out); break;
-      default: direct_tile<F, 4>(pl.src, xb, pl.kp, r, out); break;
+      case 1:
+        direct_tile<F, 1>(pl.src, xb, pl.kp, r, out);
+        break;
+      case 2:
+        direct_tile<F, 2>(pl.src, xb, pl.kp, r, out);
+        break;
+      case 3:
+        direct_tile<F, 3>(pl.src, xb, pl.kp, r, out);
+        break;
+      default:
+        direct_tile<F, 4>(pl.src, xb, pl.kp, r, out);
+        break;
     }
     store_tile(out, static_cast<int>(pl.sh.m), nr, pl.y + n0, pl.sh.ldy, pl.accumulate);
   }
@@ -308,11 +342,16 @@ template <class Fn>
 void with_format(WeightFormat f, Fn&& fn) {
   using WF = WeightFormat;
   switch (f) {
-    case WF::F32: return fn(std::integral_constant<WF, WF::F32>{});
-    case WF::BF16: return fn(std::integral_constant<WF, WF::BF16>{});
-    case WF::FP8: return fn(std::integral_constant<WF, WF::FP8>{});
-    case WF::FP4: return fn(std::integral_constant<WF, WF::FP4>{});
-    case WF::ROWFP8: return fn(std::integral_constant<WF, WF::ROWFP8>{});
+    case WF::F32:
+      return fn(std::integral_constant<WF, WF::F32>{});
+    case WF::BF16:
+      return fn(std::integral_constant<WF, WF::BF16>{});
+    case WF::FP8:
+      return fn(std::integral_constant<WF, WF::FP8>{});
+    case WF::FP4:
+      return fn(std::integral_constant<WF, WF::FP4>{});
+    case WF::ROWFP8:
+      return fn(std::integral_constant<WF, WF::ROWFP8>{});
   }
 }
 
@@ -344,9 +383,14 @@ void gemm_avx512(const GemmParams& p, bool use_bf16_dot) {
   // Memory-bound decode gains nothing from bf16 dots: f32 FMAs on the rounded x are the
   // same Bf16 definition. F32-format weights are not bf16 values and Bf16 rounds only
   // activations, so they also take f32 FMAs, as does a CPU without AVX512_BF16.
-  if (sh.m <= kDirectMaxM) return run<F32Dot>(p, sh, bf16, true);
-  if (bf16 && use_bf16_dot && p.w.format != WeightFormat::F32) return run<Bf16Dot>(p, sh, true, false);
-  run<F32Dot>(p, sh, bf16, false);
+  if (sh.m <= kDirectMaxM) {
+    run<F32Dot>(p, sh, bf16, true);
+  } else if (bf16 && use_bf16_dot && p.w.format != WeightFormat::F32) {
+    run<Bf16Dot>(p, sh, true, false);
+  } else {
+    run<F32Dot>(p, sh, bf16, false);
+  }
+  t_xbuf.trim(kKeepScratchBytes);
 }
 
 }  // namespace troupe::kernels::cpu

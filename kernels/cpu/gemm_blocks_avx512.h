@@ -68,8 +68,14 @@ inline WeightSrc weight_src(const WeightView& w) {
   if (w.format == WeightFormat::BF16) row_bytes = 2 * k;
   if (w.format == WeightFormat::FP4) row_bytes = k / 2;
   if (w.format == WeightFormat::FP8) scale_ld = (k + 31) / 32;
-  return {static_cast<const uint8_t*>(w.data), w.scale, k, row_bytes, scale_ld, ue8m0,
-          e4m3_scale, e2m1_table()};
+  return {static_cast<const uint8_t*>(w.data),
+          w.scale,
+          k,
+          row_bytes,
+          scale_ld,
+          ue8m0,
+          e4m3_scale,
+          e2m1_table()};
 }
 
 // Columns [0, valid) of a 32-column block.

@@ -1,10 +1,11 @@
 // ref::gemm: the definition the fast paths are tested against. Each weight row is
 // dequantized exactly (dequantize_rows) and dotted with each activation row in plain
 // f32, k ascending. GemmPrecision::Bf16 first rounds the activations to bf16.
+#include "kernels/gemm.h"
+
 #include <cstddef>
 #include <vector>
 
-#include "kernels/gemm.h"
 #include "kernels/quant.h"
 
 namespace troupe::kernels::ref {

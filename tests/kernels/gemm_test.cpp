@@ -3,6 +3,8 @@
 // vdpbf16ps, portable) with ref::gemm. Outputs are poisoned (NaN) before each call and
 // guarded by sentinel columns/rows that must stay untouched; x row padding is NaN so a
 // read past K shows up as NaN in y.
+#include "kernels/gemm.h"
+
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -16,7 +18,6 @@
 #include "kernels/check.h"
 #include "kernels/cpu/gemm_internal.h"
 #include "kernels/dispatch.h"
-#include "kernels/gemm.h"
 #include "kernels/parallel.h"
 #include "kernels/quant.h"
 
@@ -45,10 +46,13 @@ struct TestWeight {
 
 int64_t scale_count(WeightFormat f, int64_t rows, int64_t cols) {
   switch (f) {
-    case WeightFormat::FP8: return ((rows + 31) / 32) * ((cols + 31) / 32);
+    case WeightFormat::FP8:
+      return ((rows + 31) / 32) * ((cols + 31) / 32);
     case WeightFormat::FP4:
-    case WeightFormat::ROWFP8: return rows * (cols / 32);
-    default: return 0;
+    case WeightFormat::ROWFP8:
+      return rows * (cols / 32);
+    default:
+      return 0;
   }
 }
 
@@ -276,8 +280,8 @@ TEST(Gemm, Fp8DecodesEveryCodeExactly) {
                 if (std::isnan(want)) {
                   EXPECT_TRUE(std::isnan(got)) << path.name << " m=" << m << " code " << r;
                 } else {
-                  EXPECT_EQ(got, want) << path.name << " " << to_string(f) << " m=" << m
-                                       << " code " << r << " scale " << int{scale_code};
+                  EXPECT_EQ(got, want) << path.name << " " << to_string(f) << " m=" << m << " code "
+                                       << r << " scale " << int{scale_code};
                 }
               }
           }
@@ -329,7 +333,13 @@ TEST_P(GemmGrid, AllPathsMatchRef) {
       for (int64_t k : ks) {
         // Strides, accumulate and precision rotate through the grid so each shape
         // class meets each of them without multiplying the run time.
-        Case c{f, m, n, k, (i % 3) * 5, ((i / 3) % 2) * 3, (i / 2) % 2 == 1,
+        Case c{f,
+               m,
+               n,
+               k,
+               (i % 3) * 5,
+               ((i / 3) % 2) * 3,
+               (i / 2) % 2 == 1,
                (i / 4) % 3 == 2 ? GemmPrecision::Bf16 : GemmPrecision::F32};
         check_case(c, 1000 + i++);
       }
