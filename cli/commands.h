@@ -20,6 +20,7 @@ int run_inspect(const CommandArgs& args);
 int run_generate(const CommandArgs& args);
 int run_logits(const CommandArgs& args);
 int run_make_tiny_model(const CommandArgs& args);
+int run_bench(const CommandArgs& args);
 
 // The table main() dispatches on, in help order.
 inline const Command kCommands[] = {
@@ -28,6 +29,7 @@ inline const Command kCommands[] = {
     {"make-tiny-model", "make-tiny-model DIR [--seed N]   write the deterministic tiny checkpoint", run_make_tiny_model},
     {"info", "info                       print build and CPU backend information", run_info},
     {"inspect", "inspect --model DIR | --preset NAME [--dep N]   config, layer modes, params, memory", run_inspect},
+    {"bench", "bench forward [--model DIR] [--batch B --context C --new-tokens N --repeats R --threads T]   time batched prefill and decode steps", run_bench},
 };
 
 }  // namespace troupe::cli

@@ -154,11 +154,26 @@ void print_limits(const MachineLimits& l) {
               l.bf16_gflops_all);
 }
 
+const char* bound_name(Bound b) {
+  switch (b) {
+    case Bound::Memory:
+      return "DRAM";
+    case Bound::Fp32:
+      return "fp32";
+    case Bound::Bf16:
+      return "bf16";
+  }
+  return "?";
+}
+
 double limit_for(const MachineLimits& l, Bound b) {
   switch (b) {
-    case Bound::Memory: return l.dram_gbs_all;
-    case Bound::Fp32: return l.fp32_gflops_all;
-    case Bound::Bf16: return l.bf16_gflops_all;
+    case Bound::Memory:
+      return l.dram_gbs_all;
+    case Bound::Fp32:
+      return l.fp32_gflops_all;
+    case Bound::Bf16:
+      return l.bf16_gflops_all;
   }
   return 0;
 }

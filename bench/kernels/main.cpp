@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "bench/kernels/bench.h"
 #include "bench/common/limits.h"
 #include "bench/common/stats.h"
+#include "bench/kernels/bench.h"
 #include "kernels/check.h"
 #include "kernels/parallel.h"
 
@@ -34,29 +34,30 @@ Flags parse(int argc, char** argv) {
       if (i + 1 >= argc) TROUPE_FAIL("bench_kernels: " << a << " needs a value");
       return argv[++i];
     };
-    if (a == "--filter") f.filter = value();
-    else if (a == "--quick") f.quick = true;
-    else if (a == "--full") f.full = true;
-    else if (a == "--list") f.list = true;
-    else if (a == "--no-limits") f.limits = false;
-    else if (a == "--threads") f.threads = std::atoi(value().c_str());
-    else TROUPE_FAIL("bench_kernels: unknown flag " << a
-                     << " (use --filter NAME, --quick, --full, --list, --threads N, --no-limits)");
+    if (a == "--filter")
+      f.filter = value();
+    else if (a == "--quick")
+      f.quick = true;
+    else if (a == "--full")
+      f.full = true;
+    else if (a == "--list")
+      f.list = true;
+    else if (a == "--no-limits")
+      f.limits = false;
+    else if (a == "--threads")
+      f.threads = std::atoi(value().c_str());
+    else
+      TROUPE_FAIL("bench_kernels: unknown flag "
+                  << a
+                  << " (use --filter NAME, --quick, --full, --list, --threads N, --no-limits)");
   }
   return f;
 }
 
-const char* bound_tag(Bound b) {
-  switch (b) {
-    case Bound::Memory: return "DRAM";
-    case Bound::Fp32: return "fp32";
-    case Bound::Bf16: return "bf16";
-  }
-  return "?";
-}
-
 void print_header() {
-  std::printf("| benchmark | shape | median ms | min ms | max ms | reps | GFLOP/s | GB/s | %% of limit |\n");
+  std::printf(
+      "| benchmark | shape | median ms | min ms | max ms | reps | GFLOP/s | GB/s | %% of limit "
+      "|\n");
   std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
 }
 
@@ -72,7 +73,8 @@ void print_row(const std::string& name, const State& s, const MachineLimits* lim
   char pct[32] = "";
   const double limit = limits ? limit_for(*limits, s.bound) : 0;
   const double rate = s.bound == Bound::Memory ? gbs : gflops;
-  if (limit > 0 && rate > 0) std::snprintf(pct, sizeof pct, "%.0f%% %s", 100 * rate / limit, bound_tag(s.bound));
+  if (limit > 0 && rate > 0)
+    std::snprintf(pct, sizeof pct, "%.0f%% %s", 100 * rate / limit, bound_name(s.bound));
   char gf[32] = "", gb[32] = "";
   if (s.flops > 0) std::snprintf(gf, sizeof gf, "%.1f", gflops);
   if (s.bytes > 0) std::snprintf(gb, sizeof gb, "%.1f", gbs);

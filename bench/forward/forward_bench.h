@@ -1,0 +1,40 @@
+// `troupe bench forward`'s measurement (the analogue of `vllm bench forward`): B
+// sequences of C random token ids prefilled as one batched model::Forward::run, then N
+// batched decode steps of one token per sequence, repeated R times on fresh states;
+// reported as median and spread next to the bytes and FLOPs each step must move and
+// compute (forward_cost.h) and this machine's limits measured in the same run.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "bench/common/limits.h"
+#include "bench/forward/forward_cost.h"
+#include "model/forward.h"
+
+namespace troupe::bench {
+
+struct ForwardBenchShape {
+  int64_t batch = 1;       // B sequences
+  int64_t context = 128;   // C prompt tokens per sequence
+  int64_t new_tokens = 8;  // N decode steps
+  int64_t repeats = 3;     // R
+  uint64_t seed = 1234;    // of the random prompts
+};
+
+struct ForwardTimes {
+  std::vector<double> prefill_s;  // [R] seconds per prefill step
+  std::vector<double> decode_s;   // [R·N] seconds per decode step
+};
+
+// Runs one untimed warm-up step (faults the mmapped weights in), then the R repeats.
+// Decode feeds each sequence its greedy next token (chosen outside the timed call).
+ForwardTimes time_forward(const model::Forward& forward, const ForwardBenchShape& shape);
+
+// The table: one row per step kind (prefill; decode unless N = 0) with median, min and
+// max time, tokens/s, bytes and FLOPs per step, the achieved rates and the share of the
+// limit each step is judged against (prefill: fp32 FMA peak; decode: DRAM bandwidth).
+void print_forward_table(const ForwardBenchShape& shape, const ForwardCostModel& cost,
+                         const ForwardTimes& times, const MachineLimits& limits);
+
+}  // namespace troupe::bench
