@@ -54,7 +54,10 @@ TEST(BenchCli, ForwardPrintsTheTable) {
     EXPECT_EQ(row[0], want[i].step);
     EXPECT_EQ(row[1], want[i].tokens);
     EXPECT_EQ(row[5], want[i].samples);
-    for (int col = 2; col <= 11; ++col) EXPECT_GT(std::stod(row[col]), 0.0) << header[col];
+    // Times, tokens/s and the step's bytes and FLOPs are positive; the rates are
+    // printed to 0.1 and may round to 0 on a slow, loaded machine.
+    for (int col = 2; col <= 9; ++col) EXPECT_GT(std::stod(row[col]), 0.0) << header[col];
+    for (int col = 10; col <= 11; ++col) EXPECT_GE(std::stod(row[col]), 0.0) << header[col];
     // Empty only where the machine lacks the probe's instructions (fp32 peak needs AVX-512).
     if (!row[12].empty()) EXPECT_NE(row[12].find("% " + want[i].bound), std::string::npos);
   }
