@@ -11,9 +11,16 @@ namespace {
 std::atomic<int> g_threads{0};
 }
 
+// glibc answers hardware_concurrency() by reading /sys on every call, and parallel_for
+// asks on every kernel call: look it up once.
+int hardware_threads() {
+  static const int n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return n;
+}
+
 int num_threads() {
   const int n = g_threads.load(std::memory_order_relaxed);
-  return n > 0 ? n : std::max(1u, std::thread::hardware_concurrency());
+  return n > 0 ? n : hardware_threads();
 }
 
 void set_num_threads(int n) { g_threads.store(n, std::memory_order_relaxed); }

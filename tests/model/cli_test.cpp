@@ -2,32 +2,16 @@
 // reproduces the golden greedy text; bad input exits non-zero with a clear message.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
 #include <string>
 
 #include "support/golden.h"
+#include "support/run_troupe.h"
 
 namespace troupe::model {
 namespace {
 
-struct RunResult {
-  int status;
-  std::string out;
-};
-
-RunResult run_troupe(const std::string& args) {
-  const std::string cmd = std::string(TROUPE_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int status = pclose(p);
-  return {WEXITSTATUS(status), out};
-}
+using testing::run_troupe;
+using testing::RunResult;
 
 TEST(Cli, LogitsMatchGoldenForEveryPosition) {
   const auto j = testing::read_json(testing::golden_dir() + "/logits-24-all.json");
