@@ -8,24 +8,37 @@
 // Window rows of this chunk live in a scratch buffer until the layer is done; rows
 // before the chunk come from the state ring (slot = p mod W).
 #include <cmath>
+#include <deque>
+#include <memory>
 
 #include "kernels/attention.h"
-#include "kernels/quant.h"
 #include "model/csa.h"
 #include "model/ops.h"
 
 namespace troupe::model {
 namespace {
 
-// Window rows [rows, D] of this chunk: fp8_ue8m0(rope(RMSNorm(wkv·x), p)).
-std::vector<float> window_rows(const LayerContext& ctx, const float* x) {
+// Window rows of this chunk: fp8_ue8m0(rope(RMSNorm(wkv·x), p)), packed [rows, row bytes]
+// for the ring and decoded [rows, D] for this layer's queries.
+struct ChunkWindow {
+  std::vector<uint8_t> packed;
+  std::vector<float> rows;
+};
+
+ChunkWindow window_rows(const LayerContext& ctx, const float* x) {
   const ModelConfig& c = ctx.cfg;
+  const Batch& b = ctx.batch;
   const int64_t D = c.head_dim;
-  std::vector<float> kv = linear(x, ctx.batch.rows, ctx.w.wkv);
-  rms_norm_rows(kv.data(), ctx.batch.rows, D, ctx.w.kv_norm, c.rms_norm_eps);
-  rope_rows(kv.data(), ctx.batch.rows, D, c.qk_rope_head_dim, ctx.batch.pos.data(), 1, ctx.freqs);
-  for (int64_t r = 0; r < ctx.batch.rows; ++r) kernels::fake_quant_fp8_ue8m0(&kv[r * D], D);
-  return kv;
+  std::vector<float> kv = linear(x, b.rows, ctx.w.wkv);
+  rms_norm_rows(kv.data(), b.rows, D, ctx.w.kv_norm, c.rms_norm_eps);
+  rope_rows(kv.data(), b.rows, D, c.qk_rope_head_dim, b.pos.data(), 1, ctx.freqs);
+  const RowCodec codec = KvRowLayout::of(c).window;
+  ChunkWindow w{std::vector<uint8_t>(b.rows * codec.bytes()), std::vector<float>(b.rows * D)};
+  for (int64_t r = 0; r < b.rows; ++r) {
+    codec.encode(&kv[r * D], &w.packed[r * codec.bytes()]);
+    codec.decode(&w.packed[r * codec.bytes()], &w.rows[r * D]);
+  }
+  return w;
 }
 
 // The compressed rows a row attends to: its own indexer's choice, or its top-k source's.
@@ -40,45 +53,82 @@ const std::vector<int32_t>* selected_rows(const LayerContext& ctx, const Selecti
   return nullptr;
 }
 
+// f32 copies of the packed rows one sequence's queries read in this layer: the ring
+// rows before the chunk, and each distinct selected compressed row once.
+class DecodedRows {
+ public:
+  DecodedRows(const SequenceState& seq, int64_t layer, int64_t src, int64_t ring_rows)
+      : seq_(seq), src_(src), dim_(seq.rows.ckv.dim) {
+    const RowCodec& wc = seq.rows.window;
+    const std::vector<uint8_t>& ring = seq.layers[layer].window;
+    const int64_t W = static_cast<int64_t>(ring.size()) / wc.bytes();
+    ring_.resize(W * wc.dim);
+    for (int64_t slot = 0; slot < W && ring_rows > 0; ++slot)
+      wc.decode(&ring[slot * wc.bytes()], &ring_[slot * wc.dim]);
+    if (src >= 0) slot_of_.assign(seq.compressed_rows(src), -1);
+  }
+  const float* ring_row(int64_t slot) const { return &ring_[slot * dim_]; }
+  const float* compressed_row(int32_t j) {
+    if (slot_of_[j] < 0) {
+      slot_of_[j] = static_cast<int32_t>(compressed_.size() / dim_);
+      compressed_.resize(compressed_.size() + dim_);
+      const RowCodec& cc = seq_.rows.ckv;
+      cc.decode(&seq_.layers[src_].ckv[j * cc.bytes()], &compressed_[slot_of_[j] * dim_]);
+    }
+    return &compressed_[slot_of_[j] * dim_];
+  }
+
+ private:
+  const SequenceState& seq_;
+  int64_t src_, dim_;
+  std::vector<float> ring_;
+  std::vector<int32_t> slot_of_;
+  std::deque<float> compressed_;  // stable addresses as it grows
+};
+
 // keys[rows, max_keys]: row pointers into the chunk's window rows, the ring and cKV.
 std::vector<const float*> gather_keys(const LayerContext& ctx, const Selections& sel,
-                                      const std::vector<float>& win, int64_t max_keys) {
+                                      const ChunkWindow& win, int64_t max_keys,
+                                      std::vector<std::unique_ptr<DecodedRows>>& decoded) {
   const ModelConfig& c = ctx.cfg;
   const Batch& b = ctx.batch;
   const int64_t D = c.head_dim, W = c.sliding_window;
+  const int64_t src = c.layer_mode[ctx.layer] == LayerMode::Swa ? -1 : c.kv_source[ctx.layer];
+  for (int64_t s = 0; s < b.seqs(); ++s)
+    decoded.push_back(
+        std::make_unique<DecodedRows>(*b.states[s], ctx.layer, src, b.chunk_start(s)));
   std::vector<const float*> keys(b.rows * max_keys, nullptr);
   for (int64_t row = 0; row < b.rows; ++row) {
     const int64_t s = b.seq[row], p = b.pos[row], P = b.chunk_start(s);
-    const LayerState& st = b.states[s]->layers[ctx.layer];
     const float** k = &keys[row * max_keys];
     for (int64_t q = std::max<int64_t>(0, p - W + 1); q <= p; ++q)
-      *k++ = q >= P ? &win[(b.begin[s] + q - P) * D] : &st.window[(q % W) * D];
-    if (const auto* rows = selected_rows(ctx, sel, row)) {
-      const std::vector<float>& ckv = b.states[s]->layers[c.kv_source[ctx.layer]].ckv;
-      for (int32_t j : *rows) *k++ = &ckv[j * D];
-    }
+      *k++ = q >= P ? &win.rows[(b.begin[s] + q - P) * D] : decoded[s]->ring_row(q % W);
+    if (const auto* rows = selected_rows(ctx, sel, row))
+      for (int32_t j : *rows) *k++ = decoded[s]->compressed_row(j);
   }
   return keys;
 }
 
 // Writes the chunk's window rows into each sequence's ring (last W positions only).
-void store_window(const LayerContext& ctx, const std::vector<float>& win) {
+void store_window(const LayerContext& ctx, const ChunkWindow& win) {
   const Batch& b = ctx.batch;
-  const int64_t D = ctx.cfg.head_dim, W = ctx.cfg.sliding_window;
+  const int64_t W = ctx.cfg.sliding_window;
   for (int64_t s = 0; s < b.seqs(); ++s) {
     const int64_t r0 = b.begin[s], r1 = b.begin[s + 1];
-    std::vector<float>& ring = b.states[s]->layers[ctx.layer].window;
+    const int64_t bytes = b.states[s]->rows.window.bytes();
+    std::vector<uint8_t>& ring = b.states[s]->layers[ctx.layer].window;
     for (int64_t row = std::max(r0, r1 - W); row < r1; ++row)
-      std::copy(&win[row * D], &win[row * D] + D, &ring[(b.pos[row] % W) * D]);
+      std::copy(&win.packed[row * bytes], &win.packed[row * bytes] + bytes,
+                &ring[(b.pos[row] % W) * bytes]);
   }
 }
 
 void trace_reuse(const LayerContext& ctx, const Selections& sel) {
   const Batch& b = ctx.batch;
   if (!b.trace || !*b.trace || ctx.cfg.layer_mode[ctx.layer] != LayerMode::Reuse) return;
-  const int64_t D = ctx.cfg.head_dim, src = ctx.cfg.kv_source[ctx.layer];
+  const int64_t src = ctx.cfg.kv_source[ctx.layer];
   for (int64_t row = 0; row < b.rows; ++row) {
-    const int64_t n = b.states[b.seq[row]]->compressed_rows(src, D);
+    const int64_t n = b.states[b.seq[row]]->compressed_rows(src);
     std::vector<float> mark(n, -1.0f);
     for (int32_t j : *selected_rows(ctx, sel, row)) mark[j] = static_cast<float>(j);
     (*b.trace)("sel", ctx.layer, row, mark);
@@ -108,14 +158,15 @@ void attention_layer(const LayerContext& ctx, const float* x, Selections& sel, f
   rms_norm_rows(ql.data(), b.rows, c.q_lora_rank, ctx.w.q_norm, c.rms_norm_eps);
   std::vector<float> q = linear(ql.data(), b.rows, ctx.w.wq_b);
   rope_rows(q.data(), b.rows * nh, D, Dr, b.pos.data(), nh, ctx.freqs);
-  const std::vector<float> win = window_rows(ctx, x);
+  const ChunkWindow win = window_rows(ctx, x);
 
   if (mode == LayerMode::Full) run_compressor(ctx, x);
   if (mode == LayerMode::Full || mode == LayerMode::Reindex) run_indexer(ctx, x, ql.data(), sel);
   trace_reuse(ctx, sel);
 
   const int64_t max_keys = c.sliding_window + (mode == LayerMode::Swa ? 0 : c.index_topk);
-  const std::vector<const float*> keys = gather_keys(ctx, sel, win, max_keys);
+  std::vector<std::unique_ptr<DecodedRows>> decoded;  // owns what keys point into
+  const std::vector<const float*> keys = gather_keys(ctx, sel, win, max_keys, decoded);
   std::vector<float> o(b.rows * nh * D);
   kernels::AttentionParams ap;
   ap.q = q.data();

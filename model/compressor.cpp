@@ -6,7 +6,6 @@
 //   cKV[g] = nvfp4(rope(lat, g·r));  iK[g] = mxfp4(rope(RMSNorm(wk·lat), g·r))
 #include <cmath>
 
-#include "kernels/quant.h"
 #include "model/csa.h"
 #include "model/ops.h"
 
@@ -27,6 +26,12 @@ void pool_group(const std::vector<float>& v, const std::vector<float>& s, int64_
     }
     lat[c] = num / den;
   }
+}
+
+// Appends x quantized as one packed row of the codec's format.
+void append_row(const RowCodec& codec, const float* x, std::vector<uint8_t>& rows) {
+  rows.resize(rows.size() + codec.bytes());
+  codec.encode(x, rows.data() + rows.size() - codec.bytes());
 }
 
 }  // namespace
@@ -70,11 +75,10 @@ void run_compressor(const LayerContext& ctx, const float* x) {
   rope_rows(ik.data(), n, dI, c.qk_rope_head_dim, group_pos.data(), 1, ctx.freqs);
   rope_rows(lat.data(), n, D, c.qk_rope_head_dim, group_pos.data(), 1, ctx.freqs);
   for (int64_t g = 0; g < n; ++g) {
-    kernels::fake_quant_nvfp4(&lat[g * D], D);
-    kernels::fake_quant_mxfp4(&ik[g * dI], dI);
-    LayerState& st = b.states[group_seq[g]]->layers[ctx.layer];
-    st.ckv.insert(st.ckv.end(), &lat[g * D], &lat[g * D] + D);
-    st.ikey.insert(st.ikey.end(), &ik[g * dI], &ik[g * dI] + dI);
+    SequenceState& seq = *b.states[group_seq[g]];
+    LayerState& st = seq.layers[ctx.layer];
+    append_row(seq.rows.ckv, &lat[g * D], st.ckv);
+    append_row(seq.rows.ikey, &ik[g * dI], st.ikey);
   }
 }
 

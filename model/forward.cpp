@@ -69,9 +69,16 @@ std::vector<float> embed(const ModelConfig& c, const ModelWeights& w, const Batc
 
 SequenceState SequenceState::empty(const ModelConfig& c) {
   SequenceState s;
+  s.rows = KvRowLayout::of(c);
   s.layers.resize(c.num_hidden_layers);
-  for (LayerState& l : s.layers) l.window.assign(c.sliding_window * c.head_dim, 0.0f);
+  for (LayerState& l : s.layers) l.window.assign(c.sliding_window * s.rows.window.bytes(), 0);
   return s;
+}
+
+int64_t SequenceState::global_kv_bytes() const {
+  int64_t n = 0;
+  for (const LayerState& l : layers) n += static_cast<int64_t>(l.ckv.size() + l.ikey.size());
+  return n;
 }
 
 void Batch::record(const char* name, int64_t layer, const float* data, int64_t n) const {

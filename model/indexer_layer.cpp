@@ -51,6 +51,17 @@ void trace_selection(const Batch& b, int64_t layer, int64_t row, const float* sc
   (*b.trace)("sel", layer, row, mark);
 }
 
+// Every index key of the source layer as f32 [rows, dI]. The indexer scores the
+// whole visible context, so all rows are needed.
+std::vector<float> decode_index_keys(const SequenceState& seq, int64_t src) {
+  const RowCodec& codec = seq.rows.ikey;
+  const std::vector<uint8_t>& packed = seq.layers[src].ikey;
+  const int64_t n = static_cast<int64_t>(packed.size()) / codec.bytes();
+  std::vector<float> keys(n * codec.dim);
+  for (int64_t j = 0; j < n; ++j) codec.decode(&packed[j * codec.bytes()], &keys[j * codec.dim]);
+  return keys;
+}
+
 }  // namespace
 
 void run_indexer(const LayerContext& ctx, const float* x, const float* ql, Selections& sel) {
@@ -72,7 +83,7 @@ void run_indexer(const LayerContext& ctx, const float* x, const float* ql, Selec
   layer_sel.assign(b.rows, {});
   if (level1) sel.cand.assign(b.rows, {});
   for (int64_t s = 0; s < b.seqs(); ++s) {
-    const std::vector<float>& keys = b.states[s]->layers[src].ikey;
+    const std::vector<float> keys = decode_index_keys(*b.states[s], src);
     const int64_t nk = static_cast<int64_t>(keys.size()) / dI;
     const int64_t r0 = b.begin[s], m = b.begin[s + 1] - r0;
     std::vector<int64_t> visible(m);

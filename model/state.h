@@ -1,14 +1,16 @@
 // Contiguous per-sequence model state (MODEL.md §4) for the plain forward pass:
-// every layer's SWA ring, each Full layer's compressed KV rows and index keys
-// (kept dequantized: the exact f32 values of the stored FP4/FP8 codes), the
+// every layer's SWA ring, each Full layer's compressed KV rows and index keys, all
+// as packed rows in their stored formats (model/kv_rows.h: fp8 window rows, nvfp4
+// KV rows, mxfp4 index keys, so global KV costs MODEL.md's bytes per token), the
 // compressor carry of an open group, and the token history (Engram lookback).
-// The paged engine cache (runtime/) replaces this with block tables.
+// The paged engine cache (runtime/) holds the same rows in blocks.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "model/config.h"
+#include "model/kv_rows.h"
 
 namespace troupe::model {
 
@@ -17,9 +19,9 @@ namespace troupe::model {
 //   | p≡0     | p≡1     | ... | p≡W-1     |   holds positions [length-W, length)
 //   +---------+---------+-----+-----------+
 struct LayerState {
-  std::vector<float> window;   // [W, D] fp8_ue8m0 window rows (dequantized)
-  std::vector<float> ckv;      // [rows, D] nvfp4 compressed KV rows (Full layers)
-  std::vector<float> ikey;     // [rows, dI] mxfp4 index keys (Full layers)
+  std::vector<uint8_t> window;  // [W, window row bytes] packed fp8_ue8m0 rows
+  std::vector<uint8_t> ckv;     // [rows, ckv row bytes] packed nvfp4 rows (Full layers)
+  std::vector<uint8_t> ikey;    // [rows, ikey row bytes] packed mxfp4 rows (Full layers)
   std::vector<float> carry_v;  // [k, D] open group's v_k so far (ratio > 1)
   std::vector<float> carry_s;  // [k, D] open group's s_k so far (ratio > 1)
 };
@@ -28,11 +30,14 @@ struct SequenceState {
   int64_t length = 0;           // tokens already processed (next position)
   std::vector<int32_t> tokens;  // [length] every token so far
   std::vector<LayerState> layers;
+  KvRowLayout rows;             // the packed row formats
 
   static SequenceState empty(const ModelConfig& c);
-  int64_t compressed_rows(int64_t layer, int64_t dim) const {
-    return static_cast<int64_t>(layers[layer].ckv.size()) / dim;
+  int64_t compressed_rows(int64_t layer) const {
+    return static_cast<int64_t>(layers[layer].ckv.size()) / rows.ckv.bytes();
   }
+  // Bytes of global (shared) KV held: compressed rows and index keys of every layer.
+  int64_t global_kv_bytes() const;
 };
 
 }  // namespace troupe::model

@@ -124,3 +124,27 @@ TEST(Forward, BadInputIsAClearErrorAndLeavesStateAlone) {
 
 }  // namespace
 }  // namespace troupe::model
+
+namespace troupe::model {
+namespace {
+
+// (random_tokens and golden_model come from the first block of this file.)
+// The state holds packed rows in the stored formats: global KV costs MODEL.md §4's bytes
+// per token (212 for tiny: nvfp4 KV rows + mxfp4 index keys of layers 1, 3, 6) and each
+// layer's ring W fp8_ue8m0 rows of D + D/32 bytes.
+TEST(ForwardState, PackedRowsCostTheSpecBytesPerToken) {
+  const auto& g = golden_model();
+  const auto tokens = random_tokens(64, 9);
+  SequenceState st = SequenceState::empty(g.config);
+  SequenceInput in{&st, tokens, false};
+  g.forward->run({&in, 1});
+  EXPECT_EQ(st.global_kv_bytes(), 212 * 64);
+  const int64_t D = g.config.head_dim;
+  for (const LayerState& l : st.layers)
+    EXPECT_EQ(static_cast<int64_t>(l.window.size()), g.config.sliding_window * (D + D / 32));
+  EXPECT_EQ(st.compressed_rows(1), 32);  // ratio 2
+  EXPECT_EQ(st.compressed_rows(6), 64);  // ratio 1
+}
+
+}  // namespace
+}  // namespace troupe::model

@@ -47,10 +47,13 @@ TEST_P(GoldenLogits, EveryPositionWithinTolerance) {
               GetParam().file, worst, static_cast<long long>(within), tokens.size(),
               static_cast<long long>(agree), tokens.size());
   EXPECT_GE(agree, static_cast<int64_t>(0.98 * tokens.size()));
-  // MODEL.md §5 asks for <= 1e-2 at every position. logits-100 has one position (95)
-  // at 0.036 after a small drift that starts at position 92 (1e-3; positions 0-91 agree
-  // to 6e-7); see docs/model-notes.md. Until that is explained, this case allows one
-  // position in 50 over 1e-2 and bounds it.
+  // MODEL.md §5 asks for <= 1e-2 at every position. In logits-100 one fp8_ue8m0 rounding
+  // lands on the other side of an E4M3 midpoint in the golden: layer 4's window row at
+  // p=92, channel 24, has x/s = -42.000126 here (and in an f64 evaluation), 3e-6 from the
+  // midpoint 42, so troupe rounds to -44 and the golden to -40. That one element moves
+  // positions 92-99 by ~1e-3 and, through a changed layer-10 selection, position 95 by
+  // 0.036; flipping just that element reproduces the golden to 6e-7 everywhere
+  // (docs/model-notes.md). The case therefore allows that outlier, bounded.
   EXPECT_GE(within, static_cast<int64_t>(tokens.size()) - GetParam().allowed_outliers);
   EXPECT_LE(worst, GetParam().allowed_outliers > 0 ? 5e-2 : 1e-2);
 }
