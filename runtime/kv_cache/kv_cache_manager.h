@@ -1,0 +1,144 @@
+// The engine's KV bookkeeping (MODEL.md §4, §6): which block of the shared global KV
+// holds which tokens of which request, which full blocks are cached for reuse by later
+// requests with the same prefix, and which requests hold a SWA ring slot. Pure logic: no
+// bytes are stored here (block ids and ring slots index storage owned elsewhere).
+//
+// Global KV (compressed KV rows + index keys of every Full layer) is paged in blocks of
+// `block_size` tokens; one block id covers the same token range for every source layer,
+// so a request has ONE block table:
+//
+//   tokens   [0 ........ 64)[64 ...... 128)[128 ..... 192)[192 .. 203)
+//   table    [     17      ][      4      ][     30      ][    9     ]   block_size = 64
+//            <------- full blocks: hashed, shareable ------><- partial: private ->
+//
+// A full block's hash chains over its parent's hash and its own token ids, so a hash
+// names the whole prefix up to the block's end; hits are verified against stored token
+// ids. Blocks are ref counted; when the last holder frees a cached block it stays in the
+// pool (ref 0) in LRU order until a new allocation evicts it.
+//
+// SWA rings are per request and never cached: a request holds one ring slot from
+// admission to free(). A prefix hit at boundary B therefore comes with a replay range
+// [replay_from, B) = [max(0, B - W), B) that the encoder must recompute to rebuild the
+// windows (R_enc = W, §6), unless the request carries its window already.
+//
+// Typical use by the scheduler:
+//   CachedPrefix hit = kv.find_cached_prefix(prompt, /*has_window=*/false);
+//   auto adm = kv.admit(id, std::move(hit), hit_tokens + first_chunk);  // nullopt: no room
+//   ... each step:  kv.allocate(id, num_computed + num_new)              // false: preempt
+//   ... after the step ran: kv.commit_full_blocks(id, all_tokens, num_computed)
+//   ... finish / abort / preempt: kv.free(id)
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/kv_cache/block_pool.h"
+#include "runtime/kv_cache/kv_cache_config.h"
+
+namespace troupe::runtime {
+
+// Identical redeclarations of this alias (e.g. in runtime/request.h) are allowed.
+using RequestId = int64_t;
+
+// Longest cached, block-aligned prefix of a token sequence. Valid only until the next
+// mutating call on the manager that produced it (admit checks this).
+struct CachedPrefix {
+  int64_t num_tokens = 0;           // hit boundary B, a multiple of block_size
+  int64_t replay_from = 0;          // P' (§6): encoder recomputes [replay_from, B)
+  std::vector<int32_t> blocks;      // [B / block_size] cached block ids covering [0, B)
+  std::vector<uint64_t> hashes;     // [full blocks of the tokens] chained hashes, all of them
+  uint64_t epoch = 0;               // manager state this answer was computed against
+  int64_t num_replay_tokens() const { return num_tokens - replay_from; }
+};
+
+// What admission granted.
+struct Admission {
+  int64_t num_cached_tokens = 0;  // B: tokens [0, B) already in the global KV
+  int64_t replay_from = 0;        // encoder starts at this position (== B if no replay)
+  int32_t swa_slot = -1;          // ring slot in [0, swa_slots) held until free()
+  int64_t num_replay_tokens() const { return num_cached_tokens - replay_from; }
+};
+
+struct KvCacheStats {
+  int64_t admissions = 0;         // successful admit() calls
+  int64_t prefix_hits = 0;        // admissions with a hit of at least one block
+  int64_t query_tokens = 0;       // prompt tokens of admitted requests
+  int64_t hit_tokens = 0;         // of those, served from the cache
+  int64_t replay_tokens = 0;      // tokens to recompute for SWA windows on hits
+  int64_t evictions = 0;          // cached blocks reclaimed for new allocations
+  double hit_rate() const { return query_tokens ? double(hit_tokens) / double(query_tokens) : 0; }
+};
+
+class KvCacheManager {
+ public:
+  explicit KvCacheManager(const KvCacheConfig& config);  // validates config
+
+  // Longest cached prefix of `tokens`, block aligned and capped below tokens.size() so at
+  // least one token is left to compute (the last position's logits). Hashes every full
+  // block of `tokens` once (kept in the result for admit/commit). Takes no references.
+  // has_window: the request already holds its SWA rings (e.g. after a P/D transfer), so
+  // replay_from = B.
+  CachedPrefix find_cached_prefix(std::span<const int32_t> tokens, bool has_window = false) const;
+
+  // Admits request `id` (not yet known): takes refs on the prefix blocks, a SWA ring
+  // slot, and fresh blocks so the table covers max(total_tokens, B) tokens. Returns
+  // nullopt and changes nothing if blocks or ring slots run out. `prefix` must come from
+  // find_cached_prefix with no mutating call in between (checked).
+  std::optional<Admission> admit(RequestId id, CachedPrefix prefix, int64_t total_tokens);
+
+  // Grows the table of admitted request `id` to cover `total_tokens` tokens (never
+  // shrinks). Returns false and changes nothing if there are not enough blocks.
+  bool allocate(RequestId id, int64_t total_tokens);
+
+  // Publishes the request's full blocks below `num_computed` to the prefix cache (hash
+  // then insert). `tokens` is the request's whole sequence so far (prompt + output),
+  // tokens.size() >= num_computed. Incremental: each block is hashed once per request.
+  void commit_full_blocks(RequestId id, std::span<const int32_t> tokens, int64_t num_computed);
+
+  // Finished, aborted or preempted: drops the request's refs (blocks whose ref reaches 0
+  // join the LRU list, cached ones stay reusable) and its ring slot. Unknown id: no-op.
+  void free(RequestId id);
+
+  bool contains(RequestId id) const { return requests_.count(id) != 0; }
+  std::span<const int32_t> block_table(RequestId id) const;  // [ceil(tokens / block_size)]
+  int32_t swa_slot(RequestId id) const;
+
+  // Blocks that can be handed out now: never used + cached with ref 0.
+  int64_t num_free_blocks() const { return pool_.num_free(); }
+  int64_t num_cached_blocks() const { return pool_.num_cached_free(); }  // ref 0, hashed
+  int64_t num_used_blocks() const { return pool_.num_used(); }           // ref > 0
+  int64_t num_free_swa_slots() const { return int64_t(free_slots_.size()); }
+  int64_t blocks_for(int64_t tokens) const;  // ceil(tokens / block_size)
+  double usage() const;                      // used / total blocks, for kv_cache_usage_perc
+  const KvCacheStats& stats() const { return stats_; }
+  const KvCacheConfig& config() const { return config_; }
+  const BlockPool& pool() const { return pool_; }
+
+  // Walks every table and the pool; throws troupe::Error on any leak or ref mismatch.
+  void check_invariants() const;
+
+ private:
+  struct RequestBlocks {
+    std::vector<int32_t> table;    // block ids in token order
+    std::vector<uint64_t> hashes;  // chained hashes of full blocks known so far
+    int64_t num_committed = 0;     // leading blocks of `table` published to the cache
+    int32_t swa_slot = -1;
+  };
+  RequestBlocks& request(RequestId id);
+  const RequestBlocks& request(RequestId id) const;
+  void hash_blocks(std::span<const int32_t> tokens, int64_t num_full,
+                   std::vector<uint64_t>& hashes) const;
+
+  KvCacheConfig config_;
+  BlockPool pool_;
+  std::vector<int32_t> free_slots_;  // SWA ring slots, a stack
+  std::unordered_map<RequestId, RequestBlocks> requests_;
+  KvCacheStats stats_;
+  uint64_t epoch_ = 0;  // bumped by every mutation that can invalidate a CachedPrefix
+};
+
+}  // namespace troupe::runtime
