@@ -126,12 +126,9 @@ void prepare_x(const GemmShape& sh, const float* x, ColOrder order, bool round, 
   // vpermt2ps indices into the concatenation [columns 0..15 | columns 16..31].
   __m512i lo = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(16));
-  if (order == ColOrder::Nibbles) {
+  if (order == ColOrder::EvenOdd) {
     lo = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     hi = _mm512_add_epi32(lo, _mm512_set1_epi32(1));
-  } else if (order == ColOrder::Unpack16) {
-    lo = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27);
-    hi = _mm512_add_epi32(lo, _mm512_set1_epi32(4));
   }
   parallel_for(sh.m, std::max<int64_t>(1, 65536 / std::max<int64_t>(kp, 1)),
                [&](int64_t b, int64_t e) {

@@ -5,11 +5,10 @@
 // Each format yields its 32 columns in the order that is cheapest to decode, and the
 // activations are permuted the same way (ColOrder, used by prepare_x), so every dot
 // product is unchanged - it does not care about the order of its terms:
-//   Natural  (F32)                lo = columns 0..15, hi = 16..31
-//   Unpack16 (BF16, FP8, ROWFP8)  16-bit lanes widened to 32 by vpunpck{l,h}wd, which
-//                                 works within 128-bit lanes: lo = 0-3, 8-11, 16-19,
-//                                 24-27; hi = 4-7, 12-15, 20-23, 28-31
-//   Nibbles  (FP4)                lo = even columns 0, 2, .., 30; hi = odd columns
+//   Natural (F32)  lo = columns 0..15, hi = 16..31
+//   EvenOdd (BF16, FP8, ROWFP8, FP4)  lo = even columns 0, 2, .., 30; hi = odd columns.
+//           Two 16-bit (or 4-bit) values share each 32-bit lane, so a shift or a mask
+//           splits them without a shuffle (shuffles are the scarce ports on Zen 4).
 #pragma once
 
 #include <cmath>
@@ -25,11 +24,10 @@
 
 namespace troupe::kernels::cpu::gemm_blocks {
 
-enum class ColOrder : uint8_t { Natural, Unpack16, Nibbles };
+enum class ColOrder : uint8_t { Natural, EvenOdd };
 
 constexpr ColOrder col_order(WeightFormat f) {
-  if (f == WeightFormat::F32) return ColOrder::Natural;
-  return f == WeightFormat::FP4 ? ColOrder::Nibbles : ColOrder::Unpack16;
+  return f == WeightFormat::F32 ? ColOrder::Natural : ColOrder::EvenOdd;
 }
 
 struct Block32 {
@@ -83,26 +81,27 @@ GEMM_INLINE __mmask32 columns_below(int64_t valid) {
   return valid >= 32 ? ~__mmask32{0} : (__mmask32{1} << valid) - 1;
 }
 
-// 16-bit lanes h (the upper halves of f32 bit patterns) -> Block32 in Unpack16 order.
-GEMM_INLINE Block32 widen_upper_halves(__m512i h) {
-  const __m512i zero = _mm512_setzero_si512();
-  return {_mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, h)),
-          _mm512_castsi512_ps(_mm512_unpackhi_epi16(zero, h))};
+// 32 bf16 values (16-bit lanes) -> f32, EvenOdd order: a bf16 is the upper half of its f32.
+GEMM_INLINE Block32 bf16x32_to_f32(__m512i h) {
+  return {
+      _mm512_castsi512_ps(_mm512_slli_epi32(h, 16)),
+      _mm512_castsi512_ps(_mm512_and_si512(h, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))))};
 }
 
-// 32 E4M3 codes -> f32 up to a factor 2^120, Unpack16 order. Sign-extending each code
-// to 16 bits, shifting left by 4 and masking leaves the sign in bit 15 and the 7
-// magnitude bits in bits 10..4: the upper half of an f32 whose exponent field e and
-// mantissa m are the code's. That f32 times 2^120 is exactly 2^(e-7)·(1+m/8), and
-// e = 0 gives the f32 subnormal 2^-126·m/8, i.e. the E4M3 subnormal 2^-6·m/8.
-// The NaN codes 0x7F / 0xFF come out finite; their columns are OR-ed into `nan`.
+// 32 E4M3 codes -> f32 up to a factor 2^120, EvenOdd order. Each code is sign-extended
+// to 16 bits, two per 32-bit lane; shifting a lane left by 20 (even code) or 4 (odd
+// code) and masking leaves that code's sign in bit 31 and its 7 magnitude bits in bits
+// 26..20. That f32 (exponent field e, mantissa m) times 2^120 is exactly the E4M3 value
+// 2^(e-7)·(1+m/8), and e = 0 gives the f32 subnormal 2^-126·m/8, i.e. the E4M3
+// subnormal 2^-6·m/8. NaN codes 0x7F / 0xFF come out finite; their columns are OR-ed
+// into `nan` for the caller to patch.
 GEMM_INLINE Block32 e4m3x32_unscaled(__m256i codes, __mmask32& nan) {
   const __m512i w = _mm512_cvtepi8_epi16(codes);
-  const __m512i h =
-      _mm512_and_si512(_mm512_slli_epi16(w, 4), _mm512_set1_epi16(static_cast<short>(0x87F0)));
-  nan |= _mm512_cmpeq_epi16_mask(_mm512_and_si512(h, _mm512_set1_epi16(0x7FFF)),
-                                 _mm512_set1_epi16(0x07F0));
-  return widen_upper_halves(h);
+  nan |= _mm512_cmpeq_epi16_mask(_mm512_and_si512(w, _mm512_set1_epi16(0x7F)),
+                                 _mm512_set1_epi16(0x7F));
+  const __m512i keep = _mm512_set1_epi32(static_cast<int>(0x87F00000u));
+  return {_mm512_castsi512_ps(_mm512_and_si512(_mm512_slli_epi32(w, 20), keep)),
+          _mm512_castsi512_ps(_mm512_and_si512(_mm512_slli_epi32(w, 4), keep))};
 }
 
 // Columns kb..kb+31 of row r as f32 in col_order(F); columns outside `valid` read as 0
@@ -116,8 +115,8 @@ GEMM_INLINE Block32 load_block(const WeightSrc& s, int64_t r, int64_t kb, __mmas
     const float* p = reinterpret_cast<const float*>(row) + kb;
     return {_mm512_maskz_loadu_ps(static_cast<__mmask16>(valid), p),
             _mm512_maskz_loadu_ps(static_cast<__mmask16>(valid >> 16), p + 16)};
-  } else if constexpr (F == WeightFormat::BF16) {  // bf16 bits are the f32 upper half
-    return widen_upper_halves(
+  } else if constexpr (F == WeightFormat::BF16) {
+    return bf16x32_to_f32(
         _mm512_maskz_loadu_epi16(valid, reinterpret_cast<const uint16_t*>(row) + kb));
   } else if constexpr (F == WeightFormat::FP4) {
     const float sc = s.ue8m0[s.scale[r * s.scale_ld + kb / 32]];
