@@ -44,8 +44,8 @@ namespace troupe::runtime {
 // Identical redeclarations of this alias (e.g. in runtime/request.h) are allowed.
 using RequestId = int64_t;
 
-// Longest cached, block-aligned prefix of a token sequence. Valid only until the next
-// mutating call on the manager that produced it (admit checks this).
+// Longest cached, block-aligned prefix of a token sequence. Valid until the manager next
+// evicts a cached block (admit checks this); admit right after finding is always safe.
 struct CachedPrefix {
   int64_t num_tokens = 0;           // hit boundary B, a multiple of block_size
   int64_t replay_from = 0;          // P' (§6): encoder recomputes [replay_from, B)
@@ -87,7 +87,7 @@ class KvCacheManager {
   // Admits request `id` (not yet known): takes refs on the prefix blocks, a SWA ring
   // slot, and fresh blocks so the table covers max(total_tokens, B) tokens. Returns
   // nullopt and changes nothing if blocks or ring slots run out. `prefix` must come from
-  // find_cached_prefix with no mutating call in between (checked).
+  // find_cached_prefix with no eviction in between (checked). Hit stats count here.
   std::optional<Admission> admit(RequestId id, CachedPrefix prefix, int64_t total_tokens);
 
   // Grows the table of admitted request `id` to cover `total_tokens` tokens (never
@@ -130,15 +130,17 @@ class KvCacheManager {
   };
   RequestBlocks& request(RequestId id);
   const RequestBlocks& request(RequestId id) const;
+  // Appends the chained hashes of full blocks [hashes.size(), num_full) of `tokens`.
   void hash_blocks(std::span<const int32_t> tokens, int64_t num_full,
                    std::vector<uint64_t>& hashes) const;
+  void note_evictions(int64_t evicted);
 
   KvCacheConfig config_;
   BlockPool pool_;
   std::vector<int32_t> free_slots_;  // SWA ring slots, a stack
   std::unordered_map<RequestId, RequestBlocks> requests_;
   KvCacheStats stats_;
-  uint64_t epoch_ = 0;  // bumped by every mutation that can invalidate a CachedPrefix
+  uint64_t epoch_ = 0;  // bumped by evictions, the only change that invalidates a CachedPrefix
 };
 
 }  // namespace troupe::runtime

@@ -1,0 +1,53 @@
+#include "runtime/kv_cache/kv_cache_config.h"
+
+#include <cmath>
+
+#include "kernels/check.h"
+#include "model/footprint.h"
+
+namespace troupe::runtime {
+
+void KvCacheConfig::validate() const {
+  TROUPE_CHECK(block_size >= 1, "KvCacheConfig.block_size must be >= 1, got ", block_size);
+  TROUPE_CHECK(num_blocks >= 1 && num_blocks <= INT32_MAX,
+               "KvCacheConfig.num_blocks must be in [1, 2^31), got ", num_blocks);
+  TROUPE_CHECK(swa_slots >= 1 && swa_slots <= INT32_MAX,
+               "KvCacheConfig.swa_slots must be in [1, 2^31), got ", swa_slots);
+  TROUPE_CHECK(window >= 0, "KvCacheConfig.window must be >= 0, got ", window);
+}
+
+KvCacheBudget plan_kv_budget(const model::ModelConfig& m, int64_t budget_bytes,
+                             int64_t max_running, int64_t block_size) {
+  TROUPE_CHECK(max_running >= 1, "max_running must be >= 1, got ", max_running);
+  TROUPE_CHECK(block_size >= 1, "block_size must be >= 1, got ", block_size);
+  for (int64_t r : m.compress_ratios)
+    TROUPE_CHECK(r <= 1 || block_size % r == 0, "block_size ", block_size,
+                 " must be a multiple of every compress ratio (", r, ")");
+  KvCacheBudget b;
+  b.kv_bytes_per_token = model::global_kv_bytes_per_token(m);
+  b.bytes_per_block = int64_t(std::ceil(double(block_size) * b.kv_bytes_per_token));
+  const model::RequestState s = model::request_state_bytes(m);
+  b.request_state_bytes = s.swa_bytes + s.dspark_bytes + s.compressor_bytes;
+  b.reserved_bytes = max_running * b.request_state_bytes;
+  TROUPE_CHECK(b.bytes_per_block > 0, "model has no global KV (no Full layer)");
+  const int64_t left = budget_bytes - b.reserved_bytes;
+  b.num_blocks = left > 0 ? left / b.bytes_per_block : 0;
+  TROUPE_CHECK(b.num_blocks >= max_running, "KV budget of ", budget_bytes, " bytes leaves ",
+               b.num_blocks, " blocks after reserving ", b.reserved_bytes,
+               " bytes of SWA state for ", max_running, " requests; need one block per request");
+  return b;
+}
+
+KvCacheConfig kv_cache_config_for(const model::ModelConfig& m, int64_t budget_bytes,
+                                  int64_t max_running, int64_t block_size) {
+  const KvCacheBudget b = plan_kv_budget(m, budget_bytes, max_running, block_size);
+  KvCacheConfig c;
+  c.block_size = block_size;
+  c.num_blocks = b.num_blocks;
+  c.swa_slots = max_running;
+  c.window = m.sliding_window;
+  c.validate();
+  return c;
+}
+
+}  // namespace troupe::runtime

@@ -1,0 +1,185 @@
+#include "runtime/kv_cache/kv_cache_manager.h"
+
+#include <algorithm>
+
+#include "kernels/check.h"
+
+namespace troupe::runtime {
+namespace {
+
+const KvCacheConfig& validated(const KvCacheConfig& c) {
+  c.validate();
+  return c;
+}
+
+}  // namespace
+
+KvCacheManager::KvCacheManager(const KvCacheConfig& config)
+    : config_(validated(config)), pool_(config.num_blocks, config.block_size) {
+  if (!config_.hash_fn) config_.hash_fn = block_hash;
+  // Popped from the back: slot 0 is handed out first.
+  for (int64_t s = config_.swa_slots - 1; s >= 0; --s) free_slots_.push_back(int32_t(s));
+}
+
+CachedPrefix KvCacheManager::find_cached_prefix(std::span<const int32_t> tokens,
+                                                bool has_window) const {
+  CachedPrefix hit;
+  hit.epoch = epoch_;
+  if (!config_.enable_prefix_cache) return hit;
+  const int64_t bs = config_.block_size;
+  hash_blocks(tokens, int64_t(tokens.size()) / bs, hit.hashes);
+  // Leave at least one token to compute: the step that ends the prompt needs its logits.
+  const int64_t max_blocks = tokens.empty() ? 0 : (int64_t(tokens.size()) - 1) / bs;
+  hit.blocks.reserve(size_t(max_blocks));
+  for (int64_t i = 0; i < max_blocks; ++i) {
+    const uint64_t parent = i ? hit.hashes[i - 1] : kRootBlockHash;
+    const int32_t b = pool_.lookup(hit.hashes[i], parent, tokens.subspan(i * bs, bs));
+    if (b < 0) break;
+    hit.blocks.push_back(b);
+  }
+  hit.num_tokens = int64_t(hit.blocks.size()) * bs;
+  hit.replay_from = has_window ? hit.num_tokens : std::max<int64_t>(0, hit.num_tokens - config_.window);
+  return hit;
+}
+
+std::optional<Admission> KvCacheManager::admit(RequestId id, CachedPrefix prefix,
+                                               int64_t total_tokens) {
+  TROUPE_CHECK(!contains(id), "admit: request ", id, " is already admitted");
+  TROUPE_CHECK(total_tokens >= 0, "admit: total_tokens must be >= 0, got ", total_tokens);
+  TROUPE_CHECK(prefix.epoch == epoch_,
+               "admit: prefix is stale (blocks were evicted since find_cached_prefix)");
+  if (free_slots_.empty()) return std::nullopt;
+  const int64_t num_hit = int64_t(prefix.blocks.size());
+  const int64_t need = blocks_for(std::max(total_tokens, prefix.num_tokens)) - num_hit;
+  // Hit blocks with ref 0 sit in the free list: taking them shrinks what is left.
+  int64_t hit_free = 0;
+  for (int32_t b : prefix.blocks) hit_free += pool_.ref_count(b) == 0;
+  if (need > pool_.num_free() - hit_free) return std::nullopt;
+
+  RequestBlocks& r = requests_[id];
+  r.table = std::move(prefix.blocks);
+  r.table.reserve(size_t(num_hit + need));
+  for (int32_t b : r.table) pool_.ref(b);
+  const int64_t evicted = pool_.take(need, r.table);
+  TROUPE_CHECK(evicted >= 0, "admit: pool lost blocks between check and take");
+  note_evictions(evicted);
+  r.hashes = std::move(prefix.hashes);
+  r.num_committed = num_hit;
+  r.swa_slot = free_slots_.back();
+  free_slots_.pop_back();
+
+  const Admission adm{prefix.num_tokens, prefix.replay_from, r.swa_slot};
+  stats_.admissions += 1;
+  stats_.prefix_hits += num_hit > 0;
+  stats_.query_tokens += std::max(total_tokens, prefix.num_tokens);
+  stats_.hit_tokens += adm.num_cached_tokens;
+  stats_.replay_tokens += adm.num_replay_tokens();
+  return adm;
+}
+
+bool KvCacheManager::allocate(RequestId id, int64_t total_tokens) {
+  RequestBlocks& r = request(id);
+  const int64_t need = blocks_for(total_tokens) - int64_t(r.table.size());
+  if (need <= 0) return true;
+  if (need > pool_.num_free()) return false;
+  // Geometric reserve keeps growth by one block per decode step amortized O(1).
+  if (r.table.capacity() < r.table.size() + size_t(need))
+    r.table.reserve(std::max(r.table.size() + size_t(need), 2 * r.table.capacity()));
+  note_evictions(pool_.take(need, r.table));
+  return true;
+}
+
+void KvCacheManager::commit_full_blocks(RequestId id, std::span<const int32_t> tokens,
+                                        int64_t num_computed) {
+  RequestBlocks& r = request(id);
+  const int64_t bs = config_.block_size;
+  TROUPE_CHECK(num_computed >= 0 && num_computed <= int64_t(tokens.size()),
+               "commit_full_blocks: num_computed ", num_computed, " outside [0, ",
+               tokens.size(), "]");
+  TROUPE_CHECK(num_computed <= int64_t(r.table.size()) * bs, "commit_full_blocks: ",
+               num_computed, " tokens computed but the table covers ", r.table.size() * bs);
+  const int64_t num_full = num_computed / bs;
+  if (num_full <= r.num_committed) return;
+  if (config_.enable_prefix_cache) {
+    hash_blocks(tokens, num_full, r.hashes);
+    for (int64_t i = r.num_committed; i < num_full; ++i) {
+      const uint64_t parent = i ? r.hashes[i - 1] : kRootBlockHash;
+      // A taken hash means another request published this prefix first: ours stays private.
+      pool_.publish(r.table[i], r.hashes[i], parent, tokens.subspan(i * bs, bs));
+    }
+  }
+  r.num_committed = num_full;
+}
+
+void KvCacheManager::free(RequestId id) {
+  const auto it = requests_.find(id);
+  if (it == requests_.end()) return;
+  // Tail first, so a request's last blocks are evicted before its first ones: the
+  // prefix (shared by more future requests) outlives its extensions.
+  for (auto b = it->second.table.rbegin(); b != it->second.table.rend(); ++b) pool_.unref(*b);
+  free_slots_.push_back(it->second.swa_slot);
+  requests_.erase(it);
+}
+
+std::span<const int32_t> KvCacheManager::block_table(RequestId id) const {
+  return request(id).table;
+}
+
+int32_t KvCacheManager::swa_slot(RequestId id) const { return request(id).swa_slot; }
+
+int64_t KvCacheManager::blocks_for(int64_t tokens) const {
+  return (tokens + config_.block_size - 1) / config_.block_size;
+}
+
+double KvCacheManager::usage() const {
+  return double(pool_.num_used()) / double(pool_.num_blocks());
+}
+
+void KvCacheManager::check_invariants() const {
+  pool_.check_invariants();
+  std::vector<int32_t> refs(size_t(pool_.num_blocks()), 0);
+  std::vector<char> slot_seen(size_t(config_.swa_slots), 0);
+  for (const auto& [id, r] : requests_) {
+    for (int32_t b : r.table) ++refs[size_t(b)];
+    TROUPE_CHECK(!slot_seen[size_t(r.swa_slot)]++, "SWA slot ", r.swa_slot, " held twice");
+    TROUPE_CHECK(r.num_committed <= int64_t(r.table.size()), "request ", id,
+                 " committed past its table");
+  }
+  for (int32_t s : free_slots_)
+    TROUPE_CHECK(!slot_seen[size_t(s)]++, "SWA slot ", s, " both free and held");
+  TROUPE_CHECK(int64_t(free_slots_.size() + requests_.size()) == config_.swa_slots,
+               "SWA slots leaked");
+  for (int32_t b = 0; b < int32_t(refs.size()); ++b)
+    TROUPE_CHECK(refs[size_t(b)] == pool_.ref_count(b), "block ", b, " has ref ",
+                 pool_.ref_count(b), " but is held by ", refs[size_t(b)], " tables");
+}
+
+KvCacheManager::RequestBlocks& KvCacheManager::request(RequestId id) {
+  const auto it = requests_.find(id);
+  TROUPE_CHECK(it != requests_.end(), "unknown request ", id);
+  return it->second;
+}
+
+const KvCacheManager::RequestBlocks& KvCacheManager::request(RequestId id) const {
+  const auto it = requests_.find(id);
+  TROUPE_CHECK(it != requests_.end(), "unknown request ", id);
+  return it->second;
+}
+
+void KvCacheManager::hash_blocks(std::span<const int32_t> tokens, int64_t num_full,
+                                 std::vector<uint64_t>& hashes) const {
+  const int64_t bs = config_.block_size;
+  // Geometric growth: commits arrive one block at a time during decode.
+  if (hashes.capacity() < size_t(num_full))
+    hashes.reserve(std::max(size_t(num_full), 2 * hashes.capacity()));
+  for (int64_t i = int64_t(hashes.size()); i < num_full; ++i)
+    hashes.push_back(config_.hash_fn(i ? hashes[i - 1] : kRootBlockHash, tokens.subspan(i * bs, bs)));
+}
+
+void KvCacheManager::note_evictions(int64_t evicted) {
+  if (evicted <= 0) return;
+  stats_.evictions += evicted;
+  ++epoch_;  // a CachedPrefix may name an evicted block now
+}
+
+}  // namespace troupe::runtime
