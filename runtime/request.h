@@ -1,0 +1,88 @@
+// One generation request as the scheduler sees it: its tokens (prompt then output, in
+// one int32 buffer), how many of them have KV computed, its status and why it stopped.
+//
+// Lifecycle (vLLM v1 style: no prefill/decode phase, num_computed_tokens catches up
+// with num_tokens):
+//
+//   Waiting --admit--> Running --stop / length / abort / error--> Finished*
+//      ^                  |
+//      +----preempt-------+   (blocks freed, num_computed_tokens = 0: recompute)
+//
+// A Preempted request waits again (status Preempted until re-admitted), at its original
+// arrival position in the waiting queue.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "kernels/sampling.h"
+#include "runtime/stop_checker.h"
+
+namespace troupe::runtime {
+
+using RequestId = int64_t;
+
+enum class RequestStatus : uint8_t {
+  Waiting,
+  Running,
+  Preempted,        // waiting again after its blocks were taken back
+  FinishedStopped,  // EOS, a stop token id or a stop string
+  FinishedLength,   // max_tokens or max_model_len
+  FinishedAborted,  // the client aborted it
+  FinishedError,    // it can never fit (e.g. needs more KV than the whole pool)
+};
+
+bool is_finished(RequestStatus s);
+std::string_view to_string(RequestStatus s);
+
+// The OpenAI / vLLM finish_reason of a finished request: "stop", "length", "abort",
+// "error"; empty while it runs.
+std::string_view finish_reason(RequestStatus s);
+
+// Per-request parameters, checked by validate() when the request is added.
+struct RequestParams {
+  kernels::SamplingParams sampling;     // seed: sampling.seed
+  int64_t max_tokens = 16;              // > 0 output tokens at most
+  std::vector<int32_t> stop_token_ids;  // any of these ends the request (kept in output)
+  std::vector<std::string> stop;        // stop strings, matched on the detokenized text
+  bool ignore_eos = false;              // keep going past EOS
+  bool include_stop_str_in_output = false;
+  bool skip_special_tokens = true;  // special tokens give no text
+  int32_t priority = 0;             // lower runs first under the priority policy (as vLLM)
+
+  void validate() const;  // throws troupe::Error naming the bad field
+};
+
+struct Request {
+  Request(RequestId id, std::span<const int32_t> prompt, RequestParams params, uint64_t arrival);
+
+  RequestId id;
+  uint64_t arrival;  // order of arrival; FCFS key and preemption order
+  RequestParams params;
+  std::vector<int32_t> tokens;  // [num_tokens] prompt then output
+  int64_t num_prompt_tokens;
+  int64_t num_computed_tokens = 0;  // tokens [0, this) have KV in the cache
+  int64_t num_cached_tokens = 0;    // prefix-cache hit at the last admission
+  RequestStatus status = RequestStatus::Waiting;
+  int64_t num_preemptions = 0;
+  StopReason stop_reason;  // which stop token / string matched (vLLM's stop_reason)
+  std::string error;       // why, for FinishedError
+  Detokenizer detok;       // output text so far, and how much of it was streamed
+
+  int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
+  int64_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
+  std::span<const int32_t> prompt() const { return {tokens.data(), size_t(num_prompt_tokens)}; }
+  std::span<const int32_t> output() const {
+    return std::span<const int32_t>(tokens).subspan(size_t(num_prompt_tokens));
+  }
+  bool finished() const { return is_finished(status); }
+  // Tokens still to be computed; more than one means the request is (re)filling its
+  // prompt, i.e. its next chunk is a prefill chunk.
+  int64_t num_uncomputed() const { return num_tokens() - num_computed_tokens; }
+};
+
+}  // namespace troupe::runtime

@@ -1,0 +1,52 @@
+// Batch composition: what is left of one step's limits, and the rules that cut a
+// request's wanted tokens down to what this step can take. Each optional rule is one
+// small function in kChunkRules (STYLE.md 1); schedule() only calls num_new_tokens().
+//
+// Extension point: the clip_prefix rule (prefill chunks far from the end of the prompt
+// replay one row) and bounded-replay planning join as further rules here, adjusting n
+// for a chunk at `start` - schedule() does not change.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/request.h"
+#include "runtime/scheduler/scheduler_config.h"
+#include "runtime/scheduler/step_plan.h"
+
+namespace troupe::runtime {
+
+// The limits of one step still unspent.
+struct StepBudget {
+  explicit StepBudget(const SchedulerConfig& c);
+
+  int64_t tokens_left;
+  int64_t context_read_left;  // for prefill chunks after the first
+  int64_t admissions_left;
+  int64_t num_prefill_chunks = 0;
+
+  void take(const ScheduledChunk& c);
+  void give_back(const ScheduledChunk& c);  // the chunk's request was preempted
+};
+
+// A chunk candidate: request r would run tokens [start, start + n).
+struct ChunkCandidate {
+  const Request& r;
+  int64_t start;    // r.num_computed_tokens, or where an admission starts
+  bool prefill;     // more than one token to compute
+};
+
+using ChunkRule = int64_t (*)(const ChunkCandidate&, int64_t n, const StepBudget&,
+                              const SchedulerConfig&);
+
+int64_t clip_to_token_budget(const ChunkCandidate&, int64_t n, const StepBudget&,
+                             const SchedulerConfig&);
+int64_t clip_unchunked_prefill(const ChunkCandidate&, int64_t n, const StepBudget&,
+                               const SchedulerConfig&);
+int64_t clip_context_read(const ChunkCandidate&, int64_t n, const StepBudget&,
+                          const SchedulerConfig&);
+
+// Tokens the candidate runs this step (0: it waits): all its uncomputed tokens, cut by
+// each rule in turn.
+int64_t num_new_tokens(const ChunkCandidate& c, const StepBudget& b, const SchedulerConfig& cfg);
+
+}  // namespace troupe::runtime

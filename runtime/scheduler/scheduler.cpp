@@ -1,0 +1,282 @@
+#include "runtime/scheduler/scheduler.h"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+
+#include "kernels/check.h"
+
+namespace troupe::runtime {
+
+Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager& kv, int32_t eos_token_id,
+                     const model::Tokenizer* tokenizer)
+    : config_(config), kv_(kv) {
+  config_.validate();
+  limits_.eos_token_id = eos_token_id;
+  limits_.max_model_len = config_.max_model_len;
+  limits_.tokenizer = tokenizer;
+}
+
+void Scheduler::add_request(RequestId id, std::span<const int32_t> prompt, RequestParams params) {
+  params.validate();
+  const auto n = static_cast<int64_t>(prompt.size());
+  TROUPE_CHECK(n > 0, "request ", id, ": the prompt is empty");
+  TROUPE_CHECK(n < config_.max_model_len, "request ", id, ": a prompt of ", n,
+               " tokens leaves no room for output under max_model_len ", config_.max_model_len);
+  TROUPE_CHECK(params.stop.empty() || limits_.tokenizer != nullptr,
+               "request ", id, ": stop strings need a tokenizer");
+  TROUPE_CHECK(!requests_.count(id) && !kv_.contains(id), "request id ", id, " is in use");
+  auto r = std::make_unique<Request>(id, prompt, std::move(params), next_arrival_++);
+  waiting_.emplace(queue_key(*r), r.get());
+  requests_.emplace(id, std::move(r));
+}
+
+void Scheduler::abort(RequestId id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end() || it->second->finished()) return;
+  finish_now(*it->second, RequestStatus::FinishedAborted);
+}
+
+// One step: decodes, continuing prefills, admissions - each adds chunks while the step's
+// budget lasts; then the plan's chunks get their tokens and block tables.
+StepPlan Scheduler::schedule() {
+  StepPlan plan;
+  plan.step = step_++;
+  plan.finished = std::exchange(finished_since_plan_, {});
+  StepBudget budget(config_);
+  schedule_running(plan, budget, /*decodes=*/true);
+  schedule_running(plan, budget, /*decodes=*/false);
+  schedule_admissions(plan, budget);
+  finalize(plan);
+  return plan;
+}
+
+void Scheduler::schedule_running(StepPlan& plan, StepBudget& budget, bool decodes) {
+  const std::vector<Request*> order = running_;  // a copy: preemption edits running_
+  for (Request* r : order) {
+    const int64_t uncomputed = r->num_uncomputed();
+    // Preempted earlier in this step, or waiting for its sampled token (planner ahead).
+    if (r->status != RequestStatus::Running || uncomputed == 0) continue;
+    const bool prefill = uncomputed > 1;
+    if (prefill == decodes) continue;
+    const ChunkCandidate c{*r, r->num_computed_tokens, prefill};
+    const int64_t n = num_new_tokens(c, budget, config_);
+    if (n == 0 || !reserve(*r, c.start + n, plan, budget)) continue;
+    add_chunk(*r, c.start, n, prefill, plan, budget);
+  }
+}
+
+void Scheduler::schedule_admissions(StepPlan& plan, StepBudget& budget) {
+  // Blocks ran out this step: admitting now would only preempt again (as vLLM).
+  if (!plan.preempted.empty()) return;
+  while (!waiting_.empty() && budget.admissions_left > 0 && budget.tokens_left > 0 &&
+         static_cast<int64_t>(running_.size()) < config_.max_num_running) {
+    if (!try_admit(*waiting_.begin()->second, plan, budget)) return;  // FCFS: no overtaking
+  }
+}
+
+// Admits the head of the waiting queue with its first chunk. Returns false when it has
+// to wait (the step is full or the KV cache is); a request that can never run is
+// finished with an error instead, so the queue never blocks on it.
+bool Scheduler::try_admit(Request& r, StepPlan& plan, StepBudget& budget) {
+  const int64_t need = kv_.blocks_for(r.num_tokens());
+  if (need > kv_.pool().num_blocks()) {
+    fail(r, "needs " + std::to_string(need) + " KV blocks, the cache has " +
+                std::to_string(kv_.pool().num_blocks()));
+    return true;
+  }
+  CachedPrefix hit = kv_.find_cached_prefix(r.tokens);
+  // Extension point: bounded-replay planning picks where the first chunk starts.
+  const int64_t start = hit.replay_from;
+  const ChunkCandidate c{r, start, r.num_tokens() - start > 1};
+  if (!config_.enable_chunked_prefill && r.num_tokens() - start > config_.max_num_batched_tokens) {
+    fail(r, "prompt exceeds max_num_batched_tokens and chunked prefill is off");
+    return true;
+  }
+  const int64_t n = num_new_tokens(c, budget, config_);
+  if (n == 0) return false;
+  std::optional<Admission> adm = kv_.admit(r.id, std::move(hit), start + n);
+  if (!adm) {
+    if (!running_.empty()) return false;  // room comes back as running requests finish
+    fail(r, "does not fit in an empty KV cache");
+    return true;
+  }
+  waiting_.erase(queue_key(r));
+  r.status = RequestStatus::Running;
+  r.num_computed_tokens = adm->replay_from;
+  r.num_cached_tokens = adm->num_cached_tokens;
+  running_.push_back(&r);
+  --budget.admissions_left;
+  ++plan.num_admitted;
+  add_chunk(r, start, n, c.prefill, plan, budget);
+  return true;
+}
+
+// Grows r's block table to total_tokens, preempting the newest running requests while
+// blocks are short. False if r itself was preempted or failed.
+bool Scheduler::reserve(Request& r, int64_t total_tokens, StepPlan& plan, StepBudget& budget) {
+  while (!kv_.allocate(r.id, total_tokens)) {
+    if (running_.size() == 1) {  // r alone, every other block free or evictable
+      fail(r, "needs more KV blocks than the whole cache holds at " +
+                  std::to_string(total_tokens) + " tokens");
+      return false;
+    }
+    Request& victim = preemption_victim();
+    preempt(victim, plan, budget);
+    if (&victim == &r) return false;
+  }
+  return true;
+}
+
+Scheduler::QueueKey Scheduler::queue_key(const Request& r) const {
+  const int64_t p = config_.policy == SchedulePolicy::Priority ? r.params.priority : 0;
+  return {p, r.arrival};
+}
+
+// The running request that would be admitted last: newest arrival (lowest priority first
+// under the priority policy).
+Request& Scheduler::preemption_victim() {
+  auto it = std::max_element(running_.begin(), running_.end(), [&](Request* a, Request* b) {
+    return queue_key(*a) < queue_key(*b);
+  });
+  return **it;
+}
+
+void Scheduler::preempt(Request& r, StepPlan& plan, StepBudget& budget) {
+  auto chunk = std::find_if(plan.chunks.begin(), plan.chunks.end(),
+                            [&](const ScheduledChunk& c) { return c.id == r.id; });
+  if (chunk != plan.chunks.end()) {
+    budget.give_back(*chunk);
+    plan.chunks.erase(chunk);
+  }
+  kv_.free(r.id);
+  running_.erase(std::find(running_.begin(), running_.end(), &r));
+  r.status = RequestStatus::Preempted;
+  r.num_computed_tokens = 0;  // recompute prompt and output; a prefix hit may shorten it
+  r.num_cached_tokens = 0;
+  ++r.num_preemptions;
+  waiting_.emplace(queue_key(r), &r);
+  plan.preempted.push_back(r.id);
+}
+
+void Scheduler::add_chunk(Request& r, int64_t start, int64_t n, bool prefill, StepPlan& plan,
+                          StepBudget& budget) {
+  ScheduledChunk c;
+  c.id = r.id;
+  c.start = start;
+  c.num_tokens = n;
+  c.num_cached_tokens = r.num_cached_tokens;
+  c.sample = start + n == r.num_tokens();
+  c.sampling = r.params.sampling;
+  c.sample_counter = static_cast<uint64_t>(r.num_output_tokens());
+  c.generation = r.num_preemptions;
+  c.prefill = prefill;
+  budget.take(c);
+  plan.chunks.push_back(std::move(c));
+}
+
+// After every preemption is settled: copy tokens and final block tables into the plan
+// and advance num_computed_tokens (as vLLM, at schedule time, so a next plan can follow
+// before this one ran).
+void Scheduler::finalize(StepPlan& plan) {
+  for (ScheduledChunk& c : plan.chunks) {
+    Request& r = *requests_.at(c.id);
+    c.token_ids.assign(r.tokens.begin() + c.start, r.tokens.begin() + c.end());
+    const auto table = kv_.block_table(c.id);
+    c.block_table.assign(table.begin(), table.end());
+    c.swa_slot = kv_.swa_slot(c.id);
+    r.num_computed_tokens = c.end();
+    plan.num_tokens += c.num_tokens;
+    if (c.prefill) plan.prefill_context_read += c.end();
+  }
+}
+
+std::vector<RequestOutput> Scheduler::update(const StepPlan& plan,
+                                             std::span<const std::vector<int32_t>> sampled) {
+  TROUPE_CHECK(sampled.size() == plan.chunks.size(), "update: ", sampled.size(),
+               " sampled lists for ", plan.chunks.size(), " chunks");
+  std::vector<RequestOutput> outputs = std::exchange(pending_, {});
+  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+    const ScheduledChunk& c = plan.chunks[i];
+    auto it = requests_.find(c.id);
+    if (it == requests_.end()) continue;  // aborted (and reported) since the plan
+    Request& r = *it->second;
+    if (r.status != RequestStatus::Running || r.num_preemptions != c.generation) continue;
+    kv_.commit_full_blocks(r.id, r.tokens, c.end());
+    if (!c.sample) continue;
+    TROUPE_CHECK(!sampled[i].empty(), "update: no sampled token for request ", r.id);
+    std::vector<int32_t> appended;
+    for (int32_t t : sampled[i]) {
+      r.tokens.push_back(t);
+      appended.push_back(t);
+      if (check_stop(r, limits_)) break;
+    }
+    outputs.push_back(make_output(r, std::move(appended)));
+    if (r.finished()) release(r);
+  }
+  return outputs;
+}
+
+void Scheduler::fail(Request& r, std::string why) {
+  r.error = std::move(why);
+  finish_now(r, RequestStatus::FinishedError);
+}
+
+// Ends a request outside update() (abort, error): its blocks are freed at once, the
+// output waits for the next update().
+void Scheduler::finish_now(Request& r, RequestStatus status) {
+  if (limits_.tokenizer != nullptr) {
+    r.detok.flush(*limits_.tokenizer, r.output(), r.params.skip_special_tokens);
+  }
+  r.status = status;
+  pending_.push_back(make_output(r, {}));
+  release(r);
+}
+
+RequestOutput Scheduler::make_output(Request& r, std::vector<int32_t> new_tokens) {
+  RequestOutput o;
+  o.id = r.id;
+  o.new_tokens = std::move(new_tokens);
+  o.status = r.status;
+  o.stop_reason = r.stop_reason;
+  o.error = r.error;
+  o.num_cached_tokens = r.num_cached_tokens;
+  if (limits_.tokenizer != nullptr) {
+    const std::string& text = r.detok.text();
+    const size_t hold = r.finished() ? 0 : stop_holdback(text, r.params.stop);
+    o.new_text = r.detok.take_stream(text.size() - hold);
+  }
+  return o;
+}
+
+// Drops a request that ended: its KV, its queue entry, and the request itself.
+void Scheduler::release(Request& r) {
+  kv_.free(r.id);
+  auto run = std::find(running_.begin(), running_.end(), &r);
+  if (run != running_.end()) {
+    running_.erase(run);
+  } else {
+    waiting_.erase(queue_key(r));
+  }
+  finished_since_plan_.push_back(r.id);
+  requests_.erase(r.id);  // r dies here
+}
+
+const Request* Scheduler::find(RequestId id) const {
+  auto it = requests_.find(id);
+  return it == requests_.end() ? nullptr : it->second.get();
+}
+
+std::vector<RequestId> Scheduler::running_ids() const {
+  std::vector<RequestId> ids;
+  for (const Request* r : running_) ids.push_back(r->id);
+  return ids;
+}
+
+std::vector<RequestId> Scheduler::waiting_ids() const {
+  std::vector<RequestId> ids;
+  for (const auto& [key, r] : waiting_) ids.push_back(r->id);
+  return ids;
+}
+
+}  // namespace troupe::runtime

@@ -1,0 +1,94 @@
+// The scheduler policy: which requests run how many tokens each step (continuous
+// batching, chunked prefill, one token budget - vLLM v1 style), and the bookkeeping after
+// the step ran. Pure logic over a real KvCacheManager: no model calls, no actors.
+//
+//   Scheduler s(config, kv, eos_id, &tokenizer);
+//   s.add_request(id, prompt, params);
+//   while (s.has_unfinished()) {
+//     StepPlan plan = s.schedule();            // what to run
+//     auto sampled = executor.run(plan);        // [plan.chunks.size()] tokens per chunk
+//     for (auto& out : s.update(plan, sampled)) stream(out);
+//   }
+//
+// Order within a step (documented in docs/scheduler.md):
+//   1. decodes of running requests (one token each, admission order)
+//   2. continuing prefill chunks of running requests (admission order)
+//   3. admissions from the waiting queue (FCFS, or priority then FCFS) until a limit
+// Running out of KV blocks preempts the newest running request (last by the waiting
+// order); a request that cannot fit even alone finishes with FinishedError.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "runtime/kv_cache/kv_cache_manager.h"
+#include "runtime/request.h"
+#include "runtime/scheduler/chunk_rules.h"
+#include "runtime/scheduler/scheduler_config.h"
+#include "runtime/scheduler/step_plan.h"
+#include "runtime/stop_checker.h"
+
+namespace troupe::runtime {
+
+class Scheduler {
+ public:
+  // tokenizer: for stop strings and output text; may be nullptr (then stop strings are
+  // rejected and outputs carry no text). kv must outlive the scheduler.
+  Scheduler(const SchedulerConfig& config, KvCacheManager& kv, int32_t eos_token_id,
+            const model::Tokenizer* tokenizer = nullptr);
+
+  // Throws troupe::Error on bad input (duplicate id, empty or too long prompt, bad params).
+  void add_request(RequestId id, std::span<const int32_t> prompt, RequestParams params);
+  // Ends the request now and frees its blocks; reported by the next update(). Unknown or
+  // finished ids are ignored (the client may race the finish).
+  void abort(RequestId id);
+
+  StepPlan schedule();
+  // sampled[i]: the tokens sampled for plan.chunks[i] (one, or empty if !chunks[i].sample).
+  // Appends them, advances the KV cache's committed blocks, checks stops, frees finished
+  // requests. Chunks of requests aborted or preempted since the plan are ignored.
+  std::vector<RequestOutput> update(const StepPlan& plan,
+                                    std::span<const std::vector<int32_t>> sampled);
+
+  bool has_unfinished() const { return !running_.empty() || !waiting_.empty(); }
+  const Request* find(RequestId id) const;  // nullptr once finished and reported
+  std::vector<RequestId> running_ids() const;
+  std::vector<RequestId> waiting_ids() const;  // in admission order
+  const SchedulerConfig& config() const { return config_; }
+
+ private:
+  using QueueKey = std::pair<int64_t, uint64_t>;  // (priority or 0, arrival)
+  QueueKey queue_key(const Request& r) const;
+
+  void schedule_running(StepPlan& plan, StepBudget& budget, bool decodes);
+  void schedule_admissions(StepPlan& plan, StepBudget& budget);
+  bool try_admit(Request& r, StepPlan& plan, StepBudget& budget);
+  bool reserve(Request& r, int64_t total_tokens, StepPlan& plan, StepBudget& budget);
+  Request& preemption_victim();
+  void preempt(Request& r, StepPlan& plan, StepBudget& budget);
+  void add_chunk(Request& r, int64_t start, int64_t n, bool prefill, StepPlan& plan,
+                 StepBudget& budget);
+  void finalize(StepPlan& plan);
+  void fail(Request& r, std::string why);
+  void finish_now(Request& r, RequestStatus status);
+  RequestOutput make_output(Request& r, std::vector<int32_t> new_tokens);
+  void release(Request& r);
+
+  SchedulerConfig config_;
+  KvCacheManager& kv_;
+  StopLimits limits_;
+  uint64_t next_arrival_ = 0;
+  uint64_t step_ = 0;
+  std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;
+  std::map<QueueKey, Request*> waiting_;  // begin() is admitted next
+  std::vector<Request*> running_;         // admission order; holds KV
+  std::vector<RequestOutput> pending_;    // finished outside update(), reported next
+  std::vector<RequestId> finished_since_plan_;
+};
+
+}  // namespace troupe::runtime

@@ -1,0 +1,19 @@
+#include "runtime/scheduler/scheduler_config.h"
+
+#include "kernels/check.h"
+
+namespace troupe::runtime {
+
+void SchedulerConfig::validate() const {
+  TROUPE_CHECK(max_num_batched_tokens >= 1, "max_num_batched_tokens must be >= 1, got ",
+               max_num_batched_tokens);
+  TROUPE_CHECK(max_num_running >= 1, "max_num_running must be >= 1, got ", max_num_running);
+  TROUPE_CHECK(max_prefill_context_read >= 1, "max_prefill_context_read must be >= 1, got ",
+               max_prefill_context_read);
+  TROUPE_CHECK(max_admissions_per_step >= 1, "max_admissions_per_step must be >= 1, got ",
+               max_admissions_per_step);
+  TROUPE_CHECK(max_model_len >= 2, "max_model_len must be >= 2 (a prompt token and an output "
+               "token), got ", max_model_len);
+}
+
+}  // namespace troupe::runtime

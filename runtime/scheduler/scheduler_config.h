@@ -1,0 +1,28 @@
+// Runtime parameters of the scheduler policy (engine config, not the checkpoint's).
+#pragma once
+
+#include <cstdint>
+
+namespace troupe::runtime {
+
+enum class SchedulePolicy : uint8_t {
+  Fcfs,      // waiting requests by arrival
+  Priority,  // by (priority, arrival); lower priority value first, as vLLM
+};
+
+struct SchedulerConfig {
+  int64_t max_num_batched_tokens = 8192;  // token budget: new tokens of all chunks of a step
+  int64_t max_num_running = 256;          // requests holding KV at once
+  // Σ over the prefill chunks of one step of their end position (the context each chunk's
+  // attention reads), so several long-context chunks cannot stall one step. The first
+  // prefill chunk of a step is exempt, else a prompt longer than this could never finish.
+  int64_t max_prefill_context_read = int64_t(1) << 20;
+  int64_t max_admissions_per_step = 64;  // new requests (KV loads) admitted per step
+  int64_t max_model_len = int64_t(1) << 20;  // prompt + output tokens of one request
+  bool enable_chunked_prefill = true;  // off: a prefill runs whole or waits
+  SchedulePolicy policy = SchedulePolicy::Fcfs;
+
+  void validate() const;  // throws troupe::Error naming the bad field
+};
+
+}  // namespace troupe::runtime

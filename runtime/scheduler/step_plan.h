@@ -1,0 +1,68 @@
+// The values that pass between the scheduler and the executor: a StepPlan (what to run
+// this step) and the RequestOutputs of update() (what came out). Plain values, so the
+// planner can run ahead of the executor and a plan can cross an actor boundary.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernels/sampling.h"
+#include "runtime/request.h"
+
+namespace troupe::runtime {
+
+// One request's share of a step: positions [start, start + num_tokens).
+//
+//   tokens    0 ......... cached ....... start ========= start+n ....... num_tokens
+//             |<- prefix hit (global KV) ->|  this chunk  |<- later chunks ->|
+//                         |<- replay ->|
+//   replay: [start, num_cached_tokens) when start < num_cached_tokens - the global KV of
+//   those tokens is cached, only the SWA windows are rebuilt (MODEL.md §6).
+struct ScheduledChunk {
+  RequestId id = 0;
+  int64_t start = 0;              // num_computed_tokens before this step
+  int64_t num_tokens = 0;         // n >= 1
+  int64_t num_cached_tokens = 0;  // prefix-cache hit B of the request's admission
+  std::vector<int32_t> token_ids;    // [n] the request's tokens [start, start + n)
+  std::vector<int32_t> block_table;  // [ceil((start + n) / block_size)] snapshot
+  int32_t swa_slot = -1;
+  bool sample = false;  // the chunk ends at the request's last token: sample from its logits
+  kernels::SamplingParams sampling;  // the request's parameters (seed included)
+  uint64_t sample_counter = 0;  // Philox counter: the request's output token index
+  int64_t generation = 0;       // the request's preemption count; stale chunks are ignored
+  bool prefill = false;         // counted against the context-read cap
+
+  int64_t end() const { return start + num_tokens; }
+};
+
+struct StepPlan {
+  uint64_t step = 0;
+  // Decodes first, then continuing prefills, then new admissions (each in queue order).
+  std::vector<ScheduledChunk> chunks;
+  std::vector<RequestId> preempted;  // lost their KV this step; recompute from 0 later
+  std::vector<RequestId> finished;   // ended outside update() since the last plan (abort,
+                                     // error): the executor drops their state
+  int64_t num_tokens = 0;            // Σ chunk num_tokens <= max_num_batched_tokens
+  int64_t prefill_context_read = 0;  // Σ over prefill chunks of end()
+  int64_t num_admitted = 0;
+
+  bool empty() const { return chunks.empty(); }
+};
+
+// What one request produced since it was last reported.
+struct RequestOutput {
+  RequestId id = 0;
+  std::vector<int32_t> new_tokens;
+  std::string new_text;  // streamable text delta (held-back stop-string prefixes excluded)
+  RequestStatus status = RequestStatus::Running;
+  StopReason stop_reason;
+  std::string error;
+  int64_t num_cached_tokens = 0;
+
+  bool finished() const { return is_finished(status); }
+  std::string_view finish_reason() const { return runtime::finish_reason(status); }
+};
+
+}  // namespace troupe::runtime
