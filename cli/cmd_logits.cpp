@@ -1,6 +1,9 @@
-// `troupe logits`: one full-compute prefill of the given token ids; prints
+// `troupe logits`: one prefill of the given token ids from position 0; prints
 // {"tokens": [...], "logits": [[...], ...]} (float32 values) for the last position,
-// or every position with --all-positions. Other programs check the model with it.
+// or every position with --all-positions. Full compute by default; --replay runs the
+// decoder on the last replay_tokens positions only (bounded replay, MODEL.md §6) and
+// adds "positions". Other programs check the model numerically with it.
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 #include <string>
@@ -37,18 +40,24 @@ std::vector<int32_t> parse_tokens(const std::string& text) {
 }  // namespace
 
 int run_logits(const CommandArgs& argv) {
-  Args a(argv, {"model", "tokens"}, {"all-positions"});
+  Args a(argv, {"model", "tokens"}, {"all-positions", "replay"});
   const auto tokens_arg = a.get("tokens");
   if (!tokens_arg) TROUPE_FAIL("--tokens 1,2,3 is required");
   const std::vector<int32_t> tokens = parse_tokens(*tokens_arg);
   auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false);
   model::SequenceState state = model::SequenceState::empty(m->config);
+  const bool replay = a.has("replay");
+  if (replay && a.has("all-positions"))
+    TROUPE_FAIL("--replay gives the last position's logits only; drop --all-positions");
+  const int64_t E = static_cast<int64_t>(tokens.size()), R = m->config.replay_tokens;
   model::SequenceInput in{&state, tokens, a.has("all-positions")};
+  if (replay && R > 0) in.decoder_tail_start = std::max<int64_t>(0, E - R);  // R = 0: full compute
   const auto logits = m->forward->run({&in, 1});
   const int64_t V = m->config.vocab_size, rows = static_cast<int64_t>(logits[0].size()) / V;
 
   std::string out = "{\"tokens\":[";
   for (size_t i = 0; i < tokens.size(); ++i) out += (i ? "," : "") + std::to_string(tokens[i]);
+  if (replay) out += "],\"positions\":[" + std::to_string(E - 1);
   out += "],\"logits\":[";
   char buf[32];
   for (int64_t r = 0; r < rows; ++r) {

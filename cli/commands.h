@@ -25,7 +25,7 @@ int run_bench(const CommandArgs& args);
 // The table main() dispatches on, in help order.
 inline const Command kCommands[] = {
     {"generate", "generate [--model DIR] --prompt TEXT [--max-tokens N --temperature T --top-k K --top-p P --min-p M --seed S]   stream a completion", run_generate},
-    {"logits", "logits [--model DIR] --tokens 1,2,3 [--all-positions]   full-compute logits as JSON", run_logits},
+    {"logits", "logits [--model DIR] --tokens 1,2,3 [--all-positions | --replay]   logits as JSON (full compute, or bounded replay)", run_logits},
     {"make-tiny-model", "make-tiny-model DIR [--seed N]   write the deterministic tiny checkpoint", run_make_tiny_model},
     {"info", "info                       print build and CPU backend information", run_info},
     {"inspect", "inspect --model DIR | --preset NAME [--dep N]   config, layer modes, params, memory", run_inspect},

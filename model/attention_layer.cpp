@@ -57,17 +57,20 @@ const std::vector<int32_t>* selected_rows(const LayerContext& ctx, const Selecti
 // rows before the chunk, and each distinct selected compressed row once.
 class DecodedRows {
  public:
-  DecodedRows(const SequenceState& seq, int64_t layer, int64_t src, int64_t ring_rows)
-      : seq_(seq), src_(src), dim_(seq.rows.ckv.dim) {
+  DecodedRows(const SequenceState& seq, int64_t layer, int64_t src)
+      : seq_(seq), src_(src), dim_(seq.rows.ckv.dim), ring_pos_(seq.layers[layer].window_pos) {
     const RowCodec& wc = seq.rows.window;
     const std::vector<uint8_t>& ring = seq.layers[layer].window;
-    const int64_t W = static_cast<int64_t>(ring.size()) / wc.bytes();
-    ring_.resize(W * wc.dim);
-    for (int64_t slot = 0; slot < W && ring_rows > 0; ++slot)
-      wc.decode(&ring[slot * wc.bytes()], &ring_[slot * wc.dim]);
+    ring_.resize(ring_pos_.size() * wc.dim);
+    for (size_t slot = 0; slot < ring_pos_.size(); ++slot)
+      if (ring_pos_[slot] >= 0) wc.decode(&ring[slot * wc.bytes()], &ring_[slot * wc.dim]);
     if (src >= 0) slot_of_.assign(seq.compressed_rows(src), -1);
   }
-  const float* ring_row(int64_t slot) const { return &ring_[slot * dim_]; }
+  // The ring row of position q, or null when the ring does not hold it (§6: skipped).
+  const float* ring_row(int64_t q) const {
+    const size_t slot = q % ring_pos_.size();
+    return ring_pos_[slot] == q ? &ring_[slot * dim_] : nullptr;
+  }
   const float* compressed_row(int32_t j) {
     if (slot_of_[j] < 0) {
       slot_of_[j] = static_cast<int32_t>(compressed_.size() / dim_);
@@ -81,28 +84,34 @@ class DecodedRows {
  private:
   const SequenceState& seq_;
   int64_t src_, dim_;
+  const std::vector<int64_t>& ring_pos_;
   std::vector<float> ring_;
   std::vector<int32_t> slot_of_;
   std::deque<float> compressed_;  // stable addresses as it grows
 };
 
-// keys[rows, max_keys]: row pointers into the chunk's window rows, the ring and cKV.
-std::vector<const float*> gather_keys(const LayerContext& ctx, const Selections& sel,
-                                      const ChunkWindow& win, int64_t max_keys,
+// keys[queries, max_keys]: row pointers into the chunk's window rows (all rows of the
+// layer's batch), the ring (positions before the chunk) and the selected cKV rows.
+std::vector<const float*> gather_keys(const LayerContext& ctx, const Batch& queries,
+                                      const Selections& sel, const ChunkWindow& win,
+                                      int64_t max_keys,
                                       std::vector<std::unique_ptr<DecodedRows>>& decoded) {
   const ModelConfig& c = ctx.cfg;
-  const Batch& b = ctx.batch;
+  const Batch& chunk = ctx.batch;
   const int64_t D = c.head_dim, W = c.sliding_window;
   const int64_t src = c.layer_mode[ctx.layer] == LayerMode::Swa ? -1 : c.kv_source[ctx.layer];
-  for (int64_t s = 0; s < b.seqs(); ++s)
-    decoded.push_back(
-        std::make_unique<DecodedRows>(*b.states[s], ctx.layer, src, b.chunk_start(s)));
-  std::vector<const float*> keys(b.rows * max_keys, nullptr);
-  for (int64_t row = 0; row < b.rows; ++row) {
-    const int64_t s = b.seq[row], p = b.pos[row], P = b.chunk_start(s);
+  decoded.resize(queries.seqs());
+  for (int64_t s = 0; s < queries.seqs(); ++s)
+    if (queries.rows_of(s) > 0)
+      decoded[s] = std::make_unique<DecodedRows>(*queries.states[s], ctx.layer, src);
+  std::vector<const float*> keys(queries.rows * max_keys, nullptr);
+  for (int64_t row = 0; row < queries.rows; ++row) {
+    const int64_t s = queries.seq[row], p = queries.pos[row], P = chunk.chunk_start(s);
     const float** k = &keys[row * max_keys];
-    for (int64_t q = std::max<int64_t>(0, p - W + 1); q <= p; ++q)
-      *k++ = q >= P ? &win.rows[(b.begin[s] + q - P) * D] : decoded[s]->ring_row(q % W);
+    for (int64_t q = std::max<int64_t>(0, p - W + 1); q <= p; ++q) {
+      const float* key = q >= P ? &win.rows[(chunk.begin[s] + q - P) * D] : decoded[s]->ring_row(q);
+      if (key) *k++ = key;
+    }
     if (const auto* rows = selected_rows(ctx, sel, row))
       for (int32_t j : *rows) *k++ = decoded[s]->compressed_row(j);
   }
@@ -116,15 +125,16 @@ void store_window(const LayerContext& ctx, const ChunkWindow& win) {
   for (int64_t s = 0; s < b.seqs(); ++s) {
     const int64_t r0 = b.begin[s], r1 = b.begin[s + 1];
     const int64_t bytes = b.states[s]->rows.window.bytes();
-    std::vector<uint8_t>& ring = b.states[s]->layers[ctx.layer].window;
-    for (int64_t row = std::max(r0, r1 - W); row < r1; ++row)
-      std::copy(&win.packed[row * bytes], &win.packed[row * bytes] + bytes,
-                &ring[(b.pos[row] % W) * bytes]);
+    LayerState& st = b.states[s]->layers[ctx.layer];
+    for (int64_t row = std::max(r0, r1 - W); row < r1; ++row) {
+      const int64_t slot = b.pos[row] % W;
+      std::copy(&win.packed[row * bytes], &win.packed[row * bytes] + bytes, &st.window[slot * bytes]);
+      st.window_pos[slot] = b.pos[row];
+    }
   }
 }
 
-void trace_reuse(const LayerContext& ctx, const Selections& sel) {
-  const Batch& b = ctx.batch;
+void trace_reuse(const LayerContext& ctx, const Batch& b, const Selections& sel) {
   if (!b.trace || !*b.trace || ctx.cfg.layer_mode[ctx.layer] != LayerMode::Reuse) return;
   const int64_t src = ctx.cfg.kv_source[ctx.layer];
   for (int64_t row = 0; row < b.rows; ++row) {
@@ -136,9 +146,9 @@ void trace_reuse(const LayerContext& ctx, const Selections& sel) {
 }
 
 // out[rows, H] = wo_b · concat_g(wo_a[g] · o[heads of group g])
-void output_projection(const LayerContext& ctx, const float* o, float* out) {
+void output_projection(const LayerContext& ctx, int64_t rows, const float* o, float* out) {
   const ModelConfig& c = ctx.cfg;
-  const int64_t rows = ctx.batch.rows, G = c.o_groups, O = c.o_lora_rank;
+  const int64_t G = c.o_groups, O = c.o_lora_rank;
   const int64_t width = c.num_attention_heads * c.head_dim, group_width = width / G;
   std::vector<float> u(rows * G * O);
   for (int64_t g = 0; g < G; ++g)
@@ -148,39 +158,41 @@ void output_projection(const LayerContext& ctx, const float* o, float* out) {
 
 }  // namespace
 
-void attention_layer(const LayerContext& ctx, const float* x, Selections& sel, float* out) {
+void attention_layer(const LayerContext& ctx, const float* x, const Batch& queries,
+                     const float* xq, Selections& sel, float* out) {
   const ModelConfig& c = ctx.cfg;
-  const Batch& b = ctx.batch;
+  const Batch& qb = queries;
   const int64_t D = c.head_dim, nh = c.num_attention_heads, Dr = c.qk_rope_head_dim;
   const LayerMode mode = c.layer_mode[ctx.layer];
 
-  std::vector<float> ql = linear(x, b.rows, ctx.w.wq_a);
-  rms_norm_rows(ql.data(), b.rows, c.q_lora_rank, ctx.w.q_norm, c.rms_norm_eps);
-  std::vector<float> q = linear(ql.data(), b.rows, ctx.w.wq_b);
-  rope_rows(q.data(), b.rows * nh, D, Dr, b.pos.data(), nh, ctx.freqs);
+  std::vector<float> ql = linear(xq, qb.rows, ctx.w.wq_a);
+  rms_norm_rows(ql.data(), qb.rows, c.q_lora_rank, ctx.w.q_norm, c.rms_norm_eps);
+  std::vector<float> q = linear(ql.data(), qb.rows, ctx.w.wq_b);
+  rope_rows(q.data(), qb.rows * nh, D, Dr, qb.pos.data(), nh, ctx.freqs);
   const ChunkWindow win = window_rows(ctx, x);
 
   if (mode == LayerMode::Full) run_compressor(ctx, x);
-  if (mode == LayerMode::Full || mode == LayerMode::Reindex) run_indexer(ctx, x, ql.data(), sel);
-  trace_reuse(ctx, sel);
+  const LayerContext qctx{c, ctx.w, ctx.layer, ctx.freqs, qb};
+  if (mode == LayerMode::Full || mode == LayerMode::Reindex) run_indexer(qctx, xq, ql.data(), sel);
+  trace_reuse(ctx, qb, sel);
 
   const int64_t max_keys = c.sliding_window + (mode == LayerMode::Swa ? 0 : c.index_topk);
   std::vector<std::unique_ptr<DecodedRows>> decoded;  // owns what keys point into
-  const std::vector<const float*> keys = gather_keys(ctx, sel, win, max_keys, decoded);
-  std::vector<float> o(b.rows * nh * D);
+  const std::vector<const float*> keys = gather_keys(ctx, qb, sel, win, max_keys, decoded);
+  std::vector<float> o(qb.rows * nh * D);
   kernels::AttentionParams ap;
   ap.q = q.data();
   ap.keys = keys.data();
   ap.sink = ctx.w.sink.data();
   ap.out = o.data();
-  ap.m = b.rows;
+  ap.m = qb.rows;
   ap.heads = nh;
   ap.dim = D;
   ap.max_keys = max_keys;
   ap.scale = 1.0f / std::sqrt(static_cast<float>(D));
   kernels::attention(ap);
-  rope_rows(o.data(), b.rows * nh, D, Dr, b.pos.data(), nh, ctx.freqs, /*inverse=*/true);
-  output_projection(ctx, o.data(), out);
+  rope_rows(o.data(), qb.rows * nh, D, Dr, qb.pos.data(), nh, ctx.freqs, /*inverse=*/true);
+  output_projection(ctx, qb.rows, o.data(), out);
   store_window(ctx, win);
 }
 

@@ -24,7 +24,11 @@ struct Batch {
   const TraceFn* trace = nullptr;
 
   int64_t seqs() const { return static_cast<int64_t>(states.size()); }
-  int64_t chunk_start(int64_t s) const { return pos[begin[s]]; }  // P of sequence s
+  int64_t rows_of(int64_t s) const { return begin[s + 1] - begin[s]; }
+  int64_t chunk_start(int64_t s) const { return pos[begin[s]]; }  // P of sequence s (rows_of > 0)
+
+  // The batch of the given rows (ascending), same sequences and states.
+  Batch subset(const std::vector<int64_t>& rows_kept) const;
 
   // Records a [rows, n] intermediate through the trace hook (no-op without one).
   void record(const char* name, int64_t layer, const float* data, int64_t n) const;

@@ -28,8 +28,13 @@ struct LayerContext {
   const Batch& batch;
 };
 
-// x: [rows, H] attention input; out: [rows, H] attention output (after wo_b).
-void attention_layer(const LayerContext& ctx, const float* x, Selections& sel, float* out);
+// x: [ctx.batch.rows, H] attention input of every row: window rows and the compressor
+// use all of them. Queries (q, indexer, attention, output) run for `queries`, a subset
+// of ctx.batch's rows (or ctx.batch itself, bounded replay shrinks it, MODEL.md §6) with
+// inputs xq [queries.rows, H]; out: [queries.rows, H] (after wo_b). Selections are
+// indexed by query row.
+void attention_layer(const LayerContext& ctx, const float* x, const Batch& queries,
+                     const float* xq, Selections& sel, float* out);
 
 // x: [rows, H]; appends this chunk's complete groups to the layer's state.
 void run_compressor(const LayerContext& ctx, const float* x);

@@ -71,7 +71,10 @@ SequenceState SequenceState::empty(const ModelConfig& c) {
   SequenceState s;
   s.rows = KvRowLayout::of(c);
   s.layers.resize(c.num_hidden_layers);
-  for (LayerState& l : s.layers) l.window.assign(c.sliding_window * s.rows.window.bytes(), 0);
+  for (LayerState& l : s.layers) {
+    l.window.assign(c.sliding_window * s.rows.window.bytes(), 0);
+    l.window_pos.assign(c.sliding_window, -1);
+  }
   return s;
 }
 
@@ -79,6 +82,24 @@ int64_t SequenceState::global_kv_bytes() const {
   int64_t n = 0;
   for (const LayerState& l : layers) n += static_cast<int64_t>(l.ckv.size() + l.ikey.size());
   return n;
+}
+
+Batch Batch::subset(const std::vector<int64_t>& kept) const {
+  Batch b;
+  b.states = states;
+  b.trace = trace;
+  b.begin.assign(1, 0);
+  size_t i = 0;
+  for (int64_t s = 0; s < seqs(); ++s) {
+    for (; i < kept.size() && seq[kept[i]] == s; ++i) {
+      b.seq.push_back(static_cast<int32_t>(s));
+      b.pos.push_back(pos[kept[i]]);
+      b.token.push_back(token[kept[i]]);
+    }
+    b.begin.push_back(static_cast<int64_t>(b.pos.size()));
+  }
+  b.rows = static_cast<int64_t>(b.pos.size());
+  return b;
 }
 
 void Batch::record(const char* name, int64_t layer, const float* data, int64_t n) const {
@@ -106,50 +127,88 @@ Forward::Forward(const ModelConfig& config, const ModelWeights& weights)
   }
 }
 
+namespace {
+
+// rows[kept.size(), width] <- rows[kept[i]] (kept ascending; in place is fine).
+template <class T>
+void keep_rows(std::vector<T>& v, const std::vector<int64_t>& kept, int64_t width) {
+  for (size_t i = 0; i < kept.size(); ++i)
+    std::copy_n(&v[kept[i] * width], width, &v[i * width]);
+  v.resize(kept.size() * width);
+}
+
+// Rows that run past layer Ne: every row, or each sequence's tail (§6).
+std::vector<int64_t> decoder_rows(std::span<SequenceInput> inputs, const Batch& b) {
+  std::vector<int64_t> kept;
+  for (int64_t r = 0; r < b.rows; ++r)
+    if (b.pos[r] >= inputs[b.seq[r]].decoder_tail_start) kept.push_back(r);
+  return kept;
+}
+
+}  // namespace
+
 std::vector<std::vector<float>> Forward::run(std::span<SequenceInput> inputs,
                                              const TraceFn& trace) const {
   validate(cfg_, inputs);
   const ModelConfig& c = cfg_;
   const int64_t H = c.hidden_size, hc = c.hc_mult;
   Batch b = make_batch(inputs, trace);
-  const int64_t rows = b.rows;
   std::vector<float> X = embed(c, w_, b);
-  std::vector<float> pre(rows * hc, 0.0f);
-  for (int64_t r = 0; r < rows; ++r) pre[r * hc] = 1.0f;
-  std::vector<float> x(rows * H), y(rows * H);
+  std::vector<float> pre(b.rows * hc, 0.0f);
+  for (int64_t r = 0; r < b.rows; ++r) pre[r * hc] = 1.0f;
+  std::vector<float> x(b.rows * H), y(b.rows * H);
   Selections sel(c.num_hidden_layers);
 
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const LayerWeights& L = w_.layers[l];
+    const LayerContext ctx{c, L.attn, l, rope_freqs_[l], b};
     if (L.has_engram) engram_layer(c, w_, L.engram, engram_, l, b, X.data());
-    const HcMix a = hc_mix(c, L.hc_attn, X.data(), rows);
-    hc_premix(c, X.data(), pre.data(), rows, x.data());
-    rms_norm_rows(x.data(), rows, H, L.attn_norm, c.rms_norm_eps);
+    hc_premix(c, X.data(), pre.data(), b.rows, x.data());
+    rms_norm_rows(x.data(), b.rows, H, L.attn_norm, c.rms_norm_eps);
     b.record("attn_in", l, x.data(), H);
-    attention_layer({c, L.attn, l, rope_freqs_[l], b}, x.data(), sel, y.data());
+    const std::vector<int64_t> kept =
+        l == c.n_encoder_layers ? decoder_rows(inputs, b) : std::vector<int64_t>{};
+    if (l == c.n_encoder_layers && static_cast<int64_t>(kept.size()) < b.rows) {
+      // Layer Ne: KV rows and window rows for all rows, queries only for the tail; from
+      // here on the batch is the tail.
+      Batch tail = b.subset(kept);
+      std::vector<float> xq = x;
+      keep_rows(xq, kept, H);
+      attention_layer(ctx, x.data(), tail, xq.data(), sel, y.data());
+      keep_rows(X, kept, hc * H);
+      keep_rows(pre, kept, hc);
+      if (static_cast<int64_t>(sel.cand.size()) == b.rows) keep_rows(sel.cand, kept, 1);
+      b = std::move(tail);
+      x.resize(b.rows * H);
+      y.resize(b.rows * H);
+    } else {
+      attention_layer(ctx, x.data(), b, x.data(), sel, y.data());
+    }
     b.record("attn_out", l, y.data(), H);
-    hc_expand(c, y.data(), a, rows, X.data());
+    const HcMix a = hc_mix(c, L.hc_attn, X.data(), b.rows);
+    hc_expand(c, y.data(), a, b.rows, X.data());
 
-    const HcMix f = hc_mix(c, L.hc_ffn, X.data(), rows);
-    hc_premix(c, X.data(), a.pre.data(), rows, x.data());
-    rms_norm_rows(x.data(), rows, H, L.ffn_norm, c.rms_norm_eps);
+    const HcMix f = hc_mix(c, L.hc_ffn, X.data(), b.rows);
+    hc_premix(c, X.data(), a.pre.data(), b.rows, x.data());
+    rms_norm_rows(x.data(), b.rows, H, L.ffn_norm, c.rms_norm_eps);
     moe_layer(c, L.ffn, l, b, x.data(), y.data());
-    hc_expand(c, y.data(), f, rows, X.data());
+    hc_expand(c, y.data(), f, b.rows, X.data());
     pre = f.pre;
     b.record("X", l, X.data(), hc * H);
     b.record("pre", l, pre.data(), hc);
   }
 
-  // Logits for the rows each sequence asked for.
+  // Logits for the rows each sequence asked for (of the rows that ran every layer).
   std::vector<std::vector<float>> logits(inputs.size());
   for (int64_t s = 0; s < b.seqs(); ++s) {
+    inputs[s].state->length += static_cast<int64_t>(inputs[s].tokens.size());
+    if (b.rows_of(s) == 0) continue;
     const int64_t r1 = b.begin[s + 1];
     const int64_t r0 = inputs[s].all_logits ? b.begin[s] : r1 - 1;
     std::vector<float> h((r1 - r0) * H);
     hc_head(c, w_, &X[r0 * hc * H], r1 - r0, h.data());
     rms_norm_rows(h.data(), r1 - r0, H, w_.norm, c.rms_norm_eps);
     logits[s] = linear(h.data(), r1 - r0, w_.head);
-    inputs[s].state->length += r1 - b.begin[s];
   }
   return logits;
 }

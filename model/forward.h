@@ -1,6 +1,6 @@
 // model::Forward: one forward pass of MODEL.md §5 over a batch of sequences, each
 // with its own positions and state, in full-compute mode (every layer runs every
-// new token). Dense work (GEMMs, norms, MoE, mHC) runs on all rows of the batch at
+// new token) or with the decoder restricted to a tail (bounded replay, §6). Dense work (GEMMs, norms, MoE, mHC) runs on all rows of the batch at
 // once; attention, compressor and indexer read each row's own sequence state.
 #pragma once
 
@@ -21,6 +21,11 @@ struct SequenceInput {
   SequenceState* state = nullptr;   // extended in place by tokens
   std::span<const int32_t> tokens;  // new tokens at positions state->length, ...
   bool all_logits = false;          // logits for every new token, else only the last
+  // Bounded replay (MODEL.md §6): when >= 0, layer Ne still writes its KV rows, index keys
+  // and window rows for every new token, but its queries and every later layer run only
+  // positions >= decoder_tail_start (= max(P', E_prompt - R)); logits come from those rows
+  // (none when the tail is empty). -1 = full compute.
+  int64_t decoder_tail_start = -1;
 };
 
 // Debug/test hook: called with every named intermediate (llama.cpp's cb(cur, name, il)).

@@ -83,6 +83,7 @@ void run_indexer(const LayerContext& ctx, const float* x, const float* ql, Selec
   layer_sel.assign(b.rows, {});
   if (level1) sel.cand.assign(b.rows, {});
   for (int64_t s = 0; s < b.seqs(); ++s) {
+    if (b.rows_of(s) == 0) continue;
     const std::vector<float> keys = decode_index_keys(*b.states[s], src);
     const int64_t nk = static_cast<int64_t>(keys.size()) / dI;
     const int64_t r0 = b.begin[s], m = b.begin[s + 1] - r0;

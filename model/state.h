@@ -20,6 +20,8 @@ namespace troupe::model {
 //   +---------+---------+-----+-----------+
 struct LayerState {
   std::vector<uint8_t> window;  // [W, window row bytes] packed fp8_ue8m0 rows
+  std::vector<int64_t> window_pos;  // [W] position each slot holds, -1 = empty (§6: rows
+                                    // a bounded replay skipped are missing, not zero)
   std::vector<uint8_t> ckv;     // [rows, ckv row bytes] packed nvfp4 rows (Full layers)
   std::vector<uint8_t> ikey;    // [rows, ikey row bytes] packed mxfp4 rows (Full layers)
   std::vector<float> carry_v;  // [k, D] open group's v_k so far (ratio > 1)

@@ -30,6 +30,20 @@ TEST(Cli, LogitsMatchGoldenForEveryPosition) {
     EXPECT_LE(testing::relative_l2(rows[p].data(), want[p]), 1e-2) << p;
 }
 
+TEST(Cli, LogitsReplayMatchesGoldenReplay) {
+  const auto j = testing::read_json(testing::golden_dir() + "/logits-100-replay.json");
+  const auto tokens = j["tokens"].get<std::vector<int32_t>>();
+  std::string list;
+  for (size_t i = 0; i < tokens.size(); ++i) list += (i ? "," : "") + std::to_string(tokens[i]);
+  const RunResult r =
+      run_troupe("logits --model " + testing::golden_dir() + " --replay --tokens " + list);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto got = nlohmann::json::parse(r.out);
+  EXPECT_EQ(got["positions"], j["positions"]);
+  const auto row = got["logits"][0].get<std::vector<float>>();
+  EXPECT_LE(testing::relative_l2(row.data(), j["logits"][0].get<std::vector<double>>()), 1e-2);
+}
+
 TEST(Cli, GenerateReproducesGoldenGreedyText) {
   const auto j = testing::read_json(testing::golden_dir() + "/generate-text.json");
   const RunResult r = run_troupe("generate --model " + testing::golden_dir() +
@@ -45,6 +59,7 @@ TEST(Cli, BadInputExitsWithAClearError) {
   } cases[] = {
       {"logits" + model + " --tokens 1,x,3", "not a token id"},
       {"logits" + model + " --tokens 1,99999", "out of range"},
+      {"logits" + model + " --tokens 1,2 --replay --all-positions", "--replay"},
       {"logits" + model, "--tokens"},
       {"logits --model /nonexistent --tokens 1", "does not exist"},
       {"generate" + model + " --prompt hi --max-tokens -3", "--max-tokens"},
