@@ -31,12 +31,13 @@ namespace troupe::kernels::cpu {
 using namespace gemm_blocks;
 namespace {
 
-constexpr int kNR = 4;                 // weight rows per micro-tile
-constexpr int kMR = 6;                 // activation rows per micro-tile
-constexpr int64_t kDirectMaxM = 4;     // up to here: weights dequantized in registers
-constexpr int64_t kDecodeMaxM = 16;    // up to here: stream weights, panel = one tile
-constexpr int64_t kPrefillPanel = 64;  // weight rows dequantized together for prefill
-constexpr int64_t kChunkBytes = 4096;  // bytes of one buffered panel row (kc columns)
+constexpr int kNR = 4;                   // weight rows per micro-tile
+constexpr int kMR = 6;                   // activation rows per micro-tile
+constexpr int64_t kDirectMaxM = 4;       // up to here: weights dequantized in registers
+constexpr int64_t kDecodeMaxM = 16;      // up to here: stream weights, panel = one tile
+constexpr int64_t kPrefillPanel = 64;    // weight rows dequantized together for prefill
+constexpr int64_t kChunkBytes = 4096;    // bytes of one buffered panel row (kc columns)
+constexpr int64_t kPrefetchBytes = 512;  // FP8 direct decode: how far ahead of the loads
 constexpr size_t kKeepScratchBytes = size_t{16} << 20;  // activation copy kept between calls
 
 // Per-thread scratch, grown on demand and reused across calls (64-byte aligned).
@@ -215,6 +216,13 @@ GEMM_INLINE void direct_step(__m512 (&acc)[MR][kNR], __mmask32 (&nan)[kNR], cons
                              const float* x, int64_t ldx, const int64_t* r, int64_t kb,
                              __mmask32 valid) {
   for (int j = 0; j < kNR; ++j) {
+    if constexpr (F == WeightFormat::FP8 || F == WeightFormat::ROWFP8) {
+      // The E4M3 decode is heavy enough per byte that the hardware prefetcher alone
+      // leaves DRAM idle; 512 bytes ahead per row measured 10-25% faster on one thread
+      // (F32/BF16/FP4 measured no gain or a loss). Prefetches never fault.
+      _mm_prefetch(reinterpret_cast<const char*>(s.data + r[j] * s.row_bytes + kb) + kPrefetchBytes,
+                   _MM_HINT_T0);
+    }
     const Block32 w = load_block<F>(s, r[j], kb, valid, nan[j]);
     for (int i = 0; i < MR; ++i) {
       acc[i][j] = _mm512_fmadd_ps(_mm512_load_ps(x + i * ldx + kb), w.lo, acc[i][j]);
