@@ -18,7 +18,9 @@ int add(std::string name, BenchFn fn) {
   return 0;
 }
 
-const std::vector<Benchmark>& registry() { return mutable_registry(); }
+const std::vector<Benchmark>& registry() {
+  return mutable_registry();
+}
 
 void State::run(const std::function<void()>& fn) {
   // Budgets keep a full run of all families to a few minutes on 2 cores.

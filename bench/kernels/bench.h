@@ -38,9 +38,9 @@ class State {
  public:
   State(bool quick, bool full) : quick_(quick), full_(full) {}
 
-  std::string shape;          // shown in the table
-  double flops = 0;           // per call
-  double bytes = 0;           // per call
+  std::string shape;  // shown in the table
+  double flops = 0;   // per call
+  double bytes = 0;   // per call
   Bound bound = Bound::Memory;
 
   bool quick() const { return quick_; }
@@ -76,6 +76,6 @@ const std::vector<Benchmark>& registry();
 
 #define TROUPE_BENCH_CAT2(a, b) a##b
 #define TROUPE_BENCH_CAT(a, b) TROUPE_BENCH_CAT2(a, b)
-#define TROUPE_BENCH(name, ...)                                            \
+#define TROUPE_BENCH(name, ...)                                                 \
   [[maybe_unused]] static const int TROUPE_BENCH_CAT(troupe_bench_, __LINE__) = \
       ::troupe::bench::add(name, __VA_ARGS__)
