@@ -45,11 +45,16 @@ Options parse(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     const double v = std::atof(argv[i + 1]);
-    if (k == "--tokens") o.tokens = int64_t(v);
-    else if (k == "--repeats") o.repeats = int64_t(v);
-    else if (k == "--budget-gib") o.budget_gib = v;
-    else if (k == "--max-running") o.max_running = int64_t(v);
-    else std::fprintf(stderr, "unknown flag %s\n", k.c_str()), std::exit(2);
+    if (k == "--tokens")
+      o.tokens = int64_t(v);
+    else if (k == "--repeats")
+      o.repeats = int64_t(v);
+    else if (k == "--budget-gib")
+      o.budget_gib = v;
+    else if (k == "--max-running")
+      o.max_running = int64_t(v);
+    else
+      std::fprintf(stderr, "unknown flag %s\n", k.c_str()), std::exit(2);
   }
   return o;
 }
@@ -83,8 +88,9 @@ void report_evicting(const Options& o, std::vector<int32_t>& prompt) {
     kv.commit_full_blocks(1, other, o.tokens);
     kv.free(1);
   };
-  report("evicting admit", o.repeats, fill_cache,
-         [&] { kv.admit(2, kv.find_cached_prefix(prompt), o.tokens); }, [&] { kv.free(2); });
+  report(
+      "evicting admit", o.repeats, fill_cache,
+      [&] { kv.admit(2, kv.find_cached_prefix(prompt), o.tokens); }, [&] { kv.free(2); });
   std::printf("  (%lld evictions over %lld repeats)\n", (long long)kv.stats().evictions,
               (long long)o.repeats);
   kv.check_invariants();
@@ -97,26 +103,32 @@ int run(const Options& o) {
   std::mt19937 rng(7);
   std::vector<int32_t> prompt(static_cast<size_t>(o.tokens));
   for (auto& t : prompt) t = int32_t(rng() % uint32_t(flash.vocab_size));
-  std::printf("admission of a %lld-token prompt; pool %lld blocks of %lld tokens (%.0f GiB, %lld "
-              "SWA slots); %lld repeats, thread CPU time\n",
-              (long long)o.tokens, (long long)kv.pool().num_blocks(),
-              (long long)kv.config().block_size, o.budget_gib, (long long)o.max_running,
-              (long long)o.repeats);
+  std::printf(
+      "admission of a %lld-token prompt; pool %lld blocks of %lld tokens (%.0f GiB, %lld "
+      "SWA slots); %lld repeats, thread CPU time\n",
+      (long long)o.tokens, (long long)kv.pool().num_blocks(), (long long)kv.config().block_size,
+      o.budget_gib, (long long)o.max_running, (long long)o.repeats);
   auto admit = [&](KvCacheManager& m, RequestId id, int64_t total) {
     if (!m.admit(id, m.find_cached_prefix(prompt), total)) std::fprintf(stderr, "no room\n");
   };
   const auto nothing = [] {};
   const auto free1 = [&] { kv.free(1); };
-  report("cold admit", o.repeats, nothing, [&] { admit(kv, 1, o.tokens); }, free1);
-  report("cold admit+chunk", o.repeats, nothing, [&] { admit(kv, 1, 8192); }, free1);
+  report(
+      "cold admit", o.repeats, nothing, [&] { admit(kv, 1, o.tokens); }, free1);
+  report(
+      "cold admit+chunk", o.repeats, nothing, [&] { admit(kv, 1, 8192); }, free1);
   // A different first token per repeat: each commit publishes a new chain.
   int64_t variant = 0;
-  report("commit", o.repeats, [&] { prompt[0] = int32_t(1000000 + variant++), admit(kv, 1, o.tokens); },
-         [&] { kv.commit_full_blocks(1, prompt, o.tokens); }, free1);
+  report(
+      "commit", o.repeats,
+      [&] { prompt[0] = int32_t(1000000 + variant++), admit(kv, 1, o.tokens); },
+      [&] { kv.commit_full_blocks(1, prompt, o.tokens); }, free1);
   prompt[0] = 0;
   admit(kv, 1, o.tokens), kv.commit_full_blocks(1, prompt, o.tokens), kv.free(1);
-  report("cached admit", o.repeats, nothing, [&] { admit(kv, 2, o.tokens); }, [&] { kv.free(2); });
-  report("free", o.repeats, [&] { admit(kv, 2, o.tokens); }, [&] { kv.free(2); }, nothing);
+  report(
+      "cached admit", o.repeats, nothing, [&] { admit(kv, 2, o.tokens); }, [&] { kv.free(2); });
+  report(
+      "free", o.repeats, [&] { admit(kv, 2, o.tokens); }, [&] { kv.free(2); }, nothing);
   kv.check_invariants();
   report_evicting(o, prompt);
   const KvCacheStats& s = kv.stats();

@@ -16,8 +16,12 @@ uint64_t load64(const unsigned char* p) {
   std::memcpy(&v, p, 8);
   return v;
 }
-uint64_t lane_round(uint64_t acc, uint64_t in) { return std::rotl(acc + in * kP2, 31) * kP1; }
-uint64_t merge(uint64_t h, uint64_t lane) { return (h ^ lane_round(0, lane)) * kP1 + kP4; }
+uint64_t lane_round(uint64_t acc, uint64_t in) {
+  return std::rotl(acc + in * kP2, 31) * kP1;
+}
+uint64_t merge(uint64_t h, uint64_t lane) {
+  return (h ^ lane_round(0, lane)) * kP1 + kP4;
+}
 
 }  // namespace
 

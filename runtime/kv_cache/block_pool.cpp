@@ -78,10 +78,10 @@ void BlockPool::check_invariants() const {
   }
   int64_t zero = 0;
   for (const Block& blk : blocks_) zero += blk.ref == 0;
-  TROUPE_CHECK(listed == zero && listed == num_in_list_, "free list holds ", listed,
-               " blocks, ", zero, " have ref 0, counter says ", num_in_list_);
-  TROUPE_CHECK(cached == num_cached_in_list_, "cached counter ", num_cached_in_list_,
-               " vs ", cached, " in the list");
+  TROUPE_CHECK(listed == zero && listed == num_in_list_, "free list holds ", listed, " blocks, ",
+               zero, " have ref 0, counter says ", num_in_list_);
+  TROUPE_CHECK(cached == num_cached_in_list_, "cached counter ", num_cached_in_list_, " vs ",
+               cached, " in the list");
   int64_t hashed = 0;
   for (const Block& blk : blocks_) hashed += blk.hashed;
   TROUPE_CHECK(hashed == int64_t(by_hash_.size()), "hash map size mismatch");

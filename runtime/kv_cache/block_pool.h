@@ -28,13 +28,12 @@ class BlockPool {
   void unref(int32_t block);  // ref 0: to the LRU tail (most recently used)
   // Makes a full used block findable. False if the hash is taken (another request
   // computed the same prefix first); the block then stays private and is freed as such.
-  bool publish(int32_t block, uint64_t hash, uint64_t parent_hash,
-               std::span<const int32_t> tokens);
+  bool publish(int32_t block, uint64_t hash, uint64_t parent_hash, std::span<const int32_t> tokens);
 
   int32_t ref_count(int32_t block) const { return blocks_[block].ref; }
   bool is_hashed(int32_t block) const { return blocks_[block].hashed; }
   int64_t num_blocks() const { return int64_t(blocks_.size()); }
-  int64_t num_free() const { return num_in_list_; }               // free + cached
+  int64_t num_free() const { return num_in_list_; }                // free + cached
   int64_t num_cached_free() const { return num_cached_in_list_; }  // cached
   int64_t num_used() const { return num_blocks() - num_in_list_; }
   std::vector<int32_t> lru_order() const;  // head (next out) first; for tests

@@ -16,8 +16,8 @@ void KvCacheConfig::validate() const {
   TROUPE_CHECK(window >= 0, "KvCacheConfig.window must be >= 0, got ", window);
 }
 
-KvCacheBudget plan_kv_budget(const model::ModelConfig& m, int64_t budget_bytes,
-                             int64_t max_running, int64_t block_size) {
+KvCacheBudget plan_kv_budget(const model::ModelConfig& m, int64_t budget_bytes, int64_t max_running,
+                             int64_t block_size) {
   TROUPE_CHECK(max_running >= 1, "max_running must be >= 1, got ", max_running);
   TROUPE_CHECK(block_size >= 1, "block_size must be >= 1, got ", block_size);
   for (int64_t r : m.compress_ratios)

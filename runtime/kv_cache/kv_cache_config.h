@@ -11,12 +11,12 @@
 namespace troupe::runtime {
 
 struct KvCacheConfig {
-  int64_t block_size = 64;         // tokens per block; a multiple of every compress ratio
-  int64_t num_blocks = 0;          // global KV blocks in the pool, >= 1
-  int64_t swa_slots = 1;           // SWA rings = most requests admitted at once, >= 1
-  int64_t window = 0;              // W = R_enc: tokens replayed before a hit boundary, >= 0
+  int64_t block_size = 64;  // tokens per block; a multiple of every compress ratio
+  int64_t num_blocks = 0;   // global KV blocks in the pool, >= 1
+  int64_t swa_slots = 1;    // SWA rings = most requests admitted at once, >= 1
+  int64_t window = 0;       // W = R_enc: tokens replayed before a hit boundary, >= 0
   bool enable_prefix_cache = true;
-  BlockHashFn hash_fn = nullptr;   // nullptr: block_hash. Tests only (forced collisions).
+  BlockHashFn hash_fn = nullptr;  // nullptr: block_hash. Tests only (forced collisions).
 
   void validate() const;  // throws troupe::Error naming the bad field
 };
@@ -26,18 +26,18 @@ struct KvCacheConfig {
 // can always be admitted as far as its window goes, and the SWA side never competes with
 // (or evicts) cached prefix blocks. The rest is global KV blocks.
 struct KvCacheBudget {
-  double kv_bytes_per_token = 0;        // global KV, all Full layers (§4, 890 for full)
-  int64_t bytes_per_block = 0;          // ceil(block_size * kv_bytes_per_token)
-  int64_t request_state_bytes = 0;      // SWA rings + compressor carry + DSpark, per request
-  int64_t reserved_bytes = 0;           // max_running * request_state_bytes
-  int64_t num_blocks = 0;               // (budget - reserved) / bytes_per_block
+  double kv_bytes_per_token = 0;    // global KV, all Full layers (§4, 890 for full)
+  int64_t bytes_per_block = 0;      // ceil(block_size * kv_bytes_per_token)
+  int64_t request_state_bytes = 0;  // SWA rings + compressor carry + DSpark, per request
+  int64_t reserved_bytes = 0;       // max_running * request_state_bytes
+  int64_t num_blocks = 0;           // (budget - reserved) / bytes_per_block
 };
 
 // Throws if the budget does not cover the reservation and at least one block per request,
 // or if block_size is not a multiple of every compress ratio (hit boundaries must close
 // every compressor group so no open-group carry needs caching).
-KvCacheBudget plan_kv_budget(const model::ModelConfig& m, int64_t budget_bytes,
-                             int64_t max_running, int64_t block_size = 64);
+KvCacheBudget plan_kv_budget(const model::ModelConfig& m, int64_t budget_bytes, int64_t max_running,
+                             int64_t block_size = 64);
 KvCacheConfig kv_cache_config_for(const model::ModelConfig& m, int64_t budget_bytes,
                                   int64_t max_running, int64_t block_size = 64);
 

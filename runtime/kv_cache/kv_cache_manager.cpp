@@ -38,7 +38,8 @@ CachedPrefix KvCacheManager::find_cached_prefix(std::span<const int32_t> tokens,
     hit.blocks.push_back(b);
   }
   hit.num_tokens = int64_t(hit.blocks.size()) * bs;
-  hit.replay_from = has_window ? hit.num_tokens : std::max<int64_t>(0, hit.num_tokens - config_.window);
+  hit.replay_from =
+      has_window ? hit.num_tokens : std::max<int64_t>(0, hit.num_tokens - config_.window);
   return hit;
 }
 
@@ -94,10 +95,10 @@ void KvCacheManager::commit_full_blocks(RequestId id, std::span<const int32_t> t
   RequestBlocks& r = request(id);
   const int64_t bs = config_.block_size;
   TROUPE_CHECK(num_computed >= 0 && num_computed <= int64_t(tokens.size()),
-               "commit_full_blocks: num_computed ", num_computed, " outside [0, ",
-               tokens.size(), "]");
-  TROUPE_CHECK(num_computed <= int64_t(r.table.size()) * bs, "commit_full_blocks: ",
-               num_computed, " tokens computed but the table covers ", r.table.size() * bs);
+               "commit_full_blocks: num_computed ", num_computed, " outside [0, ", tokens.size(),
+               "]");
+  TROUPE_CHECK(num_computed <= int64_t(r.table.size()) * bs, "commit_full_blocks: ", num_computed,
+               " tokens computed but the table covers ", r.table.size() * bs);
   const int64_t num_full = num_computed / bs;
   if (num_full <= r.num_committed) return;
   if (config_.enable_prefix_cache) {
@@ -125,7 +126,9 @@ std::span<const int32_t> KvCacheManager::block_table(RequestId id) const {
   return request(id).table;
 }
 
-int32_t KvCacheManager::swa_slot(RequestId id) const { return request(id).swa_slot; }
+int32_t KvCacheManager::swa_slot(RequestId id) const {
+  return request(id).swa_slot;
+}
 
 int64_t KvCacheManager::blocks_for(int64_t tokens) const {
   return (tokens + config_.block_size - 1) / config_.block_size;
@@ -173,7 +176,8 @@ void KvCacheManager::hash_blocks(std::span<const int32_t> tokens, int64_t num_fu
   if (hashes.capacity() < size_t(num_full))
     hashes.reserve(std::max(size_t(num_full), 2 * hashes.capacity()));
   for (int64_t i = int64_t(hashes.size()); i < num_full; ++i)
-    hashes.push_back(config_.hash_fn(i ? hashes[i - 1] : kRootBlockHash, tokens.subspan(i * bs, bs)));
+    hashes.push_back(
+        config_.hash_fn(i ? hashes[i - 1] : kRootBlockHash, tokens.subspan(i * bs, bs)));
 }
 
 void KvCacheManager::note_evictions(int64_t evicted) {

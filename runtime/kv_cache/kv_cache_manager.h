@@ -47,11 +47,11 @@ using RequestId = int64_t;
 // Longest cached, block-aligned prefix of a token sequence. Valid until the manager next
 // evicts a cached block (admit checks this); admit right after finding is always safe.
 struct CachedPrefix {
-  int64_t num_tokens = 0;           // hit boundary B, a multiple of block_size
-  int64_t replay_from = 0;          // P' (§6): encoder recomputes [replay_from, B)
-  std::vector<int32_t> blocks;      // [B / block_size] cached block ids covering [0, B)
-  std::vector<uint64_t> hashes;     // [full blocks of the tokens] chained hashes, all of them
-  uint64_t epoch = 0;               // manager state this answer was computed against
+  int64_t num_tokens = 0;        // hit boundary B, a multiple of block_size
+  int64_t replay_from = 0;       // P' (§6): encoder recomputes [replay_from, B)
+  std::vector<int32_t> blocks;   // [B / block_size] cached block ids covering [0, B)
+  std::vector<uint64_t> hashes;  // [full blocks of the tokens] chained hashes, all of them
+  uint64_t epoch = 0;            // manager state this answer was computed against
   int64_t num_replay_tokens() const { return num_tokens - replay_from; }
 };
 
@@ -64,12 +64,12 @@ struct Admission {
 };
 
 struct KvCacheStats {
-  int64_t admissions = 0;         // successful admit() calls
-  int64_t prefix_hits = 0;        // admissions with a hit of at least one block
-  int64_t query_tokens = 0;       // prompt tokens of admitted requests
-  int64_t hit_tokens = 0;         // of those, served from the cache
-  int64_t replay_tokens = 0;      // tokens to recompute for SWA windows on hits
-  int64_t evictions = 0;          // cached blocks reclaimed for new allocations
+  int64_t admissions = 0;     // successful admit() calls
+  int64_t prefix_hits = 0;    // admissions with a hit of at least one block
+  int64_t query_tokens = 0;   // prompt tokens of admitted requests
+  int64_t hit_tokens = 0;     // of those, served from the cache
+  int64_t replay_tokens = 0;  // tokens to recompute for SWA windows on hits
+  int64_t evictions = 0;      // cached blocks reclaimed for new allocations
   double hit_rate() const { return query_tokens ? double(hit_tokens) / double(query_tokens) : 0; }
 };
 

@@ -23,12 +23,12 @@ enum class Op { Admit, Allocate, Commit, Free };
 struct Step {
   Op op;
   RequestId id;
-  int64_t n;                       // Admit/Allocate: total tokens; Commit: num_computed
-  bool ok;                         // Admit/Allocate result
-  std::vector<int32_t> table;      // id's table after the step (empty: id not admitted)
-  int64_t free, cached, used;      // pool counts after the step
+  int64_t n;                   // Admit/Allocate: total tokens; Commit: num_computed
+  bool ok;                     // Admit/Allocate result
+  std::vector<int32_t> table;  // id's table after the step (empty: id not admitted)
+  int64_t free, cached, used;  // pool counts after the step
   std::optional<std::vector<int32_t>> lru = std::nullopt;  // LRU list, head first
-  int64_t hit = 0;                 // Admit: cached tokens granted
+  int64_t hit = 0;                                         // Admit: cached tokens granted
 };
 
 KvCacheConfig small_config() {
@@ -49,14 +49,19 @@ void run_step(KvCacheManager& kv, const std::map<RequestId, std::vector<int32_t>
       hit = adm ? adm->num_cached_tokens : 0;
       break;
     }
-    case Op::Allocate: ok = kv.allocate(s.id, s.n); break;
-    case Op::Commit: kv.commit_full_blocks(s.id, tokens.at(s.id), s.n); break;
-    case Op::Free: kv.free(s.id); break;
+    case Op::Allocate:
+      ok = kv.allocate(s.id, s.n);
+      break;
+    case Op::Commit:
+      kv.commit_full_blocks(s.id, tokens.at(s.id), s.n);
+      break;
+    case Op::Free:
+      kv.free(s.id);
+      break;
   }
   EXPECT_EQ(ok, s.ok);
   EXPECT_EQ(hit, s.hit);
-  EXPECT_EQ(kv.contains(s.id) ? to_vector(kv.block_table(s.id)) : std::vector<int32_t>{},
-            s.table);
+  EXPECT_EQ(kv.contains(s.id) ? to_vector(kv.block_table(s.id)) : std::vector<int32_t>{}, s.table);
   EXPECT_EQ(kv.num_free_blocks(), s.free);
   EXPECT_EQ(kv.num_cached_blocks(), s.cached);
   EXPECT_EQ(kv.num_used_blocks(), s.used);
@@ -73,17 +78,18 @@ TEST(KvCacheManager, StepTable) {
       {1, iota_tokens(0, 14)},
       {2, concat(iota_tokens(0, 8), iota_tokens(100, 6))},
       {3, iota_tokens(200, 40)}};
+  // op, id, n, ok, id's table after, free (ref 0, cached included), cached, used, LRU, hit
   const std::vector<Step> steps = {
       {Op::Admit, 1, 6, true, {0, 1}, 6, 0, 2, std::vector<int32_t>{2, 3, 4, 5, 6, 7}},
-      {Op::Allocate, 1, 8, true, {0, 1}, 6, 0, 2},             // still fits in 2 blocks
-      {Op::Allocate, 1, 9, true, {0, 1, 2}, 5, 0, 3},          // 9th token: a 3rd block
-      {Op::Commit, 1, 9, true, {0, 1, 2}, 5, 0, 3},            // blocks 0, 1 published
+      {Op::Allocate, 1, 8, true, {0, 1}, 6, 0, 2},     // still fits in 2 blocks
+      {Op::Allocate, 1, 9, true, {0, 1, 2}, 5, 0, 3},  // 9th token: a 3rd block
+      {Op::Commit, 1, 9, true, {0, 1, 2}, 5, 0, 3},    // blocks 0, 1 published
       {Op::Allocate, 1, 14, true, {0, 1, 2, 3}, 4, 0, 4},
       {Op::Admit, 2, 14, true, {0, 1, 4, 5}, 2, 0, 6, std::nullopt, 8},  // hit [0, 8)
-      {Op::Admit, 3, 40, false, {}, 2, 0, 6},                  // 10 blocks > 2 free
+      {Op::Admit, 3, 40, false, {}, 2, 0, 6},                            // 10 blocks > 2 free
       {Op::Allocate, 2, 24, true, {0, 1, 4, 5, 6, 7}, 0, 0, 8},
-      {Op::Allocate, 1, 17, false, {0, 1, 2, 3}, 0, 0, 8},     // out of blocks
-      {Op::Commit, 1, 14, true, {0, 1, 2, 3}, 0, 0, 8},        // block 2 published
+      {Op::Allocate, 1, 17, false, {0, 1, 2, 3}, 0, 0, 8},  // out of blocks
+      {Op::Commit, 1, 14, true, {0, 1, 2, 3}, 0, 0, 8},     // block 2 published
       // Tail first into the LRU list; 0 and 1 are still held by B.
       {Op::Free, 1, 0, true, {}, 2, 1, 6, std::vector<int32_t>{3, 2}},
       {Op::Free, 2, 0, true, {}, 8, 3, 0, std::vector<int32_t>{3, 2, 7, 6, 5, 4, 1, 0}},
@@ -147,9 +153,9 @@ TEST(KvCacheManager, RefusedCallsChangeNothing) {
 TEST(KvCacheManager, FreeAfterAbortMidPrefill) {
   KvCacheManager kv(small_config());
   const auto a = iota_tokens(0, 30);
-  ASSERT_TRUE(admit(kv, 1, a, 12));   // first chunk
-  kv.commit_full_blocks(1, a, 12);    // 3 full blocks published
-  ASSERT_TRUE(kv.allocate(1, 22));    // second chunk, aborted before it ran
+  ASSERT_TRUE(admit(kv, 1, a, 12));  // first chunk
+  kv.commit_full_blocks(1, a, 12);   // 3 full blocks published
+  ASSERT_TRUE(kv.allocate(1, 22));   // second chunk, aborted before it ran
   kv.free(1);
   EXPECT_FALSE(kv.contains(1));
   EXPECT_EQ(kv.num_used_blocks(), 0);
@@ -165,12 +171,12 @@ TEST(KvCacheManager, LruEvictsOldestFreedFirstAndTailsBeforeHeads) {
   c.num_blocks = 6;
   KvCacheManager kv(c);
   const auto a = iota_tokens(0, 8), b = iota_tokens(100, 8);
-  ASSERT_TRUE(admit(kv, 1, a, 8));    // blocks 0 1
-  ASSERT_TRUE(admit(kv, 2, b, 8));    // blocks 2 3
+  ASSERT_TRUE(admit(kv, 1, a, 8));  // blocks 0 1
+  ASSERT_TRUE(admit(kv, 2, b, 8));  // blocks 2 3
   kv.commit_full_blocks(1, a, 8);
   kv.commit_full_blocks(2, b, 8);
-  kv.free(1);                         // LRU: 4 5 | 1 0
-  kv.free(2);                         // LRU: 4 5 1 0 | 3 2
+  kv.free(1);  // LRU: 4 5 | 1 0
+  kv.free(2);  // LRU: 4 5 1 0 | 3 2
   EXPECT_EQ(kv.pool().lru_order(), (std::vector<int32_t>{4, 5, 1, 0, 3, 2}));
   ASSERT_TRUE(admit(kv, 3, iota_tokens(200, 12), 12));  // 4 5 free, then evicts 1 (A's tail)
   EXPECT_EQ(to_vector(kv.block_table(3)), (std::vector<int32_t>{4, 5, 1}));
@@ -193,14 +199,12 @@ struct ReplayCase {
 TEST(KvCacheManager, ReplayRangeOfAHit) {
   const std::vector<ReplayCase> cases = {
       // prompt, cached, W, carries window -> hit B, replay from max(0, B - W) or B
-      {20, 16, 6, false, 16, 10},
-      {20, 16, 6, true, 16, 16},
+      {20, 16, 6, false, 16, 10}, {20, 16, 6, true, 16, 16},
       {20, 4, 6, false, 4, 0},     // window reaches past position 0
       {20, 16, 0, false, 16, 16},  // no window, nothing to replay
       {20, 0, 6, false, 0, 0},     // miss
       {16, 16, 6, false, 12, 6},   // fully cached: the last block is recomputed
-      {17, 16, 6, false, 16, 10},
-      {1, 0, 6, false, 0, 0},
+      {17, 16, 6, false, 16, 10}, {1, 0, 6, false, 0, 0},
   };
   for (const ReplayCase& c : cases) {
     SCOPED_TRACE(testing::Message() << "prompt " << c.prompt_len << " cached " << c.cached_len
@@ -249,9 +253,9 @@ TEST(KvCacheManager, StalePrefixAndBadCallsThrow) {
   ASSERT_EQ(hit.num_tokens, 4);
   ASSERT_TRUE(admit(kv, 2, iota_tokens(50, 8), 8));  // evicts the cached block
   EXPECT_THROW(kv.admit(3, hit, 5), Error);
-  EXPECT_THROW(admit(kv, 2, a, 5), Error);                         // already admitted
-  EXPECT_THROW(kv.allocate(9, 4), Error);                           // unknown
-  EXPECT_THROW(kv.commit_full_blocks(2, iota_tokens(50, 8), 9), Error);  // past tokens
+  EXPECT_THROW(admit(kv, 2, a, 5), Error);                                 // already admitted
+  EXPECT_THROW(kv.allocate(9, 4), Error);                                  // unknown
+  EXPECT_THROW(kv.commit_full_blocks(2, iota_tokens(50, 8), 9), Error);    // past tokens
   EXPECT_THROW(kv.commit_full_blocks(2, iota_tokens(50, 12), 12), Error);  // past table
   KvCacheConfig bad = small_config();
   bad.num_blocks = 0;

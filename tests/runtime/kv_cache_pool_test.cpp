@@ -1,8 +1,6 @@
 // BlockPool and block_hash: hash chaining, hit verification against token ids (forced
 // collisions are misses), the LRU list and its counters; and the budget arithmetic of
 // kv_cache_config against hand-worked figures.
-#include "runtime/kv_cache/block_pool.h"
-
 #include <gtest/gtest.h>
 
 #include <set>
@@ -11,6 +9,7 @@
 #include "kv_cache_test_util.h"
 #include "model/config.h"
 #include "runtime/kv_cache/block_hash.h"
+#include "runtime/kv_cache/block_pool.h"
 #include "runtime/kv_cache/kv_cache_config.h"
 
 namespace troupe::runtime {
@@ -57,7 +56,9 @@ TEST(KvBlockPool, SameTokensUnderDifferentParentsAreDifferentBlocks) {
   EXPECT_EQ(kv.find_cached_prefix(concat(x, {1})).num_tokens, 8);
 }
 
-uint64_t constant_hash(uint64_t, std::span<const int32_t>) { return 42; }
+uint64_t constant_hash(uint64_t, std::span<const int32_t>) {
+  return 42;
+}
 
 TEST(KvBlockPool, ForcedCollisionIsAMiss) {
   KvCacheConfig c;
@@ -82,7 +83,7 @@ TEST(KvBlockPool, LookupVerifiesParentAndTokens) {
   ASSERT_TRUE(pool.publish(got[0], 77, 1, t));
   EXPECT_FALSE(pool.publish(got[1], 77, 1, t));  // hash taken: stays private
   EXPECT_EQ(pool.lookup(77, 1, t), got[0]);
-  EXPECT_EQ(pool.lookup(77, 2, t), -1);                          // other parent
+  EXPECT_EQ(pool.lookup(77, 2, t), -1);                           // other parent
   EXPECT_EQ(pool.lookup(77, 1, std::vector<int32_t>{5, 7}), -1);  // other tokens
   EXPECT_EQ(pool.lookup(78, 1, t), -1);
   pool.check_invariants();
@@ -132,7 +133,7 @@ TEST(KvCacheBudget, FlashFiguresByHand) {
 
 TEST(KvCacheBudget, RejectsBadSizes) {
   const model::ModelConfig tiny = model::preset_config("v41-tiny");
-  EXPECT_THROW(plan_kv_budget(tiny, 1000, 4), Error);          // under the reservation
+  EXPECT_THROW(plan_kv_budget(tiny, 1000, 4), Error);  // under the reservation
   EXPECT_THROW(plan_kv_budget(tiny, int64_t(1) << 30, 0), Error);
   EXPECT_THROW(plan_kv_budget(tiny, int64_t(1) << 30, 4, 3), Error);  // ratio 2 does not divide 3
   const KvCacheBudget b = plan_kv_budget(tiny, int64_t(1) << 20, 1);

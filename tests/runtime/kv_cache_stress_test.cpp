@@ -34,9 +34,12 @@ class StressDriver {
 
   void step() {
     const int action = pick(0, 9);
-    if (action < 3) try_admit();
-    else if (action < 9) advance(random_live());
-    else abort(random_live());
+    if (action < 3)
+      try_admit();
+    else if (action < 9)
+      advance(random_live());
+    else
+      abort(random_live());
     check();
   }
   int64_t hits() const { return kv_.stats().prefix_hits; }
@@ -98,7 +101,8 @@ class StressDriver {
   void check() {
     kv_.check_invariants();
     const int64_t free_never = kv_.num_free_blocks() - kv_.num_cached_blocks();
-    ASSERT_EQ(free_never + kv_.num_cached_blocks() + kv_.num_used_blocks(), kv_.pool().num_blocks());
+    ASSERT_EQ(free_never + kv_.num_cached_blocks() + kv_.num_used_blocks(),
+              kv_.pool().num_blocks());
     ASSERT_EQ(kv_.num_free_swa_slots() + int64_t(live_.size()), kv_.config().swa_slots);
   }
 
@@ -134,12 +138,12 @@ struct StressCase {
 
 TEST(KvCacheStress, NoLeaksAndHitsAreExact) {
   const std::vector<StressCase> cases = {
-      {4, 40, 6, nullptr, 1}, {4, 40, 6, weak_hash, 2},  {1, 60, 4, nullptr, 3},
+      {4, 40, 6, nullptr, 1}, {4, 40, 6, weak_hash, 2}, {1, 60, 4, nullptr, 3},
       {3, 17, 3, nullptr, 4}, {8, 33, 8, weak_hash, 5}, {4, 1, 1, nullptr, 6},
   };
   for (const StressCase& c : cases) {
-    SCOPED_TRACE(testing::Message() << "block " << c.block_size << " blocks " << c.num_blocks
-                                    << " seed " << c.seed);
+    SCOPED_TRACE(testing::Message()
+                 << "block " << c.block_size << " blocks " << c.num_blocks << " seed " << c.seed);
     KvCacheConfig cfg;
     cfg.block_size = c.block_size, cfg.num_blocks = c.num_blocks, cfg.swa_slots = c.swa_slots;
     cfg.window = 5, cfg.hash_fn = c.hash;

@@ -25,7 +25,9 @@ inline std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int
   return a;
 }
 
-inline std::vector<int32_t> to_vector(std::span<const int32_t> s) { return {s.begin(), s.end()}; }
+inline std::vector<int32_t> to_vector(std::span<const int32_t> s) {
+  return {s.begin(), s.end()};
+}
 
 // Finds the cached prefix and admits in one go, as the scheduler does.
 inline std::optional<Admission> admit(KvCacheManager& kv, RequestId id,
