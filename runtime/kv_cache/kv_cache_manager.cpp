@@ -25,6 +25,7 @@ CachedPrefix KvCacheManager::find_cached_prefix(std::span<const int32_t> tokens,
                                                 bool has_window) const {
   CachedPrefix hit;
   hit.epoch = epoch_;
+  hit.num_query_tokens = int64_t(tokens.size());
   if (!config_.enable_prefix_cache) return hit;
   const int64_t bs = config_.block_size;
   hash_blocks(tokens, int64_t(tokens.size()) / bs, hit.hashes);
@@ -72,7 +73,7 @@ std::optional<Admission> KvCacheManager::admit(RequestId id, CachedPrefix prefix
   const Admission adm{prefix.num_tokens, prefix.replay_from, r.swa_slot};
   stats_.admissions += 1;
   stats_.prefix_hits += num_hit > 0;
-  stats_.query_tokens += std::max(total_tokens, prefix.num_tokens);
+  stats_.query_tokens += prefix.num_query_tokens;
   stats_.hit_tokens += adm.num_cached_tokens;
   stats_.replay_tokens += adm.num_replay_tokens();
   return adm;

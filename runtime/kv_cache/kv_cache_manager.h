@@ -48,6 +48,7 @@ using RequestId = int64_t;
 // evicts a cached block (admit checks this); admit right after finding is always safe.
 struct CachedPrefix {
   int64_t num_tokens = 0;        // hit boundary B, a multiple of block_size
+  int64_t num_query_tokens = 0;  // tokens looked up (the prompt), for the hit rate
   int64_t replay_from = 0;       // P' (§6): encoder recomputes [replay_from, B)
   std::vector<int32_t> blocks;   // [B / block_size] cached block ids covering [0, B)
   std::vector<uint64_t> hashes;  // [full blocks of the tokens] chained hashes, all of them
@@ -66,7 +67,7 @@ struct Admission {
 struct KvCacheStats {
   int64_t admissions = 0;     // successful admit() calls
   int64_t prefix_hits = 0;    // admissions with a hit of at least one block
-  int64_t query_tokens = 0;   // prompt tokens of admitted requests
+  int64_t query_tokens = 0;   // prompt tokens looked up by admitted requests
   int64_t hit_tokens = 0;     // of those, served from the cache
   int64_t replay_tokens = 0;  // tokens to recompute for SWA windows on hits
   int64_t evictions = 0;      // cached blocks reclaimed for new allocations

@@ -105,6 +105,7 @@ TEST(KvCacheManager, StepTable) {
   EXPECT_EQ(kv.stats().admissions, 3);
   EXPECT_EQ(kv.stats().prefix_hits, 1);
   EXPECT_EQ(kv.stats().hit_tokens, 8);
+  EXPECT_EQ(kv.stats().query_tokens, 14 + 14 + 40);  // prompts of the 3 admitted requests
   EXPECT_EQ(kv.stats().evictions, 3);
 }
 
