@@ -1,6 +1,7 @@
-// The one way kernels use threads: parallel_for over [0, n) in contiguous chunks
-// (OpenMP underneath). Each output element is written by exactly one chunk with a
-// fixed summation order, so results do not depend on the thread count.
+// The one way kernels use threads: parallel_for over [0, n) in contiguous chunks, run
+// by a small fork-join pool (kernels/parallel.cpp). Each output element is written by
+// exactly one chunk with a fixed summation order, so results do not depend on the
+// thread count or on how the range is chunked.
 #pragma once
 
 #include <cstdint>
