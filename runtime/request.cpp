@@ -13,24 +13,36 @@ bool is_finished(RequestStatus s) {
 
 std::string_view to_string(RequestStatus s) {
   switch (s) {
-    case RequestStatus::Waiting: return "waiting";
-    case RequestStatus::Running: return "running";
-    case RequestStatus::Preempted: return "preempted";
-    case RequestStatus::FinishedStopped: return "finished_stopped";
-    case RequestStatus::FinishedLength: return "finished_length";
-    case RequestStatus::FinishedAborted: return "finished_aborted";
-    case RequestStatus::FinishedError: return "finished_error";
+    case RequestStatus::Waiting:
+      return "waiting";
+    case RequestStatus::Running:
+      return "running";
+    case RequestStatus::Preempted:
+      return "preempted";
+    case RequestStatus::FinishedStopped:
+      return "finished_stopped";
+    case RequestStatus::FinishedLength:
+      return "finished_length";
+    case RequestStatus::FinishedAborted:
+      return "finished_aborted";
+    case RequestStatus::FinishedError:
+      return "finished_error";
   }
   return "?";
 }
 
 std::string_view finish_reason(RequestStatus s) {
   switch (s) {
-    case RequestStatus::FinishedStopped: return "stop";
-    case RequestStatus::FinishedLength: return "length";
-    case RequestStatus::FinishedAborted: return "abort";
-    case RequestStatus::FinishedError: return "error";
-    default: return "";
+    case RequestStatus::FinishedStopped:
+      return "stop";
+    case RequestStatus::FinishedLength:
+      return "length";
+    case RequestStatus::FinishedAborted:
+      return "abort";
+    case RequestStatus::FinishedError:
+      return "error";
+    default:
+      return "";
   }
 }
 
@@ -42,7 +54,8 @@ void RequestParams::validate() const {
   TROUPE_CHECK(s.top_p > 0.0f && s.top_p <= 1.0f, "top_p must be in (0, 1], got ", s.top_p);
   TROUPE_CHECK(s.min_p >= 0.0f && s.min_p <= 1.0f, "min_p must be in [0, 1], got ", s.min_p);
   TROUPE_CHECK(max_tokens > 0, "max_tokens must be > 0, got ", max_tokens);
-  for (const std::string& stop : stop) TROUPE_CHECK(!stop.empty(), "stop strings must not be empty");
+  for (const std::string& stop : stop)
+    TROUPE_CHECK(!stop.empty(), "stop strings must not be empty");
 }
 
 Request::Request(RequestId id, std::span<const int32_t> prompt, RequestParams params,

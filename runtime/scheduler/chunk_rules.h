@@ -31,8 +31,8 @@ struct StepBudget {
 // A chunk candidate: request r would run tokens [start, start + n).
 struct ChunkCandidate {
   const Request& r;
-  int64_t start;    // r.num_computed_tokens, or where an admission starts
-  bool prefill;     // more than one token to compute
+  int64_t start;  // r.num_computed_tokens, or where an admission starts
+  bool prefill;   // more than one token to compute
 };
 
 using ChunkRule = int64_t (*)(const ChunkCandidate&, int64_t n, const StepBudget&,

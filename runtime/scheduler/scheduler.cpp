@@ -23,8 +23,8 @@ void Scheduler::add_request(RequestId id, std::span<const int32_t> prompt, Reque
   TROUPE_CHECK(n > 0, "request ", id, ": the prompt is empty");
   TROUPE_CHECK(n < config_.max_model_len, "request ", id, ": a prompt of ", n,
                " tokens leaves no room for output under max_model_len ", config_.max_model_len);
-  TROUPE_CHECK(params.stop.empty() || limits_.tokenizer != nullptr,
-               "request ", id, ": stop strings need a tokenizer");
+  TROUPE_CHECK(params.stop.empty() || limits_.tokenizer != nullptr, "request ", id,
+               ": stop strings need a tokenizer");
   TROUPE_CHECK(!requests_.count(id) && !kv_.contains(id), "request id ", id, " is in use");
   auto r = std::make_unique<Request>(id, prompt, std::move(params), next_arrival_++);
   waiting_.emplace(queue_key(*r), r.get());
@@ -117,8 +117,8 @@ bool Scheduler::try_admit(Request& r, StepPlan& plan, StepBudget& budget) {
 bool Scheduler::reserve(Request& r, int64_t total_tokens, StepPlan& plan, StepBudget& budget) {
   while (!kv_.allocate(r.id, total_tokens)) {
     if (running_.size() == 1) {  // r alone, every other block free or evictable
-      fail(r, "needs more KV blocks than the whole cache holds at " +
-                  std::to_string(total_tokens) + " tokens");
+      fail(r, "needs more KV blocks than the whole cache holds at " + std::to_string(total_tokens) +
+                  " tokens");
       return false;
     }
     Request& victim = preemption_victim();
@@ -136,9 +136,8 @@ Scheduler::QueueKey Scheduler::queue_key(const Request& r) const {
 // The running request that would be admitted last: newest arrival (lowest priority first
 // under the priority policy).
 Request& Scheduler::preemption_victim() {
-  auto it = std::max_element(running_.begin(), running_.end(), [&](Request* a, Request* b) {
-    return queue_key(*a) < queue_key(*b);
-  });
+  auto it = std::max_element(running_.begin(), running_.end(),
+                             [&](Request* a, Request* b) { return queue_key(*a) < queue_key(*b); });
   return **it;
 }
 

@@ -17,9 +17,9 @@ struct SchedulerConfig {
   // attention reads), so several long-context chunks cannot stall one step. The first
   // prefill chunk of a step is exempt, else a prompt longer than this could never finish.
   int64_t max_prefill_context_read = int64_t(1) << 20;
-  int64_t max_admissions_per_step = 64;  // new requests (KV loads) admitted per step
+  int64_t max_admissions_per_step = 64;      // new requests (KV loads) admitted per step
   int64_t max_model_len = int64_t(1) << 20;  // prompt + output tokens of one request
-  bool enable_chunked_prefill = true;  // off: a prefill runs whole or waits
+  bool enable_chunked_prefill = true;        // off: a prefill runs whole or waits
   SchedulePolicy policy = SchedulePolicy::Fcfs;
 
   void validate() const;  // throws troupe::Error naming the bad field

@@ -22,17 +22,17 @@ namespace troupe::runtime {
 //   those tokens is cached, only the SWA windows are rebuilt (MODEL.md §6).
 struct ScheduledChunk {
   RequestId id = 0;
-  int64_t start = 0;              // num_computed_tokens before this step
-  int64_t num_tokens = 0;         // n >= 1
-  int64_t num_cached_tokens = 0;  // prefix-cache hit B of the request's admission
+  int64_t start = 0;                 // num_computed_tokens before this step
+  int64_t num_tokens = 0;            // n >= 1
+  int64_t num_cached_tokens = 0;     // prefix-cache hit B of the request's admission
   std::vector<int32_t> token_ids;    // [n] the request's tokens [start, start + n)
   std::vector<int32_t> block_table;  // [ceil((start + n) / block_size)] snapshot
   int32_t swa_slot = -1;
   bool sample = false;  // the chunk ends at the request's last token: sample from its logits
   kernels::SamplingParams sampling;  // the request's parameters (seed included)
-  uint64_t sample_counter = 0;  // Philox counter: the request's output token index
-  int64_t generation = 0;       // the request's preemption count; stale chunks are ignored
-  bool prefill = false;         // counted against the context-read cap
+  uint64_t sample_counter = 0;       // Philox counter: the request's output token index
+  int64_t generation = 0;            // the request's preemption count; stale chunks are ignored
+  bool prefill = false;              // counted against the context-read cap
 
   int64_t end() const { return start + num_tokens; }
 };

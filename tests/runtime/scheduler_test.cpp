@@ -72,7 +72,8 @@ struct Harness {
   std::vector<RequestOutput> finish_step() {
     std::vector<Ids> sampled(plan.chunks.size());
     for (size_t i = 0; i < plan.chunks.size(); ++i) {
-      if (plan.chunks[i].sample) sampled[i] = {model_token(plan.chunks[i].id, plan.chunks[i].end())};
+      if (plan.chunks[i].sample)
+        sampled[i] = {model_token(plan.chunks[i].id, plan.chunks[i].end())};
     }
     auto outs = s.update(plan, sampled);
     kv.check_invariants();
@@ -117,10 +118,10 @@ TEST(Scheduler, BudgetSplitsAcrossRequests) {
   h.add(2, 5, 3);
   h.add(3, 3, 3);
   h.expect_steps({
-      {{{1, 0, 6}, {2, 0, 4}}, {}, 2 + 1},             // budget 10 = 6 + 4: request 3 waits
+      {{{1, 0, 6}, {2, 0, 4}}, {}, 2 + 1},  // budget 10 = 6 + 4: request 3 waits
       {{{1, 6, 1}, {2, 4, 1}, {3, 0, 3}}, {}, 2 + 2 + 1},
       {{{1, 7, 1}, {2, 5, 1}, {3, 3, 1}}, {}, 2 + 2 + 1},  // 1 reaches max_tokens 3
-      {{{2, 6, 1}, {3, 4, 1}}, {}, 2 + 2},             // 2 and 3 finish
+      {{{2, 6, 1}, {3, 4, 1}}, {}, 2 + 2},                 // 2 and 3 finish
   });
   EXPECT_FALSE(h.s.has_unfinished());
   EXPECT_EQ(h.kv.num_used_blocks(), 0);
@@ -133,7 +134,7 @@ TEST(Scheduler, ChunkedPrefillOfALongPromptBehindDecodes) {
   h.add(2, 20);
   h.expect_steps({
       {{{1, 0, 3}, {2, 0, 5}}, {}, 1 + 2},
-      {{{1, 3, 1}, {2, 5, 7}}, {}, 1 + 3},   // the decode first, the prefill takes the rest
+      {{{1, 3, 1}, {2, 5, 7}}, {}, 1 + 3},  // the decode first, the prefill takes the rest
       {{{1, 4, 1}, {2, 12, 7}}, {}, 2 + 5},
       {{{1, 5, 1}, {2, 19, 1}}, {}, 2 + 5},  // a one-token tail runs with the decodes
       {{{1, 6, 1}, {2, 20, 1}}, {}, 2 + 6},
@@ -155,7 +156,7 @@ TEST(Scheduler, ContextReadCapKeepsASecondPrefillOut) {
     if (capped) {
       h.expect_steps({
           {{{1, 0, 30}}, {}, 8},
-          {{{1, 30, 10}}, {}, 10},          // first prefill of the step: exempt, reads 40
+          {{{1, 30, 10}}, {}, 10},  // first prefill of the step: exempt, reads 40
           {{{1, 40, 1}, {2, 0, 29}}, {}, 11 + 8},
           {{{1, 41, 1}, {2, 29, 11}}, {}, 11 + 10},
       });
@@ -260,7 +261,7 @@ TEST(Scheduler, ALoneRequestThatCanNeverFitFinishesWithAnError) {
       {{{2, 0, 10}}, {}, 3},
       {{{2, 10, 1}}, {}, 3},
       {{{2, 11, 1}}, {}, 3},  // 12 tokens: the pool is full
-      {{}, {}, 0},  // token 13 needs a 4th block and nobody can give one back
+      {{}, {}, 0},            // token 13 needs a 4th block and nobody can give one back
   });
   EXPECT_EQ(h.finished.at(1).status, RequestStatus::FinishedError);
   EXPECT_NE(h.finished.at(1).error.find("needs 5 KV blocks"), std::string::npos);
@@ -283,7 +284,7 @@ TEST(Scheduler, AbortMidPrefillAndMidDecodeFreesBlocksAtOnce) {
   EXPECT_EQ(h.finished.at(1).status, RequestStatus::FinishedAborted);
   EXPECT_EQ(h.finished.at(1).finish_reason(), "abort");
   EXPECT_EQ(h.s.find(1), nullptr);
-  h.plan_step();  // 2 decodes
+  h.plan_step();                                          // 2 decodes
   EXPECT_EQ(h.plan.finished, std::vector<RequestId>{1});  // the executor drops 1's state
   ASSERT_EQ(h.plan.chunks.size(), 1u);
   h.s.abort(2);  // mid-decode
@@ -410,7 +411,8 @@ TEST(Scheduler, RandomWorkloadLeaksNoBlock) {
       ASSERT_LE(h.plan.num_admitted, sc.max_admissions_per_step);
       ASSERT_LE(int64_t(h.s.running_ids().size()), sc.max_num_running);
       preemptions += int64_t(h.plan.preempted.size());
-      ASSERT_LE(prefill_ends - first_prefill_end, std::max<int64_t>(sc.max_prefill_context_read - first_prefill_end, 0));
+      ASSERT_LE(prefill_ends - first_prefill_end,
+                std::max<int64_t>(sc.max_prefill_context_read - first_prefill_end, 0));
       if (uni(0, 9) == 0 && next > 1) {
         const RequestId victim = uni(1, int(next - 1));
         if (h.s.find(victim) != nullptr) aborted.insert(victim);

@@ -2,8 +2,6 @@
 // built token by token equals the one-shot decode, incomplete UTF-8 is held back, stop
 // strings match across token boundaries and cut the text like vLLM, EOS / stop ids /
 // length in their documented order.
-#include "runtime/stop_checker.h"
-
 #include <gtest/gtest.h>
 
 #include <string>
@@ -12,6 +10,7 @@
 #include "kernels/check.h"
 #include "model/tokenizer.h"
 #include "runtime/request.h"
+#include "runtime/stop_checker.h"
 
 namespace troupe::runtime {
 namespace {
@@ -24,8 +23,10 @@ const model::Tokenizer& tok() {
   return t;
 }
 
-int32_t byte_id(uint8_t b) { return 5 + b; }  // the tiny layout: id 5 + b is byte b
-constexpr int32_t kEos = 1;                     // <｜end▁of▁sentence｜>
+int32_t byte_id(uint8_t b) {
+  return 5 + b;
+}  // the tiny layout: id 5 + b is byte b
+constexpr int32_t kEos = 1;  // <｜end▁of▁sentence｜>
 
 Request make_request(RequestParams p = {}) {
   if (p.max_tokens == 16) p.max_tokens = 1000;
@@ -108,11 +109,11 @@ TEST(StopStrings, FindAndHoldbackTable) {
   };
   const size_t npos = std::string::npos;
   const std::vector<Case> cases = {
-      {"hello world", 5, {"lo w"}, 3, 0, 0},       // starts before the new bytes
-      {"hello world", 3, {"lo w"}, npos, -1, 0},   // ended before the new bytes: not new
-      {"hello wor", 3, {"world"}, npos, -1, 3},    // "wor" may become "world"
-      {"abcabc", 6, {"ca", "bc"}, 1, 1, 1},        // earliest match wins; "c" may start "ca"
-      {"xx STO", 2, {"STOP", "ST"}, 3, 1, 3},      // holdback: "STO" is a prefix of STOP
+      {"hello world", 5, {"lo w"}, 3, 0, 0},      // starts before the new bytes
+      {"hello world", 3, {"lo w"}, npos, -1, 0},  // ended before the new bytes: not new
+      {"hello wor", 3, {"world"}, npos, -1, 3},   // "wor" may become "world"
+      {"abcabc", 6, {"ca", "bc"}, 1, 1, 1},       // earliest match wins; "c" may start "ca"
+      {"xx STO", 2, {"STOP", "ST"}, 3, 1, 3},     // holdback: "STO" is a prefix of STOP
       {"abc", 1, {}, npos, -1, 0},
   };
   for (const Case& c : cases) {
