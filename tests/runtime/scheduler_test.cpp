@@ -347,6 +347,32 @@ TEST(Scheduler, StopStringAcrossTokensThroughUpdate) {
   EXPECT_EQ(h.kv.num_used_blocks(), 0);
 }
 
+TEST(Scheduler, EosStopsUnlessIgnoreEos) {
+  Harness h(sched_config(100), kv_config(64));
+  for (bool ignore : {false, true}) {
+    RequestParams p;
+    p.max_tokens = 4;
+    p.ignore_eos = ignore;
+    h.s.add_request(ignore ? 2 : 1, Ids{30, 31}, p);
+  }
+  // The mocked model answers EOS to everyone.
+  for (int step = 0; h.s.has_unfinished(); ++step) {
+    ASSERT_LT(step, 10);
+    h.plan_step();
+    std::vector<Ids> sampled(h.plan.chunks.size(), Ids{kEos});
+    for (const RequestOutput& o : h.s.update(h.plan, sampled)) {
+      auto& toks = h.outputs[o.id];
+      toks.insert(toks.end(), o.new_tokens.begin(), o.new_tokens.end());
+      if (o.finished()) h.finished[o.id] = o;
+    }
+  }
+  EXPECT_EQ(h.outputs.at(1), (Ids{kEos}));
+  EXPECT_EQ(h.finished.at(1).finish_reason(), "stop");
+  EXPECT_EQ(h.outputs.at(2), (Ids{kEos, kEos, kEos, kEos}));
+  EXPECT_EQ(h.finished.at(2).finish_reason(), "length");
+  EXPECT_EQ(h.kv.num_used_blocks(), 0);
+}
+
 TEST(Scheduler, BadInputIsRejectedAtTheEdge) {
   SchedulerConfig sc = sched_config(100);
   sc.max_model_len = 10;
@@ -427,7 +453,9 @@ TEST(Scheduler, RandomWorkloadLeaksNoBlock) {
       const Ids& toks = h.outputs[id];
       const int64_t p = int64_t(prompts[id].size());
       for (size_t i = 0; i < toks.size(); ++i) ASSERT_EQ(toks[i], model_token(id, p + int64_t(i)));
-      if (!aborted.count(id)) EXPECT_NE(out.status, RequestStatus::FinishedAborted);
+      if (!aborted.count(id)) {
+        EXPECT_NE(out.status, RequestStatus::FinishedAborted);
+      }
       errors += out.status == RequestStatus::FinishedError;
     }
     prefix_hits += h.kv.stats().prefix_hits;
