@@ -57,13 +57,14 @@ const std::vector<int32_t>* selected_rows(const LayerContext& ctx, const Selecti
 // rows before the chunk, and each distinct selected compressed row once.
 class DecodedRows {
  public:
-  DecodedRows(const SequenceState& seq, int64_t layer, int64_t src)
-      : seq_(seq), src_(src), dim_(seq.rows.ckv.dim), ring_pos_(seq.layers[layer].window_pos) {
-    const RowCodec& wc = seq.rows.window;
-    const std::vector<uint8_t>& ring = seq.layers[layer].window;
-    ring_.resize(ring_pos_.size() * wc.dim);
-    for (size_t slot = 0; slot < ring_pos_.size(); ++slot)
-      if (ring_pos_[slot] >= 0) wc.decode(&ring[slot * wc.bytes()], &ring_[slot * wc.dim]);
+  DecodedRows(KvStore& seq, int64_t layer, int64_t src, int64_t W)
+      : seq_(seq), src_(src), dim_(seq.rows().ckv.dim), ring_pos_(W) {
+    const RowCodec& wc = seq.rows().window;
+    ring_.resize(W * wc.dim);
+    for (int64_t slot = 0; slot < W; ++slot) {
+      ring_pos_[slot] = seq.window_pos(layer, slot);
+      if (ring_pos_[slot] >= 0) wc.decode(seq.window_row(layer, slot), &ring_[slot * wc.dim]);
+    }
     if (src >= 0) slot_of_.assign(seq.compressed_rows(src), -1);
   }
   // The ring row of position q, or null when the ring does not hold it (§6: skipped).
@@ -75,16 +76,15 @@ class DecodedRows {
     if (slot_of_[j] < 0) {
       slot_of_[j] = static_cast<int32_t>(compressed_.size() / dim_);
       compressed_.resize(compressed_.size() + dim_);
-      const RowCodec& cc = seq_.rows.ckv;
-      cc.decode(&seq_.layers[src_].ckv[j * cc.bytes()], &compressed_[slot_of_[j] * dim_]);
+      seq_.rows().ckv.decode(seq_.ckv_row(src_, j), &compressed_[slot_of_[j] * dim_]);
     }
     return &compressed_[slot_of_[j] * dim_];
   }
 
  private:
-  const SequenceState& seq_;
+  const KvStore& seq_;
   int64_t src_, dim_;
-  const std::vector<int64_t>& ring_pos_;
+  std::vector<int64_t> ring_pos_;
   std::vector<float> ring_;
   std::vector<int32_t> slot_of_;
   std::deque<float> compressed_;  // stable addresses as it grows
@@ -103,7 +103,7 @@ std::vector<const float*> gather_keys(const LayerContext& ctx, const Batch& quer
   decoded.resize(queries.seqs());
   for (int64_t s = 0; s < queries.seqs(); ++s)
     if (queries.rows_of(s) > 0)
-      decoded[s] = std::make_unique<DecodedRows>(*queries.states[s], ctx.layer, src);
+      decoded[s] = std::make_unique<DecodedRows>(*queries.states[s], ctx.layer, src, W);
   std::vector<const float*> keys(queries.rows * max_keys, nullptr);
   for (int64_t row = 0; row < queries.rows; ++row) {
     const int64_t s = queries.seq[row], p = queries.pos[row], P = chunk.chunk_start(s);
@@ -124,12 +124,12 @@ void store_window(const LayerContext& ctx, const ChunkWindow& win) {
   const int64_t W = ctx.cfg.sliding_window;
   for (int64_t s = 0; s < b.seqs(); ++s) {
     const int64_t r0 = b.begin[s], r1 = b.begin[s + 1];
-    const int64_t bytes = b.states[s]->rows.window.bytes();
-    LayerState& st = b.states[s]->layers[ctx.layer];
+    KvStore& st = *b.states[s];
+    const int64_t bytes = st.rows().window.bytes();
     for (int64_t row = std::max(r0, r1 - W); row < r1; ++row) {
       const int64_t slot = b.pos[row] % W;
-      std::copy(&win.packed[row * bytes], &win.packed[row * bytes] + bytes, &st.window[slot * bytes]);
-      st.window_pos[slot] = b.pos[row];
+      std::copy_n(&win.packed[row * bytes], bytes, st.window_row(ctx.layer, slot));
+      st.window_pos(ctx.layer, slot) = b.pos[row];
     }
   }
 }

@@ -20,7 +20,7 @@ struct Batch {
   std::vector<int64_t> pos;       // [rows] absolute position of each row
   std::vector<int32_t> token;     // [rows]
   std::vector<int64_t> begin;     // [seqs + 1] first row of each sequence
-  std::vector<SequenceState*> states;  // [seqs]
+  std::vector<KvStore*> states;   // [seqs]
   const TraceFn* trace = nullptr;
 
   int64_t seqs() const { return static_cast<int64_t>(states.size()); }

@@ -28,12 +28,6 @@ void pool_group(const std::vector<float>& v, const std::vector<float>& s, int64_
   }
 }
 
-// Appends x quantized as one packed row of the codec's format.
-void append_row(const RowCodec& codec, const float* x, std::vector<uint8_t>& rows) {
-  rows.resize(rows.size() + codec.bytes());
-  codec.encode(x, rows.data() + rows.size() - codec.bytes());
-}
-
 }  // namespace
 
 void run_compressor(const LayerContext& ctx, const float* x) {
@@ -50,17 +44,19 @@ void run_compressor(const LayerContext& ctx, const float* x) {
   std::vector<int64_t> group_pos, group_seq;
   for (int64_t row = 0; row < b.rows; ++row) {
     const int64_t p = b.pos[row];
-    LayerState& st = b.states[b.seq[row]]->layers[ctx.layer];
+    KvStore& st = *b.states[b.seq[row]];
+    std::vector<float>& carry_v = st.carry_v(ctx.layer);
+    std::vector<float>& carry_s = st.carry_s(ctx.layer);
     if (r == 1) {
       lat.insert(lat.end(), &v[row * D], &v[row * D] + D);
     } else {
-      st.carry_v.insert(st.carry_v.end(), &v[row * D], &v[row * D] + D);
-      st.carry_s.insert(st.carry_s.end(), &s[row * D], &s[row * D] + D);
+      carry_v.insert(carry_v.end(), &v[row * D], &v[row * D] + D);
+      carry_s.insert(carry_s.end(), &s[row * D], &s[row * D] + D);
       if (p % r != r - 1) continue;
       lat.resize(lat.size() + D);
-      pool_group(st.carry_v, st.carry_s, r, D, &lat[lat.size() - D]);
-      st.carry_v.clear();
-      st.carry_s.clear();
+      pool_group(carry_v, carry_s, r, D, &lat[lat.size() - D]);
+      carry_v.clear();
+      carry_s.clear();
     }
     group_pos.push_back(p - (r - 1));  // g·r
     group_seq.push_back(b.seq[row]);
@@ -74,11 +70,12 @@ void run_compressor(const LayerContext& ctx, const float* x) {
   rms_norm_rows(ik.data(), n, dI, ctx.w.indexer.k_norm, c.rms_norm_eps);
   rope_rows(ik.data(), n, dI, c.qk_rope_head_dim, group_pos.data(), 1, ctx.freqs);
   rope_rows(lat.data(), n, D, c.qk_rope_head_dim, group_pos.data(), 1, ctx.freqs);
+  const KvRowLayout layout = KvRowLayout::of(c);
+  std::vector<uint8_t> ckv(layout.ckv.bytes()), ikey(layout.ikey.bytes());
   for (int64_t g = 0; g < n; ++g) {
-    SequenceState& seq = *b.states[group_seq[g]];
-    LayerState& st = seq.layers[ctx.layer];
-    append_row(seq.rows.ckv, &lat[g * D], st.ckv);
-    append_row(seq.rows.ikey, &ik[g * dI], st.ikey);
+    layout.ckv.encode(&lat[g * D], ckv.data());
+    layout.ikey.encode(&ik[g * dI], ikey.data());
+    b.states[group_seq[g]]->append_row(ctx.layer, ckv.data(), ikey.data());
   }
 }
 

@@ -22,10 +22,11 @@ std::vector<float> lookup_rows(const ModelConfig& c, const ModelWeights& mw,
   std::vector<float> e(b.rows * nG * eD);
   std::vector<int64_t> ctok(N), ids(nG);
   for (int64_t row = 0; row < b.rows; ++row) {
-    const std::vector<int32_t>& tokens = b.states[b.seq[row]]->tokens;
+    const int64_t s = b.seq[row], P = b.chunk_start(s);
     for (int64_t k = 0; k < N; ++k) {
       const int64_t q = b.pos[row] - k;
-      ctok[k] = q >= 0 ? mw.engram_token_map[tokens[q]] : pad;
+      const int32_t tok = q < 0 ? -1 : q >= P ? b.token[b.begin[s] + q - P] : b.states[s]->token(q);
+      ctok[k] = q >= 0 ? mw.engram_token_map[tok] : pad;
     }
     engram_hash_ids(t, index, ctok.data(), w.multipliers.data(), ids.data());
     for (int64_t i = 0; i < nG; ++i)

@@ -27,7 +27,7 @@ void validate(const ModelConfig& c, std::span<SequenceInput> batch) {
     for (int32_t t : in.tokens)
       if (t < 0 || t >= c.vocab_size)
         TROUPE_FAIL("token id " << t << " out of range [0, " << c.vocab_size << ")");
-    const int64_t end = in.state->length + static_cast<int64_t>(in.tokens.size());
+    const int64_t end = in.state->length() + static_cast<int64_t>(in.tokens.size());
     if (end > c.max_position_embeddings)
       TROUPE_FAIL("position " << end - 1 << " beyond max_position_embeddings "
                               << c.max_position_embeddings);
@@ -43,10 +43,9 @@ Batch make_batch(std::span<SequenceInput> inputs, const TraceFn& trace) {
     b.states.push_back(in.state);
     for (size_t i = 0; i < in.tokens.size(); ++i) {
       b.seq.push_back(s);
-      b.pos.push_back(in.state->length + static_cast<int64_t>(i));
+      b.pos.push_back(in.state->length() + static_cast<int64_t>(i));
       b.token.push_back(in.tokens[i]);
     }
-    in.state->tokens.insert(in.state->tokens.end(), in.tokens.begin(), in.tokens.end());
     b.begin.push_back(static_cast<int64_t>(b.pos.size()));
   }
   b.rows = static_cast<int64_t>(b.pos.size());
@@ -69,10 +68,10 @@ std::vector<float> embed(const ModelConfig& c, const ModelWeights& w, const Batc
 
 SequenceState SequenceState::empty(const ModelConfig& c) {
   SequenceState s;
-  s.rows = KvRowLayout::of(c);
+  s.layout = KvRowLayout::of(c);
   s.layers.resize(c.num_hidden_layers);
   for (LayerState& l : s.layers) {
-    l.window.assign(c.sliding_window * s.rows.window.bytes(), 0);
+    l.window.assign(c.sliding_window * s.layout.window.bytes(), 0);
     l.window_pos.assign(c.sliding_window, -1);
   }
   return s;
@@ -201,7 +200,7 @@ std::vector<std::vector<float>> Forward::run(std::span<SequenceInput> inputs,
   // Logits for the rows each sequence asked for (of the rows that ran every layer).
   std::vector<std::vector<float>> logits(inputs.size());
   for (int64_t s = 0; s < b.seqs(); ++s) {
-    inputs[s].state->length += static_cast<int64_t>(inputs[s].tokens.size());
+    inputs[s].state->advance(inputs[s].tokens);
     if (b.rows_of(s) == 0) continue;
     const int64_t r1 = b.begin[s + 1];
     const int64_t r0 = inputs[s].all_logits ? b.begin[s] : r1 - 1;

@@ -12,14 +12,15 @@
 
 #include "model/config.h"
 #include "model/engram_hash.h"
+#include "model/kv_store.h"
 #include "model/state.h"
 #include "model/weights.h"
 
 namespace troupe::model {
 
 struct SequenceInput {
-  SequenceState* state = nullptr;   // extended in place by tokens
-  std::span<const int32_t> tokens;  // new tokens at positions state->length, ...
+  KvStore* state = nullptr;         // extended in place by tokens (SequenceState, or paged)
+  std::span<const int32_t> tokens;  // new tokens at positions state->length(), ...
   bool all_logits = false;          // logits for every new token, else only the last
   // Bounded replay (MODEL.md §6): when >= 0, layer Ne still writes its KV rows, index keys
   // and window rows for every new token, but its queries and every later layer run only

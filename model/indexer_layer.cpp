@@ -53,12 +53,11 @@ void trace_selection(const Batch& b, int64_t layer, int64_t row, const float* sc
 
 // Every index key of the source layer as f32 [rows, dI]. The indexer scores the
 // whole visible context, so all rows are needed.
-std::vector<float> decode_index_keys(const SequenceState& seq, int64_t src) {
-  const RowCodec& codec = seq.rows.ikey;
-  const std::vector<uint8_t>& packed = seq.layers[src].ikey;
-  const int64_t n = static_cast<int64_t>(packed.size()) / codec.bytes();
+std::vector<float> decode_index_keys(const KvStore& seq, int64_t src) {
+  const RowCodec& codec = seq.rows().ikey;
+  const int64_t n = seq.compressed_rows(src);
   std::vector<float> keys(n * codec.dim);
-  for (int64_t j = 0; j < n; ++j) codec.decode(&packed[j * codec.bytes()], &keys[j * codec.dim]);
+  for (int64_t j = 0; j < n; ++j) codec.decode(seq.ikey_row(src, j), &keys[j * codec.dim]);
   return keys;
 }
 

@@ -11,6 +11,7 @@
 
 #include "model/config.h"
 #include "model/kv_rows.h"
+#include "model/kv_store.h"
 
 namespace troupe::model {
 
@@ -28,18 +29,43 @@ struct LayerState {
   std::vector<float> carry_s;  // [k, D] open group's s_k so far (ratio > 1)
 };
 
-struct SequenceState {
-  int64_t length = 0;           // tokens already processed (next position)
+class SequenceState final : public KvStore {
+ public:
+  int64_t length_ = 0;          // tokens already processed (next position)
   std::vector<int32_t> tokens;  // [length] every token so far
   std::vector<LayerState> layers;
-  KvRowLayout rows;             // the packed row formats
+  KvRowLayout layout;           // the packed row formats
 
   static SequenceState empty(const ModelConfig& c);
-  int64_t compressed_rows(int64_t layer) const {
-    return static_cast<int64_t>(layers[layer].ckv.size()) / rows.ckv.bytes();
-  }
   // Bytes of global (shared) KV held: compressed rows and index keys of every layer.
   int64_t global_kv_bytes() const;
+
+  int64_t length() const override { return length_; }
+  int32_t token(int64_t pos) const override { return tokens[pos]; }
+  void advance(std::span<const int32_t> t) override {
+    tokens.insert(tokens.end(), t.begin(), t.end());
+    length_ += static_cast<int64_t>(t.size());
+  }
+  const KvRowLayout& rows() const override { return layout; }
+  uint8_t* window_row(int64_t l, int64_t slot) override {
+    return &layers[l].window[slot * layout.window.bytes()];
+  }
+  int64_t& window_pos(int64_t l, int64_t slot) override { return layers[l].window_pos[slot]; }
+  int64_t compressed_rows(int64_t l) const override {
+    return static_cast<int64_t>(layers[l].ckv.size()) / layout.ckv.bytes();
+  }
+  const uint8_t* ckv_row(int64_t l, int64_t j) const override {
+    return &layers[l].ckv[j * layout.ckv.bytes()];
+  }
+  const uint8_t* ikey_row(int64_t l, int64_t j) const override {
+    return &layers[l].ikey[j * layout.ikey.bytes()];
+  }
+  void append_row(int64_t l, const uint8_t* ckv, const uint8_t* ikey) override {
+    layers[l].ckv.insert(layers[l].ckv.end(), ckv, ckv + layout.ckv.bytes());
+    layers[l].ikey.insert(layers[l].ikey.end(), ikey, ikey + layout.ikey.bytes());
+  }
+  std::vector<float>& carry_v(int64_t l) override { return layers[l].carry_v; }
+  std::vector<float>& carry_s(int64_t l) override { return layers[l].carry_s; }
 };
 
 }  // namespace troupe::model

@@ -37,7 +37,7 @@ std::vector<float> run_chunked(const std::vector<int32_t>& tokens, const std::ve
     at += n;
   }
   EXPECT_EQ(at, tokens.size());
-  EXPECT_EQ(st.length, static_cast<int64_t>(tokens.size()));
+  EXPECT_EQ(st.length(), static_cast<int64_t>(tokens.size()));
   return all;
 }
 
@@ -110,13 +110,13 @@ TEST(Forward, BadInputIsAClearErrorAndLeavesStateAlone) {
     } catch (const troupe::Error& e) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
-    EXPECT_EQ(st.length, 0);
+    EXPECT_EQ(st.length(), 0);
     EXPECT_TRUE(st.tokens.empty());
   };
   expect_error({}, "no tokens");
   expect_error({1, 4096}, "out of range");
   expect_error({-1}, "out of range");
-  st.length = g.config.max_position_embeddings - 1;  // pretend a full context
+  st.length_ = g.config.max_position_embeddings - 1;  // pretend a full context
   const std::vector<int32_t> two = {5, 6};
   SequenceInput in{&st, two, false};
   EXPECT_THROW(g.forward->run({&in, 1}), troupe::Error);

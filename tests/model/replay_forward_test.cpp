@@ -17,7 +17,7 @@ std::vector<float> last_logits(const std::vector<int32_t>& tokens, int64_t tail_
   SequenceState st = SequenceState::empty(g.config);
   SequenceInput in{&st, tokens, false, tail_start};
   auto out = g.forward->run({&in, 1});
-  EXPECT_EQ(st.length, static_cast<int64_t>(tokens.size()));
+  EXPECT_EQ(st.length(), static_cast<int64_t>(tokens.size()));
   return out[0];
 }
 
@@ -64,7 +64,7 @@ TEST(Replay, EmptyTailGivesNoLogitsButWritesEncoderState) {
   SequenceInput in{&st, tokens, false, 1000};
   const auto out = g.forward->run({&in, 1});
   EXPECT_TRUE(out[0].empty());
-  EXPECT_EQ(st.length, 24);
+  EXPECT_EQ(st.length(), 24);
   EXPECT_EQ(st.compressed_rows(g.config.n_encoder_layers), 24);  // layer Ne wrote every row
   for (int64_t p : st.layers[g.config.n_encoder_layers + 1].window_pos) EXPECT_EQ(p, -1);
 }
