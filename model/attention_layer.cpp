@@ -126,7 +126,9 @@ void store_window(const LayerContext& ctx, const ChunkWindow& win) {
     const int64_t r0 = b.begin[s], r1 = b.begin[s + 1];
     KvStore& st = *b.states[s];
     const int64_t bytes = st.rows().window.bytes();
+    const int64_t from = b.store_window_from.empty() ? 0 : b.store_window_from[s];
     for (int64_t row = std::max(r0, r1 - W); row < r1; ++row) {
+      if (b.pos[row] < from) continue;
       const int64_t slot = b.pos[row] % W;
       std::copy_n(&win.packed[row * bytes], bytes, st.window_row(ctx.layer, slot));
       st.window_pos(ctx.layer, slot) = b.pos[row];

@@ -21,6 +21,9 @@ struct Batch {
   std::vector<int32_t> token;     // [rows]
   std::vector<int64_t> begin;     // [seqs + 1] first row of each sequence
   std::vector<KvStore*> states;   // [seqs]
+  // [seqs] or empty: window rows of positions below this are not stored in the ring
+  // (layer Ne under bounded replay stores only [P, E) and the tail, MODEL.md §6.2).
+  std::vector<int64_t> store_window_from;
   const TraceFn* trace = nullptr;
 
   int64_t seqs() const { return static_cast<int64_t>(states.size()); }

@@ -45,6 +45,7 @@ void run_compressor(const LayerContext& ctx, const float* x) {
   for (int64_t row = 0; row < b.rows; ++row) {
     const int64_t p = b.pos[row];
     KvStore& st = *b.states[b.seq[row]];
+    if (p < st.length()) continue;  // replayed token: its global rows are already stored
     std::vector<float>& carry_v = st.carry_v(ctx.layer);
     std::vector<float>& carry_s = st.carry_s(ctx.layer);
     if (r == 1) {

@@ -27,7 +27,10 @@ void validate(const ModelConfig& c, std::span<SequenceInput> batch) {
     for (int32_t t : in.tokens)
       if (t < 0 || t >= c.vocab_size)
         TROUPE_FAIL("token id " << t << " out of range [0, " << c.vocab_size << ")");
-    const int64_t end = in.state->length() + static_cast<int64_t>(in.tokens.size());
+    if (in.first_position > in.state->length())
+      TROUPE_FAIL("forward: first_position " << in.first_position << " is past the state's "
+                                             << in.state->length() << " tokens");
+    const int64_t end = in.start() + static_cast<int64_t>(in.tokens.size());
     if (end > c.max_position_embeddings)
       TROUPE_FAIL("position " << end - 1 << " beyond max_position_embeddings "
                               << c.max_position_embeddings);
@@ -43,7 +46,7 @@ Batch make_batch(std::span<SequenceInput> inputs, const TraceFn& trace) {
     b.states.push_back(in.state);
     for (size_t i = 0; i < in.tokens.size(); ++i) {
       b.seq.push_back(s);
-      b.pos.push_back(in.state->length() + static_cast<int64_t>(i));
+      b.pos.push_back(in.start() + static_cast<int64_t>(i));
       b.token.push_back(in.tokens[i]);
     }
     b.begin.push_back(static_cast<int64_t>(b.pos.size()));
@@ -173,6 +176,10 @@ std::vector<std::vector<float>> Forward::run(std::span<SequenceInput> inputs,
       Batch tail = b.subset(kept);
       std::vector<float> xq = x;
       keep_rows(xq, kept, H);
+      for (int64_t s = 0; s < b.seqs(); ++s)
+        b.store_window_from.push_back(std::min(b.states[s]->length(), inputs[s].decoder_tail_start < 0
+                                                   ? b.states[s]->length()
+                                                   : inputs[s].decoder_tail_start));
       attention_layer(ctx, x.data(), tail, xq.data(), sel, y.data());
       keep_rows(X, kept, hc * H);
       keep_rows(pre, kept, hc);
@@ -200,7 +207,9 @@ std::vector<std::vector<float>> Forward::run(std::span<SequenceInput> inputs,
   // Logits for the rows each sequence asked for (of the rows that ran every layer).
   std::vector<std::vector<float>> logits(inputs.size());
   for (int64_t s = 0; s < b.seqs(); ++s) {
-    inputs[s].state->advance(inputs[s].tokens);
+    SequenceInput& in = inputs[s];
+    const int64_t replayed = in.state->length() - in.start();  // tokens already in the state
+    in.state->advance(in.tokens.subspan(static_cast<size_t>(replayed)));
     if (b.rows_of(s) == 0) continue;
     const int64_t r1 = b.begin[s + 1];
     const int64_t r0 = inputs[s].all_logits ? b.begin[s] : r1 - 1;

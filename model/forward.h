@@ -27,6 +27,13 @@ struct SequenceInput {
   // positions >= decoder_tail_start (= max(P', E_prompt - R)); logits come from those rows
   // (none when the tail is empty). -1 = full compute.
   int64_t decoder_tail_start = -1;
+  // Bounded replay after a prefix-cache hit (§6.1): the chunk starts at first_position
+  // P' < state->length() = B. Rows before B rebuild hidden states and the encoder's window
+  // rows only; the global KV of those tokens is already in the state and is not rewritten.
+  // -1 = state->length() (no replay).
+  int64_t first_position = -1;
+
+  int64_t start() const { return first_position >= 0 ? first_position : state->length(); }
 };
 
 // Debug/test hook: called with every named intermediate (llama.cpp's cb(cur, name, il)).
