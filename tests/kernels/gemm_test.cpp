@@ -365,6 +365,19 @@ TEST(Gemm, LongKSpansSeveralBlocks) {
       }
 }
 
+// M larger than one prefill slab of x rows (516): slabs must cover every row once.
+TEST(Gemm, TallMSpansSeveralSlabs) {
+  uint32_t seed = 900;
+  for (WeightFormat f : {WeightFormat::FP8, WeightFormat::FP4})
+    for (GemmPrecision prec : {GemmPrecision::F32, GemmPrecision::Bf16}) {
+      Case c{f, 1100, 37, 96};
+      c.precision = prec;
+      c.accumulate = prec == GemmPrecision::Bf16;
+      c.y_pad = 3;
+      check_case(c, seed++);
+    }
+}
+
 TEST(Gemm, EmptyK) {
   for (bool acc : {false, true}) {
     TestWeight w{WeightFormat::F32, 5, 0, {}, {}};
