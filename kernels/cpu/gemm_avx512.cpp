@@ -5,13 +5,13 @@
 //           registers and FMA'd into every x row. Memory-bound: decoding must cost less
 //           than streaming the weights from DRAM.
 //   blocked (M > 4): W[n0 : n0+panel, k0 : k0+kc] is dequantized once into a
-//           cache-resident buffer (f32, or bf16 for vdpbf16ps); then for every 6-row
-//           slab of x and 4-row tile of the panel a 6x4 micro-kernel of dot products
-//           along k (24 zmm accumulators), each accumulator reduced and added into y.
+//           cache-resident buffer (f32, or bf16 for vdpbf16ps); then for every 6 rows
+//           of x and 4-row tile of the panel a 6x4 micro-kernel of dot products along
+//           k (24 zmm accumulators), each accumulator reduced and added into y.
 //     decode  (M <= 16): panel = 4 rows, k inner: each weight row streams once, the
 //             16 KiB buffer stays in L1, x (<= 16 rows) in L1/L2.
 //     prefill (M > 16):  panel = 64 rows, k outer: the dequantized panel (256 KiB) sits
-//             in L2 and serves all M rows; one x slab (6 x kc) sits in L1.
+//             in L2 and serves a slab of up to 516 x rows; 6 x rows (6 x kc) sit in L1.
 //
 // Every y element is one accumulator summed over k in a fixed order, reduced by the
 // same shuffle tree, and added into y block by block in increasing k, so results do not
