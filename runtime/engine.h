@@ -1,0 +1,60 @@
+// The engine of one model instance, no actors: requests in, token outputs out.
+//
+//   Engine e(forward, tokenizer, config);
+//   e.add_request(id, prompt, params);
+//   while (e.has_unfinished()) for (auto& out : e.step()) stream(out);
+//
+// step() is plan (Scheduler) -> run (Executor over the paged KV) -> update (Scheduler).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "model/forward.h"
+#include "model/tokenizer.h"
+#include "runtime/executor/executor.h"
+#include "runtime/kv_cache/kv_cache_manager.h"
+#include "runtime/kv_cache/paged_kv.h"
+#include "runtime/scheduler/scheduler.h"
+
+namespace troupe::runtime {
+
+struct EngineStats {
+  int64_t steps = 0;          // non-empty steps run
+  int64_t preemptions = 0;    // requests that lost their KV and will recompute
+  int64_t scheduled_tokens = 0;
+};
+
+struct EngineConfig {
+  SchedulerConfig scheduler;
+  int64_t kv_budget_bytes = int64_t(1) << 30;  // global KV blocks + per-request state
+  int64_t block_size = 64;
+  bool enable_prefix_cache = true;
+  ExecutorOptions executor;
+};
+
+class Engine {
+ public:
+  Engine(const model::Forward& forward, const model::Tokenizer* tokenizer, EngineConfig config);
+
+  void add_request(RequestId id, std::span<const int32_t> prompt, RequestParams params);
+  void abort(RequestId id);
+  std::vector<RequestOutput> step();
+  bool has_unfinished() const { return scheduler_->has_unfinished(); }
+
+  const KvCacheManager& kv_cache() const { return *kv_; }
+  const Scheduler& scheduler() const { return *scheduler_; }
+  const EngineStats& stats() const { return stats_; }
+
+ private:
+  EngineConfig config_;
+  EngineStats stats_;
+  std::unique_ptr<KvCacheManager> kv_;
+  std::unique_ptr<PagedKvStorage> storage_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<Executor> executor_;
+};
+
+}  // namespace troupe::runtime

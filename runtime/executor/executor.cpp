@@ -1,0 +1,67 @@
+#include "runtime/executor/executor.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "kernels/check.h"
+#include "kernels/sampling.h"
+
+namespace troupe::runtime {
+
+Executor::Executor(const model::Forward& forward, PagedKvStorage& storage, ExecutorOptions options)
+    : forward_(forward), storage_(storage), options_(options) {}
+
+int64_t Executor::decoder_tail_start(const ScheduledChunk& chunk, const Request& r) const {
+  const int64_t R = forward_.config().replay_tokens;
+  if (!options_.bounded_replay || R <= 0 || chunk.start >= r.num_prompt_tokens) return -1;
+  return std::max(chunk.start, r.num_prompt_tokens - R);  // T = [max(P', E_prompt - R), E)
+}
+
+std::vector<std::vector<int32_t>> Executor::run(const StepPlan& plan, const RequestLookup& lookup) {
+  for (RequestId id : plan.preempted) drop(id);
+  for (RequestId id : plan.finished) drop(id);
+  std::vector<std::unique_ptr<PagedSequence>> seqs;
+  std::vector<model::SequenceInput> inputs;
+  for (const ScheduledChunk& c : plan.chunks) {
+    const Request* r = lookup(c.id);
+    TROUPE_CHECK(r != nullptr, "plan names unknown request ", c.id);
+    // A request starting (or restarting after preemption) gets clean rings and carry.
+    auto it = started_.find(c.id);
+    if (it == started_.end() || it->second != c.generation) {
+      storage_.reset_slot(c.swa_slot);
+      started_[c.id] = c.generation;
+    }
+    const bool replay = c.start < c.num_cached_tokens;  // rebuild windows before the hit
+    const int64_t kv_length = replay ? c.num_cached_tokens : c.start;
+    seqs.push_back(std::make_unique<PagedSequence>(storage_, c.block_table, c.swa_slot,
+                                                   std::span<const int32_t>(r->tokens), kv_length));
+    model::SequenceInput in{seqs.back().get(), c.token_ids, false, decoder_tail_start(c, *r)};
+    in.first_position = c.start;
+    inputs.push_back(in);
+  }
+  std::vector<std::vector<int32_t>> sampled(plan.chunks.size());
+  if (inputs.empty()) return sampled;
+  const auto logits = forward_.run(inputs);
+
+  const int64_t V = forward_.config().vocab_size;
+  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+    const ScheduledChunk& c = plan.chunks[i];
+    if (!c.sample) continue;
+    TROUPE_CHECK(static_cast<int64_t>(logits[i].size()) == V, "no logits for request ", c.id);
+    int32_t token = 0;
+    const uint64_t stream = static_cast<uint64_t>(c.id), counter = c.sample_counter;
+    kernels::SampleParams sp;
+    sp.logits = logits[i].data();
+    sp.out = &token;
+    sp.m = 1;
+    sp.vocab = V;
+    sp.sampling = &c.sampling;
+    sp.streams = &stream;
+    sp.counters = &counter;
+    kernels::sample(sp);
+    sampled[i] = {token};
+  }
+  return sampled;
+}
+
+}  // namespace troupe::runtime

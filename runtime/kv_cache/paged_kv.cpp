@@ -1,0 +1,90 @@
+#include "runtime/kv_cache/paged_kv.h"
+
+#include <algorithm>
+
+#include "kernels/check.h"
+
+namespace troupe::runtime {
+
+PagedKvStorage::PagedKvStorage(const model::ModelConfig& c, int64_t block_size,
+                               int64_t num_blocks, int64_t num_slots)
+    : rows_(model::KvRowLayout::of(c)),
+      block_size_(block_size),
+      layers_(c.num_hidden_layers),
+      window_(c.sliding_window) {
+  ratio_.assign(layers_, 0);
+  layer_off_.assign(layers_, -1);
+  for (int64_t l = 0; l < layers_; ++l) {
+    ratio_[l] = c.ratio(l);
+    if (c.layer_mode[l] != model::LayerMode::Full) continue;
+    TROUPE_CHECK(block_size % ratio_[l] == 0, "block_size ", block_size,
+                 " must be a multiple of layer ", l, "'s compress ratio ", ratio_[l]);
+    layer_off_[l] = block_bytes_;
+    block_bytes_ += (block_size / ratio_[l]) * (rows_.ckv.bytes() + rows_.ikey.bytes());
+  }
+  blocks_.assign(num_blocks * block_bytes_, 0);
+  rings_.assign(num_slots * layers_ * window_ * rows_.window.bytes(), 0);
+  ring_pos_.assign(num_slots * layers_ * window_, -1);
+  carry_v_.resize(num_slots * layers_);
+  carry_s_.resize(num_slots * layers_);
+}
+
+uint8_t* PagedKvStorage::ckv_row(int32_t id, int64_t layer, int64_t within) {
+  return &blocks_[id * block_bytes_ + layer_off_[layer] + within * rows_.ckv.bytes()];
+}
+
+uint8_t* PagedKvStorage::ikey_row(int32_t id, int64_t layer, int64_t within) {
+  const int64_t per_block = block_size_ / ratio_[layer];
+  return &blocks_[id * block_bytes_ + layer_off_[layer] + per_block * rows_.ckv.bytes() +
+                  within * rows_.ikey.bytes()];
+}
+
+uint8_t* PagedKvStorage::window_row(int32_t slot, int64_t layer, int64_t ring_slot) {
+  return &rings_[((slot * layers_ + layer) * window_ + ring_slot) * rows_.window.bytes()];
+}
+
+int64_t& PagedKvStorage::window_pos(int32_t slot, int64_t layer, int64_t ring_slot) {
+  return ring_pos_[(slot * layers_ + layer) * window_ + ring_slot];
+}
+
+void PagedKvStorage::reset_slot(int32_t slot) {
+  std::fill_n(&ring_pos_[slot * layers_ * window_], layers_ * window_, -1);
+  for (int64_t l = 0; l < layers_; ++l) {
+    carry_v_[slot * layers_ + l].clear();
+    carry_s_[slot * layers_ + l].clear();
+  }
+}
+
+PagedSequence::PagedSequence(PagedKvStorage& storage, std::span<const int32_t> block_table,
+                             int32_t slot, std::span<const int32_t> tokens, int64_t kv_length)
+    : storage_(storage), table_(block_table), slot_(slot), tokens_(tokens), kv_length_(kv_length) {
+  rows_.assign(storage.layers(), 0);
+  for (int64_t l = 0; l < storage.layers(); ++l)
+    if (storage.ratio(l) > 0) rows_[l] = kv_length / storage.ratio(l);  // complete groups
+}
+
+std::pair<int32_t, int64_t> PagedSequence::locate(int64_t layer, int64_t j) const {
+  const int64_t per_block = storage_.block_size() / storage_.ratio(layer);
+  const int64_t block = j / per_block;
+  TROUPE_CHECK(block < static_cast<int64_t>(table_.size()), "compressed row ", j, " of layer ",
+               layer, " is past the block table (", table_.size(), " blocks)");
+  return {table_[block], j % per_block};
+}
+
+const uint8_t* PagedSequence::ckv_row(int64_t layer, int64_t j) const {
+  const auto [id, within] = locate(layer, j);
+  return storage_.ckv_row(id, layer, within);
+}
+
+const uint8_t* PagedSequence::ikey_row(int64_t layer, int64_t j) const {
+  const auto [id, within] = locate(layer, j);
+  return storage_.ikey_row(id, layer, within);
+}
+
+void PagedSequence::append_row(int64_t layer, const uint8_t* ckv, const uint8_t* ikey) {
+  const auto [id, within] = locate(layer, rows_[layer]++);
+  std::copy_n(ckv, storage_.rows().ckv.bytes(), storage_.ckv_row(id, layer, within));
+  std::copy_n(ikey, storage_.rows().ikey.bytes(), storage_.ikey_row(id, layer, within));
+}
+
+}  // namespace troupe::runtime

@@ -1,0 +1,84 @@
+// The bytes behind KvCacheManager's bookkeeping (MODEL.md §4): the global rows of every
+// Full layer in shared blocks, and each running request's SWA rings and compressor carry
+// in a slot. PagedSequence is one request's model::KvStore view over them.
+//
+//   block (block_size tokens):  [Full layer a: bs/r_a KV rows | bs/r_a index keys][layer b: ...]
+//   row j of layer l:           block table[(j·r_l) / bs], row (j mod (bs/r_l)) inside it
+//   slot (one request):         per layer W window rows (+ the position each holds);
+//                               per Full layer with r > 1 its open group's v/s carry
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "model/config.h"
+#include "model/kv_store.h"
+
+namespace troupe::runtime {
+
+class PagedKvStorage {
+ public:
+  PagedKvStorage(const model::ModelConfig& c, int64_t block_size, int64_t num_blocks,
+                 int64_t num_slots);
+
+  const model::KvRowLayout& rows() const { return rows_; }
+  int64_t block_size() const { return block_size_; }
+  int64_t block_bytes() const { return block_bytes_; }
+  int64_t ratio(int64_t layer) const { return ratio_[layer]; }
+  int64_t layers() const { return layers_; }
+  // Layer l's KV row `within` and index key `within` of block `id` (l a Full layer).
+  uint8_t* ckv_row(int32_t id, int64_t layer, int64_t within);
+  uint8_t* ikey_row(int32_t id, int64_t layer, int64_t within);
+  uint8_t* window_row(int32_t slot, int64_t layer, int64_t ring_slot);
+  int64_t& window_pos(int32_t slot, int64_t layer, int64_t ring_slot);
+  std::vector<float>& carry_v(int32_t slot, int64_t layer) { return carry_v_[slot * layers_ + layer]; }
+  std::vector<float>& carry_s(int32_t slot, int64_t layer) { return carry_s_[slot * layers_ + layer]; }
+  // A slot handed to a request that starts (or restarts) its prefill: empty rings, no carry.
+  void reset_slot(int32_t slot);
+
+ private:
+  model::KvRowLayout rows_;
+  int64_t block_size_, layers_, window_;
+  int64_t block_bytes_ = 0;
+  std::vector<int64_t> ratio_;       // [L]
+  std::vector<int64_t> layer_off_;   // [L] byte offset of a Full layer's rows in a block, -1 otherwise
+  std::vector<uint8_t> blocks_;      // [num_blocks, block_bytes]
+  std::vector<uint8_t> rings_;       // [slots, L, W, window row bytes]
+  std::vector<int64_t> ring_pos_;    // [slots, L, W]
+  std::vector<std::vector<float>> carry_v_, carry_s_;  // [slots * L]
+};
+
+// One request's state for a step: global rows through its block table, rings and carry
+// in its slot, tokens from the request. kv_length = tokens whose global rows are stored.
+class PagedSequence final : public model::KvStore {
+ public:
+  PagedSequence(PagedKvStorage& storage, std::span<const int32_t> block_table, int32_t slot,
+                std::span<const int32_t> tokens, int64_t kv_length);
+
+  int64_t length() const override { return kv_length_; }
+  int32_t token(int64_t pos) const override { return tokens_[pos]; }
+  void advance(std::span<const int32_t>) override {}  // the scheduler owns the counts
+  const model::KvRowLayout& rows() const override { return storage_.rows(); }
+  uint8_t* window_row(int64_t layer, int64_t s) override { return storage_.window_row(slot_, layer, s); }
+  int64_t& window_pos(int64_t layer, int64_t s) override { return storage_.window_pos(slot_, layer, s); }
+  int64_t compressed_rows(int64_t layer) const override { return rows_[layer]; }
+  const uint8_t* ckv_row(int64_t layer, int64_t j) const override;
+  const uint8_t* ikey_row(int64_t layer, int64_t j) const override;
+  void append_row(int64_t layer, const uint8_t* ckv, const uint8_t* ikey) override;
+  std::vector<float>& carry_v(int64_t layer) override { return storage_.carry_v(slot_, layer); }
+  std::vector<float>& carry_s(int64_t layer) override { return storage_.carry_s(slot_, layer); }
+
+ private:
+  // (block id, row within the block) of compressed row j of a layer.
+  std::pair<int32_t, int64_t> locate(int64_t layer, int64_t j) const;
+
+  PagedKvStorage& storage_;
+  std::span<const int32_t> table_;
+  int32_t slot_;
+  std::span<const int32_t> tokens_;
+  int64_t kv_length_;
+  std::vector<int64_t> rows_;  // [L] compressed rows held (complete groups + appended)
+};
+
+}  // namespace troupe::runtime
