@@ -1,13 +1,34 @@
 #include "runtime/engine.h"
 
+#include <time.h>
+
+#include <chrono>
+
+#include <algorithm>
+
 #include "runtime/kv_cache/kv_cache_config.h"
 
 namespace troupe::runtime {
+namespace {
+
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+double wall_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
 
 Engine::Engine(const model::Forward& forward, const model::Tokenizer* tokenizer,
                EngineConfig config)
     : config_(config) {
   const model::ModelConfig& m = forward.config();
+  config.scheduler.chunk_lookback_tokens = std::max<int64_t>(0, m.engram_max_ngram_size - 1);
+  config_.scheduler = config.scheduler;
   KvCacheConfig kv = kv_cache_config_for(m, config.kv_budget_bytes,
                                          config.scheduler.max_num_running, config.block_size);
   kv.enable_prefix_cache = config.enable_prefix_cache;
@@ -25,12 +46,19 @@ void Engine::add_request(RequestId id, std::span<const int32_t> prompt, RequestP
 void Engine::abort(RequestId id) { scheduler_->abort(id); }
 
 std::vector<RequestOutput> Engine::step() {
+  const double t0 = thread_cpu_seconds();
   const StepPlan plan = scheduler_->schedule();
+  const double t1 = thread_cpu_seconds(), w1 = wall_seconds();
   stats_.steps += plan.empty() ? 0 : 1;
   stats_.preemptions += static_cast<int64_t>(plan.preempted.size());
   stats_.scheduled_tokens += plan.num_tokens;
-  const auto sampled = executor_->run(plan, [&](RequestId id) { return scheduler_->find(id); });
-  return scheduler_->update(plan, sampled);
+  const auto sampled = executor_->run(plan);
+  const double w2 = wall_seconds(), t2 = thread_cpu_seconds();
+  auto outputs = scheduler_->update(plan, sampled);
+  stats_.schedule_cpu_s += t1 - t0;
+  stats_.execute_s += w2 - w1;
+  stats_.update_cpu_s += thread_cpu_seconds() - t2;
+  return outputs;
 }
 
 }  // namespace troupe::runtime

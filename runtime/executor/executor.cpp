@@ -11,20 +11,18 @@ namespace troupe::runtime {
 Executor::Executor(const model::Forward& forward, PagedKvStorage& storage, ExecutorOptions options)
     : forward_(forward), storage_(storage), options_(options) {}
 
-int64_t Executor::decoder_tail_start(const ScheduledChunk& chunk, const Request& r) const {
+int64_t Executor::decoder_tail_start(const ScheduledChunk& c) const {
   const int64_t R = forward_.config().replay_tokens;
-  if (!options_.bounded_replay || R <= 0 || chunk.start >= r.num_prompt_tokens) return -1;
-  return std::max(chunk.start, r.num_prompt_tokens - R);  // T = [max(P', E_prompt - R), E)
+  if (!options_.bounded_replay || R <= 0 || c.start >= c.num_prompt_tokens) return -1;
+  return std::max(c.start, c.num_prompt_tokens - R);  // T = [max(P', E_prompt - R), E)
 }
 
-std::vector<std::vector<int32_t>> Executor::run(const StepPlan& plan, const RequestLookup& lookup) {
+std::vector<std::vector<int32_t>> Executor::run(const StepPlan& plan) {
   for (RequestId id : plan.preempted) drop(id);
   for (RequestId id : plan.finished) drop(id);
   std::vector<std::unique_ptr<PagedSequence>> seqs;
   std::vector<model::SequenceInput> inputs;
   for (const ScheduledChunk& c : plan.chunks) {
-    const Request* r = lookup(c.id);
-    TROUPE_CHECK(r != nullptr, "plan names unknown request ", c.id);
     // A request starting (or restarting after preemption) gets clean rings and carry.
     auto it = started_.find(c.id);
     if (it == started_.end() || it->second != c.generation) {
@@ -33,9 +31,10 @@ std::vector<std::vector<int32_t>> Executor::run(const StepPlan& plan, const Requ
     }
     const bool replay = c.start < c.num_cached_tokens;  // rebuild windows before the hit
     const int64_t kv_length = replay ? c.num_cached_tokens : c.start;
-    seqs.push_back(std::make_unique<PagedSequence>(storage_, c.block_table, c.swa_slot,
-                                                   std::span<const int32_t>(r->tokens), kv_length));
-    model::SequenceInput in{seqs.back().get(), c.token_ids, false, decoder_tail_start(c, *r)};
+    const int64_t lookback_start = c.start - static_cast<int64_t>(c.lookback.size());
+    seqs.push_back(std::make_unique<PagedSequence>(storage_, c.block_table, c.swa_slot, c.lookback,
+                                                   lookback_start, kv_length));
+    model::SequenceInput in{seqs.back().get(), c.token_ids, false, decoder_tail_start(c)};
     in.first_position = c.start;
     inputs.push_back(in);
   }

@@ -4,13 +4,11 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <unordered_map>
 #include <vector>
 
 #include "model/forward.h"
 #include "runtime/kv_cache/paged_kv.h"
-#include "runtime/request.h"
 #include "runtime/scheduler/step_plan.h"
 
 namespace troupe::runtime {
@@ -23,19 +21,18 @@ struct ExecutorOptions {
 
 class Executor {
  public:
-  using RequestLookup = std::function<const Request*(RequestId)>;
-
   Executor(const model::Forward& forward, PagedKvStorage& storage, ExecutorOptions options);
 
   // Returns the sampled tokens of each chunk ([1] if chunk.sample, else empty).
-  std::vector<std::vector<int32_t>> run(const StepPlan& plan, const RequestLookup& lookup);
+  // Everything it needs travels in the plan (tokens, lookback, tables, slots).
+  std::vector<std::vector<int32_t>> run(const StepPlan& plan);
 
   // Forgets what it knew of requests that ended or lost their KV.
   void drop(RequestId id) { started_.erase(id); }
 
  private:
   // Positions [P', E) of a chunk's decoder tail (§6), or -1 for every layer.
-  int64_t decoder_tail_start(const ScheduledChunk& chunk, const Request& r) const;
+  int64_t decoder_tail_start(const ScheduledChunk& chunk) const;
 
   const model::Forward& forward_;
   PagedKvStorage& storage_;

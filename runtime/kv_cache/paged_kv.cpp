@@ -56,11 +56,25 @@ void PagedKvStorage::reset_slot(int32_t slot) {
 }
 
 PagedSequence::PagedSequence(PagedKvStorage& storage, std::span<const int32_t> block_table,
-                             int32_t slot, std::span<const int32_t> tokens, int64_t kv_length)
-    : storage_(storage), table_(block_table), slot_(slot), tokens_(tokens), kv_length_(kv_length) {
+                             int32_t slot, std::span<const int32_t> lookback,
+                             int64_t lookback_start, int64_t kv_length)
+    : storage_(storage),
+      table_(block_table),
+      slot_(slot),
+      lookback_(lookback),
+      lookback_start_(lookback_start),
+      kv_length_(kv_length) {
   rows_.assign(storage.layers(), 0);
   for (int64_t l = 0; l < storage.layers(); ++l)
     if (storage.ratio(l) > 0) rows_[l] = kv_length / storage.ratio(l);  // complete groups
+}
+
+int32_t PagedSequence::token(int64_t pos) const {
+  const int64_t i = pos - lookback_start_;
+  TROUPE_CHECK(i >= 0 && i < static_cast<int64_t>(lookback_.size()), "token ", pos,
+               " is outside the chunk's lookback [", lookback_start_, ", ",
+               lookback_start_ + static_cast<int64_t>(lookback_.size()), ")");
+  return lookback_[i];
 }
 
 std::pair<int32_t, int64_t> PagedSequence::locate(int64_t layer, int64_t j) const {

@@ -53,11 +53,13 @@ class PagedKvStorage {
 // in its slot, tokens from the request. kv_length = tokens whose global rows are stored.
 class PagedSequence final : public model::KvStore {
  public:
+  // lookback: the tokens at positions [lookback_start, lookback_start + size), the ones a
+  // step may read before its first new token (Engram n-grams).
   PagedSequence(PagedKvStorage& storage, std::span<const int32_t> block_table, int32_t slot,
-                std::span<const int32_t> tokens, int64_t kv_length);
+                std::span<const int32_t> lookback, int64_t lookback_start, int64_t kv_length);
 
   int64_t length() const override { return kv_length_; }
-  int32_t token(int64_t pos) const override { return tokens_[pos]; }
+  int32_t token(int64_t pos) const override;
   void advance(std::span<const int32_t>) override {}  // the scheduler owns the counts
   const model::KvRowLayout& rows() const override { return storage_.rows(); }
   uint8_t* window_row(int64_t layer, int64_t s) override { return storage_.window_row(slot_, layer, s); }
@@ -76,7 +78,8 @@ class PagedSequence final : public model::KvStore {
   PagedKvStorage& storage_;
   std::span<const int32_t> table_;
   int32_t slot_;
-  std::span<const int32_t> tokens_;
+  std::span<const int32_t> lookback_;
+  int64_t lookback_start_;
   int64_t kv_length_;
   std::vector<int64_t> rows_;  // [L] compressed rows held (complete groups + appended)
 };

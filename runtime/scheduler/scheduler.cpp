@@ -181,6 +181,9 @@ void Scheduler::finalize(StepPlan& plan) {
   for (ScheduledChunk& c : plan.chunks) {
     Request& r = *requests_.at(c.id);
     c.token_ids.assign(r.tokens.begin() + c.start, r.tokens.begin() + c.end());
+    const int64_t back = std::max<int64_t>(0, c.start - config_.chunk_lookback_tokens);
+    c.lookback.assign(r.tokens.begin() + back, r.tokens.begin() + c.start);
+    c.num_prompt_tokens = r.num_prompt_tokens;
     const auto table = kv_.block_table(c.id);
     c.block_table.assign(table.begin(), table.end());
     c.swa_slot = kv_.swa_slot(c.id);

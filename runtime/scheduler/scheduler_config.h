@@ -20,6 +20,9 @@ struct SchedulerConfig {
   int64_t max_admissions_per_step = 64;      // new requests (KV loads) admitted per step
   int64_t max_model_len = int64_t(1) << 20;  // prompt + output tokens of one request
   bool enable_chunked_prefill = true;        // off: a prefill runs whole or waits
+  int64_t chunk_lookback_tokens = 0;         // tokens before a chunk it carries (the model's
+                                             // Engram n-gram order - 1), so an executor never
+                                             // needs the request itself
   SchedulePolicy policy = SchedulePolicy::Fcfs;
 
   void validate() const;  // throws troupe::Error naming the bad field

@@ -26,6 +26,8 @@ struct ScheduledChunk {
   int64_t num_tokens = 0;            // n >= 1
   int64_t num_cached_tokens = 0;     // prefix-cache hit B of the request's admission
   std::vector<int32_t> token_ids;    // [n] the request's tokens [start, start + n)
+  std::vector<int32_t> lookback;     // the tokens just before start (Engram n-grams), <= config
+  int64_t num_prompt_tokens = 0;     // E_prompt: where the bounded-replay tail is counted from
   std::vector<int32_t> block_table;  // [ceil((start + n) / block_size)] snapshot
   int32_t swa_slot = -1;
   bool sample = false;  // the chunk ends at the request's last token: sample from its logits
