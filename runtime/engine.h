@@ -25,6 +25,12 @@ struct EngineStats {
   int64_t steps = 0;          // non-empty steps run
   int64_t preemptions = 0;    // requests that lost their KV and will recompute
   int64_t scheduled_tokens = 0;
+  // Where step() spends its time, summed over steps (for `troupe bench engine`): the
+  // scheduler's schedule() and update() in CPU seconds of the calling thread (single
+  // threaded, so immune to a busy machine), the executor's run in wall seconds.
+  double schedule_cpu_s = 0;
+  double update_cpu_s = 0;
+  double execute_s = 0;
 };
 
 struct EngineConfig {
