@@ -1,16 +1,24 @@
 // `troupe bench <benchmark> [flags]`: benchmark programs behind the CLI (figures only,
-// never pass/fail). Today: `forward`, the analogue of `vllm bench forward`
-// (bench/forward/forward_bench.h says what it measures and how).
+// never pass/fail): `forward`, the analogue of `vllm bench forward`, on the bare model
+// (bench/forward/forward_bench.h); `engine`, the Engine's prefill over a cached prefix,
+// decode steps and scheduler time (bench/engine/step_bench.h); `replay`, the multi-turn
+// agentic workload on the Engine with and without the prefix cache
+// (bench/engine/replay_bench.h).
 #include <cstdio>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "bench/common/limits.h"
+#include "bench/engine/replay_bench.h"
+#include "bench/engine/step_bench.h"
 #include "bench/forward/forward_bench.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/loaded_model.h"
 #include "kernels/check.h"
 #include "kernels/parallel.h"
+#include "runtime/kv_cache/kv_cache_config.h"
 
 namespace troupe::cli {
 namespace {
@@ -38,18 +46,34 @@ void check_fits(const bench::ForwardBenchShape& s, const model::ModelConfig& c) 
                              << " is beyond max_position_embeddings " << max_pos);
 }
 
-int bench_forward(const CommandArgs& argv) {
-  Args a(argv, {"model", "batch", "context", "new-tokens", "repeats", "threads"}, {});
-  if (!a.positional().empty()) TROUPE_FAIL("unexpected argument '" << a.positional()[0] << "'");
-  const bench::ForwardBenchShape shape = forward_shape(a);
+// --threads T (default 0: all hardware threads), checked before the model loads.
+int threads_flag(const Args& a) {
   const int64_t threads = a.get_int("threads", 0);
   if (a.has("threads") && threads < 1) TROUPE_FAIL("--threads must be at least 1, got " << threads);
+  return static_cast<int>(threads);
+}
+
+void no_positional(const Args& a) {
+  if (!a.positional().empty()) TROUPE_FAIL("unexpected argument '" << a.positional()[0] << "'");
+}
+
+int64_t at_least(const Args& a, const char* flag, int64_t fallback, int64_t min) {
+  const int64_t v = a.get_int(flag, fallback);
+  if (v < min) TROUPE_FAIL("--" << flag << " must be at least " << min << ", got " << v);
+  return v;
+}
+
+int bench_forward(const CommandArgs& argv) {
+  Args a(argv, {"model", "batch", "context", "new-tokens", "repeats", "threads"}, {});
+  no_positional(a);
+  const bench::ForwardBenchShape shape = forward_shape(a);
+  const int threads = threads_flag(a);
 
   auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false);
   check_fits(shape, m->config);
-  kernels::set_num_threads(static_cast<int>(threads));
+  kernels::set_num_threads(threads);
   const bench::MachineLimits limits = bench::measure_limits(/*quick=*/true);
-  kernels::set_num_threads(static_cast<int>(threads));  // the probes reset the count
+  kernels::set_num_threads(threads);  // the probes reset the count
 
   std::printf("troupe bench forward: model %s\n", m->dir.c_str());
   std::printf("batch %lld, context %lld, new tokens %lld, repeats %lld, threads %d\n\n",
@@ -62,6 +86,138 @@ int bench_forward(const CommandArgs& argv) {
   return 0;
 }
 
+// --kv-budget-mb and --block-size; the budget must hold the reserved request state and
+// a block per running request (runtime/kv_cache/kv_cache_config.h), checked here so the
+// message names the flags.
+bench::EngineBenchConfig engine_flags(const Args& a, int64_t max_running) {
+  bench::EngineBenchConfig c;
+  c.max_running = max_running;
+  c.kv_budget_bytes = at_least(a, "kv-budget-mb", c.kv_budget_bytes >> 20, 1) << 20;
+  c.block_size = at_least(a, "block-size", c.block_size, 1);
+  return c;
+}
+
+void check_budget(const model::ModelConfig& m, const bench::EngineBenchConfig& c) {
+  try {
+    runtime::plan_kv_budget(m, c.kv_budget_bytes, c.max_running, c.block_size);
+  } catch (const Error& e) {
+    TROUPE_FAIL("--kv-budget-mb " << (c.kv_budget_bytes >> 20) << " with --block-size "
+                                  << c.block_size << " and " << c.max_running
+                                  << " running requests does not work: " << e.what());
+  }
+}
+
+void check_positions(const model::ModelConfig& m, int64_t tokens, const std::string& what) {
+  if (tokens > m.max_position_embeddings)
+    TROUPE_FAIL(what << " = " << tokens << " tokens is beyond max_position_embeddings "
+                     << m.max_position_embeddings);
+}
+
+// "256,1024" -> {256, 1024}
+std::vector<int64_t> context_list(const Args& a) {
+  const std::string text = a.get_or("context", "256,1024");
+  std::vector<int64_t> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    size_t used = 0;
+    int64_t v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size())
+      TROUPE_FAIL("--context expects integers separated by commas, got '" << text << "'");
+    if (v < 1) TROUPE_FAIL("--context must be at least 1, got " << v);
+    out.push_back(v);
+  }
+  if (out.empty()) TROUPE_FAIL("--context expects integers separated by commas, got '" << text << "'");
+  return out;
+}
+
+int bench_engine(const CommandArgs& argv) {
+  Args a(argv, {"model", "batch", "context", "new-tokens", "cached-prefix", "decode-steps",
+                "repeats", "threads", "kv-budget-mb", "block-size"},
+         {});
+  no_positional(a);
+  bench::EngineBenchShape s;
+  s.batch = at_least(a, "batch", s.batch, 1);
+  s.contexts = context_list(a);
+  s.new_tokens = at_least(a, "new-tokens", s.new_tokens, 1);
+  s.cached_prefix = at_least(a, "cached-prefix", s.cached_prefix, 0);
+  s.decode_steps = at_least(a, "decode-steps", s.decode_steps, 1);
+  s.repeats = at_least(a, "repeats", s.repeats, 1);
+  const int threads = threads_flag(a);
+  const bench::EngineBenchConfig config = engine_flags(a, s.batch);
+
+  auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false);
+  check_budget(m->config, config);
+  // Every request's prompt and its output tokens must have positions.
+  check_positions(m->config, s.cached_prefix + s.new_tokens + 1, "--cached-prefix + --new-tokens + 1");
+  for (int64_t c : s.contexts)
+    check_positions(m->config, c + s.decode_steps + 1, "--context " + std::to_string(c) + " + --decode-steps + 1");
+  kernels::set_num_threads(threads);
+  const bench::MachineLimits limits = bench::measure_limits(/*quick=*/true);
+  kernels::set_num_threads(threads);  // the probes reset the count
+
+  std::printf("troupe bench engine: model %s\n", m->dir.c_str());
+  std::printf("batch %lld, new tokens %lld over a cached prefix of %lld, decode steps %lld, repeats %lld, threads %d\n",
+              static_cast<long long>(s.batch), static_cast<long long>(s.new_tokens),
+              static_cast<long long>(s.cached_prefix), static_cast<long long>(s.decode_steps),
+              static_cast<long long>(s.repeats), kernels::num_threads());
+  bench::print_limits(limits);
+  bench::print_kv_summary(m->config, config);
+  bench::warm_up(*m->forward, config);
+
+  std::printf("\nprefill: %lld new tokens per request over a %lld-token prefix\n",
+              static_cast<long long>(s.new_tokens), static_cast<long long>(s.cached_prefix));
+  std::vector<bench::PrefillResult> prefill;
+  if (s.cached_prefix > 0) prefill.push_back(bench::time_prefill(*m->forward, s, config, true));
+  prefill.push_back(bench::time_prefill(*m->forward, s, config, false));
+  bench::print_prefill_table(s, prefill);
+
+  std::printf("\ndecode: %lld requests per step\n", static_cast<long long>(s.batch));
+  std::vector<bench::DecodeResult> decode;
+  for (int64_t c : s.contexts) decode.push_back(bench::time_decode(*m->forward, s, config, c));
+  bench::print_decode_table(s, decode);
+  return 0;
+}
+
+int bench_replay(const CommandArgs& argv) {
+  Args a(argv, {"model", "conversations", "turns", "system-len", "user-len", "output-len",
+                "max-running", "kv-budget-mb", "block-size", "seed", "threads"},
+         {});
+  no_positional(a);
+  runtime::AgenticWorkloadConfig w;
+  w.conversations = at_least(a, "conversations", w.conversations, 1);
+  w.turns = at_least(a, "turns", w.turns, 1);
+  w.system_len = at_least(a, "system-len", w.system_len, 0);
+  w.user_len = at_least(a, "user-len", w.user_len, 1);
+  w.output_len = at_least(a, "output-len", w.output_len, 1);
+  w.seed = static_cast<uint64_t>(at_least(a, "seed", int64_t(w.seed), 0));
+  const int64_t max_running = at_least(a, "max-running", 8, 1);
+  const int threads = threads_flag(a);
+  const bench::EngineBenchConfig config = engine_flags(a, max_running);
+
+  auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false);
+  check_budget(m->config, config);
+  w.max_token_id = static_cast<int32_t>(m->config.vocab_size);
+  check_positions(m->config, w.planned_prompt_len(w.turns - 1) + w.output_len,
+                  "the last turn's prompt + --output-len");
+  kernels::set_num_threads(threads);
+
+  std::printf("troupe bench replay: model %s, max running %lld, threads %d\n", m->dir.c_str(),
+              static_cast<long long>(max_running), kernels::num_threads());
+  bench::print_kv_summary(m->config, config);
+  bench::warm_up(*m->forward, config);
+  std::vector<bench::ReplayRun> runs;
+  for (const bool cache : {true, false})
+    runs.push_back(bench::run_replay(*m->forward, m->tokenizer.get(), w, config, cache));
+  bench::print_replay_report(w, runs);
+  return 0;
+}
+
 struct Benchmark {
   const char* name;
   int (*run)(const CommandArgs& args);
@@ -69,6 +225,8 @@ struct Benchmark {
 
 const Benchmark kBenchmarks[] = {
     {"forward", bench_forward},
+    {"engine", bench_engine},
+    {"replay", bench_replay},
 };
 
 std::string available() {

@@ -29,7 +29,7 @@ inline const Command kCommands[] = {
     {"make-tiny-model", "make-tiny-model DIR [--seed N]   write the deterministic tiny checkpoint", run_make_tiny_model},
     {"info", "info                       print build and CPU backend information", run_info},
     {"inspect", "inspect --model DIR | --preset NAME [--dep N]   config, layer modes, params, memory", run_inspect},
-    {"bench", "bench forward [--model DIR] [--batch B --context C --new-tokens N --repeats R --threads T]   time batched prefill and decode steps", run_bench},
+    {"bench", "bench forward|engine|replay [--model DIR] [flags]   time model steps, engine steps, an agentic workload (docs/forward-bench.md, docs/engine-bench.md)", run_bench},
 };
 
 }  // namespace troupe::cli

@@ -1,27 +1,9 @@
 #include "runtime/workload/agentic_workload.h"
 
 #include "kernels/check.h"
+#include "runtime/workload/random_tokens.h"
 
 namespace troupe::runtime {
-namespace {
-
-// splitmix64: a tiny generator whose sequence is the same on every standard library
-// (std::uniform_int_distribution is not), so a seed names one workload everywhere.
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-std::vector<int32_t> draw_tokens(uint64_t& state, int64_t n, int32_t lo, int32_t hi) {
-  const uint64_t range = uint64_t(int64_t(hi) - lo);
-  std::vector<int32_t> out(static_cast<size_t>(n));
-  for (int32_t& t : out) t = static_cast<int32_t>(lo + int64_t(splitmix64(state) % range));
-  return out;
-}
-
-}  // namespace
 
 void AgenticWorkloadConfig::validate() const {
   TROUPE_CHECK(conversations >= 1, "conversations must be at least 1, got ", conversations);
@@ -29,9 +11,10 @@ void AgenticWorkloadConfig::validate() const {
   TROUPE_CHECK(system_len >= 0, "system_len must be at least 0, got ", system_len);
   TROUPE_CHECK(user_len >= 1, "user_len must be at least 1, got ", user_len);
   TROUPE_CHECK(output_len >= 1, "output_len must be at least 1, got ", output_len);
-  TROUPE_CHECK(min_token_id >= 0 && min_token_id < max_token_id,
-               "token ids [min_token_id, max_token_id) must be a non-empty range of ids >= 0, got [",
-               min_token_id, ", ", max_token_id, ")");
+  TROUPE_CHECK(
+      min_token_id >= 0 && min_token_id < max_token_id,
+      "token ids [min_token_id, max_token_id) must be a non-empty range of ids >= 0, got [",
+      min_token_id, ", ", max_token_id, ")");
 }
 
 int64_t AgenticWorkloadConfig::planned_prompt_len(int64_t turn) const {
@@ -78,7 +61,9 @@ const AgenticWorkload::Conversation& AgenticWorkload::conversation(int64_t c) co
   return conversations_[size_t(c)];
 }
 
-int64_t AgenticWorkload::turns_done(int64_t c) const { return conversation(c).turns_done; }
+int64_t AgenticWorkload::turns_done(int64_t c) const {
+  return conversation(c).turns_done;
+}
 
 bool AgenticWorkload::all_done() const {
   for (const Conversation& c : conversations_)

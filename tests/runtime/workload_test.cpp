@@ -1,14 +1,14 @@
 // The multi-turn agentic workload generator: seeded token draws (checked against
 // splitmix64 values computed independently), the prefix relation between turns, token
 // counts by hand and by brute force, and config validation.
-#include "runtime/workload/agentic_workload.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <vector>
 
 #include "kernels/check.h"
+#include "runtime/workload/agentic_workload.h"
+#include "runtime/workload/random_tokens.h"
 
 namespace troupe::runtime {
 namespace {
@@ -34,6 +34,16 @@ std::vector<int32_t> fake_output(int64_t conversation, int64_t turn, int64_t n) 
 
 bool starts_with(const std::vector<int32_t>& v, const std::vector<int32_t>& prefix) {
   return v.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), v.begin());
+}
+
+TEST(RandomTokens, Splitmix64ReferenceValues) {
+  uint64_t state = 0;  // the published splitmix64 sequence from state 0
+  EXPECT_EQ(splitmix64(state), 0xe220a8397b1dcdafull);
+  EXPECT_EQ(splitmix64(state), 0x6e789e6aa1b965f4ull);
+  EXPECT_EQ(splitmix64(state), 0x06c45d188009454full);
+  state = 0;
+  EXPECT_EQ(draw_tokens(state, 2, 10, 11), (std::vector<int32_t>{10, 10}));
+  EXPECT_EQ(state, 2 * 0x9e3779b97f4a7c15ull);
 }
 
 TEST(AgenticWorkload, TokensAreSplitmix64Draws) {
@@ -142,8 +152,9 @@ TEST(AgenticWorkload, SeenTokensMatchBruteForce) {
         size_t best = 0;
         for (const auto& e : earlier) {
           const auto n = std::min(e.size(), prompt.size());
-          best = std::max<size_t>(best, std::mismatch(prompt.begin(), prompt.begin() + n,
-                                                      e.begin()).first - prompt.begin());
+          best = std::max<size_t>(
+              best,
+              std::mismatch(prompt.begin(), prompt.begin() + n, e.begin()).first - prompt.begin());
         }
         seen += int64_t(best);
         prompts += int64_t(prompt.size());

@@ -1,0 +1,45 @@
+// What `troupe bench engine` and `troupe bench replay` share: the engine configuration
+// they run, greedy request parameters, random prompts and a warm-up run.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/forward.h"
+#include "runtime/engine.h"
+
+namespace troupe::bench {
+
+struct EngineBenchConfig {
+  int64_t max_running = 8;                      // SchedulerConfig::max_num_running
+  int64_t max_batched_tokens = 8192;            // the step's token budget
+  int64_t kv_budget_bytes = int64_t(64) << 20;  // KV blocks + per-request state
+  int64_t block_size = 64;                      // tokens per KV block
+};
+
+// The engine's defaults with these sizes; max_model_len = the model's positions.
+runtime::EngineConfig make_engine_config(const model::ModelConfig& m, const EngineBenchConfig& c,
+                                         bool prefix_cache);
+
+// Greedy, EOS ignored: every request produces exactly max_tokens tokens, so runs with
+// and without the prefix cache do the same amount of work.
+runtime::RequestParams greedy_params(int64_t max_tokens);
+
+// [n] uniform ids in [0, vocab) from a splitmix64 stream seeded by `seed`.
+std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint64_t seed);
+
+// One short request through a throwaway engine: faults the mmapped weights in and warms
+// the thread pool, so the first timed figure is not a cold-start figure.
+void warm_up(const model::Forward& forward, const EngineBenchConfig& c);
+
+// Steps until every request has finished, discarding the outputs (check_output on each).
+void drain(runtime::Engine& engine);
+
+// Throws troupe::Error if the output ended in an error (e.g. a KV budget too small for
+// the request: the message points at --kv-budget-mb).
+void check_output(const runtime::RequestOutput& out);
+
+// One line: the KV budget's split into blocks (tokens) and request slots.
+void print_kv_summary(const model::ModelConfig& m, const EngineBenchConfig& c);
+
+}  // namespace troupe::bench

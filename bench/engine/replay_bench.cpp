@@ -1,0 +1,125 @@
+#include "bench/engine/replay_bench.h"
+
+#include <cstdio>
+#include <unordered_map>
+
+#include "bench/common/stats.h"
+#include "kernels/check.h"
+
+namespace troupe::bench {
+namespace {
+
+using runtime::AgenticWorkload;
+using runtime::Engine;
+using runtime::RequestId;
+using runtime::RequestOutput;
+
+// Submits conversations' next turns and folds finished turns back into the workload.
+// Request id = conversation · turns + turn.
+class ReplayDriver {
+ public:
+  ReplayDriver(Engine& engine, AgenticWorkload& workload, ReplayRun& run)
+      : engine_(engine), workload_(workload), run_(run) {}
+
+  void submit(int64_t conversation) {
+    const std::vector<int32_t> prompt = workload_.next_prompt(conversation);
+    const RequestId id =
+        conversation * workload_.config().turns + workload_.turns_done(conversation);
+    run_.prompt_tokens += int64_t(prompt.size());
+    engine_.add_request(id, prompt, greedy_params(workload_.config().output_len));
+  }
+
+  void on_output(const RequestOutput& out) {
+    check_output(out);
+    std::vector<int32_t>& tokens = outputs_[out.id];
+    tokens.insert(tokens.end(), out.new_tokens.begin(), out.new_tokens.end());
+    if (!out.finished()) return;
+    TROUPE_CHECK(out.status == runtime::RequestStatus::FinishedLength, "request ", out.id,
+                 " ended early: ", out.finish_reason());
+    const int64_t conversation = out.id / workload_.config().turns;
+    ++run_.turns;
+    run_.cached_tokens += out.num_cached_tokens;
+    run_.output_tokens += int64_t(tokens.size());
+    workload_.finish_turn(conversation, tokens);
+    outputs_.erase(out.id);
+    if (!workload_.done(conversation)) submit(conversation);
+  }
+
+ private:
+  Engine& engine_;
+  AgenticWorkload& workload_;
+  ReplayRun& run_;
+  std::unordered_map<RequestId, std::vector<int32_t>> outputs_;  // of unfinished turns
+};
+
+double per_second(int64_t tokens, double seconds) {
+  return seconds > 0 ? tokens / seconds : 0;
+}
+
+}  // namespace
+
+ReplayRun run_replay(const model::Forward& forward, const model::Tokenizer* tokenizer,
+                     const runtime::AgenticWorkloadConfig& workload_config,
+                     const EngineBenchConfig& engine_config, bool prefix_cache) {
+  Engine engine(forward, tokenizer,
+                make_engine_config(forward.config(), engine_config, prefix_cache));
+  AgenticWorkload workload(workload_config);
+  ReplayRun run;
+  run.prefix_cache = prefix_cache;
+  ReplayDriver driver(engine, workload, run);
+
+  const double t0 = now_seconds();
+  for (int64_t c = 0; c < workload.num_conversations(); ++c) driver.submit(c);
+  while (engine.has_unfinished())
+    for (const RequestOutput& out : engine.step()) driver.on_output(out);
+  run.wall_s = now_seconds() - t0;
+  TROUPE_CHECK(workload.all_done(), "the engine went idle with turns left");
+
+  const runtime::EngineStats& s = engine.stats();
+  run.computed_tokens = s.scheduled_tokens;
+  run.replay_tokens = engine.kv_cache().stats().replay_tokens;
+  run.steps = s.steps;
+  run.preemptions = s.preemptions;
+  run.scheduler_cpu_s = s.schedule_cpu_s + s.update_cpu_s;
+  return run;
+}
+
+void print_replay_report(const runtime::AgenticWorkloadConfig& w,
+                         const std::vector<ReplayRun>& runs) {
+  const runtime::WorkloadTotals plan = runtime::planned_totals(w);
+  std::printf(
+      "workload: %lld conversations x %lld turns, system %lld, user %lld, output %lld tokens per "
+      "turn: %lld requests, %lld input tokens, %.1f%% of them seen before (the most a prefix "
+      "cache can serve)\n\n",
+      static_cast<long long>(w.conversations), static_cast<long long>(w.turns),
+      static_cast<long long>(w.system_len), static_cast<long long>(w.user_len),
+      static_cast<long long>(w.output_len), static_cast<long long>(plan.turns),
+      static_cast<long long>(plan.prompt_tokens), 100 * plan.seen_fraction());
+  std::printf(
+      "| prefix cache | turns | input tokens | cached input | uncached input | output tokens | hit "
+      "rate | computed tokens | SWA replay tokens | steps | preemptions | sched ms/step | wall s "
+      "| cached in tok/s | uncached in tok/s | output tok/s | total tok/s |\n");
+  std::printf(
+      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const ReplayRun& r : runs) {
+    const double t = r.wall_s;
+    std::printf(
+        "| %s | %lld | %lld | %lld | %lld | %lld | %.1f%% | %lld | %lld | %lld | %lld | %.3f | "
+        "%.2f | %.1f | %.1f | %.1f | %.1f |\n",
+        r.prefix_cache ? "on" : "off", static_cast<long long>(r.turns),
+        static_cast<long long>(r.prompt_tokens), static_cast<long long>(r.cached_tokens),
+        static_cast<long long>(r.uncached_tokens()), static_cast<long long>(r.output_tokens),
+        100 * r.hit_rate(), static_cast<long long>(r.computed_tokens),
+        static_cast<long long>(r.replay_tokens), static_cast<long long>(r.steps),
+        static_cast<long long>(r.preemptions),
+        r.steps ? 1e3 * r.scheduler_cpu_s / double(r.steps) : 0.0, t,
+        per_second(r.cached_tokens, t), per_second(r.uncached_tokens(), t),
+        per_second(r.output_tokens, t), per_second(r.prompt_tokens + r.output_tokens, t));
+  }
+  if (runs.size() >= 2 && runs[0].wall_s > 0)
+    std::printf("\nwall time without / with the prefix cache: %.2fx\n",
+                runs[1].wall_s / runs[0].wall_s);
+  std::fflush(stdout);
+}
+
+}  // namespace troupe::bench

@@ -1,0 +1,45 @@
+// `troupe bench replay`: the multi-turn agentic workload (runtime/workload) run on the
+// Engine. Every conversation's turn 0 is submitted at the start; turn k+1 is submitted
+// when turn k finishes, with turn k's real output tokens in its prompt. The same
+// workload runs once with the prefix cache and once without (the baseline), each on a
+// fresh engine, after one shared warm-up.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "bench/engine/engine_setup.h"
+#include "model/forward.h"
+#include "model/tokenizer.h"
+#include "runtime/workload/agentic_workload.h"
+
+namespace troupe::bench {
+
+struct ReplayRun {
+  bool prefix_cache = false;
+  int64_t turns = 0;            // finished requests
+  int64_t prompt_tokens = 0;    // Σ prompt lengths (input)
+  int64_t cached_tokens = 0;    // input served by the prefix cache (at the last admission)
+  int64_t output_tokens = 0;    // Σ generated tokens
+  int64_t computed_tokens = 0;  // tokens the executor ran: uncached input, SWA replay,
+                                // recompute after preemption, decodes
+  int64_t replay_tokens = 0;    // SWA windows recomputed on hits (MODEL.md §6)
+  int64_t steps = 0;
+  int64_t preemptions = 0;
+  double wall_s = 0;           // first submission to last finish
+  double scheduler_cpu_s = 0;  // Σ schedule() + update() CPU time
+
+  int64_t uncached_tokens() const { return prompt_tokens - cached_tokens; }
+  double hit_rate() const { return prompt_tokens ? double(cached_tokens) / prompt_tokens : 0; }
+};
+
+ReplayRun run_replay(const model::Forward& forward, const model::Tokenizer* tokenizer,
+                     const runtime::AgenticWorkloadConfig& workload,
+                     const EngineBenchConfig& engine, bool prefix_cache);
+
+// The workload line, then one table row per run and the wall-time ratio of the first
+// two runs (baseline ÷ cached).
+void print_replay_report(const runtime::AgenticWorkloadConfig& workload,
+                         const std::vector<ReplayRun>& runs);
+
+}  // namespace troupe::bench
