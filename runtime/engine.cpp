@@ -23,15 +23,20 @@ double wall_seconds() {
 
 }  // namespace
 
+KvCacheConfig prepare_engine(const model::ModelConfig& m, EngineConfig& config) {
+  config.scheduler.chunk_lookback_tokens = std::max<int64_t>(0, m.engram_max_ngram_size - 1);
+  KvCacheConfig kv = kv_cache_config_for(m, config.kv_budget_bytes,
+                                         config.scheduler.max_num_running, config.block_size);
+  kv.enable_prefix_cache = config.enable_prefix_cache;
+  return kv;
+}
+
 Engine::Engine(const model::Forward& forward, const model::Tokenizer* tokenizer,
                EngineConfig config)
     : config_(config) {
   const model::ModelConfig& m = forward.config();
-  config.scheduler.chunk_lookback_tokens = std::max<int64_t>(0, m.engram_max_ngram_size - 1);
-  config_.scheduler = config.scheduler;
-  KvCacheConfig kv = kv_cache_config_for(m, config.kv_budget_bytes,
-                                         config.scheduler.max_num_running, config.block_size);
-  kv.enable_prefix_cache = config.enable_prefix_cache;
+  const KvCacheConfig kv = prepare_engine(m, config_);
+  config = config_;
   kv_ = std::make_unique<KvCacheManager>(kv);
   storage_ = std::make_unique<PagedKvStorage>(m, kv.block_size, kv.num_blocks, kv.swa_slots);
   scheduler_ = std::make_unique<Scheduler>(config.scheduler, *kv_,

@@ -41,6 +41,10 @@ struct EngineConfig {
   ExecutorOptions executor;
 };
 
+// Completes config from the model (the scheduler's chunk lookback) and sizes the KV
+// cache from the budget. Shared by Engine and the actors that split it in two.
+KvCacheConfig prepare_engine(const model::ModelConfig& m, EngineConfig& config);
+
 class Engine {
  public:
   Engine(const model::Forward& forward, const model::Tokenizer* tokenizer, EngineConfig config);

@@ -1,0 +1,162 @@
+#include "actors/engine_actors.h"
+
+#include <memory>
+#include <unordered_map>
+
+#include "kernels/check.h"
+
+namespace troupe::actors {
+namespace {
+
+// --- rank: runs step plans on the model ----------------------------------------------
+struct RankState {
+  std::unique_ptr<runtime::PagedKvStorage> storage;
+  std::unique_ptr<runtime::Executor> executor;
+};
+
+rank_actor::behavior_type rank_fun(rank_actor::stateful_pointer<RankState> self,
+                                   const model::Forward* forward, runtime::KvCacheConfig kv,
+                                   runtime::ExecutorOptions options) {
+  self->state.storage = std::make_unique<runtime::PagedKvStorage>(
+      forward->config(), kv.block_size, kv.num_blocks, kv.swa_slots);
+  self->state.executor =
+      std::make_unique<runtime::Executor>(*forward, *self->state.storage, options);
+  return {[=](run_atom, const runtime::StepPlan& plan) -> StepResult {
+    StepResult r;
+    try {
+      r.sampled = self->state.executor->run(plan);
+    } catch (const std::exception& e) {  // a failed step must not take the engine down
+      r.error = e.what();
+      r.sampled.assign(plan.chunks.size(), {});
+    }
+    return r;
+  }};
+}
+
+// --- scheduler: plans steps, streams outputs -----------------------------------------
+struct SchedulerState {
+  std::unique_ptr<runtime::KvCacheManager> kv;
+  std::unique_ptr<runtime::Scheduler> scheduler;
+  std::unordered_map<runtime::RequestId, caf::actor> reply_to;
+  rank_actor rank;
+  bool busy = false;  // a plan is at the rank
+  EngineSnapshot counters;
+};
+
+using scheduler_pointer = scheduler_actor::stateful_pointer<SchedulerState>;
+
+void stream(scheduler_pointer self, std::vector<runtime::RequestOutput> outputs) {
+  auto& st = self->state;
+  for (runtime::RequestOutput& out : outputs) {
+    auto it = st.reply_to.find(out.id);
+    if (it == st.reply_to.end()) continue;
+    const bool last = out.finished();
+    caf::anon_send(it->second, token_atom::value, TokenEvent{std::move(out)});  // untyped client
+    if (last) st.reply_to.erase(it);
+  }
+}
+
+// Plans the next step if the rank is idle; an empty plan still reports finished requests.
+void kick(scheduler_pointer self) {
+  auto& st = self->state;
+  if (st.busy) return;
+  runtime::StepPlan plan = st.scheduler->schedule();
+  if (plan.empty()) {
+    stream(self, st.scheduler->update(plan, {}));
+    return;
+  }
+  st.busy = true;
+  st.counters.steps += 1;
+  st.counters.preemptions += static_cast<int64_t>(plan.preempted.size());
+  self->request(st.rank, caf::infinite, run_atom::value, plan)
+      .then(
+          [=](StepResult& result) {
+            auto& s = self->state;
+            s.busy = false;
+            if (!result.error.empty())
+              for (const auto& c : plan.chunks) s.scheduler->abort(c.id);
+            stream(self, s.scheduler->update(plan, result.sampled));
+            if (s.scheduler->has_unfinished()) kick(self);
+          },
+          [=](caf::error& err) {  // the rank is gone: nothing more can run
+            self->quit(err);
+          });
+}
+
+scheduler_actor::behavior_type scheduler_fun(scheduler_pointer self, const model::Forward* forward,
+                                             const model::Tokenizer* tokenizer,
+                                             runtime::EngineConfig config) {
+  auto& st = self->state;
+  const runtime::KvCacheConfig kv = runtime::prepare_engine(forward->config(), config);
+  st.kv = std::make_unique<runtime::KvCacheManager>(kv);
+  st.scheduler = std::make_unique<runtime::Scheduler>(
+      config.scheduler, *st.kv, static_cast<int32_t>(forward->config().eos_token_id), tokenizer);
+  st.rank = self->home_system().spawn<caf::detached>(rank_fun, forward, kv, config.executor);
+  self->link_to(st.rank);
+  return {
+      [=](generate_atom, GenerateRequest& req, caf::actor reply_to) {
+        auto& s = self->state;
+        try {
+          s.scheduler->add_request(req.id, req.prompt, std::move(req.params));
+        } catch (const troupe::Error& e) {  // bad input: answer the requester, keep serving
+          runtime::RequestOutput out;
+          out.id = req.id;
+          out.status = runtime::RequestStatus::FinishedError;
+          out.error = e.what();
+          caf::anon_send(reply_to, token_atom::value, TokenEvent{std::move(out)});
+          return;
+        }
+        s.reply_to[req.id] = std::move(reply_to);
+        kick(self);
+      },
+      [=](abort_atom, runtime::RequestId id) {
+        self->state.scheduler->abort(id);
+        kick(self);
+      },
+      [=](stats_atom) -> EngineSnapshot {
+        auto& s = self->state;
+        EngineSnapshot snap = s.counters;
+        snap.running = static_cast<int64_t>(s.scheduler->running_ids().size());
+        snap.waiting = static_cast<int64_t>(s.scheduler->waiting_ids().size());
+        snap.used_blocks = s.kv->num_used_blocks();
+        snap.free_blocks = s.kv->num_free_blocks();
+        snap.kv_usage = s.kv->usage();
+        return snap;
+      },
+  };
+}
+
+// --- router ---------------------------------------------------------------------------
+struct RouterState {
+  std::vector<scheduler_actor> engines;
+};
+
+router_actor::behavior_type router_fun(router_actor::stateful_pointer<RouterState> self,
+                                       std::vector<scheduler_actor> engines) {
+  TROUPE_CHECK(!engines.empty(), "router needs at least one engine");
+  self->state.engines = std::move(engines);
+  auto pick = [=](runtime::RequestId id) -> scheduler_actor& {
+    auto& e = self->state.engines;
+    return e[static_cast<size_t>(id) % e.size()];
+  };
+  return {
+      [=](generate_atom, GenerateRequest& req, caf::actor reply_to) {
+        self->send(pick(req.id), generate_atom::value, std::move(req), std::move(reply_to));
+      },
+      [=](abort_atom, runtime::RequestId id) { self->send(pick(id), abort_atom::value, id); },
+      [=](stats_atom) { return self->delegate(self->state.engines.front(), stats_atom::value); },
+  };
+}
+
+}  // namespace
+
+scheduler_actor spawn_engine(caf::actor_system& sys, const model::Forward& forward,
+                             const model::Tokenizer* tokenizer, runtime::EngineConfig config) {
+  return sys.spawn(scheduler_fun, &forward, tokenizer, std::move(config));
+}
+
+router_actor spawn_router(caf::actor_system& sys, std::vector<scheduler_actor> engines) {
+  return sys.spawn(router_fun, std::move(engines));
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,67 @@
+// Every message the troupe actors exchange, in one place (DESIGN.md).
+//
+//   client --generate--> router --generate--> scheduler --run(StepPlan)--> rank
+//      ^                                          |  ^                        |
+//      +------------token(TokenEvent)-------------+  +------StepResult--------+
+//
+// CAF 0.17 (Debian): atoms are atom_constant with at most 10 characters. The payload
+// types below are local-only for now (CAF_ALLOW_UNSAFE_MESSAGE_TYPE): they cross threads
+// of one process, not the middleman; they get inspect() functions when ranks move to
+// other processes.
+#pragma once
+
+#include <caf/all.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/request.h"
+#include "runtime/scheduler/step_plan.h"
+
+namespace troupe::actors {
+
+// --- atoms -------------------------------------------------------------------------------
+using generate_atom = caf::atom_constant<caf::atom("generate")>;  // new request
+using abort_atom = caf::atom_constant<caf::atom("abort")>;        // cancel a request
+using token_atom = caf::atom_constant<caf::atom("token")>;        // streamed output
+using run_atom = caf::atom_constant<caf::atom("run")>;            // execute a step plan
+using stats_atom = caf::atom_constant<caf::atom("stats")>;        // engine snapshot
+
+// --- payloads ----------------------------------------------------------------------------
+// A request for one generation; outputs stream to `reply_to` as (token_atom, TokenEvent).
+struct GenerateRequest {
+  runtime::RequestId id = 0;
+  std::vector<int32_t> prompt;
+  runtime::RequestParams params;
+};
+
+// What a request produced since its last event; `output.finished()` marks the last one.
+struct TokenEvent {
+  runtime::RequestOutput output;
+};
+
+// A rank's answer to run(StepPlan): the sampled tokens of each chunk.
+struct StepResult {
+  std::vector<std::vector<int32_t>> sampled;
+  std::string error;  // non-empty: the step failed; its requests are finished with it
+};
+
+// The scheduler's state for health checks, metrics and tests.
+struct EngineSnapshot {
+  int64_t running = 0;
+  int64_t waiting = 0;
+  int64_t used_blocks = 0;
+  int64_t free_blocks = 0;
+  double kv_usage = 0;
+  int64_t steps = 0;
+  int64_t preemptions = 0;
+};
+
+}  // namespace troupe::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::GenerateRequest)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::TokenEvent)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::StepResult)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::EngineSnapshot)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::runtime::StepPlan)

@@ -1,0 +1,138 @@
+// The engine actors message by message: streamed tokens equal the plain Engine's,
+// an abort ends the stream and frees the request's blocks, bad input is answered with an
+// error event and the next request is still served. No sleeps: receives with timeouts.
+#include "actors/engine_actors.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+
+#include "support/golden.h"
+
+namespace troupe::actors {
+namespace {
+
+using testing::golden_model;
+
+std::vector<int32_t> random_tokens(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> d(5, 4094);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = d(rng);
+  return t;
+}
+
+runtime::EngineConfig small_config() {
+  runtime::EngineConfig c;
+  c.kv_budget_bytes = 32 << 20;
+  c.block_size = 16;
+  c.scheduler.max_num_batched_tokens = 64;
+  c.scheduler.max_num_running = 8;
+  c.scheduler.max_model_len = 4096;
+  return c;
+}
+
+runtime::RequestParams greedy(int64_t n) {
+  runtime::RequestParams p;
+  p.max_tokens = n;
+  p.ignore_eos = true;
+  return p;
+}
+
+class EngineActors : public ::testing::Test {
+ protected:
+  EngineActors() : sys_(cfg_) {}
+  ~EngineActors() override {
+    caf::anon_send_exit(engine_, caf::exit_reason::user_shutdown);
+  }
+  // Receives events until every listed request finished; returns tokens and last events.
+  std::map<runtime::RequestId, runtime::RequestOutput> collect(caf::scoped_actor& self, size_t n,
+                                                               std::map<runtime::RequestId, std::vector<int32_t>>& tokens) {
+    std::map<runtime::RequestId, runtime::RequestOutput> last;
+    while (last.size() < n) {
+      bool got = false;
+      self->receive(
+          [&](token_atom, const TokenEvent& e) {
+            got = true;
+            auto& t = tokens[e.output.id];
+            t.insert(t.end(), e.output.new_tokens.begin(), e.output.new_tokens.end());
+            if (e.output.finished()) last[e.output.id] = e.output;
+          },
+          caf::after(std::chrono::seconds(60)) >> [&] {});
+      if (!got) {
+        ADD_FAILURE() << "timed out waiting for token events";
+        break;
+      }
+    }
+    return last;
+  }
+  EngineSnapshot stats(caf::scoped_actor& self) {
+    EngineSnapshot snap;
+    self->request(engine_, std::chrono::seconds(10), stats_atom::value)
+        .receive([&](const EngineSnapshot& s) { snap = s; },
+                 [&](caf::error& e) { ADD_FAILURE() << caf::to_string(e); });
+    return snap;
+  }
+
+  caf::actor_system_config cfg_;
+  caf::actor_system sys_;
+  scheduler_actor engine_ = spawn_engine(sys_, *golden_model().forward, nullptr, small_config());
+};
+
+TEST_F(EngineActors, StreamsTheEnginesTokens) {
+  const auto& g = golden_model();
+  std::map<runtime::RequestId, std::vector<int32_t>> prompts;
+  for (int i = 0; i < 4; ++i) prompts[i] = random_tokens(5 + 23 * i, 50 + i);
+  // The reference: the same requests on the plain Engine.
+  runtime::Engine direct(*g.forward, nullptr, small_config());
+  for (auto& [id, p] : prompts) direct.add_request(id, p, greedy(5));
+  std::map<runtime::RequestId, std::vector<int32_t>> want;
+  while (direct.has_unfinished())
+    for (const auto& o : direct.step())
+      want[o.id].insert(want[o.id].end(), o.new_tokens.begin(), o.new_tokens.end());
+
+  auto router = spawn_router(sys_, {engine_});
+  caf::scoped_actor self{sys_};
+  for (auto& [id, p] : prompts)
+    self->send(router, generate_atom::value, GenerateRequest{id, p, greedy(5)}, caf::actor{self});
+  std::map<runtime::RequestId, std::vector<int32_t>> got;
+  const auto last = collect(self, prompts.size(), got);
+  EXPECT_EQ(got, want);
+  for (const auto& [id, out] : last) EXPECT_EQ(out.finish_reason(), "length") << id;
+  EXPECT_EQ(stats(self).used_blocks, 0);
+  caf::anon_send_exit(router, caf::exit_reason::user_shutdown);
+}
+
+TEST_F(EngineActors, AbortEndsTheStreamAndFreesBlocks) {
+  caf::scoped_actor self{sys_};
+  self->send(engine_, generate_atom::value, GenerateRequest{7, random_tokens(40, 9), greedy(500)},
+             caf::actor{self});
+  // Wait for the first streamed token, then abort.
+  bool first = false;
+  self->receive([&](token_atom, const TokenEvent& e) { first = !e.output.new_tokens.empty(); },
+                caf::after(std::chrono::seconds(60)) >> [] {});
+  ASSERT_TRUE(first);
+  self->send(engine_, abort_atom::value, runtime::RequestId{7});
+  std::map<runtime::RequestId, std::vector<int32_t>> got;
+  const auto last = collect(self, 1, got);
+  EXPECT_EQ(last.at(7).finish_reason(), "abort");
+  EXPECT_LT(got[7].size(), 500u);
+  EXPECT_EQ(stats(self).used_blocks, 0);
+}
+
+TEST_F(EngineActors, BadRequestGetsAnErrorAndServingGoesOn) {
+  caf::scoped_actor self{sys_};
+  self->send(engine_, generate_atom::value, GenerateRequest{1, {}, greedy(3)}, caf::actor{self});
+  std::map<runtime::RequestId, std::vector<int32_t>> got;
+  auto last = collect(self, 1, got);
+  EXPECT_EQ(last.at(1).status, runtime::RequestStatus::FinishedError);
+  EXPECT_FALSE(last.at(1).error.empty());
+  self->send(engine_, generate_atom::value, GenerateRequest{2, random_tokens(9, 3), greedy(3)},
+             caf::actor{self});
+  last = collect(self, 1, got);
+  EXPECT_EQ(got[2].size(), 3u);
+}
+
+}  // namespace
+}  // namespace troupe::actors
