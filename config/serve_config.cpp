@@ -1,0 +1,54 @@
+#include "config/serve_config.h"
+
+#include "kernels/check.h"
+#include "kernels/parallel.h"
+
+namespace troupe::config {
+namespace {
+
+// "max-model-len (cfg.yaml line 3)" or just "max-model-len" when it kept its default.
+std::string where(const std::map<std::string, std::string>& origins, const std::string& key) {
+  const auto it = origins.find(key);
+  return it == origins.end() ? key : key + " (" + it->second + ")";
+}
+
+}  // namespace
+
+void ServeConfig::validate(const std::map<std::string, std::string>& origins) const {
+  // Without chunking a prompt runs in one step, so a step's token budget must hold the
+  // longest request the server accepts, or that request would wait forever.
+  if (!enable_chunked_prefill && max_num_batched_tokens < max_model_len)
+    TROUPE_FAIL(where(origins, "max-num-batched-tokens")
+                << " = " << max_num_batched_tokens
+                << " must be >= " << where(origins, "max-model-len") << " = " << max_model_len
+                << " when enable-chunked-prefill is false: a longer prompt could never be "
+                   "scheduled");
+  // More admissions per step than running slots can never happen; almost surely a typo.
+  if (max_admissions_per_step > max_num_seqs)
+    TROUPE_FAIL(where(origins, "max-admissions-per-step")
+                << " = " << max_admissions_per_step
+                << " must be <= " << where(origins, "max-num-seqs") << " = " << max_num_seqs);
+  to_engine_config().scheduler.validate();  // the runtime's own rules, as a backstop
+}
+
+runtime::EngineConfig ServeConfig::to_engine_config() const {
+  runtime::EngineConfig e;
+  e.scheduler.max_num_batched_tokens = max_num_batched_tokens;
+  e.scheduler.max_num_running = max_num_seqs;
+  e.scheduler.max_prefill_context_read = max_prefill_context_read;
+  e.scheduler.max_admissions_per_step = max_admissions_per_step;
+  e.scheduler.max_model_len = max_model_len;
+  e.scheduler.enable_chunked_prefill = enable_chunked_prefill;
+  e.scheduler.policy = scheduling_policy;
+  e.kv_budget_bytes = kv_cache_memory_bytes;
+  e.block_size = block_size;
+  e.enable_prefix_cache = enable_prefix_caching;
+  e.executor.bounded_replay = bounded_replay;
+  return e;
+}
+
+void apply_process_settings(const ServeConfig& cfg) {
+  kernels::set_num_threads(static_cast<int>(cfg.threads));  // 0: all hardware threads
+}
+
+}  // namespace troupe::config

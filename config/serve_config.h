@@ -1,0 +1,62 @@
+// ServeConfig: every setting of `troupe serve`, one struct. Keys are vLLM's long flag
+// names where vLLM has the same knob (max-num-seqs, max-num-batched-tokens, ...), and the
+// same names serve as YAML keys in a --config file, as in `vllm serve --config`.
+//
+//   ServeConfig cfg = resolve_serve_config(flags);   // defaults < file < flags, validated
+//   runtime::Engine engine(forward, &tokenizer, cfg.to_engine_config());
+//
+// config/examples/single-node.yaml lists every key with its default (a test keeps the two
+// equal); docs/config.md explains them.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "runtime/engine.h"
+
+namespace troupe::config {
+
+enum class LogLevel : uint8_t { Trace, Debug, Info, Warning, Error, Critical };
+
+struct ServeConfig {
+  // --- model and network -----------------------------------------------------------
+  std::string model;              // checkpoint folder; empty: the built-in tiny model
+  std::string served_model_name;  // name in the API; empty: the model folder's name
+  std::string host = "127.0.0.1";
+  int64_t port = 8000;      // HTTP (OpenAI API); 0: the OS picks a free port
+  int64_t tcp_port = 8001;  // length-prefixed msgpack API; 0: the OS picks a free port
+  std::string api_key;      // empty: no authentication
+  int64_t max_body_bytes = int64_t(64) << 20;  // larger request bodies get 413
+  double request_timeout = 0;                  // seconds per request; 0: no limit
+  LogLevel log_level = LogLevel::Info;
+
+  // --- scheduler (runtime::SchedulerConfig) ----------------------------------------
+  int64_t max_model_len = int64_t(1) << 20;             // prompt + output tokens of one request
+  int64_t max_num_seqs = 256;                           // requests holding KV at once
+  int64_t max_num_batched_tokens = 8192;                // new tokens per step
+  int64_t max_prefill_context_read = int64_t(1) << 20;  // Σ chunk end positions per step
+  int64_t max_admissions_per_step = 64;                 // new requests admitted per step
+  bool enable_chunked_prefill = true;
+  runtime::SchedulePolicy scheduling_policy = runtime::SchedulePolicy::Fcfs;
+
+  // --- KV cache and executor ---------------------------------------------------------
+  int64_t kv_cache_memory_bytes = int64_t(1) << 30;  // global KV blocks + per-request state
+  int64_t block_size = 64;                           // tokens per KV block
+  bool enable_prefix_caching = true;
+  bool bounded_replay = true;  // MODEL.md §6: prefill runs the decoder on a bounded tail
+  int64_t threads = 0;         // kernel threads; 0: all hardware threads
+
+  bool operator==(const ServeConfig&) const = default;
+
+  // Rules between keys (each key's own range is checked as it is parsed). `origins` maps
+  // a key to where it was set ("cfg.yaml line 3", "flag --port") for the message.
+  void validate(const std::map<std::string, std::string>& origins = {}) const;
+
+  runtime::EngineConfig to_engine_config() const;
+};
+
+// Process-wide settings the serve command applies once at startup (kernel threads).
+void apply_process_settings(const ServeConfig& cfg);
+
+}  // namespace troupe::config

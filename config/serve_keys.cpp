@@ -1,0 +1,236 @@
+#include "config/serve_keys.h"
+
+#include <algorithm>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "config/value_parse.h"
+
+namespace troupe::config {
+namespace {
+
+ConfigKey string_key(std::string name, std::string ServeConfig::*m, bool allow_empty,
+                     std::string help) {
+  return {std::move(name),
+          ValueKind::String,
+          std::move(help),
+          allow_empty ? "a string" : "a non-empty string",
+          [m, allow_empty](ServeConfig& c, const std::string& t) {
+            if (t.empty() && !allow_empty) return false;
+            c.*m = t;
+            return true;
+          },
+          [m](const ServeConfig& c) { return c.*m; }};
+}
+
+ConfigKey int_key(std::string name, int64_t ServeConfig::*m, int64_t lo, int64_t hi,
+                  std::string help) {
+  std::string want = "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  if (hi == INT64_MAX) want = "an integer >= " + std::to_string(lo);
+  return {std::move(name),
+          ValueKind::Int,
+          std::move(help),
+          want,
+          [=](ServeConfig& c, const std::string& t) {
+            const auto v = parse_int(t);
+            if (!v || *v < lo || *v > hi) return false;
+            c.*m = *v;
+            return true;
+          },
+          [m](const ServeConfig& c) { return std::to_string(c.*m); }};
+}
+
+ConfigKey bytes_key(std::string name, int64_t ServeConfig::*m, int64_t lo, std::string help) {
+  const std::string want = "a size >= " + format_bytes(lo) +
+                           " in bytes, or with a unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)";
+  return {std::move(name),
+          ValueKind::Bytes,
+          std::move(help),
+          want,
+          [=](ServeConfig& c, const std::string& t) {
+            const auto v = parse_bytes(t);
+            if (!v || *v < lo) return false;
+            c.*m = *v;
+            return true;
+          },
+          [m](const ServeConfig& c) { return format_bytes(c.*m); }};
+}
+
+ConfigKey seconds_key(std::string name, double ServeConfig::*m, std::string help) {
+  return {std::move(name),
+          ValueKind::Seconds,
+          std::move(help),
+          "a duration >= 0 in seconds, or with a unit (ms, s, m, h)",
+          [m](ServeConfig& c, const std::string& t) {
+            const auto v = parse_seconds(t);
+            if (!v) return false;
+            c.*m = *v;
+            return true;
+          },
+          [m](const ServeConfig& c) { return format_seconds(c.*m); }};
+}
+
+ConfigKey bool_key(std::string name, bool ServeConfig::*m, std::string help) {
+  return {std::move(name),
+          ValueKind::Bool,
+          std::move(help),
+          "true or false",
+          [m](ServeConfig& c, const std::string& t) {
+            const auto v = parse_bool(t);
+            if (!v) return false;
+            c.*m = *v;
+            return true;
+          },
+          [m](const ServeConfig& c) { return std::string(c.*m ? "true" : "false"); }};
+}
+
+template <class E>
+ConfigKey choice_key(std::string name, E ServeConfig::*m,
+                     std::vector<std::pair<std::string, E>> choices, std::string help) {
+  std::string want = "one of";
+  for (const auto& [text, value] : choices) want += " " + text;
+  return {std::move(name),
+          ValueKind::Choice,
+          std::move(help),
+          want,
+          [=](ServeConfig& c, const std::string& t) {
+            for (const auto& [text, value] : choices)
+              if (t == text) {
+                c.*m = value;
+                return true;
+              }
+            return false;
+          },
+          [=](const ServeConfig& c) {
+            for (const auto& [text, value] : choices)
+              if (c.*m == value) return text;
+            return std::string("?");
+          }};
+}
+
+constexpr int64_t kMaxPort = 65535;
+
+std::vector<ConfigKey> make_keys() {
+  using S = ServeConfig;
+  using runtime::SchedulePolicy;
+  std::vector<ConfigKey> k;
+  k.push_back(
+      string_key("model", &S::model, true, "checkpoint folder; empty: the built-in tiny model"));
+  k.push_back(string_key("served-model-name", &S::served_model_name, true,
+                         "model name in the API; empty: the model folder's name"));
+  k.push_back(string_key("host", &S::host, false, "HTTP and TCP listen address"));
+  k.push_back(int_key("port", &S::port, 0, kMaxPort, "HTTP port; 0: the OS picks one"));
+  k.push_back(
+      int_key("tcp-port", &S::tcp_port, 0, kMaxPort, "msgpack TCP API port; 0: the OS picks one"));
+  k.push_back(
+      string_key("api-key", &S::api_key, true, "required Bearer token; empty: no authentication"));
+  k.push_back(bytes_key("max-body-bytes", &S::max_body_bytes, 1,
+                        "largest HTTP request body; larger ones get 413"));
+  k.push_back(seconds_key("request-timeout", &S::request_timeout,
+                          "abort a request running longer than this; 0: no limit"));
+  k.push_back(choice_key<LogLevel>("log-level", &S::log_level,
+                                   {{"trace", LogLevel::Trace},
+                                    {"debug", LogLevel::Debug},
+                                    {"info", LogLevel::Info},
+                                    {"warning", LogLevel::Warning},
+                                    {"error", LogLevel::Error},
+                                    {"critical", LogLevel::Critical}},
+                                   "log verbosity"));
+  k.push_back(int_key("max-model-len", &S::max_model_len, 2, INT64_MAX,
+                      "prompt + output tokens of one request"));
+  k.push_back(
+      int_key("max-num-seqs", &S::max_num_seqs, 1, INT64_MAX, "requests holding KV at once"));
+  k.push_back(int_key("max-num-batched-tokens", &S::max_num_batched_tokens, 1, INT64_MAX,
+                      "new tokens scheduled per step"));
+  k.push_back(int_key("max-prefill-context-read", &S::max_prefill_context_read, 1, INT64_MAX,
+                      "sum of prefill chunk end positions per step"));
+  k.push_back(int_key("max-admissions-per-step", &S::max_admissions_per_step, 1, INT64_MAX,
+                      "new requests admitted per step"));
+  k.push_back(bool_key("enable-chunked-prefill", &S::enable_chunked_prefill,
+                       "split long prompts over steps"));
+  k.push_back(choice_key<SchedulePolicy>(
+      "scheduling-policy", &S::scheduling_policy,
+      {{"fcfs", SchedulePolicy::Fcfs}, {"priority", SchedulePolicy::Priority}},
+      "waiting order: arrival, or (priority, arrival)"));
+  k.push_back(bytes_key("kv-cache-memory-bytes", &S::kv_cache_memory_bytes, 1,
+                        "memory for KV blocks and per-request state"));
+  k.push_back(int_key("block-size", &S::block_size, 1, int64_t(1) << 20,
+                      "tokens per KV block; a multiple of every compress ratio"));
+  k.push_back(bool_key("enable-prefix-caching", &S::enable_prefix_caching,
+                       "reuse KV blocks of shared prompt prefixes"));
+  k.push_back(bool_key("bounded-replay", &S::bounded_replay,
+                       "prefill runs the decoder on a bounded tail (MODEL.md 6)"));
+  k.push_back(int_key("threads", &S::threads, 0, 4096, "kernel threads; 0: all hardware threads"));
+  return k;
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1] ? 1u : 0u)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// A double-quoted YAML scalar: escapes backslash, quote and control characters.
+std::string yaml_quote(std::string_view s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      static const char* hex = "0123456789abcdef";
+      out += "\\x";
+      out += hex[(c >> 4) & 0xf];
+      out += hex[c & 0xf];
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::span<const ConfigKey> serve_config_keys() {
+  static const std::vector<ConfigKey> keys = make_keys();
+  return keys;
+}
+
+const ConfigKey* find_serve_config_key(std::string_view name) {
+  for (const ConfigKey& k : serve_config_keys())
+    if (k.name == name) return &k;
+  return nullptr;
+}
+
+std::string nearest_serve_config_key(std::string_view name) {
+  std::string best;
+  size_t best_d = 4;
+  for (const ConfigKey& k : serve_config_keys()) {
+    const size_t d = edit_distance(name, k.name);
+    if (d < best_d) best_d = d, best = k.name;
+  }
+  return best;
+}
+
+std::string to_yaml(const ServeConfig& cfg) {
+  std::ostringstream os;
+  for (const ConfigKey& k : serve_config_keys()) {
+    const std::string v = k.get(cfg);
+    // Quote strings so an empty one, or one YAML would read as a number, stays a string.
+    if (k.kind == ValueKind::String)
+      os << k.name << ": " << yaml_quote(v) << "\n";
+    else
+      os << k.name << ": " << v << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace troupe::config

@@ -1,0 +1,360 @@
+// ServeConfig: the example file equals the defaults; every key parses from YAML and from
+// flags; every kind of bad input gives a message naming the key and the file (and line)
+// or the flag; flags override the file; to_engine_config maps each field.
+#include "config/serve_config.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "config/load.h"
+#include "config/serve_keys.h"
+#include "kernels/check.h"
+#include "kernels/parallel.h"
+#include "model/temp_dir.h"
+
+namespace troupe::config {
+
+// gtest prints a ServeConfig that differs as its YAML, not as bytes.
+void PrintTo(const ServeConfig& cfg, std::ostream* os) {
+  *os << "\n" << to_yaml(cfg);
+}
+
+namespace {
+
+const std::string kRepo = std::string(TROUPE_TEST_DATA) + "/../..";
+const std::string kExample = kRepo + "/config/examples/single-node.yaml";
+
+std::string read(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+void write(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+// The message of the troupe::Error that f throws ("" if it throws none).
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+ServeConfig from_yaml(const std::string& text, KeyOrigins* origins = nullptr) {
+  ServeConfig cfg;
+  apply_serve_config_yaml(cfg, text, "cfg.yaml", origins);
+  return cfg;
+}
+
+// A value different from the default for every key, and the struct it must give.
+const char* kEveryKey = R"(model: /models/v41
+served-model-name: flash
+host: 0.0.0.0
+port: 9000
+tcp-port: 0
+api-key: "s3cret: \"x\""
+max-body-bytes: 1.5MiB
+request-timeout: 500ms
+log-level: debug
+max-model-len: 32768
+max-num-seqs: 16
+max-num-batched-tokens: 40960
+max-prefill-context-read: 65536
+max-admissions-per-step: 4
+enable-chunked-prefill: off
+scheduling-policy: priority
+kv-cache-memory-bytes: 3GB
+block-size: 128
+enable-prefix-caching: false
+bounded-replay: no
+threads: 2
+)";
+
+ServeConfig every_key_expected() {
+  ServeConfig c;
+  c.model = "/models/v41";
+  c.served_model_name = "flash";
+  c.host = "0.0.0.0";
+  c.port = 9000;
+  c.tcp_port = 0;
+  c.api_key = "s3cret: \"x\"";
+  c.max_body_bytes = 1536 * 1024;
+  c.request_timeout = 0.5;
+  c.log_level = LogLevel::Debug;
+  c.max_model_len = 32768;
+  c.max_num_seqs = 16;
+  c.max_num_batched_tokens = 40960;
+  c.max_prefill_context_read = 65536;
+  c.max_admissions_per_step = 4;
+  c.enable_chunked_prefill = false;
+  c.scheduling_policy = runtime::SchedulePolicy::Priority;
+  c.kv_cache_memory_bytes = 3'000'000'000;
+  c.block_size = 128;
+  c.enable_prefix_caching = false;
+  c.bounded_replay = false;
+  c.threads = 2;
+  return c;
+}
+
+TEST(ServeConfig, ExampleFileEqualsTheDefaultsAndListsEveryKey) {
+  EXPECT_EQ(load_serve_config_file(kExample), ServeConfig{});
+  KeyOrigins origins;
+  from_yaml(read(kExample), &origins);
+  for (const ConfigKey& k : serve_config_keys()) EXPECT_TRUE(origins.count(k.name)) << k.name;
+  EXPECT_EQ(origins.size(), serve_config_keys().size());
+}
+
+TEST(ServeConfig, DocsMentionEveryKey) {
+  const std::string doc = read(kRepo + "/docs/config.md");
+  for (const ConfigKey& k : serve_config_keys())
+    EXPECT_NE(doc.find("`" + k.name + "`"), std::string::npos) << k.name;
+}
+
+TEST(ServeConfig, EveryKeyParsesFromYaml) {
+  const ServeConfig want = every_key_expected();
+  const ServeConfig got = from_yaml(kEveryKey);
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(error_of([&] { got.validate(); }), "");
+  // Each field differs from its default, so no key is silently ignored by the test.
+  const ServeConfig d;
+  EXPECT_NE(want.model, d.model);
+  EXPECT_NE(want.port, d.port);
+  EXPECT_NE(want.max_body_bytes, d.max_body_bytes);
+  EXPECT_NE(want.kv_cache_memory_bytes, d.kv_cache_memory_bytes);
+  EXPECT_NE(want.threads, d.threads);
+}
+
+TEST(ServeConfig, ToYamlReadsBackToTheSameConfig) {
+  for (const ServeConfig& c : {ServeConfig{}, every_key_expected()}) {
+    EXPECT_EQ(from_yaml(to_yaml(c)), c) << to_yaml(c);
+  }
+  EXPECT_NE(to_yaml(ServeConfig{}).find("kv-cache-memory-bytes: 1GiB\n"), std::string::npos);
+}
+
+TEST(ServeConfig, EveryKeyParsesFromFlags) {
+  std::map<std::string, std::string> flags;
+  ServeConfig want = every_key_expected();
+  for (const ConfigKey& k : serve_config_keys()) {
+    if (k.kind == ValueKind::Bool) continue;
+    flags[k.name] = k.get(want);
+  }
+  flags["no-enable-chunked-prefill"] = "1";  // as cli::Args stores a boolean flag
+  flags["no-enable-prefix-caching"] = "1";
+  flags["no-bounded-replay"] = "1";
+  ServeConfig got;
+  apply_serve_flags(got, flags);
+  EXPECT_EQ(got, want);
+  // K sets, no-K clears; K=false (a map not from cli::Args) also works.
+  apply_serve_flags(got, {{"enable-prefix-caching", "1"}, {"bounded-replay", "true"}});
+  EXPECT_TRUE(got.enable_prefix_caching);
+  EXPECT_TRUE(got.bounded_replay);
+  apply_serve_flags(got, {{"enable-prefix-caching", "false"}});
+  EXPECT_FALSE(got.enable_prefix_caching);
+}
+
+TEST(ServeConfig, EmptyDocumentKeepsDefaults) {
+  for (const char* text : {"", "# only a comment\n", "---\n"})
+    EXPECT_EQ(from_yaml(text), ServeConfig{}) << "'" << text << "'";
+}
+
+struct BadYaml {
+  std::string text, message;
+};
+
+TEST(ServeConfig, BadYamlNamesKeyFileAndLine) {
+  const std::vector<BadYaml> cases = {
+      {"port: 70000", "cfg.yaml:1: key 'port' expects an integer in [0, 65535], got '70000'"},
+      {"port: -1", "cfg.yaml:1: key 'port' expects an integer in [0, 65535], got '-1'"},
+      {"port: abc", "cfg.yaml:1: key 'port' expects an integer in [0, 65535], got 'abc'"},
+      {"port: 80.5", "cfg.yaml:1: key 'port' expects an integer in [0, 65535], got '80.5'"},
+      {"port: [1, 2]", "cfg.yaml:1: key 'port' expects an integer in [0, 65535], got a list"},
+      {"host: {a: 1}", "cfg.yaml:1: key 'host' expects a non-empty string, got a map"},
+      {"host: ''", "cfg.yaml:1: key 'host' expects a non-empty string, got ''"},
+      {"port:", "cfg.yaml:1: key 'port' expects an integer in [0, 65535], got no value"},
+      {"max-num-seqs: 0", "cfg.yaml:1: key 'max-num-seqs' expects an integer >= 1, got '0'"},
+      {"max-model-len: 1", "cfg.yaml:1: key 'max-model-len' expects an integer >= 2, got '1'"},
+      {"threads: 5000", "cfg.yaml:1: key 'threads' expects an integer in [0, 4096], got '5000'"},
+      {"kv-cache-memory-bytes: 2XB",
+       "cfg.yaml:1: key 'kv-cache-memory-bytes' expects a size >= 1 in bytes, or with a unit "
+       "(B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), got '2XB'"},
+      {"max-body-bytes: 0",
+       "cfg.yaml:1: key 'max-body-bytes' expects a size >= 1 in bytes, or with a unit "
+       "(B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), got '0'"},
+      {"request-timeout: -3",
+       "cfg.yaml:1: key 'request-timeout' expects a duration >= 0 in seconds, or with a unit "
+       "(ms, s, m, h), got '-3'"},
+      {"enable-prefix-caching: maybe",
+       "cfg.yaml:1: key 'enable-prefix-caching' expects true or false, got 'maybe'"},
+      {"log-level: loud",
+       "cfg.yaml:1: key 'log-level' expects one of trace debug info warning error critical, "
+       "got 'loud'"},
+      {"scheduling-policy: lifo",
+       "cfg.yaml:1: key 'scheduling-policy' expects one of fcfs priority, got 'lifo'"},
+      {"max_num_seqs: 4", "cfg.yaml:1: unknown key 'max_num_seqs' (did you mean 'max-num-seqs'?)"},
+      {"colour: red", "cfg.yaml:1: unknown key 'colour'"},
+      {"# comment\nport: 1\n\ntcp-port: x",
+       "cfg.yaml:4: key 'tcp-port' expects an integer in [0, 65535], got 'x'"},
+      {"port: 1\nhost: a\nport: 2", "cfg.yaml:3: key 'port' is set twice (first on line 1)"},
+      {"- port\n- host", "cfg.yaml:1: expected 'key: value' lines at the top level, got a list"},
+      {"hello", "cfg.yaml:1: expected 'key: value' lines at the top level, got a single value"},
+      {"[a, b]: 1", "cfg.yaml:1: a key must be a plain name"},
+  };
+  for (const auto& c : cases) {
+    ServeConfig cfg;
+    EXPECT_EQ(error_of([&] { apply_serve_config_yaml(cfg, c.text, "cfg.yaml"); }), c.message)
+        << c.text;
+  }
+}
+
+TEST(ServeConfig, YamlSyntaxErrorHasLineAndColumn) {
+  const std::string msg = error_of([] { from_yaml("port: 1\nhost: [a, b\n"); });
+  EXPECT_EQ(msg.rfind("cfg.yaml:", 0), 0u) << msg;
+  EXPECT_NE(msg.find("YAML syntax error"), std::string::npos) << msg;
+}
+
+TEST(ServeConfig, BadValueLeavesConfigUnchanged) {
+  ServeConfig cfg;
+  cfg.port = 1234;
+  EXPECT_NE(error_of([&] { apply_serve_flags(cfg, {{"port", "x"}}); }), "");
+  EXPECT_EQ(cfg.port, 1234);
+}
+
+TEST(ServeConfig, BadFlagsNameTheFlag) {
+  const std::vector<std::pair<std::map<std::string, std::string>, std::string>> cases = {
+      {{{"port", "x"}}, "flag --port expects an integer in [0, 65535], got 'x'"},
+      {{{"max-num-seqs", "-4"}}, "flag --max-num-seqs expects an integer >= 1, got '-4'"},
+      {{{"kv-cache-memory-bytes", "lots"}},
+       "flag --kv-cache-memory-bytes expects a size >= 1 in bytes, or with a unit (B, KB, MB, "
+       "GB, TB, KiB, MiB, GiB, TiB), got 'lots'"},
+      {{{"enable-prefix-caching", "2"}},
+       "flag --enable-prefix-caching expects true or false, got '2'"},
+      {{{"no-enable-prefix-caching", "x"}},
+       "flag --no-enable-prefix-caching takes no value, got 'x'"},
+      {{{"prot", "1"}}, "unknown flag --prot (did you mean '--port'?)"},
+      {{{"no-port", "1"}}, "unknown flag --no-port (did you mean '--port'?)"},
+      {{{"gpu-memory-utilization", "0.9"}}, "unknown flag --gpu-memory-utilization"},
+  };
+  for (const auto& [flags, message] : cases) {
+    ServeConfig cfg;
+    EXPECT_EQ(error_of([&] { apply_serve_flags(cfg, flags); }), message);
+  }
+}
+
+TEST(ServeConfig, FlagsOverrideTheFile) {
+  test::TempDir dir;
+  const std::string path = dir.file("serve.yaml");
+  write(path, "port: 9000\nmax-num-seqs: 8\nmax-admissions-per-step: 8\n");
+  const ServeConfig cfg = resolve_serve_config({{"config", path},
+                                                {"model", "/m"},
+                                                {"port", "9100"},
+                                                {"no-enable-prefix-caching", "1"},
+                                                {"kv-cache-memory-bytes", "2GiB"}});
+  EXPECT_EQ(cfg.port, 9100);       // flag over file
+  EXPECT_EQ(cfg.max_num_seqs, 8);  // file over default
+  EXPECT_EQ(cfg.model, "/m");      // the MODEL_DIR positional, as the serve command passes it
+  EXPECT_FALSE(cfg.enable_prefix_caching);
+  EXPECT_EQ(cfg.kv_cache_memory_bytes, int64_t(2) << 30);
+  EXPECT_EQ(cfg.host, "127.0.0.1");  // default
+  EXPECT_EQ(resolve_serve_config({}), ServeConfig{});
+}
+
+TEST(ServeConfig, FileErrorsNameThePath) {
+  test::TempDir dir;
+  const std::string path = dir.file("bad.yaml");
+  write(path, "host: 127.0.0.1\nblock-size: 0\n");
+  EXPECT_EQ(error_of([&] {
+              resolve_serve_config({{"config", path}});
+            }),
+            path + ":2: key 'block-size' expects an integer in [1, 1048576], got '0'");
+  EXPECT_EQ(error_of([&] { load_serve_config_file(path); }),
+            path + ":2: key 'block-size' expects an integer in [1, 1048576], got '0'");
+  const std::string missing = dir.file("missing.yaml");
+  EXPECT_EQ(error_of([&] {
+              resolve_serve_config({{"config", missing}});
+            }),
+            "config file '" + missing + "' cannot be read");
+}
+
+TEST(ServeConfig, RulesBetweenKeysNameBothKeysAndWhereTheyWereSet) {
+  test::TempDir dir;
+  const std::string path = dir.file("serve.yaml");
+  write(path, "enable-chunked-prefill: false\nmax-model-len: 10000\n");
+  EXPECT_EQ(error_of([&] { load_serve_config_file(path); }),
+            "max-num-batched-tokens = 8192 must be >= max-model-len (" + path +
+                " line 2) = 10000 when enable-chunked-prefill is false: a longer prompt could "
+                "never be scheduled");
+  // A flag fixes it; a flag that breaks the other rule is named as a flag.
+  EXPECT_EQ(error_of([&] {
+              resolve_serve_config({{"config", path}, {"max-num-batched-tokens", "10000"}});
+            }),
+            "");
+  EXPECT_EQ(error_of([&] {
+              resolve_serve_config({{"max-admissions-per-step", "9"}, {"max-num-seqs", "8"}});
+            }),
+            "max-admissions-per-step (flag --max-admissions-per-step) = 9 must be <= "
+            "max-num-seqs (flag --max-num-seqs) = 8");
+}
+
+TEST(ServeConfig, ToEngineConfigMapsEveryField) {
+  const runtime::EngineConfig e = every_key_expected().to_engine_config();
+  EXPECT_EQ(e.scheduler.max_num_batched_tokens, 40960);
+  EXPECT_EQ(e.scheduler.max_num_running, 16);
+  EXPECT_EQ(e.scheduler.max_prefill_context_read, 65536);
+  EXPECT_EQ(e.scheduler.max_admissions_per_step, 4);
+  EXPECT_EQ(e.scheduler.max_model_len, 32768);
+  EXPECT_FALSE(e.scheduler.enable_chunked_prefill);
+  EXPECT_EQ(e.scheduler.policy, runtime::SchedulePolicy::Priority);
+  EXPECT_EQ(e.kv_budget_bytes, 3'000'000'000);
+  EXPECT_EQ(e.block_size, 128);
+  EXPECT_FALSE(e.enable_prefix_cache);
+  EXPECT_FALSE(e.executor.bounded_replay);
+  // The defaults are the runtime's own defaults: serving without a config changes nothing.
+  const runtime::EngineConfig d = ServeConfig{}.to_engine_config();
+  const runtime::EngineConfig r;
+  EXPECT_EQ(d.scheduler.max_num_batched_tokens, r.scheduler.max_num_batched_tokens);
+  EXPECT_EQ(d.scheduler.max_num_running, r.scheduler.max_num_running);
+  EXPECT_EQ(d.scheduler.max_prefill_context_read, r.scheduler.max_prefill_context_read);
+  EXPECT_EQ(d.scheduler.max_admissions_per_step, r.scheduler.max_admissions_per_step);
+  EXPECT_EQ(d.scheduler.max_model_len, r.scheduler.max_model_len);
+  EXPECT_EQ(d.scheduler.enable_chunked_prefill, r.scheduler.enable_chunked_prefill);
+  EXPECT_EQ(d.scheduler.policy, r.scheduler.policy);
+  EXPECT_EQ(d.kv_budget_bytes, r.kv_budget_bytes);
+  EXPECT_EQ(d.block_size, r.block_size);
+  EXPECT_EQ(d.enable_prefix_cache, r.enable_prefix_cache);
+  EXPECT_EQ(d.executor.bounded_replay, r.executor.bounded_replay);
+}
+
+TEST(ServeConfig, FlagSetsForTheArgParser) {
+  const std::set<std::string> values = serve_value_flags(), bools = serve_bool_flags();
+  EXPECT_TRUE(values.count("config"));
+  EXPECT_TRUE(values.count("port"));
+  EXPECT_TRUE(values.count("kv-cache-memory-bytes"));
+  EXPECT_FALSE(values.count("enable-prefix-caching"));
+  EXPECT_EQ(bools, (std::set<std::string>{"enable-chunked-prefill", "no-enable-chunked-prefill",
+                                          "enable-prefix-caching", "no-enable-prefix-caching",
+                                          "bounded-replay", "no-bounded-replay"}));
+  EXPECT_EQ(values.size() + bools.size() / 2, serve_config_keys().size() + 1);
+}
+
+TEST(ServeConfig, ApplyProcessSettingsSetsKernelThreads) {
+  const int before = kernels::num_threads();
+  ServeConfig cfg;
+  cfg.threads = 1;
+  apply_process_settings(cfg);
+  EXPECT_EQ(kernels::num_threads(), 1);
+  kernels::set_num_threads(before);
+}
+
+}  // namespace
+}  // namespace troupe::config
