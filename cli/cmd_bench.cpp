@@ -132,13 +132,15 @@ std::vector<int64_t> context_list(const Args& a) {
     if (v < 1) TROUPE_FAIL("--context must be at least 1, got " << v);
     out.push_back(v);
   }
-  if (out.empty()) TROUPE_FAIL("--context expects integers separated by commas, got '" << text << "'");
+  if (out.empty())
+    TROUPE_FAIL("--context expects integers separated by commas, got '" << text << "'");
   return out;
 }
 
 int bench_engine(const CommandArgs& argv) {
-  Args a(argv, {"model", "batch", "context", "new-tokens", "cached-prefix", "decode-steps",
-                "repeats", "threads", "kv-budget-mb", "block-size"},
+  Args a(argv,
+         {"model", "batch", "context", "new-tokens", "cached-prefix", "decode-steps", "repeats",
+          "threads", "kv-budget-mb", "block-size"},
          {});
   no_positional(a);
   bench::EngineBenchShape s;
@@ -154,18 +156,22 @@ int bench_engine(const CommandArgs& argv) {
   auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false);
   check_budget(m->config, config);
   // Every request's prompt and its output tokens must have positions.
-  check_positions(m->config, s.cached_prefix + s.new_tokens + 1, "--cached-prefix + --new-tokens + 1");
+  check_positions(m->config, s.cached_prefix + s.new_tokens + 1,
+                  "--cached-prefix + --new-tokens + 1");
   for (int64_t c : s.contexts)
-    check_positions(m->config, c + s.decode_steps + 1, "--context " + std::to_string(c) + " + --decode-steps + 1");
+    check_positions(m->config, c + s.decode_steps + 1,
+                    "--context " + std::to_string(c) + " + --decode-steps + 1");
   kernels::set_num_threads(threads);
   const bench::MachineLimits limits = bench::measure_limits(/*quick=*/true);
   kernels::set_num_threads(threads);  // the probes reset the count
 
   std::printf("troupe bench engine: model %s\n", m->dir.c_str());
-  std::printf("batch %lld, new tokens %lld over a cached prefix of %lld, decode steps %lld, repeats %lld, threads %d\n",
-              static_cast<long long>(s.batch), static_cast<long long>(s.new_tokens),
-              static_cast<long long>(s.cached_prefix), static_cast<long long>(s.decode_steps),
-              static_cast<long long>(s.repeats), kernels::num_threads());
+  std::printf(
+      "batch %lld, new tokens %lld over a cached prefix of %lld, decode steps %lld, repeats %lld, "
+      "threads %d\n",
+      static_cast<long long>(s.batch), static_cast<long long>(s.new_tokens),
+      static_cast<long long>(s.cached_prefix), static_cast<long long>(s.decode_steps),
+      static_cast<long long>(s.repeats), kernels::num_threads());
   bench::print_limits(limits);
   bench::print_kv_summary(m->config, config);
   bench::warm_up(*m->forward, config);
@@ -185,8 +191,9 @@ int bench_engine(const CommandArgs& argv) {
 }
 
 int bench_replay(const CommandArgs& argv) {
-  Args a(argv, {"model", "conversations", "turns", "system-len", "user-len", "output-len",
-                "max-running", "kv-budget-mb", "block-size", "seed", "threads"},
+  Args a(argv,
+         {"model", "conversations", "turns", "system-len", "user-len", "output-len", "max-running",
+          "kv-budget-mb", "block-size", "seed", "threads"},
          {});
   no_positional(a);
   runtime::AgenticWorkloadConfig w;
