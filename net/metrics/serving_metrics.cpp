@@ -1,0 +1,110 @@
+#include "net/metrics/serving_metrics.h"
+
+#include <vector>
+
+namespace troupe::net::metrics {
+
+namespace {
+
+// vLLM's buckets (vllm/v1/metrics/loggers.py), so histograms compare bucket for bucket.
+const std::vector<double> kTtftBuckets = {0.001, 0.005, 0.01, 0.02,  0.04,  0.06,  0.08, 0.1,
+                                          0.25,  0.5,   0.75, 1.0,   2.5,   5.0,   7.5,  10.0,
+                                          20.0,  40.0,  80.0, 160.0, 640.0, 2560.0};
+const std::vector<double> kItlBuckets = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,  0.3,  0.4, 0.5,
+                                         0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0};
+const std::vector<double> kRequestBuckets = {0.3,  0.5,   0.8,   1.0,   1.5,   2.0,    2.5,
+                                             5.0,  10.0,  15.0,  20.0,  30.0,  40.0,   50.0,
+                                             60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+// troupe's own: admissions per step in powers of two; planning time from 10 us to 1 s.
+const std::vector<double> kAdmittedBuckets = {0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
+const std::vector<double> kStepTimeBuckets = {1e-5,  2.5e-5, 5e-5,  1e-4, 2.5e-4, 5e-4,
+                                              0.001, 0.0025, 0.005, 0.01, 0.025,  0.05,
+                                              0.1,   0.25,   0.5,   1.0};
+
+const char* const kFinishReasons[] = {"stop", "length", "abort", "error"};
+
+}  // namespace
+
+ServingMetrics::ServingMetrics(Registry& r, const std::string& model_name)
+    : num_requests_running(r.gauge("troupe:num_requests_running",
+                                   "Number of requests in model execution batches.",
+                                   {{"model_name", model_name}})),
+      num_requests_waiting(r.gauge("troupe:num_requests_waiting",
+                                   "Number of requests waiting to be processed.",
+                                   {{"model_name", model_name}})),
+      kv_cache_usage_perc(r.gauge("troupe:kv_cache_usage_perc",
+                                  "KV-cache usage. 1 means 100 percent usage.",
+                                  {{"model_name", model_name}})),
+      prefix_cache_queries(r.counter("troupe:prefix_cache_queries",
+                                     "Prefix cache queries, in terms of number of queried tokens.",
+                                     {{"model_name", model_name}})),
+      prefix_cache_hits(r.counter("troupe:prefix_cache_hits",
+                                  "Prefix cache hits, in terms of number of cached tokens.",
+                                  {{"model_name", model_name}})),
+      prompt_tokens(r.counter("troupe:prompt_tokens", "Number of prefill tokens processed.",
+                              {{"model_name", model_name}})),
+      generation_tokens(r.counter("troupe:generation_tokens",
+                                  "Number of generation tokens processed.",
+                                  {{"model_name", model_name}})),
+      num_preemptions(r.counter("troupe:num_preemptions",
+                                "Cumulative number of preemptions from the engine.",
+                                {{"model_name", model_name}})),
+      time_to_first_token(r.histogram("troupe:time_to_first_token_seconds",
+                                      "Histogram of time to first token in seconds.", kTtftBuckets,
+                                      {{"model_name", model_name}})),
+      inter_token_latency(r.histogram("troupe:inter_token_latency_seconds",
+                                      "Histogram of inter-token latency in seconds.", kItlBuckets,
+                                      {{"model_name", model_name}})),
+      e2e_request_latency(r.histogram("troupe:e2e_request_latency_seconds",
+                                      "Histogram of e2e request latency in seconds.",
+                                      kRequestBuckets, {{"model_name", model_name}})),
+      request_queue_time(r.histogram("troupe:request_queue_time_seconds",
+                                     "Histogram of time spent in WAITING phase for request.",
+                                     kRequestBuckets, {{"model_name", model_name}})),
+      num_requests_admitted_per_step(r.histogram("troupe:num_requests_admitted_per_step",
+                                                 "Histogram of requests admitted per step.",
+                                                 kAdmittedBuckets, {{"model_name", model_name}})),
+      scheduler_step_time(r.histogram("troupe:scheduler_step_time_seconds",
+                                      "Histogram of time the scheduler spends planning a step.",
+                                      kStepTimeBuckets, {{"model_name", model_name}})),
+      registry_(r),
+      model_name_(model_name) {
+  for (const char* reason : kFinishReasons) request_success(reason);  // all series from 0
+}
+
+Counter& ServingMetrics::request_success(std::string_view finish_reason) {
+  return registry_.counter(
+      "troupe:request_success", "Count of successfully processed requests.",
+      {{"finished_reason", std::string(finish_reason)}, {"model_name", model_name_}});
+}
+
+void ServingMetrics::record_step(const StepStats& s) {
+  num_requests_running.set(double(s.num_running));
+  num_requests_waiting.set(double(s.num_waiting));
+  kv_cache_usage_perc.set(s.kv_cache_usage);
+  num_preemptions.inc(double(s.num_preemptions));
+  prefix_cache_queries.inc(double(s.prefix_queries));
+  prefix_cache_hits.inc(double(s.prefix_hits));
+  num_requests_admitted_per_step.observe(double(s.num_admitted));
+  scheduler_step_time.observe(s.step_seconds);
+}
+
+void ServingMetrics::record_first_token(int64_t num_prompt_tokens, double ttft_seconds) {
+  prompt_tokens.inc(double(num_prompt_tokens));
+  generation_tokens.inc(1.0);
+  time_to_first_token.observe(ttft_seconds);
+}
+
+void ServingMetrics::record_tokens(int64_t num_tokens, double seconds) {
+  generation_tokens.inc(double(num_tokens));
+  inter_token_latency.observe(seconds);
+}
+
+void ServingMetrics::record_finished(std::string_view finish_reason, double e2e_seconds,
+                                     double queue_seconds) {
+  request_success(finish_reason).inc();
+  e2e_request_latency.observe(e2e_seconds);
+  request_queue_time.observe(queue_seconds);
+}
+
+}  // namespace troupe::net::metrics

@@ -1,0 +1,69 @@
+// troupe's /metrics set: vLLM's metric names under a "troupe:" prefix, so dashboards
+// built for vLLM work after replacing the prefix, plus two of troupe's own (admitted
+// requests per step, scheduler step time). Every series carries model_name, as vLLM's do.
+//
+//   gauges      troupe:num_requests_running, troupe:num_requests_waiting,
+//               troupe:kv_cache_usage_perc (0..1, as vLLM)
+//   counters    troupe:prefix_cache_queries_total, troupe:prefix_cache_hits_total (tokens),
+//               troupe:prompt_tokens_total, troupe:generation_tokens_total,
+//               troupe:num_preemptions_total, troupe:request_success_total{finished_reason}
+//   histograms  troupe:time_to_first_token_seconds, troupe:inter_token_latency_seconds,
+//               troupe:e2e_request_latency_seconds, troupe:request_queue_time_seconds,
+//               troupe:num_requests_admitted_per_step, troupe:scheduler_step_time_seconds
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "net/metrics/registry.h"
+
+namespace troupe::net::metrics {
+
+// What the scheduler reports after planning one step.
+struct StepStats {
+  int64_t num_running = 0;
+  int64_t num_waiting = 0;
+  double kv_cache_usage = 0.0;  // used blocks / all blocks
+  int64_t num_admitted = 0;     // requests admitted this step
+  int64_t num_preemptions = 0;  // requests preempted this step
+  int64_t prefix_queries = 0;   // prompt tokens looked up in the prefix cache this step
+  int64_t prefix_hits = 0;      // of which were cached
+  double step_seconds = 0.0;    // time the scheduler spent planning the step
+};
+
+class ServingMetrics {
+ public:
+  ServingMetrics(Registry& registry, const std::string& model_name);
+
+  void record_step(const StepStats& s);
+  // A request's first output token: its prompt counts as processed.
+  void record_first_token(int64_t prompt_tokens, double ttft_seconds);
+  // Further output tokens of a request; `seconds` since its previous output.
+  void record_tokens(int64_t num_tokens, double seconds);
+  // finish_reason: "stop", "length", "abort" or "error" (runtime::finish_reason).
+  void record_finished(std::string_view finish_reason, double e2e_seconds, double queue_seconds);
+
+  Gauge& num_requests_running;
+  Gauge& num_requests_waiting;
+  Gauge& kv_cache_usage_perc;
+  Counter& prefix_cache_queries;
+  Counter& prefix_cache_hits;
+  Counter& prompt_tokens;
+  Counter& generation_tokens;
+  Counter& num_preemptions;
+  Histogram& time_to_first_token;
+  Histogram& inter_token_latency;
+  Histogram& e2e_request_latency;
+  Histogram& request_queue_time;
+  Histogram& num_requests_admitted_per_step;
+  Histogram& scheduler_step_time;
+
+ private:
+  Counter& request_success(std::string_view finish_reason);
+
+  Registry& registry_;
+  std::string model_name_;
+};
+
+}  // namespace troupe::net::metrics

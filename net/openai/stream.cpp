@@ -1,0 +1,89 @@
+#include "net/openai/stream.h"
+
+#include "kernels/check.h"
+
+namespace troupe::net::openai {
+
+std::string sse_data(const json& payload) {
+  return "data: " + dump_json(payload) + "\n\n";
+}
+
+std::string_view sse_done() {
+  return "data: [DONE]\n\n";
+}
+
+StreamEncoder::StreamEncoder(const GenerationRequest& req, ResponseMeta meta)
+    : endpoint_(req.endpoint),
+      meta_(std::move(meta)),
+      prompt_tokens_(int64_t(req.prompt_tokens.size())),
+      include_usage_(req.include_usage),
+      choices_(size_t(req.n)) {
+  for (int32_t i = 0; i < req.n; ++i) choices_[size_t(i)].index = i;
+}
+
+json StreamEncoder::envelope() const {
+  return {
+      {"id", meta_.id},
+      {"object", endpoint_ == Endpoint::Completions ? "text_completion" : "chat.completion.chunk"},
+      {"created", meta_.created},
+      {"model", meta_.model}};
+}
+
+json StreamEncoder::chunk(json choice) const {
+  json c = envelope();
+  c["choices"] = json::array({std::move(choice)});
+  if (include_usage_) c["usage"] = nullptr;
+  return c;
+}
+
+std::string StreamEncoder::start() {
+  if (endpoint_ == Endpoint::Completions) return {};
+  std::string events;
+  for (const ChoiceResult& c : choices_)
+    events += sse_data(chunk({{"index", c.index},
+                              {"delta", {{"role", "assistant"}, {"content", ""}}},
+                              {"logprobs", nullptr},
+                              {"finish_reason", nullptr}}));
+  return events;
+}
+
+std::string StreamEncoder::on_output(int32_t index, const runtime::RequestOutput& out) {
+  TROUPE_CHECK(index >= 0 && size_t(index) < choices_.size(), "choice index ", index,
+               " out of range [0, ", choices_.size(), ")");
+  ChoiceResult& c = choices_[size_t(index)];
+  c.append(out);
+  c.text.clear();  // streamed, not kept
+  if (out.new_text.empty() && !out.finished()) return {};
+  json choice = {{"index", index}};
+  if (endpoint_ == Endpoint::Completions)
+    choice["text"] = out.new_text;
+  else
+    choice["delta"] = out.new_text.empty() ? json::object() : json{{"content", out.new_text}};
+  choice["logprobs"] = nullptr;
+  choice["finish_reason"] = finish_reason_json(c.finish_reason);
+  choice["stop_reason"] = stop_reason_json(c.stop_reason);
+  return sse_data(chunk(std::move(choice)));
+}
+
+std::string StreamEncoder::finish() const {
+  std::string events;
+  if (include_usage_) {
+    json c = envelope();
+    c["choices"] = json::array();
+    c["usage"] = usage().to_json();
+    events += sse_data(c);
+  }
+  return events + std::string(sse_done());
+}
+
+std::string StreamEncoder::error(const ApiError& err) const {
+  return sse_data(err.body()) + std::string(sse_done());
+}
+
+bool StreamEncoder::done() const {
+  for (const ChoiceResult& c : choices_)
+    if (!c.finished()) return false;
+  return true;
+}
+
+}  // namespace troupe::net::openai
