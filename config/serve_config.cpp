@@ -23,11 +23,6 @@ void ServeConfig::validate(const std::map<std::string, std::string>& origins) co
                 << " must be >= " << where(origins, "max-model-len") << " = " << max_model_len
                 << " when enable-chunked-prefill is false: a longer prompt could never be "
                    "scheduled");
-  // More admissions per step than running slots can never happen; almost surely a typo.
-  if (max_admissions_per_step > max_num_seqs)
-    TROUPE_FAIL(where(origins, "max-admissions-per-step")
-                << " = " << max_admissions_per_step
-                << " must be <= " << where(origins, "max-num-seqs") << " = " << max_num_seqs);
   to_engine_config().scheduler.validate();  // the runtime's own rules, as a backstop
 }
 

@@ -300,10 +300,16 @@ TEST(ServeConfig, RulesBetweenKeysNameBothKeysAndWhereTheyWereSet) {
             }),
             "");
   EXPECT_EQ(error_of([&] {
-              resolve_serve_config({{"max-admissions-per-step", "9"}, {"max-num-seqs", "8"}});
+              resolve_serve_config({{"max-model-len", "9000"},
+                                    {"no-enable-chunked-prefill", "1"},
+                                    {"max-num-batched-tokens", "4096"}});
             }),
-            "max-admissions-per-step (flag --max-admissions-per-step) = 9 must be <= "
-            "max-num-seqs (flag --max-num-seqs) = 8");
+            "max-num-batched-tokens (flag --max-num-batched-tokens) = 4096 must be >= "
+            "max-model-len (flag --max-model-len) = 9000 when enable-chunked-prefill is false: a "
+            "longer prompt could never be scheduled");
+  // One key alone never trips over another's default: admissions above max-num-seqs are
+  // merely capped by the running limit.
+  EXPECT_EQ(error_of([&] { resolve_serve_config({{"max-num-seqs", "16"}}); }), "");
 }
 
 TEST(ServeConfig, ToEngineConfigMapsEveryField) {
