@@ -22,10 +22,10 @@ using namespace troupe::testing::ref;
 // One sequence: the engine's state and everything the reference needs to rebuild it.
 struct Track {
   model::SequenceState st;
-  std::vector<float> x;                 // [n, H] attention inputs of every position so far
-  std::vector<DVec> window;             // reference window rows, by position
+  std::vector<float> x;                        // [n, H] attention inputs of every position so far
+  std::vector<DVec> window;                    // reference window rows, by position
   std::vector<CsaLayerRef::GroupRows> groups;  // Full: reference compressed rows, by group
-  std::vector<DVec> source_rows;        // Reuse: decoded rows given to the source layer
+  std::vector<DVec> source_rows;               // Reuse: decoded rows given to the source layer
 };
 
 class AttentionCase {
@@ -33,9 +33,13 @@ class AttentionCase {
   // sink_stddev > 0 replaces the checkpoint's attn_sink (all 0 in the golden init) by
   // random values, so a sink entering with the wrong sign or scale shows.
   AttentionCase(int64_t layer, float sink_stddev)
-      : c_(golden_model().config), layer_(layer), mode_(c_.layer_mode[layer]),
+      : c_(golden_model().config),
+        layer_(layer),
+        mode_(c_.layer_mode[layer]),
         w_(with_sink(golden_model().weights.layers[layer].attn, sink_stddev)),
-        want_(c_, w_, layer), freqs_(engine_freqs(c_, layer)), rng_(layer) {}
+        want_(c_, w_, layer),
+        freqs_(engine_freqs(c_, layer)),
+        rng_(layer) {}
 
   // One step: `m[i]` new tokens for sequence i, then engine vs reference per query.
   void step(std::vector<Track>& seqs, const std::vector<int64_t>& m) {

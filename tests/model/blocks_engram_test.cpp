@@ -53,8 +53,8 @@ std::vector<int64_t> ref_ids(const model::ModelConfig& c, const model::ModelWeig
   std::vector<int64_t> ids;
   int64_t roll = 0, offset = 0;
   for (int64_t k = 0; k < N; ++k) {
-    const int64_t ck = p - k < 0 ? w.engram_token_map[c.engram_pad_token_id]
-                                 : w.engram_token_map[history[p - k]];
+    const int64_t ck =
+        p - k < 0 ? w.engram_token_map[c.engram_pad_token_id] : w.engram_token_map[history[p - k]];
     roll = k == 0 ? ck * mult[0] : roll ^ (ck * mult[k]);
     if (k == 0) continue;
     for (int64_t h = 0; h < eH; ++h) {
@@ -78,7 +78,8 @@ DVec ref_update(const model::ModelConfig& c, const model::EngramWeights& w, cons
   for (int64_t s = 0; s < hc; ++s) {
     const DVec xs = to_double(X + s * H, H), key(kv.begin() + s * H, kv.begin() + (s + 1) * H);
     double dot = 0;
-    for (int64_t k = 0; k < H; ++k) dot += xs[k] * w.q_weight[s * H + k] * w.k_weight[s * H + k] * key[k];
+    for (int64_t k = 0; k < H; ++k)
+      dot += xs[k] * w.q_weight[s * H + k] * w.k_weight[s * H + k] * key[k];
     const double g = dot / std::sqrt(mean_square(xs) + c.rms_norm_eps) /
                      std::sqrt(mean_square(key) + c.rms_norm_eps) / std::sqrt(double(H));
     const double sgn = g > 0 ? 1.0 : g < 0 ? -1.0 : 0.0;

@@ -139,7 +139,8 @@ TEST(BlocksHc, PremixIsTheWeightedStreamSum) {
     for (int64_t r = 0; r < rows; ++r) {
       DVec want(H, 0.0);
       for (int64_t s = 0; s < hc; ++s)
-        for (int64_t k = 0; k < H; ++k) want[k] += double(pre[r * hc + s]) * X[(r * hc + s) * H + k];
+        for (int64_t k = 0; k < H; ++k)
+          want[k] += double(pre[r * hc + s]) * X[(r * hc + s) * H + k];
       EXPECT_LT(rel_l2(&out[r * H], want), kTol) << "rows " << rows << ", row " << r;
     }
   }
@@ -185,8 +186,8 @@ TEST(BlocksHc, HeadCollapsesStreamsWithSigmoidWeights) {
       const DVec m = matvec(fn, Xr);
       DVec want(H, 0.0);
       for (int64_t s = 0; s < hc; ++s) {
-        const double w = sigmoid(m[s] * inv * g.weights.hc_head_scale + g.weights.hc_head_base[s]) +
-                         c.hc_eps;
+        const double w =
+            sigmoid(m[s] * inv * g.weights.hc_head_scale + g.weights.hc_head_base[s]) + c.hc_eps;
         for (int64_t k = 0; k < H; ++k) want[k] += w * Xr[s * H + k];
       }
       EXPECT_LT(rel_l2(&h[r * H], want), kTol) << "rows " << rows << ", row " << r;

@@ -69,8 +69,8 @@ Sequence make_sequence(const model::ModelConfig& c, int64_t P, std::map<int64_t,
 }
 
 struct Ties {
-  int64_t at_top_k = 0;    // query rows where the K-th and (K+1)-th scores are equal
-  int64_t at_top_kb = 0;   // level-1 rows where the Kb-th and (Kb+1)-th block maxima are equal
+  int64_t at_top_k = 0;   // query rows where the K-th and (K+1)-th scores are equal
+  int64_t at_top_kb = 0;  // level-1 rows where the Kb-th and (Kb+1)-th block maxima are equal
 };
 
 // K-th and (K+1)-th ranked values equal and finite: the boundary is decided by the tie rule.
@@ -91,8 +91,10 @@ class IndexerCase {
  public:
   IndexerCase()
       : c_(golden_model().config),
-        seqs_{make_sequence(c_, 60, {{1, 33}, {6, 67}}, 10), make_sequence(c_, 0, {{1, 3}, {6, 6}}, 20)},
-        batch_(make_batch({{&seqs_[0].state, token_run(7, 1)}, {&seqs_[1].state, token_run(6, 2)}})),
+        seqs_{make_sequence(c_, 60, {{1, 33}, {6, 67}}, 10),
+              make_sequence(c_, 0, {{1, 3}, {6, 6}}, 20)},
+        batch_(
+            make_batch({{&seqs_[0].state, token_run(7, 1)}, {&seqs_[1].state, token_run(6, 2)}})),
         sel_(c_.num_hidden_layers) {
     batch_.trace = &trace_;
   }
@@ -146,7 +148,7 @@ class IndexerCase {
   std::vector<Sequence> seqs_;
   model::Batch batch_;
   model::Selections sel_;
-  std::map<int64_t, std::vector<int64_t>> cand_;                  // query row -> level-1 rows
+  std::map<int64_t, std::vector<int64_t>> cand_;                      // query row -> level-1 rows
   std::map<std::pair<int64_t, int64_t>, std::vector<float>> scores_;  // (layer, row) -> engine
   model::TraceFn trace_ = [this](const std::string& name, int64_t layer, int64_t row,
                                  std::span<const float> v) {

@@ -21,7 +21,9 @@ struct ExpertRef {
   Dense w1, w3, w2;
 };
 
-ExpertRef expert_ref(const kernels::ExpertWeights& e) { return {dense(e.w1), dense(e.w3), dense(e.w2)}; }
+ExpertRef expert_ref(const kernels::ExpertWeights& e) {
+  return {dense(e.w1), dense(e.w3), dense(e.w2)};
+}
 
 // Expert(x) of §5.5; limit 0 = unclamped. Counts clamped pre-activations in *clamped.
 DVec ref_expert(const ExpertRef& e, const float* x, double limit, int64_t* clamped) {
@@ -87,12 +89,14 @@ struct MoeRef {
 };
 
 // Runs moe_layer on x [rows, H] and compares picks and output row by row.
-void check_moe(const model::ModelConfig& c, MoeRef& want, int64_t layer, const std::vector<float>& x) {
+void check_moe(const model::ModelConfig& c, MoeRef& want, int64_t layer,
+               const std::vector<float>& x) {
   const int64_t H = c.hidden_size, rows = static_cast<int64_t>(x.size()) / H;
   model::SequenceState st = model::SequenceState::empty(c);
   model::Batch b = make_batch({{&st, token_run(rows, 1)}});
   std::vector<std::vector<float>> picks;
-  const model::TraceFn trace = [&](const std::string& name, int64_t, int64_t, std::span<const float> v) {
+  const model::TraceFn trace = [&](const std::string& name, int64_t, int64_t,
+                                   std::span<const float> v) {
     if (name == "moe_pick") picks.emplace_back(v.begin(), v.end());
   };
   b.trace = &trace;
@@ -113,7 +117,8 @@ TEST(BlocksMoe, MatchesReferenceOnGoldenLayers) {
     MoeRef want(g.config, g.weights.layers[layer].ffn);
     for (int64_t rows : {1, 3, 17}) {
       SCOPED_TRACE("layer " + std::to_string(layer) + ", rows " + std::to_string(rows));
-      check_moe(g.config, want, layer, random_floats(rows * g.config.hidden_size, 31 * layer + rows));
+      check_moe(g.config, want, layer,
+                random_floats(rows * g.config.hidden_size, 31 * layer + rows));
     }
   }
 }

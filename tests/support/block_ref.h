@@ -63,9 +63,13 @@ inline DVec rms_norm(const DVec& x, const std::vector<float>& w, double eps) {
   return y;
 }
 
-inline double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+inline double sigmoid(double x) {
+  return 1.0 / (1.0 + std::exp(-x));
+}
 
-inline DVec to_double(const float* x, int64_t n) { return DVec(x, x + n); }
+inline DVec to_double(const float* x, int64_t n) {
+  return DVec(x, x + n);
+}
 
 // f_i of §5 for i < Dr/2, with the YaRN blend when factor != 1.
 inline DVec rope_freqs(double theta, int64_t Dr, const kernels::YarnScaling& y) {
@@ -73,10 +77,11 @@ inline DVec rope_freqs(double theta, int64_t Dr, const kernels::YarnScaling& y) 
   for (int64_t i = 0; i < Dr / 2; ++i) f[i] = std::pow(theta, -2.0 * i / Dr);
   if (y.factor == 1.0) return f;
   const double two_pi = 2.0 * M_PI, orig = y.original_max_position;
-  const double low = std::max(std::floor(Dr * std::log(orig / (y.beta_fast * two_pi)) /
-                                         (2 * std::log(theta))), 0.0);
-  const double high = std::min(std::ceil(Dr * std::log(orig / (y.beta_slow * two_pi)) /
-                                         (2 * std::log(theta))), static_cast<double>(Dr - 1));
+  const double low = std::max(
+      std::floor(Dr * std::log(orig / (y.beta_fast * two_pi)) / (2 * std::log(theta))), 0.0);
+  const double high =
+      std::min(std::ceil(Dr * std::log(orig / (y.beta_slow * two_pi)) / (2 * std::log(theta))),
+               static_cast<double>(Dr - 1));
   for (int64_t i = 0; i < Dr / 2; ++i) {
     const double ramp = std::clamp((i - low) / std::max(high - low, 1e-3), 0.0, 1.0);
     f[i] = f[i] / y.factor * ramp + f[i] * (1 - ramp);
@@ -120,8 +125,10 @@ inline float e2m1_value(uint8_t code) {
 inline float block_scale(Quant q, float amax) {
   using namespace kernels::quant_ref;
   switch (q) {
-    case Quant::Fp8Ue8m0: return ref_scale(ref_pow2ceil_code(std::max(amax, 1e-4f) / 448.0f));
-    case Quant::Nvfp4: return e4m3_value(ref_e4m3(std::max(amax, std::ldexp(6.0f, -9)) / 6.0f));
+    case Quant::Fp8Ue8m0:
+      return ref_scale(ref_pow2ceil_code(std::max(amax, 1e-4f) / 448.0f));
+    case Quant::Nvfp4:
+      return e4m3_value(ref_e4m3(std::max(amax, std::ldexp(6.0f, -9)) / 6.0f));
     case Quant::Mxfp4:
       return ref_scale(ref_pow2ceil_code(std::max(amax, std::ldexp(6.0f, -126)) / 6.0f));
   }

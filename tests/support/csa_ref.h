@@ -17,8 +17,15 @@ constexpr double kInfD = std::numeric_limits<double>::infinity();
 class CsaLayerRef {
  public:
   CsaLayerRef(const model::ModelConfig& c, const model::AttentionWeights& w, int64_t layer)
-      : c_(c), w_(w), layer_(layer), freqs_(layer_freqs(c, layer)), wq_a_(dense(w.wq_a)),
-        wq_b_(dense(w.wq_b)), wkv_(dense(w.wkv)), wo_a_(dense(w.wo_a)), wo_b_(dense(w.wo_b)) {
+      : c_(c),
+        w_(w),
+        layer_(layer),
+        freqs_(layer_freqs(c, layer)),
+        wq_a_(dense(w.wq_a)),
+        wq_b_(dense(w.wq_b)),
+        wkv_(dense(w.wkv)),
+        wo_a_(dense(w.wo_a)),
+        wo_b_(dense(w.wo_b)) {
     if (w.has_compressor) {
       cwkv_ = dense(w.compressor.wkv);
       if (c.ratio(layer) > 1) cwgate_ = dense(w.compressor.wgate);
