@@ -17,13 +17,7 @@ namespace {
 
 using testing::golden_model;
 
-std::vector<int32_t> random_tokens(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> d(5, 4094);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = d(rng);
-  return t;
-}
+using testing::random_tokens;
 
 // Greedy continuation with the plain forward (one request, contiguous state).
 std::vector<int32_t> reference_greedy(const std::vector<int32_t>& prompt, int64_t n) {

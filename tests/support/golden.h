@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <fstream>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,15 @@ inline const GoldenModel& golden_model() {
 inline nlohmann::json read_json(const std::string& path) {
   std::ifstream f(path);
   return nlohmann::json::parse(f);
+}
+
+// [n] token ids in [5, 4094] (ordinary tokens of the tiny vocab), from a fixed seed.
+inline std::vector<int32_t> random_tokens(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> d(5, 4094);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = d(rng);
+  return t;
 }
 
 inline double relative_l2(const float* got, const std::vector<double>& want) {
