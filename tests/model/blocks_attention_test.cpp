@@ -5,10 +5,17 @@
 // queries read window rows from the ring (earlier steps) and from the chunk, selected
 // compressed rows, the sink, then inverse rope, grouped wo_a and wo_b.
 // The reference recomputes every window row and compressed row from the inputs of all
-// positions; it never reads the engine's ring.
-// Tolerances: output relative L2 1e-5 per query row; Full-layer selections exact.
+// positions, then checks the rows the engine stored (ring, compressed rows) against them
+// element for element. Where the reference flags a value as within rounding reach of a
+// midpoint (block_ref.h QuantRow) the engine's f32 rounding may differ; the reference
+// then adopts the stored value, so one legitimate rounding flip does not blur the
+// attention comparison. Steps are at most W tokens, so every new window row is in the
+// ring afterwards and can be checked.
+// Tolerances: output relative L2 1e-5 per query row; stored rows and Full-layer
+// selections exact.
 #include <gtest/gtest.h>
 
+#include "kernels/dispatch.h"
 #include "model/csa.h"
 #include "model/state.h"
 #include "support/csa_ref.h"
@@ -23,7 +30,7 @@ using namespace troupe::testing::ref;
 struct Track {
   model::SequenceState st;
   std::vector<float> x;                        // [n, H] attention inputs of every position so far
-  std::vector<DVec> window;                    // reference window rows, by position
+  std::vector<QuantRow> window;                // reference window rows, by position
   std::vector<CsaLayerRef::GroupRows> groups;  // Full: reference compressed rows, by group
   std::vector<DVec> source_rows;               // Reuse: decoded rows given to the source layer
 };
@@ -59,7 +66,12 @@ class AttentionCase {
     std::vector<float> out(b.rows * H, std::numeric_limits<float>::quiet_NaN());
     model::attention_layer({c_, w_, layer_, freqs_, b}, x.data(), b, x.data(), sel, out.data());
 
-    for (Track& t : seqs) extend_reference(t);
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      ASSERT_LE(m[i], c_.sliding_window);
+      const int64_t groups_before = static_cast<int64_t>(seqs[i].groups.size());
+      extend_reference(seqs[i]);
+      check_stored_rows(seqs[i], seqs[i].st.length(), groups_before);
+    }
     for (int64_t r = 0; r < b.rows; ++r) {
       Track& t = seqs[b.seq[r]];
       const int64_t p = b.pos[r];
@@ -114,22 +126,47 @@ class AttentionCase {
       t.groups.push_back(want_.compress(t.x.data(), g));
   }
 
+  // The engine's ring after a step starting at P must hold exactly the last W positions,
+  // and (Full) its new compressed rows; each equals the reference up to ambiguous
+  // elements, whose stored values the reference then adopts.
+  void check_stored_rows(Track& t, int64_t P, int64_t groups_before) {
+    const int64_t W = c_.sliding_window, n = static_cast<int64_t>(t.window.size());
+    const model::KvRowLayout& layout = t.st.layout;
+    std::vector<float> row(c_.head_dim), ikey(layout.ikey.dim);
+    for (int64_t q = std::max<int64_t>(0, n - W); q < n; ++q) {
+      ASSERT_EQ(t.st.window_pos(layer_, q % W), q) << "ring slot " << q % W;
+      layout.window.decode(t.st.window_row(layer_, q % W), row.data());
+      if (q < P) continue;
+      EXPECT_EQ(real_mismatches(row.data(), t.window[q]), 0) << "window row " << q;
+      t.window[q].v = to_double(row.data(), c_.head_dim);
+    }
+    for (int64_t g = groups_before; g < static_cast<int64_t>(t.groups.size()); ++g) {
+      ASSERT_EQ(t.st.compressed_rows(layer_), static_cast<int64_t>(t.groups.size()));
+      layout.ckv.decode(t.st.ckv_row(layer_, g), row.data());
+      layout.ikey.decode(t.st.ikey_row(layer_, g), ikey.data());
+      EXPECT_EQ(real_mismatches(row.data(), t.groups[g].ckv), 0) << "KV row " << g;
+      EXPECT_EQ(real_mismatches(ikey.data(), t.groups[g].ikey), 0) << "index key " << g;
+      t.groups[g].ckv.v = to_double(row.data(), c_.head_dim);
+      t.groups[g].ikey.v = to_double(ikey.data(), layout.ikey.dim);
+    }
+  }
+
   // The reference output of the query at position p (batch row r).
   DVec reference_row(const Track& t, int64_t p, const model::Selections& sel, int64_t r) {
     const float* xp = &t.x[p * c_.hidden_size];
     const DVec ql = want_.query_latent(xp);
     std::vector<const DVec*> keys;
     for (int64_t q = std::max<int64_t>(0, p - c_.sliding_window + 1); q <= p; ++q)
-      keys.push_back(&t.window[q]);
+      keys.push_back(&t.window[q].v);
     if (mode_ == model::LayerMode::Full) {
       std::vector<DVec> ikeys;
-      for (const auto& g : t.groups) ikeys.push_back(g.ikey);
+      for (const auto& g : t.groups) ikeys.push_back(g.ikey.v);
       const std::vector<int64_t> chosen =
           ref_top_k(want_.index_scores(xp, ql, p, ikeys), c_.index_topk);
       std::vector<int64_t> got(sel.sel[layer_][r].begin(), sel.sel[layer_][r].end());
       std::sort(got.begin(), got.end());
       EXPECT_EQ(got, chosen) << "selection";
-      for (int64_t j : chosen) keys.push_back(&t.groups[j].ckv);
+      for (int64_t j : chosen) keys.push_back(&t.groups[j].ckv.v);
     } else if (mode_ == model::LayerMode::Reuse) {
       for (int32_t j : sel.sel[c_.topk_source[layer_]][r]) keys.push_back(&t.source_rows[j]);
     }
@@ -145,15 +182,17 @@ class AttentionCase {
   std::mt19937 rng_;
 };
 
-// Sequence 0 steps 40, 1, 6 tokens (past the window and K·r, then decode, then a chunk);
-// sequence 1 steps 3, 17, 2.
+// Sequence 0 steps 16, 16, 8, 1, 6 tokens (past the window and past K·r = 32 compressed
+// positions, a decode step, a chunk); sequence 1 steps 3, 16, 1, 2, 5.
 void run_steps(int64_t layer, float sink_stddev = 0) {
   const auto& c = golden_model().config;
   AttentionCase t(layer, sink_stddev);
   std::vector<Track> seqs(2, Track{model::SequenceState::empty(c), {}, {}, {}, {}});
-  t.step(seqs, {40, 3});
-  t.step(seqs, {1, 17});
-  t.step(seqs, {6, 2});
+  t.step(seqs, {16, 3});
+  t.step(seqs, {16, 16});
+  t.step(seqs, {8, 1});
+  t.step(seqs, {1, 2});
+  t.step(seqs, {6, 5});
 }
 
 TEST(BlocksAttention, SwaLayer) {
@@ -180,6 +219,13 @@ TEST(BlocksAttention, ReuseLayer) {
   ASSERT_EQ(c.layer_mode[2], model::LayerMode::Reuse);
   ASSERT_EQ(c.topk_source[2], 1);
   ASSERT_EQ(c.kv_source[2], 1);
+  run_steps(2);
+}
+
+TEST(BlocksAttention, ScalarKernelBackend) {
+  // The same layers through the kernels' scalar Ref backend instead of the Cpu one.
+  kernels::ScopedBackend scalar(kernels::Backend::Ref);
+  run_steps(1);
   run_steps(2);
 }
 

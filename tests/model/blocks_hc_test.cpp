@@ -7,6 +7,7 @@
 
 #include <limits>
 
+#include "kernels/dispatch.h"
 #include "model/hc.h"
 #include "support/block_ref.h"
 #include "support/golden.h"
@@ -113,6 +114,11 @@ TEST(BlocksHc, MixMatchesReferenceWithSharpLogits) {
   // into that much relative error where pre is tiny: 5e-5 here.
   const double max_comb = check_mix(w, 17, 8, 5e-5);
   EXPECT_GT(max_comb, 0.5) << "comb should be far from uniform (1/hc) in this case";
+}
+
+TEST(BlocksHc, MixOnScalarKernelBackend) {
+  kernels::ScopedBackend scalar(kernels::Backend::Ref);
+  check_mix(golden_model().weights.layers[5].hc_attn, 17, 55);
 }
 
 TEST(BlocksHc, ReferenceSinkhornIsDoublyStochastic) {

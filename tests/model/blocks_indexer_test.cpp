@@ -6,12 +6,15 @@
 // rows score equal), and the test checks that such boundary ties really occur.
 // Two sequences share the batch: one deep (rows beyond an early query's visibility are
 // in the state), one starting at position 0 (nothing or little visible).
-// Tolerances: scores relative L2 1e-5 over the visible entries, the −inf pattern exact;
-// selections and candidate rows exact.
+// Tolerances: scores relative L2 1e-5 over the visible entries (1e-3 for a query row
+// whose mxfp4 query the reference flags as within rounding reach of a midpoint, where
+// f32 may round one element to the neighbouring grid point); the −inf pattern exact;
+// selections and candidate rows exact (the built-in ties do not depend on the query).
 #include <gtest/gtest.h>
 
 #include <map>
 
+#include "kernels/dispatch.h"
 #include "model/csa.h"
 #include "model/state.h"
 #include "support/csa_ref.h"
@@ -117,8 +120,10 @@ class IndexerCase {
       const std::vector<DVec>& keys = seqs_[batch_.seq[r]].keys.at(src);
       const DVec ql_r = to_double(&ql[r * c_.q_lora_rank], c_.q_lora_rank);
       const std::vector<int64_t>* cand = layer > cs ? &cand_.at(r) : nullptr;
-      const DVec score = want.index_scores(&x[r * c_.hidden_size], ql_r, p, keys, cand);
-      compare_scores(scores_.at({layer, r}), score);
+      bool qi_ambiguous = false;
+      const DVec score =
+          want.index_scores(&x[r * c_.hidden_size], ql_r, p, keys, cand, &qi_ambiguous);
+      compare_scores(scores_.at({layer, r}), score, qi_ambiguous ? 1e-3 : 1e-5);
       const auto& got = sel_.sel[layer][r];
       std::vector<int64_t> got_sorted(got.begin(), got.end());
       std::sort(got_sorted.begin(), got_sorted.end());
@@ -134,14 +139,14 @@ class IndexerCase {
   }
 
  private:
-  static void compare_scores(const std::vector<float>& got, const DVec& want) {
+  static void compare_scores(const std::vector<float>& got, const DVec& want, double tol) {
     ASSERT_EQ(got.size(), want.size());
     DVec g, w;
     for (size_t j = 0; j < want.size(); ++j) {
       EXPECT_EQ(std::isinf(got[j]), std::isinf(want[j])) << "score " << j;
       if (!std::isinf(want[j]) && !std::isinf(got[j])) g.push_back(got[j]), w.push_back(want[j]);
     }
-    EXPECT_LT(rel_l2(g, w), 1e-5) << "finite scores";
+    EXPECT_LT(rel_l2(g, w), tol) << "finite scores";
   }
 
   const model::ModelConfig& c_;
@@ -178,6 +183,16 @@ TEST(BlocksIndexer, HierarchicalLevelsOneAndTwo) {
   EXPECT_GT(level1.at_top_kb, 0) << "no tie at the candidate-block boundary";
   EXPECT_GT(level1.at_top_k, 0) << "no tie at the level-1 top-K boundary";
   EXPECT_GT(level2.at_top_k, 0) << "no tie at the level-2 top-K boundary";
+}
+
+TEST(BlocksIndexer, ScalarKernelBackend) {
+  // All three levels through the kernels' scalar Ref backend instead of the Cpu one.
+  kernels::ScopedBackend scalar(kernels::Backend::Ref);
+  IndexerCase t;
+  Ties ties;
+  t.run(1, ties);
+  t.run(6, ties);
+  t.run(8, ties);
 }
 
 }  // namespace

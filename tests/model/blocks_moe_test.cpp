@@ -7,6 +7,7 @@
 
 #include <map>
 
+#include "kernels/dispatch.h"
 #include "model/ffn_layers.h"
 #include "support/block_ref.h"
 #include "support/golden.h"
@@ -121,6 +122,16 @@ TEST(BlocksMoe, MatchesReferenceOnGoldenLayers) {
                 random_floats(rows * g.config.hidden_size, 31 * layer + rows));
     }
   }
+}
+
+TEST(BlocksMoe, ScalarKernelBackend) {
+  // Gate and experts through the kernels' scalar Ref backend instead of the Cpu one.
+  kernels::ScopedBackend scalar(kernels::Backend::Ref);
+  const auto& g = golden_model();
+  MoeRef want(g.config, g.weights.layers[4].ffn);
+  check_moe(g.config, want, 4, random_floats(3 * g.config.hidden_size, 44));
+  MoeRef big(g.config, g.weights.layers[7].ffn);
+  check_moe(g.config, big, 7, random_floats(5 * g.config.hidden_size, 77, 40.0f));
 }
 
 TEST(BlocksMoe, ClampAppliesToRoutedExpertsOnly) {

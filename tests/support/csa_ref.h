@@ -53,10 +53,10 @@ class CsaLayerRef {
   }
 
   // kvw = fp8_ue8m0(rope(RMSNorm(wkv·x, kv_norm), p)), dequantized   [D]
-  DVec window_row(const float* x, int64_t p) const {
+  QuantRow window_row(const float* x, int64_t p) const {
     DVec kv = rms_norm(matvec(wkv_, x), w_.kv_norm, eps());
     rope(kv, c_.qk_rope_head_dim, p, freqs_);
-    return fake_quant(kv, Quant::Fp8Ue8m0);
+    return quantize_row(kv, Quant::Fp8Ue8m0);
   }
 
   // v_k = compressor.wkv·x_k and s_k = compressor.wgate·x_k of one token (the carry).
@@ -64,8 +64,8 @@ class CsaLayerRef {
   DVec carry_s(const float* x) const { return matvec(cwgate_, x); }
 
   struct GroupRows {
-    DVec ckv;   // nvfp4(rope(lat, g·r))  [D], dequantized
-    DVec ikey;  // mxfp4(rope(RMSNorm(wk·lat, k_norm), g·r))  [dI], dequantized
+    QuantRow ckv;   // nvfp4(rope(lat, g·r))  [D]
+    QuantRow ikey;  // mxfp4(rope(RMSNorm(wk·lat, k_norm), g·r))  [dI]
   };
 
   // Compressor rows of group g; x: attention inputs of positions 0.. [.., H].
@@ -91,13 +91,15 @@ class CsaLayerRef {
     DVec ik = rms_norm(matvec(iwk_, lat.data()), w_.indexer.k_norm, eps());  // unrotated lat
     rope(ik, c_.qk_rope_head_dim, g * r, freqs_);
     rope(lat, c_.qk_rope_head_dim, g * r, freqs_);
-    return {fake_quant(lat, Quant::Nvfp4), fake_quant(ik, Quant::Mxfp4)};
+    return {quantize_row(lat, Quant::Nvfp4), quantize_row(ik, Quant::Mxfp4)};
   }
 
   // score[j] of §5.4 over the KV source's index keys; −inf where j is not visible from p,
-  // or not in `cand` when given (level 2).
+  // or not in `cand` when given (level 2). *qi_ambiguous (if given) tells whether the
+  // mxfp4 query may round differently in f32 (block_ref.h QuantRow).
   DVec index_scores(const float* x, const DVec& ql, int64_t p, const std::vector<DVec>& keys,
-                    const std::vector<int64_t>* cand = nullptr) const {
+                    const std::vector<int64_t>* cand = nullptr,
+                    bool* qi_ambiguous = nullptr) const {
     const int64_t nI = c_.index_n_heads, dI = c_.index_head_dim;
     const DVec qall = matvec(iwq_b_, ql.data());
     const DVec wts = matvec(iwproj_, x);
@@ -105,7 +107,9 @@ class CsaLayerRef {
     for (int64_t h = 0; h < nI; ++h) {
       qi.emplace_back(qall.begin() + h * dI, qall.begin() + (h + 1) * dI);
       rope(qi.back(), c_.qk_rope_head_dim, p, freqs_);
-      qi.back() = fake_quant(qi.back(), Quant::Mxfp4);
+      const QuantRow qq = quantize_row(qi.back(), Quant::Mxfp4);
+      qi.back() = qq.v;
+      if (qi_ambiguous) *qi_ambiguous = *qi_ambiguous || qq.any_ambiguous();
     }
     const int64_t visible = (p + 1) / c_.ratio(layer_);
     DVec score(keys.size(), -kInfD);
