@@ -1,0 +1,158 @@
+// `troupe serve [MODEL_DIR] [--host H --port P --config cfg.yaml ...]`: the OpenAI-compatible
+// HTTP daemon (docs/serve.md). It listens first and answers /health with 503 while the
+// model loads, then serves through the engine actors. SIGTERM / SIGINT: stop accepting,
+// let in-flight requests finish within a grace period (then abort them), exit 0.
+#include <caf/all.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <pthread.h>
+#include <thread>
+
+#include "actors/engine_actors.h"
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/loaded_model.h"
+#include "config/load.h"
+#include "kernels/check.h"
+#include "net/http/actor_bridge.h"
+#include "net/http/server.h"
+#include "net/metrics/serving_metrics.h"
+
+namespace troupe::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kShutdownGrace = std::chrono::seconds(30);  // in-flight requests may finish
+constexpr auto kAbortWait = std::chrono::seconds(5);       // aborted ones to be answered
+
+void say(const std::string& line) {
+  std::printf("troupe: %s\n", line.c_str());
+  std::fflush(stdout);  // tests and supervisors read these lines through a pipe
+}
+
+// SIGTERM and SIGINT are blocked in every thread (set before any is started) and taken by
+// one thread with sigwait, which wakes the main thread.
+class ShutdownSignal {
+ public:
+  ShutdownSignal() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGTERM);
+    sigaddset(&set_, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+    std::thread([this] {
+      int sig = 0;
+      sigwait(&set_, &sig);
+      std::lock_guard lock(mutex_);
+      signal_ = sig;
+      cv_.notify_all();
+    }).detach();  // lives as long as the process when no signal comes
+  }
+  int wait() {
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, [&] { return signal_ != 0; });
+    return signal_;
+  }
+
+ private:
+  sigset_t set_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  int signal_ = 0;
+};
+
+config::ServeConfig read_config(const CommandArgs& argv) {
+  const std::set<std::string> values = config::serve_value_flags();
+  const std::set<std::string> bools = config::serve_bool_flags();
+  Args a(argv, values, bools);
+  std::map<std::string, std::string> flags;
+  for (const auto& set : {values, bools})
+    for (const std::string& f : set)
+      if (a.has(f)) flags[f] = *a.get(f);
+  if (a.positional().size() > 1) TROUPE_FAIL("serve takes one MODEL_DIR, got " << a.positional().size());
+  if (!a.positional().empty()) flags["model"] = a.positional().front();
+  return config::resolve_serve_config(flags);
+}
+
+std::string served_name(const config::ServeConfig& cfg, const std::string& dir) {
+  if (!cfg.served_model_name.empty()) return cfg.served_model_name;
+  const std::string base = std::filesystem::path(dir).filename().string();
+  return base.empty() ? "troupe" : base;
+}
+
+// Stop accepting; wait for in-flight requests, then abort the rest; stop the threads.
+void shut_down(net::http::Server& server, net::http::EngineBridge* bridge) {
+  server.drain();
+  if (!server.wait_idle(kShutdownGrace) && bridge) {
+    say("grace period over: aborting " + std::to_string(bridge->in_flight()) + " requests");
+    bridge->abort_all();
+    server.wait_idle(kAbortWait);
+  }
+  server.stop();
+  if (bridge) bridge->kill_all();
+}
+
+}  // namespace
+
+int run_serve(const CommandArgs& argv) {
+  const config::ServeConfig cfg = read_config(argv);
+  ShutdownSignal signal;  // before any thread starts
+  config::apply_process_settings(cfg);
+
+  // Owned here in this order so each outlives what uses it: the actors (destroyed with
+  // the actor system, first) use the bridge, metrics and model.
+  std::unique_ptr<LoadedModel> model;
+  net::metrics::Registry registry;
+  std::unique_ptr<net::metrics::ServingMetrics> metrics;
+  std::unique_ptr<net::http::EngineBridge> bridge;
+  net::http::Server server({cfg.host, static_cast<uint16_t>(cfg.port), cfg.api_key,
+                            static_cast<size_t>(cfg.max_body_bytes), 2});
+  caf::actor_system_config caf_cfg;
+  caf::actor_system sys{caf_cfg};
+
+  const uint16_t port = server.listen();
+  say("listening on http://" + cfg.host + ":" + std::to_string(port));
+  say("loading model " + (cfg.model.empty() ? std::string("(built-in tiny model)") : cfg.model));
+  const auto t0 = Clock::now();
+  model = load_model(cfg.model, /*need_tokenizer=*/true);
+  char took[32];
+  std::snprintf(took, sizeof took, "%.2f s", std::chrono::duration<double>(Clock::now() - t0).count());
+  say(std::string("model loaded in ") + took);
+
+  runtime::EngineConfig engine_cfg = cfg.to_engine_config();
+  const int64_t max_len = std::min<int64_t>(cfg.max_model_len, model->config.max_position_embeddings);
+  engine_cfg.scheduler.max_model_len = max_len;
+  auto backend = std::make_shared<net::http::Backend>();
+  backend->info.model_name = served_name(cfg, model->dir);
+  backend->info.max_model_len = max_len;
+  backend->info.max_body_bytes = static_cast<size_t>(cfg.max_body_bytes);
+  metrics = std::make_unique<net::metrics::ServingMetrics>(registry, backend->info.model_name);
+
+  auto engine = actors::spawn_engine(sys, *model->forward, model->tokenizer.get(), engine_cfg);
+  auto router = actors::spawn_router(sys, {engine});
+  bridge = net::http::make_engine_bridge(sys, router, *metrics);
+  backend->tokenizer = model->tokenizer.get();
+  backend->engine = bridge.get();
+  backend->registry = &registry;
+  backend->created = static_cast<int64_t>(std::time(nullptr));
+  server.set_backend(backend);
+  say("ready: serving '" + backend->info.model_name + "'");
+
+  const int sig = signal.wait();
+  say(std::string(sig == SIGINT ? "SIGINT" : "SIGTERM") + ": shutting down");
+  shut_down(server, bridge.get());
+  caf::anon_send_exit(router, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(engine, caf::exit_reason::user_shutdown);
+  say("stopped");
+  return 0;
+}
+
+}  // namespace troupe::cli

@@ -1,0 +1,205 @@
+#include "net/http/actor_bridge.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <random>
+#include <unordered_map>
+#include <vector>
+
+namespace troupe::net::http {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Live generation actors, so shutdown can abort or end them all.
+class Registry {
+ public:
+  void add(uint64_t key, caf::actor a) {
+    std::lock_guard lock(mutex_);
+    live_[key] = std::move(a);
+  }
+  void remove(uint64_t key) {
+    std::lock_guard lock(mutex_);
+    live_.erase(key);
+  }
+  std::vector<caf::actor> all() const {
+    std::lock_guard lock(mutex_);
+    std::vector<caf::actor> out;
+    for (const auto& [k, a] : live_) out.push_back(a);
+    return out;
+  }
+  int64_t size() const {
+    std::lock_guard lock(mutex_);
+    return static_cast<int64_t>(live_.size());
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::unordered_map<uint64_t, caf::actor> live_;
+};
+
+// One generation's progress, for the sink and the per-request metrics.
+struct GenState {
+  std::vector<runtime::RequestId> ids;  // [n] engine request of each choice
+  std::vector<bool> finished;           // [n]
+  std::vector<Clock::time_point> last;  // [n] time of the choice's previous output
+  std::vector<bool> started;            // [n] has produced a token
+  std::vector<double> queue_seconds;    // [n] arrival to first output (an upper bound)
+  int64_t prompt_tokens = 0;
+  Clock::time_point arrival = Clock::now();
+  int32_t open = 0;  // choices not finished
+};
+
+void record_output(metrics::ServingMetrics& m, GenState& g, int32_t i,
+                   const runtime::RequestOutput& out) {
+  const auto n = static_cast<int64_t>(out.new_tokens.size());
+  if (n > 0 && !g.started[i]) {
+    m.record_first_token(i == 0 ? g.prompt_tokens : 0, seconds_since(g.arrival));
+    if (n > 1) m.generation_tokens.inc(double(n - 1));
+    g.started[i] = true;
+    g.queue_seconds[i] = seconds_since(g.arrival);
+  } else if (n > 0) {
+    m.record_tokens(n, seconds_since(g.last[i]));
+  }
+  g.last[i] = Clock::now();
+  // The scheduler does not report admission times yet: the time to the first output is
+  // the upper bound recorded as queue time (docs/serve.md).
+  if (out.finished())
+    m.record_finished(out.finish_reason(), seconds_since(g.arrival),
+                      g.started[i] ? g.queue_seconds[i] : seconds_since(g.arrival));
+}
+
+caf::behavior generation_fun(caf::event_based_actor* self, actors::router_actor router,
+                             std::vector<actors::GenerateRequest> choices, int64_t prompt_tokens,
+                             EngineBridge::Sink sink, metrics::ServingMetrics* m) {
+  auto g = std::make_shared<GenState>();
+  const size_t n = choices.size();
+  g->finished.assign(n, false);
+  g->started.assign(n, false);
+  g->queue_seconds.assign(n, 0.0);
+  g->last.assign(n, g->arrival);
+  g->prompt_tokens = prompt_tokens;
+  g->open = static_cast<int32_t>(n);
+  std::unordered_map<runtime::RequestId, int32_t> index;
+  for (size_t i = 0; i < n; ++i) {
+    g->ids.push_back(choices[i].id);
+    index[choices[i].id] = static_cast<int32_t>(i);
+    self->send(router, actors::generate_atom::value, std::move(choices[i]),
+               caf::actor_cast<caf::actor>(self));
+  }
+  return {
+      [=](actors::token_atom, actors::TokenEvent& e) {
+        const auto it = index.find(e.output.id);
+        if (it == index.end() || g->finished[it->second]) return;
+        const int32_t i = it->second;
+        record_output(*m, *g, i, e.output);
+        if (e.output.finished()) {
+          g->finished[i] = true;
+          g->open -= 1;
+        }
+        sink(i, std::move(e.output));
+        if (g->open == 0) self->quit();
+      },
+      [=](actors::abort_atom) {
+        for (size_t i = 0; i < g->ids.size(); ++i)
+          if (!g->finished[i]) self->send(router, actors::abort_atom::value, g->ids[i]);
+      },
+  };
+}
+
+class ActorGeneration : public Generation {
+ public:
+  explicit ActorGeneration(caf::actor a) : actor_(std::move(a)) {}
+  void abort() override { caf::anon_send(actor_, actors::abort_atom::value); }
+
+ private:
+  caf::actor actor_;
+};
+
+EngineState to_state(const actors::EngineSnapshot& s) {
+  return {s.running, s.waiting, s.used_blocks, s.free_blocks, s.kv_usage, s.preemptions};
+}
+
+class ActorBridge : public EngineBridge {
+ public:
+  ActorBridge(caf::actor_system& sys, actors::router_actor router, metrics::ServingMetrics& m)
+      : sys_(sys), router_(std::move(router)), metrics_(m) {}
+
+  std::shared_ptr<Generation> generate(const openai::GenerationRequest& req, Sink sink) override {
+    const uint64_t seed = req.seed ? *req.seed : std::random_device{}();
+    std::vector<actors::GenerateRequest> choices;
+    for (int32_t i = 0; i < req.n; ++i) {
+      actors::GenerateRequest c{next_id_.fetch_add(1), req.prompt_tokens, req.params};
+      c.params.sampling.seed = seed + static_cast<uint64_t>(i);
+      choices.push_back(std::move(c));
+    }
+    const uint64_t key = static_cast<uint64_t>(choices.front().id);
+    auto prompt_tokens = static_cast<int64_t>(req.prompt_tokens.size());
+    caf::actor a = sys_.spawn(generation_fun, router_, std::move(choices), prompt_tokens,
+                              std::move(sink), &metrics_);
+    live_.add(key, a);
+    a->attach_functor([this, key] { live_.remove(key); });
+    return std::make_shared<ActorGeneration>(std::move(a));
+  }
+
+  void engine_state(std::function<void(std::optional<EngineState>)> done) override {
+    auto router = router_;
+    sys_.spawn([=, this](caf::event_based_actor* self) -> caf::behavior {
+      self->request(router, std::chrono::seconds(5), actors::stats_atom::value)
+          .then(
+              [=, this](const actors::EngineSnapshot& snap) {
+                const EngineState s = to_state(snap);
+                update_metrics(s);
+                done(s);
+                self->quit();
+              },
+              [=](caf::error&) {
+                done(std::nullopt);
+                self->quit();
+              });
+      return {[](actors::stats_atom) {}};  // the reply above is all it waits for
+    });
+  }
+
+  int64_t in_flight() const override { return live_.size(); }
+  void abort_all() override {
+    for (const caf::actor& a : live_.all()) caf::anon_send(a, actors::abort_atom::value);
+  }
+  void kill_all() override {
+    for (const caf::actor& a : live_.all()) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  }
+
+ private:
+  void update_metrics(const EngineState& s) {
+    std::lock_guard lock(mutex_);
+    metrics_.num_requests_running.set(double(s.running));
+    metrics_.num_requests_waiting.set(double(s.waiting));
+    metrics_.kv_cache_usage_perc.set(s.kv_usage);
+    if (s.preemptions > preemptions_) metrics_.num_preemptions.inc(double(s.preemptions - preemptions_));
+    preemptions_ = std::max(preemptions_, s.preemptions);
+  }
+
+  caf::actor_system& sys_;
+  actors::router_actor router_;
+  metrics::ServingMetrics& metrics_;
+  std::atomic<runtime::RequestId> next_id_{0};
+  Registry live_;
+  std::mutex mutex_;
+  int64_t preemptions_ = 0;  // scheduler's count at the last update
+};
+
+}  // namespace
+
+std::unique_ptr<EngineBridge> make_engine_bridge(caf::actor_system& sys,
+                                                 actors::router_actor router,
+                                                 metrics::ServingMetrics& metrics) {
+  return std::make_unique<ActorBridge>(sys, std::move(router), metrics);
+}
+
+}  // namespace troupe::net::http

@@ -1,0 +1,19 @@
+// EngineBridge on the engine actors (see engine_bridge.h). Also feeds the per-request
+// metrics (time to first token, inter-token latency, e2e latency, finish reasons), and
+// engine_state() refreshes the engine's gauges (running, waiting, KV usage, preemptions).
+#pragma once
+
+#include <memory>
+
+#include "actors/engine_actors.h"
+#include "net/http/engine_bridge.h"
+#include "net/metrics/serving_metrics.h"
+
+namespace troupe::net::http {
+
+// `metrics` must outlive the bridge and its generations.
+std::unique_ptr<EngineBridge> make_engine_bridge(caf::actor_system& sys,
+                                                 actors::router_actor router,
+                                                 metrics::ServingMetrics& metrics);
+
+}  // namespace troupe::net::http

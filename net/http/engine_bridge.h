@@ -1,0 +1,66 @@
+// The bridge from HTTP sessions to the engine actors, with no CAF types in its interface
+// (the Beast translation unit stays free of CAF headers).
+//
+// Each generation gets its own small event-based actor: it sends the request's n choices
+// to the router as (generate, GenerateRequest, itself), receives their TokenEvents and
+// hands each output to the session's Sink. The sink is called on a CAF worker thread and
+// must not block: the HTTP server posts the output to the session's strand. So HTTP
+// threads never wait on actors and CAF workers never wait on sockets.
+//
+//   auto bridge = make_engine_bridge(sys, router, metrics);      // actor_bridge.h
+//   auto gen = bridge->generate(req, [](int32_t index, runtime::RequestOutput out) {...});
+//   gen->abort();   // client gone: the choices are aborted, their KV blocks freed
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include "net/openai/request_parse.h"
+#include "runtime/scheduler/step_plan.h"
+
+namespace troupe::net::http {
+
+// What /metrics and tests read of the engine (actors::EngineSnapshot without CAF).
+struct EngineState {
+  int64_t running = 0;
+  int64_t waiting = 0;
+  int64_t used_blocks = 0;
+  int64_t free_blocks = 0;
+  double kv_usage = 0;
+  int64_t preemptions = 0;
+};
+
+// A running generation; abort() is safe from any thread, any number of times, also after
+// it finished.
+class Generation {
+ public:
+  virtual ~Generation() = default;
+  virtual void abort() = 0;
+};
+
+// The engine as the HTTP server sees it. make_engine_bridge (actor_bridge.h) gives the
+// one implementation, on the actors; the interface keeps CAF out of the server.
+class EngineBridge {
+ public:
+  // Called once per output of choice `index`; the last output of each choice is finished().
+  using Sink = std::function<void(int32_t index, runtime::RequestOutput out)>;
+
+  virtual ~EngineBridge() = default;
+
+  // Starts the request's n choices (choice i gets seed + i, as vLLM's parallel sampling;
+  // a request without a seed gets a random one).
+  virtual std::shared_ptr<Generation> generate(const openai::GenerationRequest& req, Sink sink) = 0;
+
+  // Asks the scheduler for its state; `done` runs on a CAF thread (nullopt on timeout).
+  // The implementation also copies the state into its metrics.
+  virtual void engine_state(std::function<void(std::optional<EngineState>)> done) = 0;
+
+  virtual int64_t in_flight() const = 0;  // generations not yet finished
+  virtual void abort_all() = 0;
+  // Ends every generation actor (at shutdown, once the engine no longer answers).
+  virtual void kill_all() = 0;
+};
+
+}  // namespace troupe::net::http

@@ -1,0 +1,49 @@
+#include "net/http/routes.h"
+
+#include <array>
+
+namespace troupe::net::http {
+namespace {
+
+struct RouteEntry {
+  std::string_view path;
+  std::string_view method;
+  Route route;
+};
+
+constexpr std::array<RouteEntry, 7> kRoutes{{
+    {"/v1/completions", "POST", Route::Completions},
+    {"/v1/chat/completions", "POST", Route::ChatCompletions},
+    {"/v1/models", "GET", Route::Models},
+    {"/health", "GET", Route::Health},
+    {"/metrics", "GET", Route::Metrics},
+    {"/tokenize", "POST", Route::Tokenize},
+    {"/detokenize", "POST", Route::Detokenize},
+}};
+
+}  // namespace
+
+RouteMatch match_route(std::string_view method, std::string_view target) {
+  const std::string_view path = target.substr(0, target.find('?'));
+  RouteMatch m;
+  for (const RouteEntry& e : kRoutes) {
+    if (e.path != path) continue;
+    if (e.method == method) {
+      m.route = e.route;
+    } else {
+      m.allow = e.method;
+      m.error = openai::ApiError{openai::ErrorKind::MethodNotAllowed,
+                                 "Method " + std::string(method) + " not allowed on " +
+                                     std::string(path) + "; use " + std::string(e.method),
+                                 ""};
+    }
+    return m;
+  }
+  m.error = openai::ApiError{openai::ErrorKind::NotFound,
+                             "No route " + std::string(method) + " " + std::string(path), ""};
+  return m;
+}
+
+bool needs_api_key(Route r) { return r != Route::Health && r != Route::Metrics; }
+
+}  // namespace troupe::net::http

@@ -1,0 +1,31 @@
+// The HTTP routes of `troupe serve`: method + path -> a Route, or the ApiError to answer
+// (404 unknown path, 405 known path with another method). Pure logic, no sockets.
+//
+//   POST /v1/completions        POST /v1/chat/completions   GET /v1/models
+//   GET  /health                GET  /metrics               POST /tokenize  POST /detokenize
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "net/openai/errors.h"
+
+namespace troupe::net::http {
+
+enum class Route { Completions, ChatCompletions, Models, Health, Metrics, Tokenize, Detokenize };
+
+struct RouteMatch {
+  std::optional<Route> route;               // set when the method and path match
+  std::optional<openai::ApiError> error;    // 404 or 405 otherwise
+  std::string allow;                        // the path's method, for a 405's Allow header
+};
+
+// `target` is the request target; a query string ("?...") is ignored.
+RouteMatch match_route(std::string_view method, std::string_view target);
+
+// Routes that need the API key when one is configured: the /v1 API and the tokenizer
+// endpoints. /health and /metrics stay open for probes and scrapers (as vLLM does).
+bool needs_api_key(Route r);
+
+}  // namespace troupe::net::http
