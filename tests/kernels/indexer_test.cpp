@@ -267,8 +267,9 @@ TEST(TopK, MatchesStableSortReference) {
           ASSERT_EQ(run_topk(b, s, k), want)
               << name << " n=" << n << " kind=" << kind << " k=" << k;
       }
-      if (n <= 1000)  // k beyond the count: everything finite, fully ranked
+      if (n <= 1000) {  // k beyond the count: everything finite, fully ranked
         ASSERT_EQ(run_topk(Backend::Cpu, s, n + 5), stable_sort_topk(s, n + 5)) << "n=" << n;
+      }
     }
 }
 
