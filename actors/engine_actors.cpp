@@ -1,5 +1,7 @@
 #include "actors/engine_actors.h"
 
+#include <chrono>
+#include <deque>
 #include <memory>
 #include <unordered_map>
 
@@ -40,7 +42,8 @@ struct SchedulerState {
   std::unordered_map<runtime::RequestId, caf::actor> reply_to;
   rank_actor rank;
   bool busy = false;  // a plan is at the rank
-  EngineSnapshot counters;
+  EngineSnapshot counters;              // steps, preemptions, admitted; recent_steps unused
+  std::deque<StepSample> recent_steps;  // [<= kMaxRecentSteps] oldest first
 };
 
 using scheduler_pointer = scheduler_actor::stateful_pointer<SchedulerState>;
@@ -56,18 +59,28 @@ void stream(scheduler_pointer self, std::vector<runtime::RequestOutput> outputs)
   }
 }
 
+void record_step(SchedulerState& st, const runtime::StepPlan& plan, double plan_seconds) {
+  st.counters.steps += 1;
+  st.counters.preemptions += static_cast<int64_t>(plan.preempted.size());
+  st.counters.admitted += plan.num_admitted;
+  st.recent_steps.push_back({st.counters.steps, plan.num_admitted, plan_seconds});
+  if (st.recent_steps.size() > EngineSnapshot::kMaxRecentSteps) st.recent_steps.pop_front();
+}
+
 // Plans the next step if the rank is idle; an empty plan still reports finished requests.
 void kick(scheduler_pointer self) {
   auto& st = self->state;
   if (st.busy) return;
+  const auto t0 = std::chrono::steady_clock::now();
   runtime::StepPlan plan = st.scheduler->schedule();
+  const double plan_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (plan.empty()) {
     stream(self, st.scheduler->update(plan, {}));
     return;
   }
   st.busy = true;
-  st.counters.steps += 1;
-  st.counters.preemptions += static_cast<int64_t>(plan.preempted.size());
+  record_step(st, plan, plan_seconds);
   self->request(st.rank, caf::infinite, run_atom::value, plan)
       .then(
           [=](StepResult& result) {
@@ -121,6 +134,9 @@ scheduler_actor::behavior_type scheduler_fun(scheduler_pointer self, const model
         snap.used_blocks = s.kv->num_used_blocks();
         snap.free_blocks = s.kv->num_free_blocks();
         snap.kv_usage = s.kv->usage();
+        snap.prefix_query_tokens = s.kv->stats().query_tokens;
+        snap.prefix_hit_tokens = s.kv->stats().hit_tokens;
+        snap.recent_steps.assign(s.recent_steps.begin(), s.recent_steps.end());
         return snap;
       },
   };

@@ -47,15 +47,30 @@ struct StepResult {
   std::string error;  // non-empty: the step failed; its requests are finished with it
 };
 
-// The scheduler's state for health checks, metrics and tests.
+// One planned (non-empty) step, as the scheduler saw it.
+struct StepSample {
+  int64_t step = 0;          // 1-based count of non-empty steps (EngineSnapshot::steps)
+  int64_t admitted = 0;      // requests admitted by the step
+  double plan_seconds = 0;   // wall time of Scheduler::schedule()
+};
+
+// The scheduler's state for health checks, metrics and tests. Counters are cumulative
+// since the engine started; readers take differences.
 struct EngineSnapshot {
   int64_t running = 0;
   int64_t waiting = 0;
-  int64_t used_blocks = 0;
+  int64_t used_blocks = 0;  // ref > 0; 0 once every request finished (cached blocks are free)
   int64_t free_blocks = 0;
   double kv_usage = 0;
   int64_t steps = 0;
   int64_t preemptions = 0;
+  int64_t admitted = 0;             // admissions (a preempted request is admitted again)
+  int64_t prefix_query_tokens = 0;  // prompt tokens looked up in the prefix cache
+  int64_t prefix_hit_tokens = 0;    // of those, served from it
+  // The last steps (at most kMaxRecentSteps, oldest first), so a reader that polls less
+  // often than every step can still observe each one: it keeps the last `step` it saw.
+  std::vector<StepSample> recent_steps;
+  static constexpr size_t kMaxRecentSteps = 4096;
 };
 
 }  // namespace troupe::actors

@@ -154,9 +154,8 @@ class ActorBridge : public EngineBridge {
       self->request(router, std::chrono::seconds(5), actors::stats_atom::value)
           .then(
               [=, this](const actors::EngineSnapshot& snap) {
-                const EngineState s = to_state(snap);
-                update_metrics(s);
-                done(s);
+                update_metrics(snap);
+                done(to_state(snap));
                 self->quit();
               },
               [=](caf::error&) {
@@ -176,13 +175,28 @@ class ActorBridge : public EngineBridge {
   }
 
  private:
-  void update_metrics(const EngineState& s) {
+  // Copies the scheduler's snapshot into the metrics: gauges as they are, cumulative
+  // counts as the difference to the last scrape, each step not yet seen into the histograms.
+  void update_metrics(const actors::EngineSnapshot& s) {
     std::lock_guard lock(mutex_);
     metrics_.num_requests_running.set(double(s.running));
     metrics_.num_requests_waiting.set(double(s.waiting));
     metrics_.kv_cache_usage_perc.set(s.kv_usage);
-    if (s.preemptions > preemptions_) metrics_.num_preemptions.inc(double(s.preemptions - preemptions_));
-    preemptions_ = std::max(preemptions_, s.preemptions);
+    metrics_.kv_cache_used_blocks.set(double(s.used_blocks));
+    advance(metrics_.num_preemptions, s.preemptions, seen_.preemptions);
+    advance(metrics_.prefix_cache_queries, s.prefix_query_tokens, seen_.prefix_query_tokens);
+    advance(metrics_.prefix_cache_hits, s.prefix_hit_tokens, seen_.prefix_hit_tokens);
+    for (const actors::StepSample& step : s.recent_steps) {
+      if (step.step <= seen_.steps) continue;
+      metrics_.num_requests_admitted_per_step.observe(double(step.admitted));
+      metrics_.scheduler_step_time.observe(step.plan_seconds);
+    }
+    seen_.steps = std::max(seen_.steps, s.steps);
+  }
+
+  static void advance(metrics::Counter& c, int64_t now, int64_t& seen) {
+    if (now > seen) c.inc(double(now - seen));
+    seen = std::max(seen, now);
   }
 
   caf::actor_system& sys_;
@@ -191,7 +205,7 @@ class ActorBridge : public EngineBridge {
   std::atomic<runtime::RequestId> next_id_{0};
   Registry live_;
   std::mutex mutex_;
-  int64_t preemptions_ = 0;  // scheduler's count at the last update
+  actors::EngineSnapshot seen_;  // the scheduler's cumulative counts at the last update
 };
 
 }  // namespace

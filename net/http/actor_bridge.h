@@ -1,6 +1,7 @@
 // EngineBridge on the engine actors (see engine_bridge.h). Also feeds the per-request
 // metrics (time to first token, inter-token latency, e2e latency, finish reasons), and
-// engine_state() refreshes the engine's gauges (running, waiting, KV usage, preemptions).
+// engine_state() refreshes the engine's gauges (running, waiting, KV usage and used blocks)
+// and the scheduler's counts (preemptions, prefix cache, admitted per step, step time).
 #pragma once
 
 #include <memory>

@@ -3,7 +3,9 @@
 // requests per step, scheduler step time). Every series carries model_name, as vLLM's do.
 //
 //   gauges      troupe:num_requests_running, troupe:num_requests_waiting,
-//               troupe:kv_cache_usage_perc (0..1, as vLLM)
+//               troupe:kv_cache_usage_perc (0..1, as vLLM),
+//               troupe:kv_cache_used_blocks (troupe's own: KV blocks held by requests;
+//               0 when idle, so tests and operators can see leaks)
 //   counters    troupe:prefix_cache_queries_total, troupe:prefix_cache_hits_total (tokens),
 //               troupe:prompt_tokens_total, troupe:generation_tokens_total,
 //               troupe:num_preemptions_total, troupe:request_success_total{finished_reason}
@@ -47,6 +49,7 @@ class ServingMetrics {
   Gauge& num_requests_running;
   Gauge& num_requests_waiting;
   Gauge& kv_cache_usage_perc;
+  Gauge& kv_cache_used_blocks;
   Counter& prefix_cache_queries;
   Counter& prefix_cache_hits;
   Counter& prompt_tokens;
