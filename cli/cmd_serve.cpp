@@ -26,6 +26,7 @@
 #include "net/http/actor_bridge.h"
 #include "net/http/server.h"
 #include "net/metrics/serving_metrics.h"
+#include "net/tcp/server.h"
 
 namespace troupe::cli {
 namespace {
@@ -88,15 +89,30 @@ std::string served_name(const config::ServeConfig& cfg, const std::string& dir) 
   return base.empty() ? "troupe" : base;
 }
 
+// The TCP API next to HTTP. A port already taken (say several daemons on the default
+// tcp-port) leaves it off with a line saying so, rather than refusing to serve HTTP.
+void start_tcp(net::tcp::TcpServer& tcp, const std::string& host) {
+  try {
+    say("listening on tcp://" + host + ":" + std::to_string(tcp.listen()) + " (msgpack TCP API)");
+  } catch (const Error& e) {
+    say(std::string("TCP API off: ") + e.what());
+  }
+}
+
 // Stop accepting; wait for in-flight requests, then abort the rest; stop the threads.
-void shut_down(net::http::Server& server, net::http::EngineBridge* bridge) {
+void shut_down(net::http::Server& server, net::tcp::TcpServer& tcp, net::http::EngineBridge* bridge) {
   server.drain();
-  if (!server.wait_idle(kShutdownGrace) && bridge) {
+  tcp.drain();
+  const auto until = Clock::now() + kShutdownGrace;
+  const auto left = [&] { return std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()); };
+  if (!(server.wait_idle(left()) && tcp.wait_idle(left())) && bridge) {
     say("grace period over: aborting " + std::to_string(bridge->in_flight()) + " requests");
     bridge->abort_all();
     server.wait_idle(kAbortWait);
+    tcp.wait_idle(kAbortWait);
   }
   server.stop();
+  tcp.stop();
   if (bridge) bridge->kill_all();
 }
 
@@ -115,11 +131,14 @@ int run_serve(const CommandArgs& argv) {
   std::unique_ptr<net::http::EngineBridge> bridge;
   net::http::Server server({cfg.host, static_cast<uint16_t>(cfg.port), cfg.api_key,
                             static_cast<size_t>(cfg.max_body_bytes), 2});
+  net::tcp::TcpServer tcp({cfg.host, static_cast<uint16_t>(cfg.tcp_port), cfg.api_key,
+                           static_cast<size_t>(cfg.max_body_bytes), 1});
   caf::actor_system_config caf_cfg;
   caf::actor_system sys{caf_cfg};
 
   const uint16_t port = server.listen();
   say("listening on http://" + cfg.host + ":" + std::to_string(port));
+  start_tcp(tcp, cfg.host);
   say("loading model " + (cfg.model.empty() ? std::string("(built-in tiny model)") : cfg.model));
   const auto t0 = Clock::now();
   model = load_model(cfg.model, /*need_tokenizer=*/true);
@@ -144,11 +163,12 @@ int run_serve(const CommandArgs& argv) {
   backend->registry = &registry;
   backend->created = static_cast<int64_t>(std::time(nullptr));
   server.set_backend(backend);
+  tcp.set_backend(backend);
   say("ready: serving '" + backend->info.model_name + "'");
 
   const int sig = signal.wait();
   say(std::string(sig == SIGINT ? "SIGINT" : "SIGTERM") + ": shutting down");
-  shut_down(server, bridge.get());
+  shut_down(server, tcp, bridge.get());
   caf::anon_send_exit(router, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(engine, caf::exit_reason::user_shutdown);
   say("stopped");

@@ -1,0 +1,310 @@
+// The TCP API (net/tcp, docs/serve.md "TCP API"): the frame codec and the message rules
+// directly, then `troupe serve --tcp-port 0` end to end over a real socket: two requests
+// in flight on one connection give the same greedy text as `troupe generate`, an abort
+// mid-stream ends with finish_reason "abort", bad frames get error frames while the
+// connection keeps working, and an oversized length closes the connection.
+#include <gtest/gtest.h>
+
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <regex>
+
+#include "net/http_test_client.h"
+#include "net/tcp/frame.h"
+#include "support/run_troupe.h"
+
+namespace troupe::testing {
+namespace {
+
+using nlohmann::json;
+namespace wire = troupe::net::tcp;
+
+const std::string kModelDir = std::string(TROUPE_TEST_DATA) + "/v41-tiny-seed7";
+
+// --- frame codec --------------------------------------------------------------------------
+
+TEST(TcpFrame, EncodesBigEndianLengthAndRoundTrips) {
+  const json m = {{"type", "submit"}, {"id", -3}, {"tokens", {1, 2, 300000}}, {"top_p", 0.5},
+                  {"ignore_eos", true}, {"stop", json::array()}, {"seed", nullptr}};
+  const std::string f = wire::encode_frame(m);
+  ASSERT_GE(f.size(), wire::kFrameHeaderBytes);
+  const auto* h = reinterpret_cast<const unsigned char*>(f.data());
+  EXPECT_EQ(wire::frame_length(h), f.size() - wire::kFrameHeaderBytes);
+  const wire::FrameDecode d = wire::decode_payload(std::string_view(f).substr(wire::kFrameHeaderBytes));
+  ASSERT_TRUE(d.message) << d.error;
+  EXPECT_EQ(*d.message, m);
+}
+
+TEST(TcpFrame, LengthIsBigEndian) {
+  const unsigned char h[4] = {0x01, 0x02, 0x03, 0x04};
+  EXPECT_EQ(wire::frame_length(h), 0x01020304u);
+  // {"a": 1} as msgpack is 0x81 0xa1 'a' 0x01: 4 bytes.
+  EXPECT_EQ(wire::encode_frame({{"a", 1}}), std::string("\0\0\0\x04\x81\xa1" "a\x01", 8));
+}
+
+TEST(TcpFrame, RefusesWhatIsNotOneMap) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"", "empty"},
+      {std::string("\xc1", 1), "never-used byte"},
+      {std::string("\x92\x01\x02", 3), "an array"},
+      {std::string("\x81\xa1" "a", 3), "truncated map"},
+      {std::string("\x81\x01\x02", 3), "integer key"},
+      {std::string("\x80\x80", 2), "trailing bytes"},
+      {std::string(100, '\x91'), "nested too deep"},
+  };
+  for (const auto& [payload, what] : cases) {
+    const wire::FrameDecode d = wire::decode_payload(payload);
+    EXPECT_FALSE(d.message) << what;
+    EXPECT_NE(d.error.find("malformed frame"), std::string::npos) << what << ": " << d.error;
+  }
+}
+
+// --- a blocking client --------------------------------------------------------------------
+
+class TcpClient {
+ public:
+  explicit TcpClient(uint16_t port) : fd_(connect_to(port)) {
+    timeval tv{30, 0};  // a reply that never comes fails the test instead of hanging it
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
+  ~TcpClient() { close_now(); }
+  bool ok() const { return fd_ >= 0; }
+  bool send_raw(const std::string& bytes) { return send_all(fd_, bytes); }
+  bool send(const json& m) { return send_raw(wire::encode_frame(m)); }
+  void close_now() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+  // The next message; nullopt when the connection closed (or timed out).
+  std::optional<json> read() {
+    std::string header(wire::kFrameHeaderBytes, '\0');
+    if (!read_exact(header)) return std::nullopt;
+    std::string payload(wire::frame_length(reinterpret_cast<const unsigned char*>(header.data())), '\0');
+    if (!read_exact(payload)) return std::nullopt;
+    wire::FrameDecode d = wire::decode_payload(payload);
+    EXPECT_TRUE(d.message) << d.error;
+    return d.message;
+  }
+
+ private:
+  bool read_exact(std::string& buf) {
+    for (size_t off = 0; off < buf.size();) {
+      const ssize_t n = recv(fd_, buf.data() + off, buf.size() - off, 0);
+      if (n <= 0) return false;
+      off += size_t(n);
+    }
+    return true;
+  }
+  int fd_;
+};
+
+// What one request produced: its text, token ids and done frame.
+struct Result {
+  std::string text;
+  std::vector<int32_t> tokens;
+  json done;
+  int frames = 0;
+};
+
+json submit(const json& id, const std::string& prompt, int max_tokens, const json& extra = json::object()) {
+  json m = {{"type", "submit"}, {"id", id}, {"prompt", prompt}, {"max_tokens", max_tokens},
+            {"temperature", 0}, {"ignore_eos", true}};
+  m.update(extra);
+  return m;
+}
+
+// Reads until every id in `results` has its done frame; fails on anything else.
+void read_until_done(TcpClient& c, std::map<std::string, Result>& results) {
+  size_t done = 0;
+  while (done < results.size()) {
+    const std::optional<json> m = c.read();
+    ASSERT_TRUE(m) << "connection closed early";
+    const std::string key = (*m)["id"].dump();
+    ASSERT_TRUE(results.count(key)) << m->dump();
+    Result& r = results[key];
+    if ((*m)["type"] == "tokens") {
+      EXPECT_TRUE(r.done.is_null()) << "tokens after done";
+      r.text += (*m)["text"].get<std::string>();
+      for (const json& t : (*m)["tokens"]) r.tokens.push_back(t.get<int32_t>());
+      r.frames += 1;
+    } else {
+      ASSERT_EQ((*m)["type"], "done") << m->dump();
+      r.done = *m;
+      done += 1;
+    }
+  }
+}
+
+// --- end to end ---------------------------------------------------------------------------
+
+class TcpApi : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    daemon_ = new Daemon({kModelDir, "--port", "0", "--tcp-port", "0", "--max-model-len", "256",
+                          "--max-body-bytes", "65536"});
+    const uint16_t http_port = daemon_->port();
+    ASSERT_NE(http_port, 0) << daemon_->output();
+    ASSERT_TRUE(daemon_->wait_ready(http_port)) << daemon_->output();
+    std::smatch m;
+    const std::string out = daemon_->output();
+    ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(listening on tcp://[^:\s]+:(\d+))"))) << out;
+    port_ = uint16_t(std::stoi(m[1]));
+    http_port_ = http_port;
+  }
+  static void TearDownTestSuite() {
+    if (daemon_) {
+      EXPECT_EQ(daemon_->stop(SIGTERM), 0) << daemon_->output();
+    }
+    delete daemon_;
+    daemon_ = nullptr;
+  }
+  static std::string generate(const std::string& prompt, int max_tokens) {
+    const RunResult g = run_troupe("generate --model " + kModelDir + " --prompt '" + prompt +
+                                   "' --max-tokens " + std::to_string(max_tokens) + " --ignore-eos");
+    EXPECT_EQ(g.status, 0) << g.out;
+    return g.out.ends_with("\n") ? g.out.substr(0, g.out.size() - 1) : g.out;
+  }
+
+  static Daemon* daemon_;
+  static uint16_t port_;
+  static uint16_t http_port_;
+};
+Daemon* TcpApi::daemon_ = nullptr;
+uint16_t TcpApi::port_ = 0;
+uint16_t TcpApi::http_port_ = 0;
+
+TEST_F(TcpApi, TwoRequestsOnOneConnectionMatchGenerate) {
+  TcpClient c(port_);
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(c.send(submit(1, "Once upon a time", 12)));
+  ASSERT_TRUE(c.send(submit("b", "Tell me a story", 9)));
+  std::map<std::string, Result> results = {{"1", {}}, {"\"b\"", {}}};
+  read_until_done(c, results);
+  const Result& a = results["1"];
+  const Result& b = results["\"b\""];
+  EXPECT_EQ(a.text, generate("Once upon a time", 12));
+  // Against the HTTP completion as well: `troupe generate` drops an incomplete UTF-8 tail
+  // that the server's detokenizer sends as U+FFFD, and this output ends in one.
+  const HttpResponse h = http(http_port_, "POST", "/v1/completions",
+                              json{{"prompt", "Tell me a story"}, {"max_tokens", 9}, {"temperature", 0},
+                                   {"ignore_eos", true}}.dump());
+  ASSERT_EQ(h.status, 200) << h.body;
+  EXPECT_EQ(b.text, json::parse(h.body)["choices"][0]["text"].get<std::string>());
+  EXPECT_TRUE(generate("Tell me a story", 9).starts_with(b.text.substr(0, b.text.size() - 3)));
+  EXPECT_EQ(a.tokens.size(), 12u);
+  EXPECT_EQ(b.tokens.size(), 9u);
+  EXPECT_GE(a.frames, 2);  // streamed, not sent whole
+  EXPECT_EQ(a.done["finish_reason"], "length");
+  EXPECT_EQ(a.done["usage"]["completion_tokens"], 12);
+  EXPECT_EQ(b.done["usage"]["completion_tokens"], 9);
+  EXPECT_GT(a.done["usage"]["prompt_tokens"].get<int>(), 1);
+  EXPECT_EQ(a.done["usage"]["total_tokens"].get<int>(),
+            a.done["usage"]["prompt_tokens"].get<int>() + 12);
+
+  // The same prompt as token ids (from /tokenize) gives the same tokens.
+  const HttpResponse t = http(http_port_, "POST", "/tokenize", json{{"prompt", "Once upon a time"}}.dump());
+  ASSERT_EQ(t.status, 200) << t.body;
+  json by_ids = submit(2, "", 12);
+  by_ids.erase("prompt");
+  by_ids["tokens"] = json::parse(t.body)["tokens"];
+  ASSERT_TRUE(c.send(by_ids));
+  std::map<std::string, Result> again = {{"2", {}}};
+  read_until_done(c, again);
+  EXPECT_EQ(again["2"].tokens, a.tokens);
+}
+
+TEST_F(TcpApi, AbortMidStreamEndsWithAbort) {
+  TcpClient c(port_);
+  ASSERT_TRUE(c.send(submit(7, "Once upon a time", 200)));
+  const std::optional<json> first = c.read();
+  ASSERT_TRUE(first);
+  ASSERT_EQ((*first)["type"], "tokens") << first->dump();
+  ASSERT_TRUE(c.send({{"type", "abort"}, {"id", 7}}));
+  std::map<std::string, Result> results = {{"7", {}}};
+  read_until_done(c, results);
+  EXPECT_EQ(results["7"].done["finish_reason"], "abort");
+  EXPECT_LT(results["7"].done["usage"]["completion_tokens"].get<int>(), 200);
+  // Aborting what is no longer in flight is an error frame naming the id.
+  ASSERT_TRUE(c.send({{"type", "abort"}, {"id", 7}}));
+  const std::optional<json> e = c.read();
+  ASSERT_TRUE(e);
+  EXPECT_EQ((*e)["type"], "error");
+  EXPECT_EQ((*e)["id"], 7);
+}
+
+TEST_F(TcpApi, BadFramesGetErrorFramesAndTheConnectionKeepsWorking) {
+  TcpClient c(port_);
+  struct Case {
+    std::string bytes;
+    json id;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {std::string("\0\0\0\x01\xc1", 5), nullptr, "malformed frame"},
+      {std::string("\0\0\0\x02\x91\x01", 6), nullptr, "must be a msgpack map"},
+      {wire::encode_frame({{"type", "launch"}, {"id", 3}}), 3, "unknown frame type"},
+      {wire::encode_frame({{"type", "submit"}, {"id", 1.5}, {"prompt", "x"}}), nullptr, "'id'"},
+      {wire::encode_frame({{"type", "submit"}, {"id", 4}}), 4, "'prompt' or 'tokens'"},
+      {wire::encode_frame(submit(5, "hi", 4, {{"temperature", -1}})), 5, "temperature"},
+      {wire::encode_frame(submit(6, "hi", 4, {{"max_tokens", 0}})), 6, "max_tokens"},
+      {wire::encode_frame(submit(8, "hi", 4, {{"tokens", {1}}})), 8, "'prompt' or 'tokens'"},
+  };
+  for (const Case& k : cases) {
+    ASSERT_TRUE(c.send_raw(k.bytes));
+    const std::optional<json> m = c.read();
+    ASSERT_TRUE(m) << k.says;
+    EXPECT_EQ((*m)["type"], "error") << m->dump();
+    EXPECT_EQ((*m)["id"], k.id) << m->dump();
+    EXPECT_NE((*m)["message"].get<std::string>().find(k.says), std::string::npos) << m->dump();
+  }
+  ASSERT_TRUE(c.send(submit(9, "Once upon a time", 5)));
+  std::map<std::string, Result> results = {{"9", {}}};
+  read_until_done(c, results);
+  EXPECT_EQ(results["9"].text, generate("Once upon a time", 5));
+}
+
+TEST_F(TcpApi, OversizedLengthClosesTheConnection) {
+  TcpClient c(port_);
+  ASSERT_TRUE(c.send_raw(std::string("\xff\xff\xff\xff", 4)));
+  EXPECT_FALSE(c.read());  // closed, not answered
+  TcpClient next(port_);   // the server goes on
+  ASSERT_TRUE(next.send(submit(1, "Once upon a time", 3)));
+  std::map<std::string, Result> results = {{"1", {}}};
+  read_until_done(next, results);
+  EXPECT_EQ(results["1"].done["finish_reason"], "length");
+}
+
+// Requests finished as aborted so far, from /metrics.
+double aborted_count(uint16_t http_port) {
+  static const std::regex re(R"(troupe:request_success_total\{finished_reason="abort"[^}]*\} (\S+))");
+  const std::string body = http(http_port, "GET", "/metrics").body;
+  std::smatch m;
+  return std::regex_search(body, m, re) ? std::stod(m[1]) : -1;
+}
+
+TEST_F(TcpApi, DisconnectAbortsTheConnectionsRequests) {
+  const double before = aborted_count(http_port_);
+  ASSERT_GE(before, 0);
+  {
+    TcpClient c(port_);
+    ASSERT_TRUE(c.send(submit(1, "Once upon a time", 240)));
+    ASSERT_TRUE(c.send(submit(2, "Tell me a story", 240)));
+    ASSERT_TRUE(c.read());  // under way
+  }
+  // Both end as aborted (not after their 240 tokens), and nothing is left running.
+  bool done = false;
+  for (int i = 0; i < 400 && !done; ++i) {
+    const std::string body = http(http_port_, "GET", "/metrics").body;
+    done = aborted_count(http_port_) == before + 2 &&
+           body.find("troupe:num_requests_running{model_name=\"v41-tiny-seed7\"} 0") != std::string::npos;
+    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(done) << http(http_port_, "GET", "/metrics").body;
+}
+
+}  // namespace
+}  // namespace troupe::testing
