@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/check.h"
+#include "net/http/acceptor.h"
 #include "net/tcp/frame.h"
 #include "net/tcp/protocol.h"
 
@@ -188,18 +189,7 @@ TcpServer::~TcpServer() { stop(); }
 
 uint16_t TcpServer::listen() {
   Impl& s = *impl_;
-  error_code ec;
-  tcp::resolver resolver(s.ioc);
-  const std::string where = s.opts.host + ":" + std::to_string(s.opts.port);
-  auto results = resolver.resolve(s.opts.host, std::to_string(s.opts.port), ec);
-  if (ec || results.empty()) TROUPE_FAIL("cannot resolve " << where << ": " << ec.message());
-  const tcp::endpoint ep = *results.begin();
-  s.acceptor.open(ep.protocol(), ec);
-  if (!ec) s.acceptor.set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) s.acceptor.bind(ep, ec);
-  if (!ec) s.acceptor.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) TROUPE_FAIL("cannot listen on tcp " << where << ": " << ec.message());
-  const uint16_t port = s.acceptor.local_endpoint().port();
+  const uint16_t port = open_acceptor(s.ioc, s.acceptor, s.opts.host, s.opts.port, "tcp");
   s.work.emplace(s.ioc.get_executor());
   s.do_accept();
   for (int i = 0; i < std::max(1, s.opts.io_threads); ++i) s.threads.emplace_back([&s] { s.ioc.run(); });

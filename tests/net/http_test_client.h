@@ -12,6 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -205,6 +207,32 @@ class Daemon {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::string out_;
+};
+
+// One daemon shared by the tests of a suite (starting one per test would only repeat
+// the model load); Derived::daemon_args() gives its command line.
+template <class Derived>
+class DaemonSuite : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    daemon_ = new Daemon(Derived::daemon_args());
+    port_ = daemon_->port();
+    ASSERT_NE(port_, 0) << daemon_->output();
+    ASSERT_TRUE(daemon_->wait_ready(port_)) << daemon_->output();
+  }
+  static void TearDownTestSuite() {
+    if (daemon_) {
+      EXPECT_EQ(daemon_->stop(SIGTERM), 0) << daemon_->output();
+    }
+    delete daemon_;
+    daemon_ = nullptr;
+  }
+  static HttpResponse post(const std::string& path, const std::string& body) {
+    return http(port_, "POST", path, body);
+  }
+
+  static inline Daemon* daemon_ = nullptr;
+  static inline uint16_t port_ = 0;  // HTTP
 };
 
 }  // namespace troupe::testing

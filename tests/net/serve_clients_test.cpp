@@ -26,30 +26,17 @@ const std::string kModelDir = std::string(TROUPE_TEST_DATA) + "/v41-tiny-seed7";
 const std::filesystem::path kNpmDir = std::filesystem::path(TROUPE_TEST_DATA).parent_path() / "net/npm";
 constexpr int kMaxTokens = 16;
 
-class ServeClients : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    daemon_ = new Daemon({kModelDir, "--port", "0", "--tcp-port", "0", "--max-model-len", "512"});
-    port_ = daemon_->port();
-    ASSERT_NE(port_, 0) << daemon_->output();
-    ASSERT_TRUE(daemon_->wait_ready(port_)) << daemon_->output();
-  }
-  static void TearDownTestSuite() {
-    if (daemon_) {
-      EXPECT_EQ(daemon_->stop(SIGTERM), 0) << daemon_->output();
-    }
-    delete daemon_;
-    daemon_ = nullptr;
-  }
-  static HttpResponse post(const std::string& path, const json& body) {
-    return http(port_, "POST", path, body.dump());
+class ServeClients : public DaemonSuite<ServeClients> {
+ public:
+  static std::vector<std::string> daemon_args() {
+    return {kModelDir, "--port", "0", "--tcp-port", "0", "--max-model-len", "512"};
   }
 
-  static Daemon* daemon_;
-  static uint16_t port_;
+ protected:
+  static HttpResponse post(const std::string& path, const json& body) {
+    return DaemonSuite::post(path, body.dump());
+  }
 };
-Daemon* ServeClients::daemon_ = nullptr;
-uint16_t ServeClients::port_ = 0;
 
 // Greedy with a fixed seed; streamed with the usage chunk.
 json completion_body(const std::string& prompt, bool stream) {

@@ -20,31 +20,18 @@ const std::string kModelDir = std::string(TROUPE_TEST_DATA) + "/v41-tiny-seed7";
 constexpr int kMaxModelLen = 256;
 
 // One daemon for the suite (starting one per test would only repeat the model load).
-class ServeE2E : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    daemon_ = new Daemon({kModelDir, "--port", "0", "--max-model-len", std::to_string(kMaxModelLen),
-                          "--max-body-bytes", "65536"});
-    port_ = daemon_->port();
-    ASSERT_NE(port_, 0) << daemon_->output();
-    ASSERT_TRUE(daemon_->wait_ready(port_)) << daemon_->output();
-  }
-  static void TearDownTestSuite() {
-    if (daemon_) {
-      EXPECT_EQ(daemon_->stop(SIGTERM), 0) << daemon_->output();
-    }
-    delete daemon_;
-    daemon_ = nullptr;
-  }
-  static HttpResponse post(const std::string& path, const json& body) {
-    return http(port_, "POST", path, body.dump());
+class ServeE2E : public DaemonSuite<ServeE2E> {
+ public:
+  static std::vector<std::string> daemon_args() {
+    return {kModelDir, "--port", "0", "--tcp-port", "0", "--max-model-len",
+            std::to_string(kMaxModelLen), "--max-body-bytes", "65536"};
   }
 
-  static Daemon* daemon_;
-  static uint16_t port_;
+ protected:
+  static HttpResponse post(const std::string& path, const json& body) {
+    return DaemonSuite::post(path, body.dump());
+  }
 };
-Daemon* ServeE2E::daemon_ = nullptr;
-uint16_t ServeE2E::port_ = 0;
 
 json completion_body(const std::string& prompt, int max_tokens, bool stream) {
   return {{"model", "v41-tiny-seed7"}, {"prompt", prompt}, {"max_tokens", max_tokens},
