@@ -3,7 +3,9 @@
 // (bench/forward/forward_bench.h); `engine`, the Engine's prefill over a cached prefix,
 // decode steps and scheduler time (bench/engine/step_bench.h); `replay`, the multi-turn
 // agentic workload on the Engine with and without the prefix cache
-// (bench/engine/replay_bench.h).
+// (bench/engine/replay_bench.h); `serve`, the analogue of `vllm bench serve`, streaming
+// requests to a running server (bench/serve/serve_bench.h).
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 #include <string>
@@ -13,6 +15,7 @@
 #include "bench/engine/replay_bench.h"
 #include "bench/engine/step_bench.h"
 #include "bench/forward/forward_bench.h"
+#include "bench/serve/serve_bench.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/loaded_model.h"
@@ -225,6 +228,37 @@ int bench_replay(const CommandArgs& argv) {
   return 0;
 }
 
+int bench_serve(const CommandArgs& argv) {
+  Args a(argv,
+         {"base-url", "model", "num-prompts", "max-concurrency", "request-rate",
+          "random-input-len", "random-output-len", "max-token-id", "seed"},
+         {});
+  no_positional(a);
+  bench::ServeBenchConfig c;
+  c.base = bench::parse_base_url(a.get_or("base-url", "http://127.0.0.1:8000"));
+  c.model = a.get_or("model", "");
+  c.num_prompts = at_least(a, "num-prompts", c.num_prompts, 1);
+  c.max_concurrency = at_least(a, "max-concurrency", c.max_concurrency, 1);
+  c.request_rate = a.get_double("request-rate", INFINITY);
+  if (!(c.request_rate > 0))
+    TROUPE_FAIL("--request-rate must be above 0 (or inf), got " << a.get_or("request-rate", ""));
+  c.input_len = at_least(a, "random-input-len", c.input_len, 1);
+  c.output_len = at_least(a, "random-output-len", c.output_len, 1);
+  c.max_token_id = static_cast<int32_t>(at_least(a, "max-token-id", c.max_token_id, 1));
+  c.seed = static_cast<uint64_t>(at_least(a, "seed", int64_t(c.seed), 0));
+  bench::check_reachable(c);
+
+  std::printf("troupe bench serve: %s:%u, %lld prompts, max concurrency %lld, input %lld, "
+              "output %lld tokens\n",
+              c.base.host.c_str(), unsigned(c.base.port), static_cast<long long>(c.num_prompts),
+              static_cast<long long>(c.max_concurrency), static_cast<long long>(c.input_len),
+              static_cast<long long>(c.output_len));
+  std::fflush(stdout);
+  const bench::ServeBenchRun run = bench::run_serve_bench(c);
+  bench::print_serve_report(c, run);
+  return 0;
+}
+
 struct Benchmark {
   const char* name;
   int (*run)(const CommandArgs& args);
@@ -234,6 +268,7 @@ const Benchmark kBenchmarks[] = {
     {"forward", bench_forward},
     {"engine", bench_engine},
     {"replay", bench_replay},
+    {"serve", bench_serve},
 };
 
 std::string available() {
