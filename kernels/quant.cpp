@@ -217,32 +217,33 @@ void dequantize_mxfp4(const uint8_t* q, const uint8_t* scale, int64_t n, float* 
   }
 }
 
-// Fake quantization works block by block through small stack buffers.
-void fake_quant_fp8_ue8m0(float* x, int64_t n) {
-  check_block_args(x, n, 32, x, x, "fake_quant_fp8_ue8m0");
-  uint8_t q[32], s[1];
-  for (int64_t b = 0; b < n; b += 32) {
-    quantize_fp8_ue8m0(x + b, 32, q, s);
-    dequantize_fp8_ue8m0(q, s, 32, x + b);
+// Fake quantization works block by block through a small stack buffer: quantize one
+// block, dequantize it back in place.
+namespace {
+using QuantizeFn = void (*)(const float*, int64_t, uint8_t*, uint8_t*);
+using DequantizeFn = void (*)(const uint8_t*, const uint8_t*, int64_t, float*);
+
+void fake_quant_blocks(float* x, int64_t n, int64_t block, QuantizeFn quantize,
+                       DequantizeFn dequantize, const char* name) {
+  check_block_args(x, n, block, x, x, name);
+  uint8_t q[32], s[1];  // block <= 32 codes of <= 1 byte, one scale
+  for (int64_t b = 0; b < n; b += block) {
+    quantize(x + b, block, q, s);
+    dequantize(q, s, block, x + b);
   }
+}
+}  // namespace
+
+void fake_quant_fp8_ue8m0(float* x, int64_t n) {
+  fake_quant_blocks(x, n, 32, quantize_fp8_ue8m0, dequantize_fp8_ue8m0, "fake_quant_fp8_ue8m0");
 }
 
 void fake_quant_nvfp4(float* x, int64_t n) {
-  check_block_args(x, n, 16, x, x, "fake_quant_nvfp4");
-  uint8_t q[8], s[1];
-  for (int64_t b = 0; b < n; b += 16) {
-    quantize_nvfp4(x + b, 16, q, s);
-    dequantize_nvfp4(q, s, 16, x + b);
-  }
+  fake_quant_blocks(x, n, 16, quantize_nvfp4, dequantize_nvfp4, "fake_quant_nvfp4");
 }
 
 void fake_quant_mxfp4(float* x, int64_t n) {
-  check_block_args(x, n, 32, x, x, "fake_quant_mxfp4");
-  uint8_t q[16], s[1];
-  for (int64_t b = 0; b < n; b += 32) {
-    quantize_mxfp4(x + b, 32, q, s);
-    dequantize_mxfp4(q, s, 32, x + b);
-  }
+  fake_quant_blocks(x, n, 32, quantize_mxfp4, dequantize_mxfp4, "fake_quant_mxfp4");
 }
 
 // --- checkpoint-writer weight quantizers ------------------------------------------------

@@ -3,36 +3,15 @@
 // (figures are not checked: no timing in tests), and bad flags exit 2 with a message.
 #include <gtest/gtest.h>
 
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "support/golden.h"
+#include "support/markdown_table.h"
 #include "support/run_troupe.h"
 
 namespace troupe::testing {
 namespace {
-
-// "| a | b |" -> {"a", "b"}
-std::vector<std::string> cells(const std::string& line) {
-  std::vector<std::string> out;
-  std::stringstream ss(line.substr(1));
-  std::string cell;
-  while (std::getline(ss, cell, '|')) {
-    const auto b = cell.find_first_not_of(' '), e = cell.find_last_not_of(' ');
-    out.push_back(b == std::string::npos ? "" : cell.substr(b, e - b + 1));
-  }
-  return out;
-}
-
-std::vector<std::vector<std::string>> table_rows(const std::string& out) {
-  std::vector<std::vector<std::string>> rows;
-  std::stringstream ss(out);
-  std::string line;
-  while (std::getline(ss, line))
-    if (line.rfind("| ", 0) == 0) rows.push_back(cells(line));
-  return rows;
-}
 
 TEST(BenchCli, ForwardPrintsTheTable) {
   const RunResult r = run_troupe("bench forward --model " + golden_dir() +

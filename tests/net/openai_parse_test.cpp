@@ -4,17 +4,14 @@
 
 #include "model/tokenizer.h"
 #include "net/openai/request_parse.h"
+#include "support/golden.h"
 
 namespace troupe::net::openai {
 namespace {
 
 using runtime::RequestParams;
 
-const model::Tokenizer& tiny_tokenizer() {
-  static const model::Tokenizer tok =
-      model::Tokenizer::load(std::string(TROUPE_TEST_DATA) + "/v41-tiny-seed7/tokenizer.json");
-  return tok;
-}
+const model::Tokenizer& tiny_tokenizer() { return testing::golden_tokenizer(); }
 
 ServingInfo info() {
   ServingInfo i;

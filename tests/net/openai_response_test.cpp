@@ -7,6 +7,7 @@
 #include "net/openai/responses.h"
 #include "net/openai/stream.h"
 #include "net/openai/tokenize.h"
+#include "support/golden.h"
 
 namespace troupe::net::openai {
 namespace {
@@ -15,11 +16,7 @@ using nlohmann::json;
 using runtime::RequestOutput;
 using runtime::RequestStatus;
 
-const model::Tokenizer& tiny_tokenizer() {
-  static const model::Tokenizer tok =
-      model::Tokenizer::load(std::string(TROUPE_TEST_DATA) + "/v41-tiny-seed7/tokenizer.json");
-  return tok;
-}
+const model::Tokenizer& tiny_tokenizer() { return testing::golden_tokenizer(); }
 
 ServingInfo info() {
   ServingInfo i;

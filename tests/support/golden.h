@@ -17,6 +17,7 @@
 #include "model/config.h"
 #include "model/forward.h"
 #include "model/safetensors.h"
+#include "model/tokenizer.h"
 #include "model/weights.h"
 
 namespace troupe::testing {
@@ -39,6 +40,12 @@ inline const GoldenModel& golden_model() {
     return g;
   }();
   return *m;
+}
+
+// The golden checkpoint's tokenizer, loaded once.
+inline const model::Tokenizer& golden_tokenizer() {
+  static const model::Tokenizer tok = model::Tokenizer::load(golden_dir() + "/tokenizer.json");
+  return tok;
 }
 
 inline nlohmann::json read_json(const std::string& path) {
