@@ -97,6 +97,12 @@ bench::EngineBenchConfig engine_flags(const Args& a, int64_t max_running) {
   c.max_running = max_running;
   c.kv_budget_bytes = at_least(a, "kv-budget-mb", c.kv_budget_bytes >> 20, 1) << 20;
   c.block_size = at_least(a, "block-size", c.block_size, 1);
+  const std::string replay = a.get_or("prefix-replay", "exact");
+  if (replay == "window") {
+    c.prefix_replay = runtime::PrefixReplay::Window;
+  } else if (replay != "exact") {
+    TROUPE_FAIL("--prefix-replay expects exact or window, got '" << replay << "'");
+  }
   return c;
 }
 
@@ -143,7 +149,7 @@ std::vector<int64_t> context_list(const Args& a) {
 int bench_engine(const CommandArgs& argv) {
   Args a(argv,
          {"model", "batch", "context", "new-tokens", "cached-prefix", "decode-steps", "repeats",
-          "threads", "kv-budget-mb", "block-size"},
+          "threads", "kv-budget-mb", "block-size", "prefix-replay"},
          {});
   no_positional(a);
   bench::EngineBenchShape s;
@@ -196,7 +202,7 @@ int bench_engine(const CommandArgs& argv) {
 int bench_replay(const CommandArgs& argv) {
   Args a(argv,
          {"model", "conversations", "turns", "system-len", "user-len", "output-len", "max-running",
-          "kv-budget-mb", "block-size", "seed", "threads"},
+          "kv-budget-mb", "block-size", "prefix-replay", "seed", "threads"},
          {});
   no_positional(a);
   runtime::AgenticWorkloadConfig w;

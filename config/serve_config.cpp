@@ -39,6 +39,7 @@ runtime::EngineConfig ServeConfig::to_engine_config() const {
   e.block_size = block_size;
   e.enable_prefix_cache = enable_prefix_caching;
   e.executor.bounded_replay = bounded_replay;
+  e.executor.prefix_replay = prefix_replay;
   return e;
 }
 

@@ -114,6 +114,7 @@ constexpr int64_t kMaxPort = 65535;
 std::vector<ConfigKey> make_keys() {
   using S = ServeConfig;
   using runtime::SchedulePolicy;
+  using runtime::PrefixReplay;
   std::vector<ConfigKey> k;
   k.push_back(
       string_key("model", &S::model, true, "checkpoint folder; empty: the built-in tiny model"));
@@ -161,6 +162,10 @@ std::vector<ConfigKey> make_keys() {
                        "reuse KV blocks of shared prompt prefixes"));
   k.push_back(bool_key("bounded-replay", &S::bounded_replay,
                        "prefill runs the decoder on a bounded tail (MODEL.md 6)"));
+  k.push_back(choice_key<PrefixReplay>(
+      "prefix-replay", &S::prefix_replay,
+      {{"exact", PrefixReplay::Exact}, {"window", PrefixReplay::Window}},
+      "how a prefix hit rebuilds SWA windows: exact (a hit equals a cold run) or window (W tokens)"));
   k.push_back(int_key("threads", &S::threads, 0, 4096, "kernel threads; 0: all hardware threads"));
   return k;
 }

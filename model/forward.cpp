@@ -31,6 +31,9 @@ void validate(const ModelConfig& c, std::span<SequenceInput> batch) {
       TROUPE_FAIL("forward: first_position " << in.first_position << " is past the state's "
                                              << in.state->length() << " tokens");
     const int64_t end = in.start() + static_cast<int64_t>(in.tokens.size());
+    if (in.window_rows_from >= 0 && (in.window_rows_from < in.start() || in.window_rows_from > end))
+      TROUPE_FAIL("forward: window_rows_from " << in.window_rows_from << " outside the chunk ["
+                                               << in.start() << ", " << end << "]");
     if (end > c.max_position_embeddings)
       TROUPE_FAIL("position " << end - 1 << " beyond max_position_embeddings "
                               << c.max_position_embeddings);
@@ -139,6 +142,14 @@ void keep_rows(std::vector<T>& v, const std::vector<int64_t>& kept, int64_t widt
   v.resize(kept.size() * width);
 }
 
+// Layer Ne's window rows under bounded replay: [P, E) and the tail (§6.2), or from the
+// caller's window_rows_from.
+int64_t window_rows_from(const SequenceInput& in) {
+  if (in.window_rows_from >= 0) return in.window_rows_from;
+  const int64_t B = in.state->length();
+  return in.decoder_tail_start < 0 ? B : std::min(B, in.decoder_tail_start);
+}
+
 // Rows that run past layer Ne: every row, or each sequence's tail (§6).
 std::vector<int64_t> decoder_rows(std::span<SequenceInput> inputs, const Batch& b) {
   std::vector<int64_t> kept;
@@ -176,10 +187,7 @@ std::vector<std::vector<float>> Forward::run(std::span<SequenceInput> inputs,
       Batch tail = b.subset(kept);
       std::vector<float> xq = x;
       keep_rows(xq, kept, H);
-      for (int64_t s = 0; s < b.seqs(); ++s)
-        b.store_window_from.push_back(std::min(b.states[s]->length(), inputs[s].decoder_tail_start < 0
-                                                   ? b.states[s]->length()
-                                                   : inputs[s].decoder_tail_start));
+      for (int64_t s = 0; s < b.seqs(); ++s) b.store_window_from.push_back(window_rows_from(inputs[s]));
       attention_layer(ctx, x.data(), tail, xq.data(), sel, y.data());
       keep_rows(X, kept, hc * H);
       keep_rows(pre, kept, hc);

@@ -32,6 +32,10 @@ struct SequenceInput {
   // rows only; the global KV of those tokens is already in the state and is not rewritten.
   // -1 = state->length() (no replay).
   int64_t first_position = -1;
+  // Layer Ne stores window rows for positions >= this; -1 = §6.2's rule, min(B, tail).
+  // An exact prefix replay passes first_position, so the decoder tail's queries find the
+  // rows a cold run would have.
+  int64_t window_rows_from = -1;
 
   int64_t start() const { return first_position >= 0 ? first_position : state->length(); }
 };

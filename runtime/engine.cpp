@@ -28,6 +28,11 @@ KvCacheConfig prepare_engine(const model::ModelConfig& m, EngineConfig& config) 
   KvCacheConfig kv = kv_cache_config_for(m, config.kv_budget_bytes,
                                          config.scheduler.max_num_running, config.block_size);
   kv.enable_prefix_cache = config.enable_prefix_cache;
+  if (config.executor.prefix_replay == PrefixReplay::Exact) {
+    const bool tail = config.executor.bounded_replay && m.replay_tokens > 0;
+    kv.window = exact_replay_tokens(m, tail);
+    kv.tail_tokens = tail ? m.replay_tokens : -1;
+  }
   return kv;
 }
 

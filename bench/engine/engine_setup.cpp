@@ -15,6 +15,7 @@ runtime::EngineConfig make_engine_config(const model::ModelConfig& m, const Engi
   e.kv_budget_bytes = c.kv_budget_bytes;
   e.block_size = c.block_size;
   e.enable_prefix_cache = prefix_cache;
+  e.executor.prefix_replay = c.prefix_replay;
   e.scheduler.max_num_running = c.max_running;
   e.scheduler.max_num_batched_tokens = c.max_batched_tokens;
   e.scheduler.max_model_len = m.max_position_embeddings;

@@ -15,6 +15,7 @@ struct EngineBenchConfig {
   int64_t max_batched_tokens = 8192;            // the step's token budget
   int64_t kv_budget_bytes = int64_t(64) << 20;  // KV blocks + per-request state
   int64_t block_size = 64;                      // tokens per KV block
+  runtime::PrefixReplay prefix_replay = runtime::PrefixReplay::Exact;  // how hits replay
 };
 
 // The engine's defaults with these sizes; max_model_len = the model's positions.

@@ -8,6 +8,11 @@
 
 namespace troupe::runtime {
 
+int64_t exact_replay_tokens(const model::ModelConfig& m, bool bounded_replay) {
+  const int64_t layers = bounded_replay ? m.n_encoder_layers + 1 : m.num_hidden_layers;
+  return layers * std::max<int64_t>(0, m.sliding_window - 1);
+}
+
 Executor::Executor(const model::Forward& forward, PagedKvStorage& storage, ExecutorOptions options)
     : forward_(forward), storage_(storage), options_(options) {}
 
@@ -36,6 +41,7 @@ std::vector<std::vector<int32_t>> Executor::run(const StepPlan& plan) {
                                                    lookback_start, kv_length));
     model::SequenceInput in{seqs.back().get(), c.token_ids, false, decoder_tail_start(c)};
     in.first_position = c.start;
+    if (replay && options_.prefix_replay == PrefixReplay::Exact) in.window_rows_from = c.start;
     inputs.push_back(in);
   }
   std::vector<std::vector<int32_t>> sampled(plan.chunks.size());

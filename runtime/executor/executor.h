@@ -13,10 +13,28 @@
 
 namespace troupe::runtime {
 
+// How a prefix-cache hit rebuilds the SWA windows it does not store (docs/kv-cache.md).
+//   Window: MODEL.md §6 as written: the encoder recomputes the W tokens before the hit
+//     and layer Ne keeps window rows of [B, E) and the decoder tail only. The rebuilt
+//     windows are approximate, so a hit may change the tokens a cold run gives.
+//   Exact: the encoder recomputes exact_replay_tokens() tokens and layer Ne keeps window
+//     rows of every recomputed token: every row a hit's queries read equals the cold
+//     run's, so a hit gives the cold run's logits bit for bit.
+enum class PrefixReplay { Window, Exact };
+
+// How far before its anchor an exact replay starts. A window row of layer l at position
+// p depends on layer l-1's rows at [p - W + 1, p], and layer 0's on tokens only, so a
+// restart at q makes layer l's rows exact from q + l (W - 1) on. Under bounded replay
+// the reads to cover are the encoder rings at B and layer Ne's rows under the decoder
+// tail: (Ne + 1)(W - 1) before min(B, E_prompt - R). In full compute every layer's rings
+// at B: L (W - 1) before B.
+int64_t exact_replay_tokens(const model::ModelConfig& m, bool bounded_replay);
+
 struct ExecutorOptions {
   // MODEL.md §6: prefill chunks run the decoder on the prompt's last replay_tokens only
   // (R = 0 in the model config, or false here: full compute, every layer every token).
   bool bounded_replay = true;
+  PrefixReplay prefix_replay = PrefixReplay::Exact;
 };
 
 class Executor {

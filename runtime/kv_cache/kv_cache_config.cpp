@@ -14,6 +14,7 @@ void KvCacheConfig::validate() const {
   TROUPE_CHECK(swa_slots >= 1 && swa_slots <= INT32_MAX,
                "KvCacheConfig.swa_slots must be in [1, 2^31), got ", swa_slots);
   TROUPE_CHECK(window >= 0, "KvCacheConfig.window must be >= 0, got ", window);
+  TROUPE_CHECK(tail_tokens >= -1, "KvCacheConfig.tail_tokens must be >= -1, got ", tail_tokens);
 }
 
 KvCacheBudget plan_kv_budget(const model::ModelConfig& m, int64_t budget_bytes, int64_t max_running,

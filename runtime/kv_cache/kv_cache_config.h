@@ -14,7 +14,11 @@ struct KvCacheConfig {
   int64_t block_size = 64;  // tokens per block; a multiple of every compress ratio
   int64_t num_blocks = 0;   // global KV blocks in the pool, >= 1
   int64_t swa_slots = 1;    // SWA rings = most requests admitted at once, >= 1
-  int64_t window = 0;       // W = R_enc: tokens replayed before a hit boundary, >= 0
+  int64_t window = 0;       // tokens replayed before the replay anchor (§6: W = R_enc), >= 0
+  // The replay anchor: the hit boundary B when < 0, else min(B, E_prompt - tail_tokens),
+  // so the replay also rebuilds the windows the prompt's decoder tail reads (an exact
+  // replay under bounded replay sets this to R; runtime/executor/executor.h).
+  int64_t tail_tokens = -1;
   bool enable_prefix_cache = true;
   BlockHashFn hash_fn = nullptr;  // nullptr: block_hash. Tests only (forced collisions).
 

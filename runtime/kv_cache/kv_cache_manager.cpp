@@ -22,7 +22,7 @@ KvCacheManager::KvCacheManager(const KvCacheConfig& config)
 }
 
 CachedPrefix KvCacheManager::find_cached_prefix(std::span<const int32_t> tokens,
-                                                bool has_window) const {
+                                                bool has_window, int64_t num_prompt_tokens) const {
   CachedPrefix hit;
   hit.epoch = epoch_;
   hit.num_query_tokens = int64_t(tokens.size());
@@ -39,8 +39,12 @@ CachedPrefix KvCacheManager::find_cached_prefix(std::span<const int32_t> tokens,
     hit.blocks.push_back(b);
   }
   hit.num_tokens = int64_t(hit.blocks.size()) * bs;
-  hit.replay_from =
-      has_window ? hit.num_tokens : std::max<int64_t>(0, hit.num_tokens - config_.window);
+  int64_t anchor = hit.num_tokens;
+  if (config_.tail_tokens >= 0) {
+    const int64_t E = num_prompt_tokens >= 0 ? num_prompt_tokens : int64_t(tokens.size());
+    anchor = std::min(anchor, E - config_.tail_tokens);
+  }
+  hit.replay_from = has_window ? hit.num_tokens : std::max<int64_t>(0, anchor - config_.window);
   return hit;
 }
 

@@ -19,7 +19,8 @@
 // SWA rings are per request and never cached: a request holds one ring slot from
 // admission to free(). A prefix hit at boundary B therefore comes with a replay range
 // [replay_from, B) = [max(0, B - W), B) that the encoder must recompute to rebuild the
-// windows (R_enc = W, §6), unless the request carries its window already.
+// windows (R_enc = W, §6; config.window and tail_tokens can widen it), unless the
+// request carries its window already.
 //
 // Typical use by the scheduler:
 //   CachedPrefix hit = kv.find_cached_prefix(prompt, /*has_window=*/false);
@@ -82,8 +83,10 @@ class KvCacheManager {
   // least one token is left to compute (the last position's logits). Hashes every full
   // block of `tokens` once (kept in the result for admit/commit). Takes no references.
   // has_window: the request already holds its SWA rings (e.g. after a P/D transfer), so
-  // replay_from = B.
-  CachedPrefix find_cached_prefix(std::span<const int32_t> tokens, bool has_window = false) const;
+  // replay_from = B. num_prompt_tokens: E_prompt for the config's tail anchor (-1: all of
+  // tokens).
+  CachedPrefix find_cached_prefix(std::span<const int32_t> tokens, bool has_window = false,
+                                  int64_t num_prompt_tokens = -1) const;
 
   // Admits request `id` (not yet known): takes refs on the prefix blocks, a SWA ring
   // slot, and fresh blocks so the table covers max(total_tokens, B) tokens. Returns

@@ -85,7 +85,7 @@ bool Scheduler::try_admit(Request& r, StepPlan& plan, StepBudget& budget) {
                 std::to_string(kv_.pool().num_blocks()));
     return true;
   }
-  CachedPrefix hit = kv_.find_cached_prefix(r.tokens);
+  CachedPrefix hit = kv_.find_cached_prefix(r.tokens, false, r.num_prompt_tokens);
   // Extension point: bounded-replay planning picks where the first chunk starts.
   const int64_t start = hit.replay_from;
   const ChunkCandidate c{r, start, r.num_tokens() - start > 1};

@@ -78,6 +78,7 @@ kv-cache-memory-bytes: 3GB
 block-size: 128
 enable-prefix-caching: false
 bounded-replay: no
+prefix-replay: window
 threads: 2
 )";
 
@@ -103,6 +104,7 @@ ServeConfig every_key_expected() {
   c.block_size = 128;
   c.enable_prefix_caching = false;
   c.bounded_replay = false;
+  c.prefix_replay = runtime::PrefixReplay::Window;
   c.threads = 2;
   return c;
 }
@@ -325,6 +327,7 @@ TEST(ServeConfig, ToEngineConfigMapsEveryField) {
   EXPECT_EQ(e.block_size, 128);
   EXPECT_FALSE(e.enable_prefix_cache);
   EXPECT_FALSE(e.executor.bounded_replay);
+  EXPECT_EQ(e.executor.prefix_replay, runtime::PrefixReplay::Window);
   // The defaults are the runtime's own defaults: serving without a config changes nothing.
   const runtime::EngineConfig d = ServeConfig{}.to_engine_config();
   const runtime::EngineConfig r;
@@ -339,6 +342,7 @@ TEST(ServeConfig, ToEngineConfigMapsEveryField) {
   EXPECT_EQ(d.block_size, r.block_size);
   EXPECT_EQ(d.enable_prefix_cache, r.enable_prefix_cache);
   EXPECT_EQ(d.executor.bounded_replay, r.executor.bounded_replay);
+  EXPECT_EQ(d.executor.prefix_replay, r.executor.prefix_replay);
 }
 
 TEST(ServeConfig, FlagSetsForTheArgParser) {

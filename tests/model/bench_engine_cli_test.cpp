@@ -20,7 +20,8 @@ TEST(BenchEngineCli, EnginePrintsPrefillAndDecodeTables) {
   // replays 16 tokens before the boundary and computes 16 + 8 per request.
   const RunResult r = run_troupe("bench engine --model " + golden_dir() +
                                  " --batch 2 --context 16,48 --new-tokens 8 --cached-prefix 64"
-                                 " --decode-steps 2 --repeats 1 --block-size 16 --threads 2");
+                                 " --decode-steps 2 --repeats 1 --block-size 16 --threads 2"
+                                 " --prefix-replay window");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("machine limits"), std::string::npos) << r.out;
   const auto tables = markdown_tables(r.out);
@@ -60,7 +61,8 @@ TEST(BenchEngineCli, EnginePrintsPrefillAndDecodeTables) {
 TEST(BenchEngineCli, ReplayPrintsCachedAndBaselineRows) {
   const RunResult r = run_troupe("bench replay --model " + golden_dir() +
                                  " --conversations 2 --turns 3 --system-len 32 --user-len 8"
-                                 " --output-len 4 --block-size 16 --threads 2");
+                                 " --output-len 4 --block-size 16 --threads 2"
+                                 " --prefix-replay window");
   ASSERT_EQ(r.status, 0) << r.out;
   const auto tables = markdown_tables(r.out);
   ASSERT_EQ(tables.size(), 1u) << r.out;

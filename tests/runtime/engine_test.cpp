@@ -1,6 +1,7 @@
 // The engine end to end on the golden tiny model: batched, chunked, paged runs with
 // preemption give the greedy tokens of the plain single-request forward; aborts and
-// finishes leave no block behind; prefix hits with bounded replay keep the greedy tokens.
+// finishes leave no block behind; prefix hits replay as MODEL.md §6 says (window) or give
+// the cold run's tokens (exact).
 #include "runtime/engine.h"
 
 #include <gtest/gtest.h>
@@ -134,7 +135,9 @@ std::vector<int32_t> reference_after_hit(const std::vector<int32_t>& prompt, int
 
 TEST(Engine, PrefixHitReplaysAsSpecified) {
   const auto& g = golden_model();
-  Engine e(*g.forward, nullptr, small_engine(64 << 20, true, true));
+  EngineConfig c = small_engine(64 << 20, true, true);
+  c.executor.prefix_replay = PrefixReplay::Window;
+  Engine e(*g.forward, nullptr, c);
   const auto shared = random_tokens(80, 21);
   auto a = shared, b = shared;
   const auto tail_a = random_tokens(5, 22), tail_b = random_tokens(9, 23);
@@ -156,6 +159,33 @@ TEST(Engine, PrefixHitReplaysAsSpecified) {
               cold.at(1)[2], cold.at(1)[3], warm_a.at(3)[0], warm_a.at(3)[1], warm_a.at(3)[2],
               warm_a.at(3)[3]);
   EXPECT_EQ(e.kv_cache().num_used_blocks(), 0);
+}
+
+// PrefixReplay::Exact (the default) through the paged engine: the tokens after a hit are
+// the cold run's, for hit boundaries far from and close to the prompt's end (the logits
+// are compared bit for bit in exact_replay_test.cpp).
+TEST(Engine, ExactPrefixReplayMatchesColdRun) {
+  const auto& g = golden_model();
+  ASSERT_GT(exact_replay_tokens(g.config, true), g.config.sliding_window);
+  for (const int64_t tail : {3, 9, 40}) {
+    EngineConfig c = small_engine(64 << 20, true, true);
+    c.executor.prefix_replay = PrefixReplay::Exact;
+    Engine e(*g.forward, nullptr, c);
+    Engine cold_engine(*g.forward, nullptr, small_engine(64 << 20, false, true));
+    const auto shared = random_tokens(160, 31);
+    auto a = shared, b = shared;
+    const auto tail_a = random_tokens(tail, 32), tail_b = random_tokens(tail + 1, 33);
+    a.insert(a.end(), tail_a.begin(), tail_a.end());
+    b.insert(b.end(), tail_b.begin(), tail_b.end());
+    e.add_request(1, b, greedy(1));
+    drain(e);
+    e.add_request(2, a, greedy(8));
+    const auto warm = drain(e);
+    cold_engine.add_request(2, a, greedy(8));
+    const auto cold = drain(cold_engine);
+    EXPECT_EQ(e.kv_cache().stats().hit_tokens, 160) << "tail " << tail;
+    EXPECT_EQ(warm.at(2), cold.at(2)) << "tail " << tail;
+  }
 }
 
 }  // namespace
