@@ -126,6 +126,7 @@ void read_options(const json& body, const ServingInfo& info, GenerationRequest& 
     req.include_usage = get_bool(*opts, "include_usage").value_or(false);
   }
   req.user = get_string(body, "user").value_or("");
+  req.return_token_ids = get_bool(body, "return_token_ids").value_or(false);
 }
 
 GenerationRequest parse_or_throw(Endpoint endpoint, std::string_view body_text,

@@ -12,6 +12,7 @@
 //   stop (string or list), stop_token_ids, n, stream, stream_options.include_usage,
 //   user, ignore_eos, include_stop_str_in_output, skip_special_tokens,
 //   logprobs: completions an int in [0, max_logprobs]; chat a bool plus top_logprobs
+//   return_token_ids (vLLM's extension, token_ids.h)
 //   add_generation_prompt (chat, default true)
 #pragma once
 
@@ -56,6 +57,7 @@ struct GenerationRequest {
   std::optional<int32_t> logprobs;     // top alternatives per token; nullopt: none
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  bool return_token_ids = false;  // token_ids.h
   std::string user;
 };
 

@@ -126,7 +126,8 @@ ResponseCollector::ResponseCollector(const GenerationRequest& req, ResponseMeta 
       meta_(std::move(meta)),
       prompt_tokens_(int64_t(req.prompt_tokens.size())),
       with_logprobs_(req.logprobs.has_value()),
-      choices_(size_t(req.n)) {
+      choices_(size_t(req.n)),
+      token_ids_(req) {
   for (int32_t i = 0; i < req.n; ++i) choices_[size_t(i)].index = i;
 }
 
@@ -143,8 +144,10 @@ bool ResponseCollector::done() const {
 }
 
 json ResponseCollector::response() const {
-  return generation_response(endpoint_, meta_, choices_, usage_of(prompt_tokens_, choices_),
-                             with_logprobs_);
+  json body = generation_response(endpoint_, meta_, choices_, usage_of(prompt_tokens_, choices_),
+                                  with_logprobs_);
+  token_ids_.add_to_response(body, choices_);
+  return body;
 }
 
 json models_response(const ServingInfo& info, int64_t created) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "net/openai/request_parse.h"
+#include "net/openai/token_ids.h"
 #include "runtime/scheduler/step_plan.h"
 
 namespace troupe::net::openai {
@@ -92,6 +93,7 @@ class ResponseCollector {
   int64_t prompt_tokens_;
   bool with_logprobs_;
   std::vector<ChoiceResult> choices_;
+  TokenIdsWriter token_ids_;
 };
 
 // GET /v1/models.

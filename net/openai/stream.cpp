@@ -17,7 +17,8 @@ StreamEncoder::StreamEncoder(const GenerationRequest& req, ResponseMeta meta)
       meta_(std::move(meta)),
       prompt_tokens_(int64_t(req.prompt_tokens.size())),
       include_usage_(req.include_usage),
-      choices_(size_t(req.n)) {
+      choices_(size_t(req.n)),
+      token_ids_(req) {
   for (int32_t i = 0; i < req.n; ++i) choices_[size_t(i)].index = i;
 }
 
@@ -39,11 +40,14 @@ json StreamEncoder::chunk(json choice) const {
 std::string StreamEncoder::start() {
   if (endpoint_ == Endpoint::Completions) return {};
   std::string events;
-  for (const ChoiceResult& c : choices_)
-    events += sse_data(chunk({{"index", c.index},
-                              {"delta", {{"role", "assistant"}, {"content", ""}}},
-                              {"logprobs", nullptr},
-                              {"finish_reason", nullptr}}));
+  for (const ChoiceResult& c : choices_) {
+    json event = chunk({{"index", c.index},
+                        {"delta", {{"role", "assistant"}, {"content", ""}}},
+                        {"logprobs", nullptr},
+                        {"finish_reason", nullptr}});
+    token_ids_.add_to_chunk(event, c);
+    events += sse_data(event);
+  }
   return events;
 }
 
@@ -62,7 +66,9 @@ std::string StreamEncoder::on_output(int32_t index, const runtime::RequestOutput
   choice["logprobs"] = nullptr;
   choice["finish_reason"] = finish_reason_json(c.finish_reason);
   choice["stop_reason"] = stop_reason_json(c.stop_reason);
-  return sse_data(chunk(std::move(choice)));
+  json event = chunk(std::move(choice));
+  token_ids_.add_to_chunk(event, c);
+  return sse_data(event);
 }
 
 std::string StreamEncoder::finish() const {

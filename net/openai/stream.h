@@ -10,6 +10,7 @@
 // chat {"object": "chat.completion.chunk", ..., "choices": [{"index", "delta", "logprobs",
 // "finish_reason", "stop_reason"}]}, the first delta of each choice {"role": "assistant",
 // "content": ""}. With include_usage every chunk has "usage": null (as OpenAI sends).
+// With return_token_ids chunks carry token ids (token_ids.h).
 #pragma once
 
 #include <cstdint>
@@ -50,6 +51,7 @@ class StreamEncoder {
   int64_t prompt_tokens_;
   bool include_usage_;
   std::vector<ChoiceResult> choices_;  // tokens and finish state; text is not kept
+  TokenIdsWriter token_ids_;           // return_token_ids
 };
 
 }  // namespace troupe::net::openai
