@@ -4,9 +4,12 @@
 // decode steps and scheduler time (bench/engine/step_bench.h); `replay`, the multi-turn
 // agentic workload on the Engine with and without the prefix cache
 // (bench/engine/replay_bench.h); `serve`, the analogue of `vllm bench serve`, streaming
-// requests to a running server (bench/serve/serve_bench.h).
+// requests to a running server (bench/serve/serve_bench.h), also the multi-turn workload
+// beside the engine-only figure (bench/serve/multi_turn_bench.h).
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -15,6 +18,8 @@
 #include "bench/engine/replay_bench.h"
 #include "bench/engine/step_bench.h"
 #include "bench/forward/forward_bench.h"
+#include "bench/serve/engine_compare.h"
+#include "bench/serve/multi_turn_bench.h"
 #include "bench/serve/serve_bench.h"
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -234,24 +239,99 @@ int bench_replay(const CommandArgs& argv) {
   return 0;
 }
 
+// Flags of one dataset given with another: an error naming the flag.
+void reject_flags(const Args& a, std::initializer_list<const char*> flags, const char* why) {
+  for (const char* f : flags)
+    if (a.has(f)) TROUPE_FAIL("--" << f << " does not apply " << why);
+}
+
+// bench serve --dataset-name agentic: the workload flags of bench replay.
+runtime::AgenticWorkloadConfig agentic_flags(const Args& a, const bench::ServeBenchConfig& c) {
+  reject_flags(a, {"num-prompts", "request-rate", "random-input-len", "random-output-len"},
+               "to --dataset-name agentic");
+  runtime::AgenticWorkloadConfig w;
+  w.conversations = at_least(a, "conversations", w.conversations, 1);
+  w.turns = at_least(a, "turns", w.turns, 1);
+  w.system_len = at_least(a, "system-len", w.system_len, 0);
+  w.user_len = at_least(a, "user-len", w.user_len, 1);
+  w.output_len = at_least(a, "output-len", w.output_len, 1);
+  w.max_token_id = c.max_token_id;
+  w.seed = c.seed;
+  return w;
+}
+
+// The multi-turn workload against the server and, with --engine-model DIR, the same
+// workload in-process on the Engine (bench replay's driver) for the serving overhead.
+int bench_serve_agentic(const Args& a, const bench::ServeBenchConfig& c) {
+  const runtime::AgenticWorkloadConfig w = agentic_flags(a, c);
+  const bool engine = a.has("engine-model");
+  if (!engine)
+    reject_flags(a, {"kv-budget-mb", "block-size", "prefix-replay", "threads"},
+                 "without --engine-model");
+  const int threads = threads_flag(a);
+  const bench::EngineBenchConfig config = engine_flags(a, c.max_concurrency);
+  std::unique_ptr<LoadedModel> m;
+  if (engine) {
+    try {
+      m = load_model(a.get_or("engine-model", ""), /*need_tokenizer=*/false);
+    } catch (const Error& e) {
+      TROUPE_FAIL("--engine-model: " << e.what());
+    }
+    check_budget(m->config, config);
+    if (w.max_token_id > m->config.vocab_size)
+      TROUPE_FAIL("--max-token-id " << w.max_token_id << " is beyond the --engine-model vocab of "
+                                    << m->config.vocab_size);
+    check_positions(m->config, w.planned_prompt_len(w.turns - 1) + w.output_len,
+                    "the last turn's prompt + --output-len");
+  }
+  bench::check_reachable(c);
+
+  std::printf("troupe bench serve: %s:%u, max concurrency %lld\n", c.base.host.c_str(),
+              unsigned(c.base.port), static_cast<long long>(c.max_concurrency));
+  bench::print_workload_line(w);
+  std::fflush(stdout);
+  const bench::ServeBenchRun run = bench::run_multi_turn_bench(c, w);
+  bench::print_serve_report(c, run);
+  if (!engine) return 0;
+  kernels::set_num_threads(threads);
+  std::printf("\nengine-only: model %s, max running %lld, threads %d\n", m->dir.c_str(),
+              static_cast<long long>(config.max_running), kernels::num_threads());
+  bench::print_kv_summary(m->config, config);
+  bench::warm_up(*m->forward, config);
+  const bench::ReplayRun local =
+      bench::run_replay(*m->forward, m->tokenizer.get(), w, config, /*prefix_cache=*/true);
+  bench::print_engine_comparison(run, local);
+  return 0;
+}
+
 int bench_serve(const CommandArgs& argv) {
   Args a(argv,
          {"base-url", "model", "num-prompts", "max-concurrency", "request-rate",
-          "random-input-len", "random-output-len", "max-token-id", "seed"},
+          "random-input-len", "random-output-len", "max-token-id", "seed", "dataset-name",
+          "conversations", "turns", "system-len", "user-len", "output-len", "engine-model",
+          "kv-budget-mb", "block-size", "prefix-replay", "threads"},
          {});
   no_positional(a);
   bench::ServeBenchConfig c;
   c.base = bench::parse_base_url(a.get_or("base-url", "http://127.0.0.1:8000"));
   c.model = a.get_or("model", "");
-  c.num_prompts = at_least(a, "num-prompts", c.num_prompts, 1);
   c.max_concurrency = at_least(a, "max-concurrency", c.max_concurrency, 1);
+  c.max_token_id = static_cast<int32_t>(at_least(a, "max-token-id", c.max_token_id, 1));
+  c.seed = static_cast<uint64_t>(at_least(a, "seed", int64_t(c.seed), 0));
+  const std::string dataset = a.get_or("dataset-name", "random");
+  if (dataset == "agentic") return bench_serve_agentic(a, c);
+  if (dataset != "random")
+    TROUPE_FAIL("--dataset-name expects random or agentic, got '" << dataset << "'");
+  reject_flags(a,
+               {"conversations", "turns", "system-len", "user-len", "output-len", "engine-model",
+                "kv-budget-mb", "block-size", "prefix-replay", "threads"},
+               "to --dataset-name random");
+  c.num_prompts = at_least(a, "num-prompts", c.num_prompts, 1);
   c.request_rate = a.get_double("request-rate", INFINITY);
   if (!(c.request_rate > 0))
     TROUPE_FAIL("--request-rate must be above 0 (or inf), got " << a.get_or("request-rate", ""));
   c.input_len = at_least(a, "random-input-len", c.input_len, 1);
   c.output_len = at_least(a, "random-output-len", c.output_len, 1);
-  c.max_token_id = static_cast<int32_t>(at_least(a, "max-token-id", c.max_token_id, 1));
-  c.seed = static_cast<uint64_t>(at_least(a, "seed", int64_t(c.seed), 0));
   bench::check_reachable(c);
 
   std::printf("troupe bench serve: %s:%u, %lld prompts, max concurrency %lld, input %lld, "

@@ -29,14 +29,9 @@ Plan make_plan(const ServeBenchConfig& c) {
   double t = 0;
   const bool burst = !(c.request_rate > 0) || std::isinf(c.request_rate);
   for (int64_t i = 0; i < c.num_prompts; ++i) {
-    json body = {{"prompt", runtime::draw_tokens(state, c.input_len, 0, c.max_token_id)},
-                 {"max_tokens", c.output_len},
-                 {"ignore_eos", true},
-                 {"temperature", 0},
-                 {"stream", true},
-                 {"stream_options", {{"include_usage", true}}}};
-    if (!c.model.empty()) body["model"] = c.model;
-    p.bodies.push_back(body.dump());
+    p.bodies.push_back(completion_body(
+        c.model, runtime::draw_tokens(state, c.input_len, 0, c.max_token_id), c.output_len,
+        /*return_token_ids=*/false));
     if (!burst) {  // exponential gaps: -ln(U) / rate, U in (0, 1]
       const double u = double((runtime::splitmix64(state) >> 11) + 1) / double(1ull << 53);
       t += -std::log(u) / c.request_rate;
@@ -46,8 +41,8 @@ Plan make_plan(const ServeBenchConfig& c) {
   return p;
 }
 
-// Reads one event payload into the result: usage counts, an error, or a text chunk
-// (its arrival time is the TTFT or one ITL sample).
+// Reads one event payload into the result: usage counts, an error, or a chunk with text
+// or token ids (its arrival time is the TTFT or one ITL sample).
 void on_event(const std::string& payload, double t0, double& last, RequestResult& r) {
   if (payload == "[DONE]") return;
   const json e = json::parse(payload, nullptr, /*allow_exceptions=*/false);
@@ -63,7 +58,10 @@ void on_event(const std::string& payload, double t0, double& last, RequestResult
       r.cached_tokens = u["prompt_tokens_details"].value("cached_tokens", int64_t(0));
   }
   const json& choices = e.value("choices", json::array());
-  if (choices.empty() || choices[0].value("text", std::string()).empty()) return;
+  if (choices.empty()) return;
+  const json& ids = choices[0].value("token_ids", json::array());
+  for (const json& id : ids) r.token_ids.push_back(id.get<int32_t>());
+  if (choices[0].value("text", std::string()).empty() && ids.empty()) return;
   const double now = now_seconds();
   if (r.ttft_s == 0)
     r.ttft_s = now - t0;
@@ -72,11 +70,26 @@ void on_event(const std::string& payload, double t0, double& last, RequestResult
   last = now;
 }
 
-RequestResult send_one(const ServeBenchConfig& c, const std::string& body) {
+}  // namespace
+
+std::string completion_body(const std::string& model, const std::vector<int32_t>& prompt,
+                            int64_t max_tokens, bool return_token_ids) {
+  json body = {{"prompt", prompt},
+               {"max_tokens", max_tokens},
+               {"ignore_eos", true},
+               {"temperature", 0},
+               {"stream", true},
+               {"stream_options", {{"include_usage", true}}}};
+  if (!model.empty()) body["model"] = model;
+  if (return_token_ids) body["return_token_ids"] = true;
+  return body.dump();
+}
+
+RequestResult send_completion(const BaseUrl& base, const std::string& body) {
   RequestResult r;
   const double t0 = now_seconds();
   double last = t0;
-  const HttpResult h = http_request(c.base, "POST", "/v1/completions", body,
+  const HttpResult h = http_request(base, "POST", "/v1/completions", body,
                                     [&](const std::string& p) { on_event(p, t0, last, r); });
   r.latency_s = now_seconds() - t0;
   if (h.status != 200 && r.error.empty())
@@ -87,7 +100,7 @@ RequestResult send_one(const ServeBenchConfig& c, const std::string& body) {
   return r;
 }
 
-void progress(int64_t done, int64_t total) {
+void print_progress(int64_t done, int64_t total) {
   const int width = 30;
   const int64_t filled = total ? done * width / total : width;
   std::fprintf(stderr, "\r[%s%s] %lld/%lld", std::string(size_t(filled), '#').c_str(),
@@ -97,7 +110,20 @@ void progress(int64_t done, int64_t total) {
   std::fflush(stderr);
 }
 
-}  // namespace
+ServeTotals serve_totals(const ServeBenchRun& run) {
+  ServeTotals t;
+  for (const RequestResult& r : run.requests) {
+    if (!r.ok) {
+      ++t.failed;
+      continue;
+    }
+    ++t.ok;
+    t.input += r.prompt_tokens;
+    t.cached += r.cached_tokens;
+    t.output += r.output_tokens;
+  }
+  return t;
+}
 
 void check_reachable(const ServeBenchConfig& c) {
   const HttpResult h = http_request(c.base, "GET", "/v1/models", "");
@@ -121,9 +147,9 @@ ServeBenchRun run_serve_bench(const ServeBenchConfig& c) {
     for (int64_t i; (i = next++) < c.num_prompts;) {
       const double wait = start + plan.send_at[size_t(i)] - now_seconds();
       if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
-      run.requests[size_t(i)] = send_one(c, plan.bodies[size_t(i)]);
+      run.requests[size_t(i)] = send_completion(c.base, plan.bodies[size_t(i)]);
       std::lock_guard lock(print_mutex);
-      progress(++done, c.num_prompts);
+      print_progress(++done, c.num_prompts);
     }
   };
   std::vector<std::thread> workers;

@@ -30,13 +30,35 @@ struct RequestResult {
   std::string error;
   int64_t prompt_tokens = 0, cached_tokens = 0, output_tokens = 0;  // from usage
   double latency_s = 0, ttft_s = 0;
-  std::vector<double> itl_s;  // gaps between successive text chunks
+  std::vector<double> itl_s;       // gaps between successive chunks with text or ids
+  std::vector<int32_t> token_ids;  // the output's, when the chunks carry them
 };
 
 struct ServeBenchRun {
   std::vector<RequestResult> requests;
   double duration_s = 0;  // first send to last finish
 };
+
+// Sums over the successful requests of a run.
+struct ServeTotals {
+  int64_t ok = 0, failed = 0;
+  int64_t input = 0, cached = 0, output = 0;  // tokens
+  int64_t uncached() const { return input - cached; }
+  double hit_rate() const { return input ? double(cached) / double(input) : 0; }
+};
+ServeTotals serve_totals(const ServeBenchRun& run);
+
+// A streaming POST /v1/completions body: greedy, EOS ignored (the output has max_tokens
+// tokens), usage in the last chunk; with return_token_ids the chunks carry the output ids
+// (vLLM's extension, net/openai/token_ids.h).
+std::string completion_body(const std::string& model, const std::vector<int32_t>& prompt,
+                            int64_t max_tokens, bool return_token_ids);
+
+// Sends one body; TTFT is the first chunk with text or token ids, ITL the gaps after it.
+RequestResult send_completion(const BaseUrl& base, const std::string& body);
+
+// The progress bar on stderr ("[####   ] done/total"; a newline when done == total).
+void print_progress(int64_t done, int64_t total);
 
 // GET /v1/models; throws troupe::Error (naming --base-url) when the server does not answer.
 void check_reachable(const ServeBenchConfig& config);

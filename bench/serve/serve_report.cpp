@@ -29,20 +29,15 @@ void stat_row(const char* name, const std::vector<double>& seconds) {
 }  // namespace
 
 void print_serve_report(const ServeBenchConfig& c, const ServeBenchRun& run) {
-  int64_t ok = 0, input = 0, cached = 0, output = 0;
+  const ServeTotals t = serve_totals(run);
   std::vector<double> ttft, tpot, itl, e2e;
   for (const RequestResult& r : run.requests) {
     if (!r.ok) continue;
-    ++ok;
-    input += r.prompt_tokens;
-    cached += r.cached_tokens;
-    output += r.output_tokens;
     ttft.push_back(r.ttft_s);
     e2e.push_back(r.latency_s);
     if (r.output_tokens > 1) tpot.push_back((r.latency_s - r.ttft_s) / double(r.output_tokens - 1));
     itl.insert(itl.end(), r.itl_s.begin(), r.itl_s.end());
   }
-  const int64_t failed = int64_t(run.requests.size()) - ok;
   for (const RequestResult& r : run.requests)
     if (!r.ok) {
       std::printf("first failure: %s\n", r.error.c_str());
@@ -50,20 +45,23 @@ void print_serve_report(const ServeBenchConfig& c, const ServeBenchRun& run) {
     }
   const double d = run.duration_s > 0 ? run.duration_s : 1e-9;
   std::printf("============ Serving Benchmark Result ============\n");
-  std::printf("%-36s %lld\n", "Successful requests:", static_cast<long long>(ok));
-  std::printf("%-36s %lld\n", "Failed requests:", static_cast<long long>(failed));
+  std::printf("%-36s %lld\n", "Successful requests:", static_cast<long long>(t.ok));
+  std::printf("%-36s %lld\n", "Failed requests:", static_cast<long long>(t.failed));
   std::printf("%-36s %lld\n", "Maximum request concurrency:",
               static_cast<long long>(c.max_concurrency));
   line("Request rate configured (req/s):", c.request_rate > 0 ? c.request_rate : INFINITY);
   line("Benchmark duration (s):", run.duration_s);
-  std::printf("%-36s %lld\n", "Total input tokens:", static_cast<long long>(input));
-  std::printf("%-36s %lld\n", "Total cached input tokens:", static_cast<long long>(cached));
-  std::printf("%-36s %lld\n", "Total generated tokens:", static_cast<long long>(output));
-  line("Request throughput (req/s):", double(ok) / d);
-  line("Input token throughput (tok/s):", double(input) / d);
-  line("Cached input throughput (tok/s):", double(cached) / d);
-  line("Output token throughput (tok/s):", double(output) / d);
-  line("Total token throughput (tok/s):", double(input + output) / d);
+  std::printf("%-36s %lld\n", "Total input tokens:", static_cast<long long>(t.input));
+  std::printf("%-36s %lld\n", "Total cached input tokens:", static_cast<long long>(t.cached));
+  std::printf("%-36s %lld\n", "Total uncached input tokens:", static_cast<long long>(t.uncached()));
+  std::printf("%-36s %lld\n", "Total generated tokens:", static_cast<long long>(t.output));
+  line("Prefix cache hit rate (%):", 100 * t.hit_rate());
+  line("Request throughput (req/s):", double(t.ok) / d);
+  line("Input token throughput (tok/s):", double(t.input) / d);
+  line("Cached input throughput (tok/s):", double(t.cached) / d);
+  line("Uncached input throughput (tok/s):", double(t.uncached()) / d);
+  line("Output token throughput (tok/s):", double(t.output) / d);
+  line("Total token throughput (tok/s):", double(t.input + t.output) / d);
   std::printf("\n| metric | samples | mean ms | p50 ms | p90 ms | p99 ms |\n");
   std::printf("|---|---|---|---|---|---|\n");
   stat_row("TTFT", ttft);

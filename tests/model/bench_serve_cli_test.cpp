@@ -1,16 +1,21 @@
 // `troupe bench serve` end to end: a `troupe serve` daemon on the golden tiny model, the
 // benchmark pointed at it; the report has its lines and the latency table, every request
-// succeeds with the asked token counts (no timing assertions); bad flags and an
-// unreachable server exit 2 naming the flag.
+// succeeds with the asked token counts (no timing assertions); the multi-turn workload
+// sends the requests and tokens it implies, its cached input is what the server's
+// prefix-cache counter moved by, and the engine-only run beside it counts the same; bad
+// flags and an unreachable server exit 2 naming the flag.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "net/http_test_client.h"
 #include "support/golden.h"
 #include "support/markdown_table.h"
+#include "support/prometheus_text.h"
 #include "support/run_troupe.h"
 
 namespace troupe::testing {
@@ -62,6 +67,89 @@ TEST(BenchServeCli, ReportsEveryRequestOfARunAgainstTheDaemon) {
   EXPECT_EQ(daemon.stop(SIGTERM), 0) << daemon.output();
 }
 
+double prefix_cache_hits(uint16_t port) {
+  return prometheus_value(http(port, "GET", "/metrics").body, "troupe:prefix_cache_hits_total");
+}
+
+// 3 conversations x 3 turns, system 96, user 16, output 8 tokens; one request at a time,
+// so the cache hits are fixed. Turn k's prompt is 96 + 16(k+1) + 8k tokens: 112, 136, 160
+// (1224 in all). In 64-token blocks (the daemon's default): the first request hits
+// nothing; every other turn 0 hits the system prompt's full block (64); turn 1 extends a
+// 119-token KV history (turn 0's prompt + 7 outputs: the last output's KV is never
+// computed) with one full block (64); turn 2 a 143-token one with two (128). Sum:
+// 0 + 2·64 + 3·64 + 3·128 = 704. A wrong output id in a history would cut turn 2's hits.
+TEST(BenchServeCli, MultiTurnRunCountsWhatTheWorkloadImplies) {
+  Daemon daemon({golden_dir(), "--port", "0", "--tcp-port", "0"});
+  const uint16_t port = daemon.port();
+  ASSERT_NE(port, 0) << daemon.output();
+  ASSERT_TRUE(daemon.wait_ready(port)) << daemon.output();
+  const double hits_before = prefix_cache_hits(port);
+  ASSERT_GE(hits_before, 0);
+
+  const RunResult r = run_troupe(
+      "bench serve --base-url http://127.0.0.1:" + std::to_string(port) +
+      " --dataset-name agentic --conversations 3 --turns 3 --system-len 96 --user-len 16"
+      " --output-len 8 --max-concurrency 1 --engine-model " + golden_dir());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(report_int(r.out, "Successful requests"), 9) << r.out;
+  EXPECT_EQ(report_int(r.out, "Failed requests"), 0) << r.out;
+  EXPECT_EQ(report_int(r.out, "Total input tokens"), 1224) << r.out;
+  EXPECT_EQ(report_int(r.out, "Total generated tokens"), 9 * 8) << r.out;
+  const long long cached = report_int(r.out, "Total cached input tokens");
+  EXPECT_EQ(cached, 704) << r.out;
+  EXPECT_EQ(report_int(r.out, "Total uncached input tokens"), 1224 - cached) << r.out;
+  EXPECT_NE(r.out.find("9/9"), std::string::npos) << r.out;  // the progress line
+
+  // The server's counter catches up with its snapshot of the last step.
+  double moved = prefix_cache_hits(port) - hits_before;
+  for (int i = 0; i < 500 && moved != double(cached); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    moved = prefix_cache_hits(port) - hits_before;
+  }
+  EXPECT_EQ(moved, double(cached));
+
+  // Served and engine-only rows: the same requests and tokens (greedy, EOS ignored, one
+  // request at a time on both sides, so the same hits).
+  const auto tables = markdown_tables(r.out);
+  ASSERT_EQ(tables.size(), 2u) << r.out;
+  const auto& cmp = tables[1];
+  ASSERT_EQ(cmp.size(), 3u) << r.out;
+  EXPECT_EQ(cmp[0][0], "run");
+  EXPECT_EQ(cmp[0][3], "cached input");
+  EXPECT_EQ(cmp[1][0], "served (HTTP)");
+  EXPECT_EQ(cmp[2][0], "engine (in-process)");
+  for (const Row* row : {&cmp[1], &cmp[2]}) {
+    ASSERT_EQ(row->size(), 13u) << r.out;
+    EXPECT_EQ((*row)[1], "9") << r.out;
+    EXPECT_EQ((*row)[2], "1224") << r.out;
+    EXPECT_EQ((*row)[3], "704") << r.out;
+    EXPECT_EQ((*row)[4], "520") << r.out;
+    EXPECT_EQ((*row)[5], "72") << r.out;
+  }
+  EXPECT_NE(r.out.find("serving overhead: served wall / engine wall = "), std::string::npos)
+      << r.out;
+  EXPECT_EQ(daemon.stop(SIGTERM), 0) << daemon.output();
+}
+
+// A failed turn ends its conversation: a model name the server does not serve fails
+// every first turn (HTTP 404), the later turns are never sent and count as failed.
+TEST(BenchServeCli, MultiTurnFailedTurnEndsItsConversation) {
+  Daemon daemon({golden_dir(), "--port", "0", "--tcp-port", "0"});
+  const uint16_t port = daemon.port();
+  ASSERT_NE(port, 0) << daemon.output();
+  ASSERT_TRUE(daemon.wait_ready(port)) << daemon.output();
+  const RunResult r = run_troupe("bench serve --base-url http://127.0.0.1:" +
+                                 std::to_string(port) +
+                                 " --model nope --dataset-name agentic --conversations 2"
+                                 " --turns 3 --system-len 8 --user-len 4 --output-len 2");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(report_int(r.out, "Successful requests"), 0) << r.out;
+  EXPECT_EQ(report_int(r.out, "Failed requests"), 6) << r.out;
+  EXPECT_NE(r.out.find("first failure: HTTP 404"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("6/6"), std::string::npos) << r.out;  // unsent turns count as done
+  EXPECT_EQ(daemon.stop(SIGTERM), 0) << daemon.output();
+}
+
 TEST(BenchServeCli, BadFlagsExitTwoNamingTheFlag) {
   struct Case {
     std::string args, flag;
@@ -76,6 +164,25 @@ TEST(BenchServeCli, BadFlagsExitTwoNamingTheFlag) {
       {"--base-url ftp://127.0.0.1:1", "--base-url"},
       {"--base-url http://127.0.0.1:99999", "--base-url"},
       {"--no-such-flag 1", "--no-such-flag"},
+      {"--dataset-name sharegpt", "--dataset-name"},
+      {"--conversations 2", "--conversations"},  // not a random-dataset flag
+      {"--engine-model " + golden_dir(), "--engine-model"},
+      {"--dataset-name agentic --conversations 0", "--conversations"},
+      {"--dataset-name agentic --turns x", "--turns"},
+      {"--dataset-name agentic --user-len 0", "--user-len"},
+      {"--dataset-name agentic --output-len 0", "--output-len"},
+      {"--dataset-name agentic --system-len -1", "--system-len"},
+      {"--dataset-name agentic --num-prompts 4", "--num-prompts"},
+      {"--dataset-name agentic --random-input-len 4", "--random-input-len"},
+      {"--dataset-name agentic --request-rate 2", "--request-rate"},
+      {"--dataset-name agentic --block-size 16", "--block-size"},  // needs --engine-model
+      {"--dataset-name agentic --engine-model /no/such/dir", "--engine-model"},
+      {"--dataset-name agentic --engine-model " + golden_dir() + " --prefix-replay fast",
+       "--prefix-replay"},
+      {"--dataset-name agentic --engine-model " + golden_dir() + " --max-token-id 5000",
+       "--max-token-id"},
+      {"--dataset-name agentic --engine-model " + golden_dir() + " --kv-budget-mb 0",
+       "--kv-budget-mb"},
   };
   for (const Case& c : cases) {
     const RunResult r = run_troupe("bench serve --base-url http://127.0.0.1:1 " + c.args);
