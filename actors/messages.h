@@ -41,9 +41,9 @@ struct TokenEvent {
   runtime::RequestOutput output;
 };
 
-// A rank's answer to run(StepPlan): the sampled tokens of each chunk.
+// A rank's answer to run(StepPlan): the sampled tokens (and logprobs) of each chunk.
 struct StepResult {
-  std::vector<std::vector<int32_t>> sampled;
+  std::vector<runtime::SampledChunk> sampled;  // [plan.chunks.size()]
   std::string error;  // non-empty: the step failed; its requests are finished with it
 };
 

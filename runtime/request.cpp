@@ -54,6 +54,7 @@ void RequestParams::validate() const {
   TROUPE_CHECK(s.top_p > 0.0f && s.top_p <= 1.0f, "top_p must be in (0, 1], got ", s.top_p);
   TROUPE_CHECK(s.min_p >= 0.0f && s.min_p <= 1.0f, "min_p must be in [0, 1], got ", s.min_p);
   TROUPE_CHECK(max_tokens > 0, "max_tokens must be > 0, got ", max_tokens);
+  TROUPE_CHECK(num_logprobs >= -1, "num_logprobs must be >= -1 (-1: none), got ", num_logprobs);
   for (const std::string& stop : stop)
     TROUPE_CHECK(!stop.empty(), "stop strings must not be empty");
 }

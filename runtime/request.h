@@ -53,6 +53,7 @@ struct RequestParams {
   bool include_stop_str_in_output = false;
   bool skip_special_tokens = true;  // special tokens give no text
   int32_t priority = 0;             // lower runs first under the priority policy (as vLLM)
+  int32_t num_logprobs = -1;        // top alternatives per output token (>= 0); -1: no logprobs
 
   void validate() const;  // throws troupe::Error naming the bad field
 };

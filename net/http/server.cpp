@@ -198,11 +198,11 @@ class Session : public std::enable_shared_from_this<Session> {
     if (req.stream) {
       chunked_ = version_ >= 11;
       keep_alive_ = keep_alive_ && chunked_;  // HTTP/1.0: the body ends with the connection
-      encoder_.emplace(req, meta);
+      encoder_.emplace(req, meta, backend->tokenizer);
       send(sse_header(chunked_, keep_alive_));
       if (std::string s = encoder_->start(); !s.empty()) send_event(s);
     } else {
-      collector_.emplace(req, meta);
+      collector_.emplace(req, meta, backend->tokenizer);
     }
     auto ex = socket_.get_executor();
     gen_ = backend->engine->generate(req, [self = shared_from_this(), ex](int32_t i, runtime::RequestOutput out) {

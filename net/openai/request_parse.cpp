@@ -143,6 +143,7 @@ GenerationRequest parse_or_throw(Endpoint endpoint, std::string_view body_text,
   req.params.max_tokens = read_max_tokens(endpoint, body, int64_t(req.prompt_tokens.size()), info);
   read_stops(body, tok, req.params);
   req.logprobs = read_logprobs(endpoint, body, info);
+  req.params.num_logprobs = req.logprobs.value_or(-1);
   read_options(body, info, req);
   try {
     req.params.validate();  // the engine's own rules; the reads above should cover them

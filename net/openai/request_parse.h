@@ -54,7 +54,8 @@ struct GenerationRequest {
   std::optional<uint64_t> seed;        // as given (negative seeds wrap); absent: the
                                        // server draws one and puts it in params
   int32_t n = 1;                       // independent choices sharing the prompt
-  std::optional<int32_t> logprobs;     // top alternatives per token; nullopt: none
+  std::optional<int32_t> logprobs;     // top alternatives per token; nullopt: none (also
+                                       // in params.num_logprobs, -1 for none)
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool return_token_ids = false;  // token_ids.h

@@ -1,8 +1,10 @@
 #include "net/openai/responses.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "kernels/check.h"
+#include "model/tokenizer.h"
 
 namespace troupe::net::openai {
 
@@ -14,18 +16,24 @@ json token_bytes(const std::string& token) {
   return bytes;
 }
 
-json completion_logprobs(const std::vector<TokenLogprob>& logprobs) {
+// Characters (code points) of UTF-8 text, as OpenAI's text_offset counts.
+size_t code_points(const std::string& text) {
+  return size_t(std::count_if(text.begin(), text.end(),
+                              [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+}
+
+json completion_logprobs(const std::vector<TokenLogprob>& logprobs, size_t offset) {
   json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
        offsets = json::array();
-  size_t offset = 0;
   for (const TokenLogprob& t : logprobs) {
     tokens.push_back(t.token);
     token_logprobs.push_back(t.logprob);
     json alternatives = json::object();
     for (const auto& [token, lp] : t.top) alternatives[token] = lp;
+    alternatives.emplace(t.token, t.logprob);  // the sampled token, if not among the top
     top.push_back(std::move(alternatives));
     offsets.push_back(offset);
-    offset += t.token.size();
+    offset += code_points(t.token);
   }
   return {{"tokens", tokens},
           {"token_logprobs", token_logprobs},
@@ -67,9 +75,21 @@ std::string make_response_id(Endpoint endpoint, uint64_t number) {
   return (endpoint == Endpoint::Completions ? "cmpl-" : "chatcmpl-") + std::string(hex);
 }
 
-void ChoiceResult::append(const runtime::RequestOutput& out) {
+TokenLogprob token_logprob(const runtime::SampleLogprobs& lp, const model::Tokenizer& tok) {
+  auto text = [&](int32_t id) { return tok.decode(std::span<const int32_t>(&id, 1)); };
+  auto clamp = [](float logprob) { return std::max(logprob, -9999.0f); };  // NaN stays NaN
+  TokenLogprob t{text(lp.sampled.token), clamp(lp.sampled.logprob), {}};
+  t.top.reserve(lp.top.size());
+  for (const runtime::Logprob& alt : lp.top) t.top.emplace_back(text(alt.token), clamp(alt.logprob));
+  return t;
+}
+
+void ChoiceResult::append(const runtime::RequestOutput& out, const model::Tokenizer* tok) {
   text += out.new_text;
   token_ids.insert(token_ids.end(), out.new_tokens.begin(), out.new_tokens.end());
+  if (tok != nullptr)
+    for (const runtime::SampleLogprobs& lp : out.new_logprobs)
+      logprobs.push_back(token_logprob(lp, *tok));
   num_cached_tokens = out.num_cached_tokens;
   if (out.finished()) {
     finish_reason = std::string(out.finish_reason());
@@ -102,9 +122,16 @@ json finish_reason_json(const std::string& finish_reason) {
   return finish_reason.empty() ? json(nullptr) : json(finish_reason);
 }
 
-json logprobs_json(Endpoint endpoint, const std::vector<TokenLogprob>& logprobs) {
-  return endpoint == Endpoint::Completions ? completion_logprobs(logprobs)
+json logprobs_json(Endpoint endpoint, const std::vector<TokenLogprob>& logprobs,
+                   size_t text_offset) {
+  return endpoint == Endpoint::Completions ? completion_logprobs(logprobs, text_offset)
                                            : chat_logprobs(logprobs);
+}
+
+size_t logprobs_text_length(const std::vector<TokenLogprob>& logprobs) {
+  size_t n = 0;
+  for (const TokenLogprob& t : logprobs) n += code_points(t.token);
+  return n;
 }
 
 json generation_response(Endpoint endpoint, const ResponseMeta& meta,
@@ -121,11 +148,13 @@ json generation_response(Endpoint endpoint, const ResponseMeta& meta,
           {"usage", usage.to_json()}};
 }
 
-ResponseCollector::ResponseCollector(const GenerationRequest& req, ResponseMeta meta)
+ResponseCollector::ResponseCollector(const GenerationRequest& req, ResponseMeta meta,
+                                     const model::Tokenizer* tok)
     : endpoint_(req.endpoint),
       meta_(std::move(meta)),
       prompt_tokens_(int64_t(req.prompt_tokens.size())),
       with_logprobs_(req.logprobs.has_value()),
+      tok_(tok),
       choices_(size_t(req.n)),
       token_ids_(req) {
   for (int32_t i = 0; i < req.n; ++i) choices_[size_t(i)].index = i;
@@ -134,7 +163,7 @@ ResponseCollector::ResponseCollector(const GenerationRequest& req, ResponseMeta 
 void ResponseCollector::on_output(int32_t index, const runtime::RequestOutput& out) {
   TROUPE_CHECK(index >= 0 && size_t(index) < choices_.size(), "choice index ", index,
                " out of range [0, ", choices_.size(), ")");
-  choices_[size_t(index)].append(out);
+  choices_[size_t(index)].append(out, tok_);
 }
 
 bool ResponseCollector::done() const {

@@ -37,8 +37,13 @@ std::string make_response_id(Endpoint endpoint, uint64_t number);
 struct TokenLogprob {
   std::string token;  // the token's text
   float logprob = 0.0f;
-  std::vector<std::pair<std::string, float>> top;
+  std::vector<std::pair<std::string, float>> top;  // [k] the k most likely, most likely first
 };
+
+// The API form of the engine's logprobs of one token: texts are the decodes of single ids
+// (special tokens included, as vLLM's), logprobs at least -9999 (OpenAI's stand-in for
+// -inf; JSON has no infinity).
+TokenLogprob token_logprob(const runtime::SampleLogprobs& lp, const model::Tokenizer& tok);
 
 // One choice, accumulated from the RequestOutputs of its engine request.
 struct ChoiceResult {
@@ -50,7 +55,9 @@ struct ChoiceResult {
   int64_t num_cached_tokens = 0;  // prefix-cache hit of the prompt
   std::vector<TokenLogprob> logprobs;
 
-  void append(const runtime::RequestOutput& out);
+  // Adds the output's text, tokens and finish state; with a tokenizer also the logprobs
+  // of its tokens (when the engine computed them).
+  void append(const runtime::RequestOutput& out, const model::Tokenizer* tok = nullptr);
   bool finished() const { return !finish_reason.empty(); }
 };
 
@@ -69,9 +76,14 @@ Usage usage_of(int64_t prompt_tokens, const std::vector<ChoiceResult>& choices);
 json stop_reason_json(const runtime::StopReason& r);
 json finish_reason_json(const std::string& finish_reason);  // null while running
 // Logprobs of a choice in the endpoint's shape: completions {"tokens", "token_logprobs",
-// "top_logprobs", "text_offset"}; chat {"content": [{"token", "logprob", "bytes",
-// "top_logprobs"}]}.
-json logprobs_json(Endpoint endpoint, const std::vector<TokenLogprob>& logprobs);
+// "top_logprobs", "text_offset"}, each top_logprobs entry the top k plus the sampled token
+// (k or k + 1 entries, as vLLM), text_offset in code points from `text_offset` (where the
+// tokens' text starts in the choice: a stream's later chunks); chat {"content": [{"token",
+// "logprob", "bytes", "top_logprobs"}]}, top_logprobs the k most likely.
+json logprobs_json(Endpoint endpoint, const std::vector<TokenLogprob>& logprobs,
+                   size_t text_offset = 0);
+// Code points of the tokens' texts: where the text_offset of the tokens after them starts.
+size_t logprobs_text_length(const std::vector<TokenLogprob>& logprobs);
 
 // The whole non-streaming body; logprobs are written when `with_logprobs`, else null.
 json generation_response(Endpoint endpoint, const ResponseMeta& meta,
@@ -81,7 +93,9 @@ json generation_response(Endpoint endpoint, const ResponseMeta& meta,
 // Collects the outputs of a non-streaming request's n choices into its response body.
 class ResponseCollector {
  public:
-  ResponseCollector(const GenerationRequest& req, ResponseMeta meta);
+  // tok renders the logprobs' token texts; without one they are left out.
+  ResponseCollector(const GenerationRequest& req, ResponseMeta meta,
+                    const model::Tokenizer* tok = nullptr);
   void on_output(int32_t index, const runtime::RequestOutput& out);  // index in [0, n)
   bool done() const;                                                 // every choice finished
   json response() const;
@@ -92,6 +106,7 @@ class ResponseCollector {
   ResponseMeta meta_;
   int64_t prompt_tokens_;
   bool with_logprobs_;
+  const model::Tokenizer* tok_;
   std::vector<ChoiceResult> choices_;
   TokenIdsWriter token_ids_;
 };

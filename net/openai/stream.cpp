@@ -12,12 +12,16 @@ std::string_view sse_done() {
   return "data: [DONE]\n\n";
 }
 
-StreamEncoder::StreamEncoder(const GenerationRequest& req, ResponseMeta meta)
+StreamEncoder::StreamEncoder(const GenerationRequest& req, ResponseMeta meta,
+                             const model::Tokenizer* tok)
     : endpoint_(req.endpoint),
       meta_(std::move(meta)),
       prompt_tokens_(int64_t(req.prompt_tokens.size())),
       include_usage_(req.include_usage),
+      with_logprobs_(req.logprobs.has_value()),
+      tok_(tok),
       choices_(size_t(req.n)),
+      text_offsets_(size_t(req.n), 0),
       token_ids_(req) {
   for (int32_t i = 0; i < req.n; ++i) choices_[size_t(i)].index = i;
 }
@@ -55,7 +59,7 @@ std::string StreamEncoder::on_output(int32_t index, const runtime::RequestOutput
   TROUPE_CHECK(index >= 0 && size_t(index) < choices_.size(), "choice index ", index,
                " out of range [0, ", choices_.size(), ")");
   ChoiceResult& c = choices_[size_t(index)];
-  c.append(out);
+  c.append(out, tok_);
   c.text.clear();  // streamed, not kept
   if (out.new_text.empty() && !out.finished()) return {};
   json choice = {{"index", index}};
@@ -63,12 +67,21 @@ std::string StreamEncoder::on_output(int32_t index, const runtime::RequestOutput
     choice["text"] = out.new_text;
   else
     choice["delta"] = out.new_text.empty() ? json::object() : json{{"content", out.new_text}};
-  choice["logprobs"] = nullptr;
+  choice["logprobs"] = take_logprobs(c, text_offsets_[size_t(index)]);
   choice["finish_reason"] = finish_reason_json(c.finish_reason);
   choice["stop_reason"] = stop_reason_json(c.stop_reason);
   json event = chunk(std::move(choice));
   token_ids_.add_to_chunk(event, c);
   return sse_data(event);
+}
+
+// The choice's logprobs not sent yet, in the endpoint's shape (null without logprobs).
+json StreamEncoder::take_logprobs(ChoiceResult& c, size_t& text_offset) const {
+  if (!with_logprobs_) return nullptr;
+  json lp = logprobs_json(endpoint_, c.logprobs, text_offset);
+  text_offset += logprobs_text_length(c.logprobs);
+  c.logprobs.clear();
+  return lp;
 }
 
 std::string StreamEncoder::finish() const {

@@ -10,7 +10,10 @@
 // chat {"object": "chat.completion.chunk", ..., "choices": [{"index", "delta", "logprobs",
 // "finish_reason", "stop_reason"}]}, the first delta of each choice {"role": "assistant",
 // "content": ""}. With include_usage every chunk has "usage": null (as OpenAI sends).
-// With return_token_ids chunks carry token ids (token_ids.h).
+// With logprobs a chunk carries those of the tokens since the choice's last chunk (a token
+// whose text is held back - a stop-string prefix, an incomplete character - goes with the
+// text's chunk), so the chunks' lists joined are the non-streamed list. With
+// return_token_ids chunks carry token ids the same way (token_ids.h).
 #pragma once
 
 #include <cstdint>
@@ -27,7 +30,9 @@ std::string_view sse_done();                // "data: [DONE]\n\n"
 
 class StreamEncoder {
  public:
-  StreamEncoder(const GenerationRequest& req, ResponseMeta meta);
+  // tok renders the logprobs' token texts; without one they are left out.
+  StreamEncoder(const GenerationRequest& req, ResponseMeta meta,
+                const model::Tokenizer* tok = nullptr);
 
   // The events sent before any output: chat's role delta of every choice; none for
   // completions.
@@ -45,12 +50,16 @@ class StreamEncoder {
  private:
   json envelope() const;  // id, object, created, model
   json chunk(json choice) const;
+  json take_logprobs(ChoiceResult& c, size_t& text_offset) const;
 
   Endpoint endpoint_;
   ResponseMeta meta_;
   int64_t prompt_tokens_;
   bool include_usage_;
-  std::vector<ChoiceResult> choices_;  // tokens and finish state; text is not kept
+  bool with_logprobs_;
+  const model::Tokenizer* tok_;
+  std::vector<ChoiceResult> choices_;  // tokens, finish state, logprobs not yet sent
+  std::vector<size_t> text_offsets_;   // [n] code points of the logprob tokens already sent
   TokenIdsWriter token_ids_;           // return_token_ids
 };
 

@@ -6,8 +6,9 @@ namespace troupe::net::tcp {
 namespace {
 
 // Fields a submit passes on to the /v1/completions checks unchanged.
-constexpr std::array<const char*, 8> kSamplingFields = {
-    "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "ignore_eos"};
+constexpr std::array<const char*, 9> kSamplingFields = {
+    "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "ignore_eos",
+    "logprobs"};
 
 bool valid_id(const json& id) { return id.is_number_integer() || id.is_string(); }
 
@@ -61,8 +62,21 @@ Command parse_command(const json& frame, const openai::ServingInfo& info,
 
 std::string id_key(const json& id) { return id.dump(); }
 
+// [{"logprob", "top": [[id, logprob], ...]}] per token, as token ids (the TCP API's unit).
+json logprobs_message(const std::vector<runtime::SampleLogprobs>& logprobs) {
+  json list = json::array();
+  for (const runtime::SampleLogprobs& lp : logprobs) {
+    json top = json::array();
+    for (const runtime::Logprob& alt : lp.top) top.push_back({alt.token, alt.logprob});
+    list.push_back({{"logprob", lp.sampled.logprob}, {"top", std::move(top)}});
+  }
+  return list;
+}
+
 json tokens_message(const json& id, const runtime::RequestOutput& out) {
-  return {{"type", "tokens"}, {"id", id}, {"tokens", out.new_tokens}, {"text", out.new_text}};
+  json m = {{"type", "tokens"}, {"id", id}, {"tokens", out.new_tokens}, {"text", out.new_text}};
+  if (!out.new_logprobs.empty()) m["logprobs"] = logprobs_message(out.new_logprobs);
+  return m;
 }
 
 json done_message(const json& id, const runtime::RequestOutput& last, int64_t prompt_tokens,

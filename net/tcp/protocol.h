@@ -4,10 +4,12 @@
 // Client -> server:
 //   {"type": "submit", "id": ID, "prompt": "text" | "tokens": [ids], "max_tokens": N,
 //    "temperature", "top_p", "top_k", "min_p", "seed", "stop": [..], "ignore_eos": bool,
+//    "logprobs": k (0..20: the logprob of each token and its k most likely alternatives),
 //    "api_key": "..." (only when the server has one)}
 //   {"type": "abort", "id": ID}
 // Server -> client:
 //   {"type": "tokens", "id": ID, "tokens": [ids], "text": "delta"}   per engine step
+//     with "logprobs": [{"logprob": x, "top": [[id, x], ...]}] (one per token) if asked for
 //   {"type": "done", "id": ID, "finish_reason": "stop|length|abort|error",
 //    "usage": {"prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens"}}
 //   {"type": "error", "id": ID | nil, "message": "..."}

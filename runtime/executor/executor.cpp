@@ -5,6 +5,7 @@
 
 #include "kernels/check.h"
 #include "kernels/sampling.h"
+#include "runtime/executor/logprobs.h"
 
 namespace troupe::runtime {
 
@@ -22,7 +23,7 @@ int64_t Executor::decoder_tail_start(const ScheduledChunk& c) const {
   return std::max(c.start, c.num_prompt_tokens - R);  // T = [max(P', E_prompt - R), E)
 }
 
-std::vector<std::vector<int32_t>> Executor::run(const StepPlan& plan) {
+std::vector<SampledChunk> Executor::run(const StepPlan& plan) {
   for (RequestId id : plan.preempted) drop(id);
   for (RequestId id : plan.finished) drop(id);
   std::vector<std::unique_ptr<PagedSequence>> seqs;
@@ -44,7 +45,7 @@ std::vector<std::vector<int32_t>> Executor::run(const StepPlan& plan) {
     if (replay && options_.prefix_replay == PrefixReplay::Exact) in.window_rows_from = c.start;
     inputs.push_back(in);
   }
-  std::vector<std::vector<int32_t>> sampled(plan.chunks.size());
+  std::vector<SampledChunk> sampled(plan.chunks.size());
   if (inputs.empty()) return sampled;
   const auto logits = forward_.run(inputs);
 
@@ -64,7 +65,9 @@ std::vector<std::vector<int32_t>> Executor::run(const StepPlan& plan) {
     sp.streams = &stream;
     sp.counters = &counter;
     kernels::sample(sp);
-    sampled[i] = {token};
+    sampled[i].tokens = {token};
+    if (c.num_logprobs >= 0)
+      sampled[i].logprobs = {sample_logprobs(logits[i], token, c.num_logprobs)};
   }
   return sampled;
 }

@@ -41,9 +41,10 @@ class Executor {
  public:
   Executor(const model::Forward& forward, PagedKvStorage& storage, ExecutorOptions options);
 
-  // Returns the sampled tokens of each chunk ([1] if chunk.sample, else empty).
-  // Everything it needs travels in the plan (tokens, lookback, tables, slots).
-  std::vector<std::vector<int32_t>> run(const StepPlan& plan);
+  // Returns the sampled tokens of each chunk ([1] if chunk.sample, else empty), with their
+  // logprobs when the chunk asks for them. Everything it needs travels in the plan
+  // (tokens, lookback, tables, slots).
+  std::vector<SampledChunk> run(const StepPlan& plan);
 
   // Forgets what it knew of requests that ended or lost their KV.
   void drop(RequestId id) { started_.erase(id); }

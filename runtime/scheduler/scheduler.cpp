@@ -167,6 +167,7 @@ void Scheduler::add_chunk(Request& r, int64_t start, int64_t n, bool prefill, St
   c.num_cached_tokens = r.num_cached_tokens;
   c.sample = start + n == r.num_tokens();
   c.sampling = r.params.sampling;
+  c.num_logprobs = r.params.num_logprobs;
   c.sample_counter = static_cast<uint64_t>(r.num_output_tokens());
   c.generation = r.num_preemptions;
   c.prefill = prefill;
@@ -194,7 +195,7 @@ void Scheduler::finalize(StepPlan& plan) {
 }
 
 std::vector<RequestOutput> Scheduler::update(const StepPlan& plan,
-                                             std::span<const std::vector<int32_t>> sampled) {
+                                             std::span<const SampledChunk> sampled) {
   TROUPE_CHECK(sampled.size() == plan.chunks.size(), "update: ", sampled.size(),
                " sampled lists for ", plan.chunks.size(), " chunks");
   std::vector<RequestOutput> outputs = std::exchange(pending_, {});
@@ -206,14 +207,18 @@ std::vector<RequestOutput> Scheduler::update(const StepPlan& plan,
     if (r.status != RequestStatus::Running || r.num_preemptions != c.generation) continue;
     kv_.commit_full_blocks(r.id, r.tokens, c.end());
     if (!c.sample) continue;
-    TROUPE_CHECK(!sampled[i].empty(), "update: no sampled token for request ", r.id);
+    const SampledChunk& got = sampled[i];
+    TROUPE_CHECK(!got.tokens.empty(), "update: no sampled token for request ", r.id);
     std::vector<int32_t> appended;
-    for (int32_t t : sampled[i]) {
-      r.tokens.push_back(t);
-      appended.push_back(t);
+    std::vector<SampleLogprobs> logprobs;  // of the appended tokens, when asked for
+    for (size_t j = 0; j < got.tokens.size(); ++j) {
+      r.tokens.push_back(got.tokens[j]);
+      appended.push_back(got.tokens[j]);
+      if (j < got.logprobs.size()) logprobs.push_back(got.logprobs[j]);
       if (check_stop(r, limits_)) break;
     }
     outputs.push_back(make_output(r, std::move(appended)));
+    outputs.back().new_logprobs = std::move(logprobs);
     if (r.finished()) release(r);
   }
   return outputs;

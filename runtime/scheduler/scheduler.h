@@ -6,7 +6,7 @@
 //   s.add_request(id, prompt, params);
 //   while (s.has_unfinished()) {
 //     StepPlan plan = s.schedule();            // what to run
-//     auto sampled = executor.run(plan);        // [plan.chunks.size()] tokens per chunk
+//     auto sampled = executor.run(plan);        // [plan.chunks.size()] SampledChunk
 //     for (auto& out : s.update(plan, sampled)) stream(out);
 //   }
 //
@@ -49,11 +49,11 @@ class Scheduler {
   void abort(RequestId id);
 
   StepPlan schedule();
-  // sampled[i]: the tokens sampled for plan.chunks[i] (one, or empty if !chunks[i].sample).
-  // Appends them, advances the KV cache's committed blocks, checks stops, frees finished
-  // requests. Chunks of requests aborted or preempted since the plan are ignored.
-  std::vector<RequestOutput> update(const StepPlan& plan,
-                                    std::span<const std::vector<int32_t>> sampled);
+  // sampled[i]: the tokens sampled for plan.chunks[i] (one, or empty if !chunks[i].sample)
+  // and their logprobs if asked for. Appends them, advances the KV cache's committed
+  // blocks, checks stops, frees finished requests; outputs carry the logprobs of their
+  // new tokens. Chunks of requests aborted or preempted since the plan are ignored.
+  std::vector<RequestOutput> update(const StepPlan& plan, std::span<const SampledChunk> sampled);
 
   bool has_unfinished() const { return !running_.empty() || !waiting_.empty(); }
   const Request* find(RequestId id) const;  // nullptr once finished and reported

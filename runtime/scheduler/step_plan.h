@@ -35,6 +35,7 @@ struct ScheduledChunk {
   uint64_t sample_counter = 0;       // Philox counter: the request's output token index
   int64_t generation = 0;            // the request's preemption count; stale chunks are ignored
   bool prefill = false;              // counted against the context-read cap
+  int32_t num_logprobs = -1;         // top alternatives per sampled token; -1: no logprobs
 
   int64_t end() const { return start + num_tokens; }
 };
@@ -53,10 +54,30 @@ struct StepPlan {
   bool empty() const { return chunks.empty(); }
 };
 
+// A token and its log-probability under the raw logits: log-softmax before temperature,
+// top-k/top-p and penalties (vLLM's default logprobs mode, raw_logprobs).
+struct Logprob {
+  int32_t token = 0;
+  float logprob = 0.0f;
+};
+
+// The logprobs of one sampled token.
+struct SampleLogprobs {
+  Logprob sampled;
+  std::vector<Logprob> top;  // [min(k, vocab)] most likely first, equal ones by lower id
+};
+
+// What the executor returns for one chunk of a plan.
+struct SampledChunk {
+  std::vector<int32_t> tokens;          // [1] if chunk.sample, else empty
+  std::vector<SampleLogprobs> logprobs;  // [tokens.size()] if chunk.num_logprobs >= 0, else empty
+};
+
 // What one request produced since it was last reported.
 struct RequestOutput {
   RequestId id = 0;
   std::vector<int32_t> new_tokens;
+  std::vector<SampleLogprobs> new_logprobs;  // [new_tokens.size()] when logprobs were asked for
   std::string new_text;  // streamable text delta (held-back stop-string prefixes excluded)
   RequestStatus status = RequestStatus::Running;
   StopReason stop_reason;

@@ -70,10 +70,10 @@ struct Harness {
     return plan;
   }
   std::vector<RequestOutput> finish_step() {
-    std::vector<Ids> sampled(plan.chunks.size());
+    std::vector<SampledChunk> sampled(plan.chunks.size());
     for (size_t i = 0; i < plan.chunks.size(); ++i) {
       if (plan.chunks[i].sample)
-        sampled[i] = {model_token(plan.chunks[i].id, plan.chunks[i].end())};
+        sampled[i].tokens = {model_token(plan.chunks[i].id, plan.chunks[i].end())};
     }
     auto outs = s.update(plan, sampled);
     kv.check_invariants();
@@ -335,7 +335,7 @@ TEST(Scheduler, StopStringAcrossTokensThroughUpdate) {
   for (size_t i = 0; h.s.has_unfinished(); ++i) {
     ASSERT_LT(i, script.size());
     StepPlan plan = h.s.schedule();
-    std::vector<Ids> sampled = {{script[i]}};
+    const std::vector<SampledChunk> sampled = {SampledChunk{{script[i]}, {}}};
     for (const RequestOutput& o : h.s.update(plan, sampled)) {
       streamed += o.new_text;
       last = o;
@@ -359,7 +359,7 @@ TEST(Scheduler, EosStopsUnlessIgnoreEos) {
   for (int step = 0; h.s.has_unfinished(); ++step) {
     ASSERT_LT(step, 10);
     h.plan_step();
-    std::vector<Ids> sampled(h.plan.chunks.size(), Ids{kEos});
+    const std::vector<SampledChunk> sampled(h.plan.chunks.size(), SampledChunk{{kEos}, {}});
     for (const RequestOutput& o : h.s.update(h.plan, sampled)) {
       auto& toks = h.outputs[o.id];
       toks.insert(toks.end(), o.new_tokens.begin(), o.new_tokens.end());
@@ -373,6 +373,36 @@ TEST(Scheduler, EosStopsUnlessIgnoreEos) {
   EXPECT_EQ(h.kv.num_used_blocks(), 0);
 }
 
+// The chunks of a request that asked for logprobs carry k; update() hands the executor's
+// logprobs to the output with their tokens, and a request that asked for none gets none.
+TEST(Scheduler, LogprobsTravelFromChunkToOutput) {
+  Harness h(sched_config(100), kv_config(64));
+  RequestParams with, without;
+  with.num_logprobs = 3;
+  with.max_tokens = without.max_tokens = 2;
+  h.s.add_request(1, Ids{30, 31}, with);
+  h.s.add_request(2, Ids{40, 41}, without);
+  for (int step = 0; step < 2; ++step) {
+    h.plan_step();
+    ASSERT_EQ(h.plan.chunks.size(), 2u);
+    EXPECT_EQ(h.plan.chunks[0].num_logprobs, 3);
+    EXPECT_EQ(h.plan.chunks[1].num_logprobs, -1);
+    const int32_t token = 100 + step;
+    const SampleLogprobs lp{{token, -0.25f * float(step + 1)}, {{token, -0.25f}, {7, -2.0f}}};
+    const std::vector<SampledChunk> sampled = {SampledChunk{{token}, {lp}},
+                                               SampledChunk{{token}, {}}};
+    const auto outs = h.s.update(h.plan, sampled);
+    ASSERT_EQ(outs.size(), 2u);
+    ASSERT_EQ(outs[0].new_logprobs.size(), 1u);
+    EXPECT_EQ(outs[0].new_logprobs[0].sampled.token, token);
+    EXPECT_EQ(outs[0].new_logprobs[0].sampled.logprob, lp.sampled.logprob);
+    ASSERT_EQ(outs[0].new_logprobs[0].top.size(), 2u);
+    EXPECT_EQ(outs[0].new_logprobs[0].top[1].token, 7);
+    EXPECT_TRUE(outs[1].new_logprobs.empty());
+  }
+  EXPECT_FALSE(h.s.has_unfinished());
+}
+
 TEST(Scheduler, BadInputIsRejectedAtTheEdge) {
   SchedulerConfig sc = sched_config(100);
   sc.max_model_len = 10;
@@ -382,6 +412,9 @@ TEST(Scheduler, BadInputIsRejectedAtTheEdge) {
   RequestParams stops;
   stops.stop = {"x"};
   EXPECT_THROW(h.s.add_request(1, Ids{5}, stops), Error);  // no tokenizer
+  RequestParams logprobs;
+  logprobs.num_logprobs = -2;
+  EXPECT_THROW(h.s.add_request(1, Ids{5}, logprobs), Error);  // -1 is "none"
   h.s.add_request(1, Ids{5}, {});
   EXPECT_THROW(h.s.add_request(1, Ids{5}, {}), Error);  // duplicate id
   SchedulerConfig bad;
