@@ -18,8 +18,8 @@ json token_bytes(const std::string& token) {
 
 // Characters (code points) of UTF-8 text, as OpenAI's text_offset counts.
 size_t code_points(const std::string& text) {
-  return size_t(std::count_if(text.begin(), text.end(),
-                              [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+  auto starts_char = [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; };
+  return size_t(std::count_if(text.begin(), text.end(), starts_char));
 }
 
 json completion_logprobs(const std::vector<TokenLogprob>& logprobs, size_t offset) {
@@ -80,7 +80,8 @@ TokenLogprob token_logprob(const runtime::SampleLogprobs& lp, const model::Token
   auto clamp = [](float logprob) { return std::max(logprob, -9999.0f); };  // NaN stays NaN
   TokenLogprob t{text(lp.sampled.token), clamp(lp.sampled.logprob), {}};
   t.top.reserve(lp.top.size());
-  for (const runtime::Logprob& alt : lp.top) t.top.emplace_back(text(alt.token), clamp(alt.logprob));
+  for (const runtime::Logprob& alt : lp.top)
+    t.top.emplace_back(text(alt.token), clamp(alt.logprob));
   return t;
 }
 

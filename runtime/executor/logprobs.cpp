@@ -21,8 +21,8 @@ double log_sum_exp(std::span<const float> logits) {
 
 SampleLogprobs sample_logprobs(std::span<const float> logits, int32_t token, int32_t k) {
   const auto vocab = static_cast<int64_t>(logits.size());
-  TROUPE_CHECK(token >= 0 && token < vocab, "sample_logprobs: token ", token,
-               " out of range [0, ", vocab, ")");
+  TROUPE_CHECK(token >= 0 && token < vocab, "sample_logprobs: token ", token, " out of range [0, ",
+               vocab, ")");
   TROUPE_CHECK(k >= 0, "sample_logprobs: k must be >= 0, got ", k);
   const double lse = log_sum_exp(logits);
   auto logprob = [&](int32_t id) { return float(double(logits[size_t(id)]) - lse); };

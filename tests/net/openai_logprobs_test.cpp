@@ -23,7 +23,9 @@ using runtime::RequestOutput;
 using runtime::RequestStatus;
 using runtime::SampleLogprobs;
 
-const model::Tokenizer& tok() { return testing::golden_tokenizer(); }
+const model::Tokenizer& tok() {
+  return testing::golden_tokenizer();
+}
 
 // The id of a one-token text ("a", " the", ...).
 int32_t id_of(const std::string& text) {
@@ -182,14 +184,17 @@ TEST(OpenAiLogprobs, TextOffsetCountsCharacters) {
 // (held back), so its logprobs go with the next chunk.
 std::vector<std::pair<int32_t, RequestOutput>> interleaved_outputs() {
   const int32_t a = id_of("a"), b = id_of("b"), c = id_of("c"), the = id_of(" the");
-  auto lp = [](int32_t t, float v, std::vector<Logprob> top) { return SampleLogprobs{{t, v}, top}; };
+  auto lp = [](int32_t t, float v, std::vector<Logprob> top) {
+    return SampleLogprobs{{t, v}, top};
+  };
   return {
       {0, output({a}, "a", {lp(a, -0.1f, {{a, -0.1f}, {b, -3.0f}})})},
       {1, output({the}, " the", {lp(the, -0.7f, {{a, -0.5f}, {the, -0.7f}})})},
       {0, output({b}, "", {lp(b, -1.5f, {{c, -1.0f}, {b, -1.5f}})})},
       {1, output({c}, "c", {lp(c, -0.2f, {{c, -0.2f}, {a, -2.5f}})})},
       {0, output({c}, "bc", {lp(c, -0.3f, {{c, -0.3f}, {a, -1.25f}})})},
-      {1, output({a}, "a", {lp(a, -0.9f, {{b, -0.6f}, {a, -0.9f}})}, RequestStatus::FinishedStopped)},
+      {1,
+       output({a}, "a", {lp(a, -0.9f, {{b, -0.6f}, {a, -0.9f}})}, RequestStatus::FinishedStopped)},
       {0, output({}, "", {}, RequestStatus::FinishedLength)},
   };
 }
@@ -239,7 +244,8 @@ TEST(OpenAiLogprobs, StreamedChunksJoinToTheNonStreamedList) {
       EXPECT_EQ(joined[i], want) << joined[i].dump() << "\n" << want.dump();
     }
     const json& first = whole["choices"][0]["logprobs"];
-    const size_t tokens = e == Endpoint::Completions ? first["tokens"].size() : first["content"].size();
+    const size_t tokens =
+        e == Endpoint::Completions ? first["tokens"].size() : first["content"].size();
     EXPECT_EQ(tokens, 3u);
   }
   // Completions offsets run on across chunks: "a" "b" "c" -> 0 1 2; " the" "c" "a" -> 0 4 5.
@@ -262,12 +268,14 @@ namespace {
 
 TEST(TcpLogprobs, SubmitPassesLogprobsAndTokensFramesCarryThem) {
   const openai::ServingInfo i = openai::info();
-  const Command ok = parse_command(
-      json{{"type", "submit"}, {"id", 1}, {"tokens", {5, 6}}, {"logprobs", 3}}, i, openai::tok(), "");
+  const Command ok =
+      parse_command(json{{"type", "submit"}, {"id", 1}, {"tokens", {5, 6}}, {"logprobs", 3}}, i,
+                    openai::tok(), "");
   ASSERT_TRUE(std::holds_alternative<SubmitCommand>(ok));
   EXPECT_EQ(std::get<SubmitCommand>(ok).request.params.num_logprobs, 3);
-  const Command bad = parse_command(
-      json{{"type", "submit"}, {"id", 1}, {"tokens", {5, 6}}, {"logprobs", 21}}, i, openai::tok(), "");
+  const Command bad =
+      parse_command(json{{"type", "submit"}, {"id", 1}, {"tokens", {5, 6}}, {"logprobs", 21}}, i,
+                    openai::tok(), "");
   ASSERT_TRUE(std::holds_alternative<CommandError>(bad));
   EXPECT_NE(std::get<CommandError>(bad).message.find("logprobs"), std::string::npos);
 

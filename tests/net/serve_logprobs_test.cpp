@@ -20,8 +20,15 @@ const std::string kModelDir = std::string(TROUPE_TEST_DATA) + "/v41-tiny-seed7";
 class ServeLogprobs : public DaemonSuite<ServeLogprobs> {
  public:
   static std::vector<std::string> daemon_args() {
-    return {kModelDir, "--port", "0", "--tcp-port", "0", "--max-model-len", "256",
-            "--no-bounded-replay", "--no-enable-prefix-caching"};
+    return {kModelDir,
+            "--port",
+            "0",
+            "--tcp-port",
+            "0",
+            "--max-model-len",
+            "256",
+            "--no-bounded-replay",
+            "--no-enable-prefix-caching"};
   }
 
  protected:
@@ -36,7 +43,9 @@ class ServeLogprobs : public DaemonSuite<ServeLogprobs> {
   }
 };
 
-std::string text_of(int32_t id) { return golden_tokenizer().decode(std::span<const int32_t>(&id, 1)); }
+std::string text_of(int32_t id) {
+  return golden_tokenizer().decode(std::span<const int32_t>(&id, 1));
+}
 
 // The logprobs of each choice joined over a stream's chunks.
 std::vector<json> joined_logprobs(const std::string& body, bool chat, size_t n) {
@@ -64,8 +73,11 @@ TEST_F(ServeLogprobs, GreedyCompletionMatchesThePlainForward) {
   const std::vector<int32_t> prompt = random_tokens(11, 21);
   const int64_t n = 8, k = 3;
   const PlainGreedy ref = plain_greedy(prompt, n);
-  json body = {{"prompt", prompt}, {"max_tokens", n},  {"temperature", 0},
-               {"ignore_eos", true}, {"logprobs", k}};
+  json body = {{"prompt", prompt},
+               {"max_tokens", n},
+               {"temperature", 0},
+               {"ignore_eos", true},
+               {"logprobs", k}};
   const json whole = post_json("/v1/completions", body);
   const json& lp = whole["choices"][0]["logprobs"];
   ASSERT_EQ(lp["tokens"].size(), size_t(n)) << whole.dump();
@@ -75,8 +87,8 @@ TEST_F(ServeLogprobs, GreedyCompletionMatchesThePlainForward) {
     const int32_t id = ref.tokens[size_t(i)];
     EXPECT_EQ(lp["tokens"][i], text_of(id));
     EXPECT_NEAR(lp["token_logprobs"][i].get<double>(), want[size_t(id)], 1e-4);
-    EXPECT_NEAR(lp["token_logprobs"][i].get<double>(),
-                *std::max_element(want.begin(), want.end()), 1e-4);
+    EXPECT_NEAR(lp["token_logprobs"][i].get<double>(), *std::max_element(want.begin(), want.end()),
+                1e-4);
     // The top 3 by the reference, keyed by text (the sampled token is the first of them).
     std::vector<int32_t> order(want.size());
     for (size_t j = 0; j < order.size(); ++j) order[j] = int32_t(j);
@@ -121,7 +133,8 @@ TEST_F(ServeLogprobs, ChatTopLogprobsStreamedEqualsWhole) {
     EXPECT_LT(t["logprob"].get<double>(), 0.0);
   }
   body["stream"] = true;
-  const std::vector<json> streamed = joined_logprobs(post_ok("/v1/chat/completions", body), true, 1);
+  const std::vector<json> streamed =
+      joined_logprobs(post_ok("/v1/chat/completions", body), true, 1);
   ASSERT_FALSE(streamed[0].is_null());
   ASSERT_EQ(streamed[0]["content"].size(), content.size());
   for (size_t i = 0; i < content.size(); ++i) {

@@ -65,7 +65,9 @@ TEST(Logprobs, KZeroLargerThanVocabAndMaskedTokens) {
 }
 
 // f32 rounding of a logprob of this size: relative 1e-5 (absolute below 1).
-double tolerance(double logprob) { return 1e-5 * std::max(1.0, std::abs(logprob)); }
+double tolerance(double logprob) {
+  return 1e-5 * std::max(1.0, std::abs(logprob));
+}
 
 // Random rows of awkward sizes, with ties and large magnitudes: every value against the
 // f64 reference; with k = vocab the list is the whole distribution, whose log-sum-exp is 0.
