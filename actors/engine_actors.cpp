@@ -41,7 +41,8 @@ struct SchedulerState {
   std::unique_ptr<runtime::Scheduler> scheduler;
   std::unordered_map<runtime::RequestId, caf::actor> reply_to;
   rank_actor rank;
-  bool busy = false;  // a plan is at the rank
+  int in_flight = 0;      // plans sent to the rank and not answered yet
+  int max_in_flight = 1;  // 2 with async scheduling: plan N+1 while the rank runs N
   EngineSnapshot counters;              // steps, preemptions, admitted; recent_steps unused
   std::deque<StepSample> recent_steps;  // [<= kMaxRecentSteps] oldest first
 };
@@ -67,33 +68,37 @@ void record_step(SchedulerState& st, const runtime::StepPlan& plan, double plan_
   if (st.recent_steps.size() > EngineSnapshot::kMaxRecentSteps) st.recent_steps.pop_front();
 }
 
-// Plans the next step if the rank is idle; an empty plan still reports finished requests.
+// Plans steps while the rank has room for them (one, or two with async scheduling: the
+// next plan is made while the rank runs the current one). An empty plan still reports
+// requests that finished outside a step. The rank answers in order, so update() sees
+// the plans in the order they were made.
 void kick(scheduler_pointer self) {
   auto& st = self->state;
-  if (st.busy) return;
-  const auto t0 = std::chrono::steady_clock::now();
-  runtime::StepPlan plan = st.scheduler->schedule();
-  const double plan_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (plan.empty()) {
-    stream(self, st.scheduler->update(plan, {}));
-    return;
+  while (st.in_flight < st.max_in_flight) {
+    const auto t0 = std::chrono::steady_clock::now();
+    runtime::StepPlan plan = st.scheduler->schedule();
+    const double plan_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (plan.empty()) {
+      stream(self, st.scheduler->update(plan, {}));
+      return;
+    }
+    ++st.in_flight;
+    record_step(st, plan, plan_seconds);
+    self->request(st.rank, caf::infinite, run_atom::value, plan)
+        .then(
+            [=](StepResult& result) {
+              auto& s = self->state;
+              --s.in_flight;
+              if (!result.error.empty())
+                for (const auto& c : plan.chunks) s.scheduler->abort(c.id);
+              stream(self, s.scheduler->update(plan, result.sampled));
+              if (s.scheduler->has_unfinished()) kick(self);
+            },
+            [=](caf::error& err) {  // the rank is gone: nothing more can run
+              self->quit(err);
+            });
   }
-  st.busy = true;
-  record_step(st, plan, plan_seconds);
-  self->request(st.rank, caf::infinite, run_atom::value, plan)
-      .then(
-          [=](StepResult& result) {
-            auto& s = self->state;
-            s.busy = false;
-            if (!result.error.empty())
-              for (const auto& c : plan.chunks) s.scheduler->abort(c.id);
-            stream(self, s.scheduler->update(plan, result.sampled));
-            if (s.scheduler->has_unfinished()) kick(self);
-          },
-          [=](caf::error& err) {  // the rank is gone: nothing more can run
-            self->quit(err);
-          });
 }
 
 scheduler_actor::behavior_type scheduler_fun(scheduler_pointer self, const model::Forward* forward,
@@ -104,6 +109,7 @@ scheduler_actor::behavior_type scheduler_fun(scheduler_pointer self, const model
   st.kv = std::make_unique<runtime::KvCacheManager>(kv);
   st.scheduler = std::make_unique<runtime::Scheduler>(
       config.scheduler, *st.kv, static_cast<int32_t>(forward->config().eos_token_id), tokenizer);
+  st.max_in_flight = config.async_scheduling ? 2 : 1;
   st.rank = self->home_system().spawn<caf::detached>(rank_fun, forward, kv, config.executor);
   self->link_to(st.rank);
   return {

@@ -35,6 +35,7 @@ runtime::EngineConfig ServeConfig::to_engine_config() const {
   e.scheduler.max_model_len = max_model_len;
   e.scheduler.enable_chunked_prefill = enable_chunked_prefill;
   e.scheduler.policy = scheduling_policy;
+  e.async_scheduling = async_scheduling;
   e.kv_budget_bytes = kv_cache_memory_bytes;
   e.block_size = block_size;
   e.enable_prefix_cache = enable_prefix_caching;

@@ -39,6 +39,7 @@ struct ServeConfig {
   int64_t max_admissions_per_step = 64;                 // new requests admitted per step
   bool enable_chunked_prefill = true;
   runtime::SchedulePolicy scheduling_policy = runtime::SchedulePolicy::Fcfs;
+  bool async_scheduling = true;  // plan step N+1 while step N runs
 
   // --- KV cache and executor ---------------------------------------------------------
   int64_t kv_cache_memory_bytes = int64_t(1) << 30;  // global KV blocks + per-request state

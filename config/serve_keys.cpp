@@ -154,6 +154,8 @@ std::vector<ConfigKey> make_keys() {
       "scheduling-policy", &S::scheduling_policy,
       {{"fcfs", SchedulePolicy::Fcfs}, {"priority", SchedulePolicy::Priority}},
       "waiting order: arrival, or (priority, arrival)"));
+  k.push_back(bool_key("async-scheduling", &S::async_scheduling,
+                       "plan step N+1 while step N runs"));
   k.push_back(bytes_key("kv-cache-memory-bytes", &S::kv_cache_memory_bytes, 1,
                         "memory for KV blocks and per-request state"));
   k.push_back(int_key("block-size", &S::block_size, 1, int64_t(1) << 20,

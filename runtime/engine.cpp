@@ -55,17 +55,28 @@ void Engine::add_request(RequestId id, std::span<const int32_t> prompt, RequestP
 
 void Engine::abort(RequestId id) { scheduler_->abort(id); }
 
-std::vector<RequestOutput> Engine::step() {
+StepPlan Engine::plan() {
   const double t0 = thread_cpu_seconds();
-  const StepPlan plan = scheduler_->schedule();
-  const double t1 = thread_cpu_seconds(), w1 = wall_seconds();
+  StepPlan plan = scheduler_->schedule();
+  stats_.schedule_cpu_s += thread_cpu_seconds() - t0;
   stats_.steps += plan.empty() ? 0 : 1;
   stats_.preemptions += static_cast<int64_t>(plan.preempted.size());
   stats_.scheduled_tokens += plan.num_tokens;
-  const auto sampled = executor_->run(plan);
+  return plan;
+}
+
+std::vector<RequestOutput> Engine::step() {
+  if (ahead_.empty()) ahead_.push_back(plan());
+  if (config_.async_scheduling && !ahead_.front().empty()) {
+    StepPlan next = plan();  // made before the step below runs, as the actors do
+    if (!next.empty()) ahead_.push_back(std::move(next));
+  }
+  const StepPlan now = std::move(ahead_.front());
+  ahead_.pop_front();
+  const double w1 = wall_seconds();
+  const auto sampled = executor_->run(now);
   const double w2 = wall_seconds(), t2 = thread_cpu_seconds();
-  auto outputs = scheduler_->update(plan, sampled);
-  stats_.schedule_cpu_s += t1 - t0;
+  auto outputs = scheduler_->update(now, sampled);
   stats_.execute_s += w2 - w1;
   stats_.update_cpu_s += thread_cpu_seconds() - t2;
   return outputs;

@@ -5,9 +5,12 @@
 //   while (e.has_unfinished()) for (auto& out : e.step()) stream(out);
 //
 // step() is plan (Scheduler) -> run (Executor over the paged KV) -> update (Scheduler).
+// With async_scheduling the next plan is made before the step runs (one plan ahead), in
+// the order the actors overlap them, so tests of the Engine cover that path too.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <span>
 #include <vector>
@@ -38,6 +41,11 @@ struct EngineConfig {
   int64_t kv_budget_bytes = int64_t(1) << 30;  // global KV blocks + per-request state
   int64_t block_size = 64;
   bool enable_prefix_cache = true;
+  // Plan step N+1 before step N's samples are known (vLLM's --async-scheduling): a decode
+  // of a token still being sampled travels as a placeholder the executor fills in, so the
+  // planner's CPU time overlaps the model's. Outputs are the same as without it; a decode
+  // planned past an EOS or stop string is dropped.
+  bool async_scheduling = true;
   ExecutorOptions executor;
 };
 
@@ -52,14 +60,17 @@ class Engine {
   void add_request(RequestId id, std::span<const int32_t> prompt, RequestParams params);
   void abort(RequestId id);
   std::vector<RequestOutput> step();
-  bool has_unfinished() const { return scheduler_->has_unfinished(); }
+  bool has_unfinished() const { return scheduler_->has_unfinished() || !ahead_.empty(); }
 
   const KvCacheManager& kv_cache() const { return *kv_; }
   const Scheduler& scheduler() const { return *scheduler_; }
   const EngineStats& stats() const { return stats_; }
 
  private:
+  StepPlan plan();  // Scheduler::schedule, timed and counted
+
   EngineConfig config_;
+  std::deque<StepPlan> ahead_;  // planned, not run yet (<= 1)
   EngineStats stats_;
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<PagedKvStorage> storage_;

@@ -66,7 +66,12 @@ struct Request {
   RequestParams params;
   std::vector<int32_t> tokens;  // [num_tokens] prompt then output
   int64_t num_prompt_tokens;
-  int64_t num_computed_tokens = 0;  // tokens [0, this) have KV in the cache
+  int64_t num_computed_tokens = 0;  // tokens [0, this) have KV in the cache (or will, once
+                                    // the plans in flight ran)
+  // Tokens sampled by plans still in flight (asynchronous scheduling): they sit at
+  // positions [num_tokens, num_tokens + this) and a next plan may already decode them; the
+  // executor fills in their ids. At most one with one plan in flight.
+  int64_t num_placeholders = 0;
   int64_t num_cached_tokens = 0;    // prefix-cache hit at the last admission
   RequestStatus status = RequestStatus::Waiting;
   int64_t num_preemptions = 0;
@@ -83,7 +88,12 @@ struct Request {
   bool finished() const { return is_finished(status); }
   // Tokens still to be computed; more than one means the request is (re)filling its
   // prompt, i.e. its next chunk is a prefill chunk.
-  int64_t num_uncomputed() const { return num_tokens() - num_computed_tokens; }
+  int64_t num_uncomputed() const { return num_tokens_planned() - num_computed_tokens; }
+  // Tokens including those sampled by plans in flight.
+  int64_t num_tokens_planned() const { return num_tokens() + num_placeholders; }
+  // Output tokens including those sampled by plans in flight: what the next sample's
+  // index (Philox counter) and the max_tokens limit count.
+  int64_t num_output_tokens_planned() const { return num_output_tokens() + num_placeholders; }
 };
 
 }  // namespace troupe::runtime

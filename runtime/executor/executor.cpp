@@ -23,12 +23,27 @@ int64_t Executor::decoder_tail_start(const ScheduledChunk& c) const {
   return std::max(c.start, c.num_prompt_tokens - R);  // T = [max(P', E_prompt - R), E)
 }
 
+bool Executor::resolve_tokens(const ScheduledChunk& c, std::vector<int32_t>& tokens) const {
+  tokens = c.token_ids;
+  for (int32_t& t : tokens) {
+    if (t != kPlaceholderToken) continue;
+    auto it = last_sampled_.find(c.id);
+    if (it == last_sampled_.end() || it->second.generation != c.generation) return false;
+    t = it->second.token;
+  }
+  return true;
+}
+
 std::vector<SampledChunk> Executor::run(const StepPlan& plan) {
   for (RequestId id : plan.preempted) drop(id);
   for (RequestId id : plan.finished) drop(id);
   std::vector<std::unique_ptr<PagedSequence>> seqs;
+  std::vector<std::vector<int32_t>> tokens(plan.chunks.size());
+  std::vector<size_t> ran;  // plan.chunks index of each input
   std::vector<model::SequenceInput> inputs;
-  for (const ScheduledChunk& c : plan.chunks) {
+  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+    const ScheduledChunk& c = plan.chunks[i];
+    if (!resolve_tokens(c, tokens[i])) continue;
     // A request starting (or restarting after preemption) gets clean rings and carry.
     auto it = started_.find(c.id);
     if (it == started_.end() || it->second != c.generation) {
@@ -40,24 +55,26 @@ std::vector<SampledChunk> Executor::run(const StepPlan& plan) {
     const int64_t lookback_start = c.start - static_cast<int64_t>(c.lookback.size());
     seqs.push_back(std::make_unique<PagedSequence>(storage_, c.block_table, c.swa_slot, c.lookback,
                                                    lookback_start, kv_length));
-    model::SequenceInput in{seqs.back().get(), c.token_ids, false, decoder_tail_start(c)};
+    model::SequenceInput in{seqs.back().get(), tokens[i], false, decoder_tail_start(c)};
     in.first_position = c.start;
     if (replay && options_.prefix_replay == PrefixReplay::Exact) in.window_rows_from = c.start;
     inputs.push_back(in);
+    ran.push_back(i);
   }
   std::vector<SampledChunk> sampled(plan.chunks.size());
   if (inputs.empty()) return sampled;
   const auto logits = forward_.run(inputs);
 
   const int64_t V = forward_.config().vocab_size;
-  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+  for (size_t k = 0; k < ran.size(); ++k) {
+    const size_t i = ran[k];
     const ScheduledChunk& c = plan.chunks[i];
     if (!c.sample) continue;
-    TROUPE_CHECK(static_cast<int64_t>(logits[i].size()) == V, "no logits for request ", c.id);
+    TROUPE_CHECK(static_cast<int64_t>(logits[k].size()) == V, "no logits for request ", c.id);
     int32_t token = 0;
     const uint64_t stream = static_cast<uint64_t>(c.id), counter = c.sample_counter;
     kernels::SampleParams sp;
-    sp.logits = logits[i].data();
+    sp.logits = logits[k].data();
     sp.out = &token;
     sp.m = 1;
     sp.vocab = V;
@@ -67,7 +84,8 @@ std::vector<SampledChunk> Executor::run(const StepPlan& plan) {
     kernels::sample(sp);
     sampled[i].tokens = {token};
     if (c.num_logprobs >= 0)
-      sampled[i].logprobs = {sample_logprobs(logits[i], token, c.num_logprobs)};
+      sampled[i].logprobs = {sample_logprobs(logits[k], token, c.num_logprobs)};
+    last_sampled_[c.id] = {c.generation, token};
   }
   return sampled;
 }

@@ -47,9 +47,21 @@ class Executor {
   std::vector<SampledChunk> run(const StepPlan& plan);
 
   // Forgets what it knew of requests that ended or lost their KV.
-  void drop(RequestId id) { started_.erase(id); }
+  void drop(RequestId id) {
+    started_.erase(id);
+    last_sampled_.erase(id);
+  }
 
  private:
+  struct Sampled {
+    int64_t generation = 0;
+    int32_t token = 0;
+  };
+  // The chunk's tokens with a kPlaceholderToken replaced by the token this executor
+  // sampled for the request in an earlier step (plans run in order, so that is the one
+  // the plan was made ahead of). False if there is none (that step failed): skip it.
+  bool resolve_tokens(const ScheduledChunk& c, std::vector<int32_t>& tokens) const;
+
   // Positions [P', E) of a chunk's decoder tail (§6), or -1 for every layer.
   int64_t decoder_tail_start(const ScheduledChunk& chunk) const;
 
@@ -57,6 +69,7 @@ class Executor {
   PagedKvStorage& storage_;
   ExecutorOptions options_;
   std::unordered_map<RequestId, int64_t> started_;  // id -> generation whose slot is set up
+  std::unordered_map<RequestId, Sampled> last_sampled_;
 };
 
 }  // namespace troupe::runtime

@@ -35,7 +35,7 @@ int64_t clip_to_token_budget(const ChunkCandidate&, int64_t n, const StepBudget&
 int64_t clip_unchunked_prefill(const ChunkCandidate& c, int64_t n, const StepBudget&,
                                const SchedulerConfig& cfg) {
   if (cfg.enable_chunked_prefill || !c.prefill) return n;
-  return n == c.r.num_tokens() - c.start ? n : 0;
+  return n == c.r.num_tokens_planned() - c.start ? n : 0;
 }
 
 // Chunk [start, start + n) reads `start + n` tokens of context. The first prefill chunk
@@ -55,7 +55,7 @@ constexpr std::array<ChunkRule, 3> kChunkRules = {
 }  // namespace
 
 int64_t num_new_tokens(const ChunkCandidate& c, const StepBudget& b, const SchedulerConfig& cfg) {
-  int64_t n = c.r.num_tokens() - c.start;
+  int64_t n = c.r.num_tokens_planned() - c.start;
   for (ChunkRule rule : kChunkRules) {
     if (n <= 0) return 0;
     n = rule(c, n, b, cfg);

@@ -48,6 +48,9 @@ StepPlan Scheduler::schedule() {
   schedule_running(plan, budget, /*decodes=*/false);
   schedule_admissions(plan, budget);
   finalize(plan);
+  // An empty plan may never reach an executor (the actors do not send one): keep the
+  // finished ids for the next plan that does.
+  if (plan.empty()) finished_since_plan_.swap(plan.finished);
   return plan;
 }
 
@@ -56,7 +59,7 @@ void Scheduler::schedule_running(StepPlan& plan, StepBudget& budget, bool decode
   for (Request* r : order) {
     const int64_t uncomputed = r->num_uncomputed();
     // Preempted earlier in this step, or waiting for its sampled token (planner ahead).
-    if (r->status != RequestStatus::Running || uncomputed == 0) continue;
+    if (r->status != RequestStatus::Running || uncomputed == 0 || !may_decode_ahead(*r)) continue;
     const bool prefill = uncomputed > 1;
     if (prefill == decodes) continue;
     const ChunkCandidate c{*r, r->num_computed_tokens, prefill};
@@ -128,6 +131,17 @@ bool Scheduler::reserve(Request& r, int64_t total_tokens, StepPlan& plan, StepBu
   return true;
 }
 
+// A request whose last sample is still in flight may decode it in this plan (the
+// executor fills in the token), unless that sample may be its last: max_tokens or
+// max_model_len reached counting it. EOS and stop strings are only known at update();
+// a decode planned past them is dropped then (one wasted row, as vLLM's async scheduling).
+bool Scheduler::may_decode_ahead(const Request& r) const {
+  if (r.num_placeholders == 0) return true;
+  if (r.num_placeholders > 1) return false;  // one plan ahead at most (lookback stays known)
+  return r.num_output_tokens_planned() < r.params.max_tokens &&
+         r.num_tokens_planned() < config_.max_model_len;
+}
+
 Scheduler::QueueKey Scheduler::queue_key(const Request& r) const {
   const int64_t p = config_.policy == SchedulePolicy::Priority ? r.params.priority : 0;
   return {p, r.arrival};
@@ -152,6 +166,7 @@ void Scheduler::preempt(Request& r, StepPlan& plan, StepBudget& budget) {
   running_.erase(std::find(running_.begin(), running_.end(), &r));
   r.status = RequestStatus::Preempted;
   r.num_computed_tokens = 0;  // recompute prompt and output; a prefix hit may shorten it
+  r.num_placeholders = 0;     // the plan in flight's sample is dropped (a stale generation)
   r.num_cached_tokens = 0;
   ++r.num_preemptions;
   waiting_.emplace(queue_key(r), &r);
@@ -165,10 +180,10 @@ void Scheduler::add_chunk(Request& r, int64_t start, int64_t n, bool prefill, St
   c.start = start;
   c.num_tokens = n;
   c.num_cached_tokens = r.num_cached_tokens;
-  c.sample = start + n == r.num_tokens();
+  c.sample = start + n == r.num_tokens_planned();
   c.sampling = r.params.sampling;
   c.num_logprobs = r.params.num_logprobs;
-  c.sample_counter = static_cast<uint64_t>(r.num_output_tokens());
+  c.sample_counter = static_cast<uint64_t>(r.num_output_tokens_planned());
   c.generation = r.num_preemptions;
   c.prefill = prefill;
   budget.take(c);
@@ -181,14 +196,20 @@ void Scheduler::add_chunk(Request& r, int64_t start, int64_t n, bool prefill, St
 void Scheduler::finalize(StepPlan& plan) {
   for (ScheduledChunk& c : plan.chunks) {
     Request& r = *requests_.at(c.id);
-    c.token_ids.assign(r.tokens.begin() + c.start, r.tokens.begin() + c.end());
+    // A position not sampled yet (a plan in flight samples it) travels as kPlaceholderToken.
+    const int64_t known = std::min(c.end(), r.num_tokens());
+    c.token_ids.assign(r.tokens.begin() + c.start, r.tokens.begin() + known);
+    c.token_ids.resize(size_t(c.num_tokens), kPlaceholderToken);
     const int64_t back = std::max<int64_t>(0, c.start - config_.chunk_lookback_tokens);
+    TROUPE_CHECK(c.start <= r.num_tokens(), "request ", r.id, ": its chunk at ", c.start,
+                 " would need placeholders in its lookback");
     c.lookback.assign(r.tokens.begin() + back, r.tokens.begin() + c.start);
     c.num_prompt_tokens = r.num_prompt_tokens;
     const auto table = kv_.block_table(c.id);
     c.block_table.assign(table.begin(), table.end());
     c.swa_slot = kv_.swa_slot(c.id);
     r.num_computed_tokens = c.end();
+    if (c.sample) ++r.num_placeholders;
     plan.num_tokens += c.num_tokens;
     if (c.prefill) plan.prefill_context_read += c.end();
   }
@@ -205,6 +226,7 @@ std::vector<RequestOutput> Scheduler::update(const StepPlan& plan,
     if (it == requests_.end()) continue;  // aborted (and reported) since the plan
     Request& r = *it->second;
     if (r.status != RequestStatus::Running || r.num_preemptions != c.generation) continue;
+    if (c.sample) --r.num_placeholders;
     kv_.commit_full_blocks(r.id, r.tokens, c.end());
     if (!c.sample) continue;
     const SampledChunk& got = sampled[i];

@@ -66,6 +66,7 @@ class Scheduler {
   QueueKey queue_key(const Request& r) const;
 
   void schedule_running(StepPlan& plan, StepBudget& budget, bool decodes);
+  bool may_decode_ahead(const Request& r) const;
   void schedule_admissions(StepPlan& plan, StepBudget& budget);
   bool try_admit(Request& r, StepPlan& plan, StepBudget& budget);
   bool reserve(Request& r, int64_t total_tokens, StepPlan& plan, StepBudget& budget);

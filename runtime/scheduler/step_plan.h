@@ -13,6 +13,10 @@
 
 namespace troupe::runtime {
 
+// The id of a token a plan in flight samples (asynchronous scheduling): the executor
+// replaces it with the token it sampled for that request in the step before.
+inline constexpr int32_t kPlaceholderToken = -1;
+
 // One request's share of a step: positions [start, start + num_tokens).
 //
 //   tokens    0 ......... cached ....... start ========= start+n ....... num_tokens
@@ -25,7 +29,8 @@ struct ScheduledChunk {
   int64_t start = 0;                 // num_computed_tokens before this step
   int64_t num_tokens = 0;            // n >= 1
   int64_t num_cached_tokens = 0;     // prefix-cache hit B of the request's admission
-  std::vector<int32_t> token_ids;    // [n] the request's tokens [start, start + n)
+  std::vector<int32_t> token_ids;    // [n] the request's tokens [start, start + n); the last
+                                     // may be kPlaceholderToken
   std::vector<int32_t> lookback;     // the tokens just before start (Engram n-grams), <= config
   int64_t num_prompt_tokens = 0;     // E_prompt: where the bounded-replay tail is counted from
   std::vector<int32_t> block_table;  // [ceil((start + n) / block_size)] snapshot

@@ -74,6 +74,7 @@ max-prefill-context-read: 65536
 max-admissions-per-step: 4
 enable-chunked-prefill: off
 scheduling-policy: priority
+async-scheduling: false
 kv-cache-memory-bytes: 3GB
 block-size: 128
 enable-prefix-caching: false
@@ -100,6 +101,7 @@ ServeConfig every_key_expected() {
   c.max_admissions_per_step = 4;
   c.enable_chunked_prefill = false;
   c.scheduling_policy = runtime::SchedulePolicy::Priority;
+  c.async_scheduling = false;
   c.kv_cache_memory_bytes = 3'000'000'000;
   c.block_size = 128;
   c.enable_prefix_caching = false;
@@ -154,6 +156,7 @@ TEST(ServeConfig, EveryKeyParsesFromFlags) {
   flags["no-enable-chunked-prefill"] = "1";  // as cli::Args stores a boolean flag
   flags["no-enable-prefix-caching"] = "1";
   flags["no-bounded-replay"] = "1";
+  flags["no-async-scheduling"] = "1";
   ServeConfig got;
   apply_serve_flags(got, flags);
   EXPECT_EQ(got, want);
@@ -323,6 +326,7 @@ TEST(ServeConfig, ToEngineConfigMapsEveryField) {
   EXPECT_EQ(e.scheduler.max_model_len, 32768);
   EXPECT_FALSE(e.scheduler.enable_chunked_prefill);
   EXPECT_EQ(e.scheduler.policy, runtime::SchedulePolicy::Priority);
+  EXPECT_FALSE(e.async_scheduling);
   EXPECT_EQ(e.kv_budget_bytes, 3'000'000'000);
   EXPECT_EQ(e.block_size, 128);
   EXPECT_FALSE(e.enable_prefix_cache);
@@ -338,6 +342,7 @@ TEST(ServeConfig, ToEngineConfigMapsEveryField) {
   EXPECT_EQ(d.scheduler.max_model_len, r.scheduler.max_model_len);
   EXPECT_EQ(d.scheduler.enable_chunked_prefill, r.scheduler.enable_chunked_prefill);
   EXPECT_EQ(d.scheduler.policy, r.scheduler.policy);
+  EXPECT_EQ(d.async_scheduling, r.async_scheduling);
   EXPECT_EQ(d.kv_budget_bytes, r.kv_budget_bytes);
   EXPECT_EQ(d.block_size, r.block_size);
   EXPECT_EQ(d.enable_prefix_cache, r.enable_prefix_cache);
@@ -352,6 +357,7 @@ TEST(ServeConfig, FlagSetsForTheArgParser) {
   EXPECT_TRUE(values.count("kv-cache-memory-bytes"));
   EXPECT_FALSE(values.count("enable-prefix-caching"));
   EXPECT_EQ(bools, (std::set<std::string>{"enable-chunked-prefill", "no-enable-chunked-prefill",
+                                          "async-scheduling", "no-async-scheduling",
                                           "enable-prefix-caching", "no-enable-prefix-caching",
                                           "bounded-replay", "no-bounded-replay"}));
   EXPECT_EQ(values.size() + bools.size() / 2, serve_config_keys().size() + 1);
