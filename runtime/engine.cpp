@@ -49,8 +49,9 @@ Engine::Engine(const model::Forward& forward, const model::Tokenizer* tokenizer,
   executor_ = std::make_unique<Executor>(forward, *storage_, config.executor);
 }
 
-void Engine::add_request(RequestId id, std::span<const int32_t> prompt, RequestParams params) {
-  scheduler_->add_request(id, prompt, std::move(params));
+void Engine::add_request(RequestId id, std::span<const int32_t> prompt, RequestParams params,
+                         std::vector<Sibling> siblings) {
+  scheduler_->add_request(id, prompt, std::move(params), std::move(siblings));
 }
 
 void Engine::abort(RequestId id) { scheduler_->abort(id); }

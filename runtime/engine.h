@@ -57,7 +57,9 @@ class Engine {
  public:
   Engine(const model::Forward& forward, const model::Tokenizer* tokenizer, EngineConfig config);
 
-  void add_request(RequestId id, std::span<const int32_t> prompt, RequestParams params);
+  // siblings: n > 1 choices sharing the prompt's KV (Scheduler::add_request).
+  void add_request(RequestId id, std::span<const int32_t> prompt, RequestParams params,
+                   std::vector<Sibling> siblings = {});
   void abort(RequestId id);
   std::vector<RequestOutput> step();
   bool has_unfinished() const { return scheduler_->has_unfinished() || !ahead_.empty(); }

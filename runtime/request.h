@@ -58,6 +58,14 @@ struct RequestParams {
   void validate() const;  // throws troupe::Error naming the bad field
 };
 
+// Another member of a request group (n > 1 choices of one prompt): its own id, seed and
+// limits; the leader's prompt. Only the leader is prefilled; each sibling is forked from
+// it when its prompt is done (docs/scheduler.md "n > 1").
+struct Sibling {
+  RequestId id = 0;
+  RequestParams params;
+};
+
 struct Request {
   Request(RequestId id, std::span<const int32_t> prompt, RequestParams params, uint64_t arrival);
 
@@ -78,6 +86,10 @@ struct Request {
   StopReason stop_reason;  // which stop token / string matched (vLLM's stop_reason)
   std::string error;       // why, for FinishedError
   Detokenizer detok;       // output text so far, and how much of it was streamed
+  // n > 1 groups, until the leader's prompt is done: the leader lists its siblings still
+  // to fork; each of those names its leader (and is in no queue meanwhile).
+  std::vector<RequestId> siblings;
+  RequestId leader = -1;
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }

@@ -43,7 +43,7 @@ std::vector<SampledChunk> Executor::run(const StepPlan& plan) {
   std::vector<model::SequenceInput> inputs;
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     const ScheduledChunk& c = plan.chunks[i];
-    if (!resolve_tokens(c, tokens[i])) continue;
+    if (c.fork || !resolve_tokens(c, tokens[i])) continue;  // a fork has no rows to run
     // A request starting (or restarting after preemption) gets clean rings and carry.
     auto it = started_.find(c.id);
     if (it == started_.end() || it->second != c.generation) {
@@ -66,28 +66,47 @@ std::vector<SampledChunk> Executor::run(const StepPlan& plan) {
   const auto logits = forward_.run(inputs);
 
   const int64_t V = forward_.config().vocab_size;
+  std::unordered_map<RequestId, size_t> logits_of;  // request id -> its row in logits
   for (size_t k = 0; k < ran.size(); ++k) {
-    const size_t i = ran[k];
-    const ScheduledChunk& c = plan.chunks[i];
+    const ScheduledChunk& c = plan.chunks[ran[k]];
     if (!c.sample) continue;
     TROUPE_CHECK(static_cast<int64_t>(logits[k].size()) == V, "no logits for request ", c.id);
-    int32_t token = 0;
-    const uint64_t stream = static_cast<uint64_t>(c.id), counter = c.sample_counter;
-    kernels::SampleParams sp;
-    sp.logits = logits[k].data();
-    sp.out = &token;
-    sp.m = 1;
-    sp.vocab = V;
-    sp.sampling = &c.sampling;
-    sp.streams = &stream;
-    sp.counters = &counter;
-    kernels::sample(sp);
-    sampled[i].tokens = {token};
-    if (c.num_logprobs >= 0)
-      sampled[i].logprobs = {sample_logprobs(logits[k], token, c.num_logprobs)};
-    last_sampled_[c.id] = {c.generation, token};
+    sampled[ran[k]] = sample(c, logits[k]);
+    logits_of[c.id] = k;
+  }
+  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+    const ScheduledChunk& c = plan.chunks[i];
+    if (!c.fork) continue;
+    auto it = logits_of.find(c.fork->parent);
+    if (it != logits_of.end()) sampled[i] = run_fork(c, logits[it->second]);
   }
   return sampled;
+}
+
+SampledChunk Executor::sample(const ScheduledChunk& c, std::span<const float> logits) {
+  int32_t token = 0;
+  const uint64_t stream = static_cast<uint64_t>(c.id), counter = c.sample_counter;
+  kernels::SampleParams sp;
+  sp.logits = logits.data();
+  sp.out = &token;
+  sp.m = 1;
+  sp.vocab = forward_.config().vocab_size;
+  sp.sampling = &c.sampling;
+  sp.streams = &stream;
+  sp.counters = &counter;
+  kernels::sample(sp);
+  SampledChunk out;
+  out.tokens = {token};
+  if (c.num_logprobs >= 0) out.logprobs = {sample_logprobs(logits, token, c.num_logprobs)};
+  last_sampled_[c.id] = {c.generation, token};
+  return out;
+}
+
+SampledChunk Executor::run_fork(const ScheduledChunk& c, std::span<const float> leader_logits) {
+  storage_.copy_slot(c.fork->src_slot, c.swa_slot);
+  if (c.fork->src_block >= 0) storage_.copy_block(c.fork->src_block, c.fork->dst_block);
+  started_[c.id] = c.generation;  // set up: its first decode must not reset the copied rings
+  return sample(c, leader_logits);
 }
 
 }  // namespace troupe::runtime

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -61,6 +62,12 @@ class Executor {
   // sampled for the request in an earlier step (plans run in order, so that is the one
   // the plan was made ahead of). False if there is none (that step failed): skip it.
   bool resolve_tokens(const ScheduledChunk& c, std::vector<int32_t>& tokens) const;
+
+  // Samples chunk c's token from `logits` (its own stream: the request id) and records it.
+  SampledChunk sample(const ScheduledChunk& c, std::span<const float> logits);
+  // A fork chunk: the sibling gets its leader's state (right after the leader's prompt,
+  // before any later plan runs) and its first sample from the leader's logits.
+  SampledChunk run_fork(const ScheduledChunk& c, std::span<const float> leader_logits);
 
   // Positions [P', E) of a chunk's decoder tail (§6), or -1 for every layer.
   int64_t decoder_tail_start(const ScheduledChunk& chunk) const;

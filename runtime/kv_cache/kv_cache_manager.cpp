@@ -117,6 +117,33 @@ void KvCacheManager::commit_full_blocks(RequestId id, std::span<const int32_t> t
   r.num_committed = num_full;
 }
 
+std::optional<Fork> KvCacheManager::fork(RequestId parent, RequestId child, int64_t num_tokens) {
+  TROUPE_CHECK(!contains(child), "fork: request ", child, " is already admitted");
+  const RequestBlocks& p = request(parent);
+  TROUPE_CHECK(num_tokens > 0 && blocks_for(num_tokens) <= int64_t(p.table.size()),
+               "fork: num_tokens ", num_tokens, " is outside request ", parent, "'s ",
+               p.table.size(), " blocks");
+  const int64_t num_full = num_tokens / config_.block_size;
+  const bool partial = num_tokens % config_.block_size != 0;
+  if (free_slots_.empty() || (partial && pool_.num_free() < 1)) return std::nullopt;
+
+  RequestBlocks c;
+  c.table.assign(p.table.begin(), p.table.begin() + num_full);
+  for (int32_t b : c.table) pool_.ref(b);
+  Fork f;
+  if (partial) {
+    note_evictions(pool_.take(1, c.table));
+    f.src_block = p.table[size_t(num_full)];
+    f.dst_block = c.table.back();
+  }
+  c.hashes.assign(p.hashes.begin(), p.hashes.begin() + std::min<int64_t>(num_full, int64_t(p.hashes.size())));
+  c.num_committed = num_full;  // the parent publishes the shared blocks
+  c.swa_slot = f.swa_slot = free_slots_.back();
+  free_slots_.pop_back();
+  requests_.emplace(child, std::move(c));
+  return f;
+}
+
 void KvCacheManager::free(RequestId id) {
   const auto it = requests_.find(id);
   if (it == requests_.end()) return;

@@ -28,6 +28,7 @@
 //   ... each step:  kv.allocate(id, num_computed + num_new)              // false: preempt
 //   ... after the step ran: kv.commit_full_blocks(id, all_tokens, num_computed)
 //   ... finish / abort / preempt: kv.free(id)
+//   n > 1: after the leader's prompt: kv.fork(leader, sibling, prompt_len) (docs/kv-cache.md)
 #pragma once
 
 #include <cstdint>
@@ -63,6 +64,14 @@ struct Admission {
   int64_t replay_from = 0;        // encoder starts at this position (== B if no replay)
   int32_t swa_slot = -1;          // ring slot in [0, swa_slots) held until free()
   int64_t num_replay_tokens() const { return num_cached_tokens - replay_from; }
+};
+
+// What fork() granted: the child's ring slot, and the block the caller must copy (the
+// parent's partial last block, which the child owns privately), if any.
+struct Fork {
+  int32_t swa_slot = -1;     // the child's slot: copy the parent's rings and carry into it
+  int32_t src_block = -1;    // parent's block holding tokens past the last full block, or -1
+  int32_t dst_block = -1;    // the child's fresh copy of it, or -1
 };
 
 struct KvCacheStats {
@@ -102,6 +111,14 @@ class KvCacheManager {
   // then insert). `tokens` is the request's whole sequence so far (prompt + output),
   // tokens.size() >= num_computed. Incremental: each block is hashed once per request.
   void commit_full_blocks(RequestId id, std::span<const int32_t> tokens, int64_t num_computed);
+
+  // Request `child` (not yet known) continues from the first `num_tokens` tokens of
+  // admitted request `parent` (n > 1 sampling: siblings share the prompt's KV). The full
+  // blocks below num_tokens are shared (ref + 1, already committed for the child: the
+  // parent publishes them); the block holding the rest gets a fresh private copy; the
+  // child gets its own ring slot. The caller copies the bytes (Fork says which). nullopt
+  // and no change if a slot or block is short. The parent's table must cover num_tokens.
+  std::optional<Fork> fork(RequestId parent, RequestId child, int64_t num_tokens);
 
   // Finished, aborted or preempted: drops the request's refs (blocks whose ref reaches 0
   // join the LRU list, cached ones stay reusable) and its ring slot. Unknown id: no-op.

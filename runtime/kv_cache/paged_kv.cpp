@@ -55,6 +55,20 @@ void PagedKvStorage::reset_slot(int32_t slot) {
   }
 }
 
+void PagedKvStorage::copy_slot(int32_t src, int32_t dst) {
+  const int64_t rows = layers_ * window_, bytes = rows * rows_.window.bytes();
+  std::copy_n(rings_.data() + src * bytes, bytes, rings_.data() + dst * bytes);
+  std::copy_n(ring_pos_.data() + src * rows, rows, ring_pos_.data() + dst * rows);
+  for (int64_t l = 0; l < layers_; ++l) {
+    carry_v_[dst * layers_ + l] = carry_v_[src * layers_ + l];
+    carry_s_[dst * layers_ + l] = carry_s_[src * layers_ + l];
+  }
+}
+
+void PagedKvStorage::copy_block(int32_t src, int32_t dst) {
+  std::copy_n(blocks_.data() + src * block_bytes_, block_bytes_, blocks_.data() + dst * block_bytes_);
+}
+
 PagedSequence::PagedSequence(PagedKvStorage& storage, std::span<const int32_t> block_table,
                              int32_t slot, std::span<const int32_t> lookback,
                              int64_t lookback_start, int64_t kv_length)

@@ -36,6 +36,11 @@ class PagedKvStorage {
   std::vector<float>& carry_s(int32_t slot, int64_t layer) { return carry_s_[slot * layers_ + layer]; }
   // A slot handed to a request that starts (or restarts) its prefill: empty rings, no carry.
   void reset_slot(int32_t slot);
+  // n > 1 fork: slot dst gets slot src's rings, ring positions and compressor carry;
+  // block dst gets block src's rows (all of them: rows past the parent's length are
+  // never read before they are written).
+  void copy_slot(int32_t src, int32_t dst);
+  void copy_block(int32_t src, int32_t dst);
 
  private:
   model::KvRowLayout rows_;

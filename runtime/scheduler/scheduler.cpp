@@ -17,17 +17,37 @@ Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager& kv, int32_t 
   limits_.tokenizer = tokenizer;
 }
 
-void Scheduler::add_request(RequestId id, std::span<const int32_t> prompt, RequestParams params) {
+void Scheduler::check_params(RequestId id, const RequestParams& params) const {
   params.validate();
+  TROUPE_CHECK(params.stop.empty() || limits_.tokenizer != nullptr, "request ", id,
+               ": stop strings need a tokenizer");
+  TROUPE_CHECK(!requests_.count(id) && !kv_.contains(id), "request id ", id, " is in use");
+}
+
+void Scheduler::add_request(RequestId id, std::span<const int32_t> prompt, RequestParams params,
+                            std::vector<Sibling> siblings) {
+  check_params(id, params);
   const auto n = static_cast<int64_t>(prompt.size());
   TROUPE_CHECK(n > 0, "request ", id, ": the prompt is empty");
   TROUPE_CHECK(n < config_.max_model_len, "request ", id, ": a prompt of ", n,
                " tokens leaves no room for output under max_model_len ", config_.max_model_len);
-  TROUPE_CHECK(params.stop.empty() || limits_.tokenizer != nullptr, "request ", id,
-               ": stop strings need a tokenizer");
-  TROUPE_CHECK(!requests_.count(id) && !kv_.contains(id), "request id ", id, " is in use");
+  for (size_t i = 0; i < siblings.size(); ++i) {
+    check_params(siblings[i].id, siblings[i].params);
+    const bool dup = siblings[i].id == id ||
+                     std::any_of(siblings.begin(), siblings.begin() + i,
+                                 [&](const Sibling& o) { return o.id == siblings[i].id; });
+    TROUPE_CHECK(!dup, "request id ", siblings[i].id, " appears twice in the group");
+  }
   auto r = std::make_unique<Request>(id, prompt, std::move(params), next_arrival_++);
   waiting_.emplace(queue_key(*r), r.get());
+  // Siblings wait in no queue until the leader forks or drops them; their arrivals follow
+  // the leader's, so one queued as a plain request keeps the group's place.
+  for (Sibling& sib : siblings) {
+    auto s = std::make_unique<Request>(sib.id, prompt, std::move(sib.params), next_arrival_++);
+    s->leader = id;
+    r->siblings.push_back(sib.id);
+    requests_.emplace(sib.id, std::move(s));
+  }
   requests_.emplace(id, std::move(r));
 }
 
@@ -213,6 +233,48 @@ void Scheduler::finalize(StepPlan& plan) {
     plan.num_tokens += c.num_tokens;
     if (c.prefill) plan.prefill_context_read += c.end();
   }
+  // After the loop: forks append chunks. A leader's first sample ends its prompt.
+  for (size_t i = 0, n = plan.chunks.size(); i < n; ++i) {
+    Request& r = *requests_.at(plan.chunks[i].id);
+    if (plan.chunks[i].sample && !r.siblings.empty()) fork_siblings(r, plan);
+  }
+}
+
+// The leader's prompt ends in this plan: each sibling becomes a running request that
+// shares the prompt's KV, with its first sample in this plan; one that finds no room is
+// queued as a plain request (the prefix cache serves it later).
+void Scheduler::fork_siblings(Request& leader, StepPlan& plan) {
+  for (RequestId id : std::exchange(leader.siblings, {})) {
+    Request& s = *requests_.at(id);
+    s.leader = -1;
+    if (!try_fork(leader, s, plan)) waiting_.emplace(queue_key(s), &s);
+  }
+}
+
+bool Scheduler::try_fork(Request& leader, Request& s, StepPlan& plan) {
+  if (static_cast<int64_t>(running_.size()) >= config_.max_num_running) return false;
+  const int64_t n = leader.num_prompt_tokens;
+  std::optional<Fork> f = kv_.fork(leader.id, s.id, n);
+  if (!f) return false;
+  s.status = RequestStatus::Running;
+  s.num_computed_tokens = n;
+  s.num_placeholders = 1;   // its first sample, from the leader's logits in this plan
+  s.num_cached_tokens = n;  // its whole prompt came from the leader's KV
+  running_.push_back(&s);
+  ScheduledChunk c;
+  c.id = s.id;
+  c.start = n;
+  c.num_cached_tokens = n;
+  c.num_prompt_tokens = n;
+  c.sample = true;
+  c.sampling = s.params.sampling;
+  c.num_logprobs = s.params.num_logprobs;
+  const auto table = kv_.block_table(s.id);
+  c.block_table.assign(table.begin(), table.end());
+  c.swa_slot = f->swa_slot;
+  c.fork = ForkOp{leader.id, kv_.swa_slot(leader.id), f->src_block, f->dst_block};
+  plan.chunks.push_back(std::move(c));
+  return true;
 }
 
 std::vector<RequestOutput> Scheduler::update(const StepPlan& plan,
@@ -278,8 +340,18 @@ RequestOutput Scheduler::make_output(Request& r, std::vector<int32_t> new_tokens
   return o;
 }
 
-// Drops a request that ended: its KV, its queue entry, and the request itself.
+// Drops a request that ended: its KV, its queue entry, and the request itself. A leader
+// that ends before its prompt did leaves its siblings as plain queued requests.
 void Scheduler::release(Request& r) {
+  for (RequestId id : std::exchange(r.siblings, {})) {
+    Request& s = *requests_.at(id);
+    s.leader = -1;
+    waiting_.emplace(queue_key(s), &s);
+  }
+  if (r.leader >= 0) {  // a sibling not forked yet
+    auto& group = requests_.at(r.leader)->siblings;
+    group.erase(std::find(group.begin(), group.end(), r.id));
+  }
   kv_.free(r.id);
   auto run = std::find(running_.begin(), running_.end(), &r);
   if (run != running_.end()) {

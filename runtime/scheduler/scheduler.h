@@ -43,7 +43,12 @@ class Scheduler {
             const model::Tokenizer* tokenizer = nullptr);
 
   // Throws troupe::Error on bad input (duplicate id, empty or too long prompt, bad params).
-  void add_request(RequestId id, std::span<const int32_t> prompt, RequestParams params);
+  // siblings: more requests of the same prompt (n > 1), each with its own id and params.
+  // Only `id` is queued and prefilled; when its prompt is done each sibling is forked from
+  // it (shared blocks, copied windows, no prefill) or, if the KV cache has no room then,
+  // queued as a plain request. Each member is then a request of its own (outputs, abort).
+  void add_request(RequestId id, std::span<const int32_t> prompt, RequestParams params,
+                   std::vector<Sibling> siblings = {});
   // Ends the request now and frees its blocks; reported by the next update(). Unknown or
   // finished ids are ignored (the client may race the finish).
   void abort(RequestId id);
@@ -75,6 +80,9 @@ class Scheduler {
   void add_chunk(Request& r, int64_t start, int64_t n, bool prefill, StepPlan& plan,
                  StepBudget& budget);
   void finalize(StepPlan& plan);
+  void fork_siblings(Request& leader, StepPlan& plan);
+  bool try_fork(Request& leader, Request& s, StepPlan& plan);
+  void check_params(RequestId id, const RequestParams& params) const;
   void fail(Request& r, std::string why);
   void finish_now(Request& r, RequestStatus status);
   RequestOutput make_output(Request& r, std::vector<int32_t> new_tokens);

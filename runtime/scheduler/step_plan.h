@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,6 +18,17 @@ namespace troupe::runtime {
 // replaces it with the token it sampled for that request in the step before.
 inline constexpr int32_t kPlaceholderToken = -1;
 
+// n > 1: a sibling forked from its leader right after the leader's prompt (this plan
+// holds the leader's last prefill chunk, before the sibling's chunk). After the forward
+// the executor copies the leader's state into the sibling's, then samples the sibling's
+// first token from the leader's logits.
+struct ForkOp {
+  RequestId parent = 0;
+  int32_t src_slot = -1;   // the leader's ring slot -> the chunk's swa_slot
+  int32_t src_block = -1;  // the leader's partial last block -> dst_block; -1: none
+  int32_t dst_block = -1;
+};
+
 // One request's share of a step: positions [start, start + num_tokens).
 //
 //   tokens    0 ......... cached ....... start ========= start+n ....... num_tokens
@@ -27,7 +39,7 @@ inline constexpr int32_t kPlaceholderToken = -1;
 struct ScheduledChunk {
   RequestId id = 0;
   int64_t start = 0;                 // num_computed_tokens before this step
-  int64_t num_tokens = 0;            // n >= 1
+  int64_t num_tokens = 0;            // n >= 1 (0 for a fork's first sample)
   int64_t num_cached_tokens = 0;     // prefix-cache hit B of the request's admission
   std::vector<int32_t> token_ids;    // [n] the request's tokens [start, start + n); the last
                                      // may be kPlaceholderToken
@@ -41,6 +53,9 @@ struct ScheduledChunk {
   int64_t generation = 0;            // the request's preemption count; stale chunks are ignored
   bool prefill = false;              // counted against the context-read cap
   int32_t num_logprobs = -1;         // top alternatives per sampled token; -1: no logprobs
+  // Set: a forked sibling's first sample (num_tokens 0, start = the prompt length); no
+  // forward rows of its own (docs/scheduler.md "n > 1").
+  std::optional<ForkOp> fork;
 
   int64_t end() const { return start + num_tokens; }
 };
