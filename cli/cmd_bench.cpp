@@ -2,10 +2,10 @@
 // never pass/fail): `forward`, the analogue of `vllm bench forward`, on the bare model
 // (bench/forward/forward_bench.h); `engine`, the Engine's prefill over a cached prefix,
 // decode steps and scheduler time (bench/engine/step_bench.h); `replay`, the multi-turn
-// agentic workload on the Engine with and without the prefix cache
-// (bench/engine/replay_bench.h); `serve`, the analogue of `vllm bench serve`, streaming
-// requests to a running server (bench/serve/serve_bench.h), also the multi-turn workload
-// beside the engine-only figure (bench/serve/multi_turn_bench.h).
+// agentic workload on the Engine with the prefix cache (exact and window replay) and
+// without it (bench/engine/replay_bench.h); `serve`, the analogue of `vllm bench serve`,
+// streaming requests to a running server (bench/serve/serve_bench.h), also the multi-turn
+// workload, beside the engine-only figure (bench/serve/multi_turn_bench.h).
 #include <cmath>
 #include <cstdio>
 #include <initializer_list>
@@ -26,6 +26,7 @@
 #include "cli/loaded_model.h"
 #include "kernels/check.h"
 #include "kernels/parallel.h"
+#include "runtime/executor/executor.h"
 #include "runtime/kv_cache/kv_cache_config.h"
 
 namespace troupe::cli {
@@ -94,20 +95,27 @@ int bench_forward(const CommandArgs& argv) {
   return 0;
 }
 
-// --kv-budget-mb and --block-size; the budget must hold the reserved request state and
-// a block per running request (runtime/kv_cache/kv_cache_config.h), checked here so the
-// message names the flags.
+// --prefix-replay exact|window, and where several runs can follow also `both` (the
+// default then): the replay modes of the runs with the prefix cache.
+std::vector<runtime::PrefixReplay> prefix_replay_modes(const Args& a, bool allow_both) {
+  using runtime::PrefixReplay;
+  const std::string v = a.get_or("prefix-replay", allow_both ? "both" : "exact");
+  if (v == "exact") return {PrefixReplay::Exact};
+  if (v == "window") return {PrefixReplay::Window};
+  if (v == "both" && allow_both) return {PrefixReplay::Exact, PrefixReplay::Window};
+  TROUPE_FAIL("--prefix-replay expects exact" << (allow_both ? ", window or both" : " or window")
+                                              << ", got '" << v << "'");
+}
+
+// --kv-budget-mb, --block-size and --prefix-replay (its first mode: `both` gives exact);
+// the budget must hold the reserved request state and a block per running request
+// (runtime/kv_cache/kv_cache_config.h), checked here so the message names the flags.
 bench::EngineBenchConfig engine_flags(const Args& a, int64_t max_running) {
   bench::EngineBenchConfig c;
   c.max_running = max_running;
   c.kv_budget_bytes = at_least(a, "kv-budget-mb", c.kv_budget_bytes >> 20, 1) << 20;
   c.block_size = at_least(a, "block-size", c.block_size, 1);
-  const std::string replay = a.get_or("prefix-replay", "exact");
-  if (replay == "window") {
-    c.prefix_replay = runtime::PrefixReplay::Window;
-  } else if (replay != "exact") {
-    TROUPE_FAIL("--prefix-replay expects exact or window, got '" << replay << "'");
-  }
+  c.prefix_replay = prefix_replay_modes(a, /*allow_both=*/true).front();
   return c;
 }
 
@@ -165,7 +173,8 @@ int bench_engine(const CommandArgs& argv) {
   s.decode_steps = at_least(a, "decode-steps", s.decode_steps, 1);
   s.repeats = at_least(a, "repeats", s.repeats, 1);
   const int threads = threads_flag(a);
-  const bench::EngineBenchConfig config = engine_flags(a, s.batch);
+  bench::EngineBenchConfig config = engine_flags(a, s.batch);
+  config.prefix_replay = prefix_replay_modes(a, /*allow_both=*/false).front();
 
   auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false);
   check_budget(m->config, config);
@@ -219,7 +228,8 @@ int bench_replay(const CommandArgs& argv) {
   w.seed = static_cast<uint64_t>(at_least(a, "seed", int64_t(w.seed), 0));
   const int64_t max_running = at_least(a, "max-running", 8, 1);
   const int threads = threads_flag(a);
-  const bench::EngineBenchConfig config = engine_flags(a, max_running);
+  bench::EngineBenchConfig config = engine_flags(a, max_running);
+  const std::vector<runtime::PrefixReplay> modes = prefix_replay_modes(a, /*allow_both=*/true);
 
   auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false);
   check_budget(m->config, config);
@@ -231,10 +241,20 @@ int bench_replay(const CommandArgs& argv) {
   std::printf("troupe bench replay: model %s, max running %lld, threads %d\n", m->dir.c_str(),
               static_cast<long long>(max_running), kernels::num_threads());
   bench::print_kv_summary(m->config, config);
+  const int64_t R = m->config.replay_tokens;  // 0: full compute, the anchor is B
+  std::printf(
+      "a hit at B replays: exact %lld tokens before %s; window %lld before B "
+      "(docs/kv-cache.md)\n",
+      static_cast<long long>(runtime::exact_replay_tokens(m->config, R > 0)),
+      R > 0 ? ("min(B, E_prompt - " + std::to_string(R) + ")").c_str() : "B",
+      static_cast<long long>(m->config.sliding_window));
   bench::warm_up(*m->forward, config);
   std::vector<bench::ReplayRun> runs;
-  for (const bool cache : {true, false})
-    runs.push_back(bench::run_replay(*m->forward, m->tokenizer.get(), w, config, cache));
+  for (const runtime::PrefixReplay mode : modes) {
+    config.prefix_replay = mode;
+    runs.push_back(bench::run_replay(*m->forward, m->tokenizer.get(), w, config, true));
+  }
+  runs.push_back(bench::run_replay(*m->forward, m->tokenizer.get(), w, config, false));
   bench::print_replay_report(w, runs);
   return 0;
 }
@@ -269,7 +289,8 @@ int bench_serve_agentic(const Args& a, const bench::ServeBenchConfig& c) {
     reject_flags(a, {"kv-budget-mb", "block-size", "prefix-replay", "threads"},
                  "without --engine-model");
   const int threads = threads_flag(a);
-  const bench::EngineBenchConfig config = engine_flags(a, c.max_concurrency);
+  bench::EngineBenchConfig config = engine_flags(a, c.max_concurrency);
+  config.prefix_replay = prefix_replay_modes(a, /*allow_both=*/false).front();
   std::unique_ptr<LoadedModel> m;
   if (engine) {
     try {

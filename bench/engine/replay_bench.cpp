@@ -56,6 +56,41 @@ double per_second(int64_t tokens, double seconds) {
   return seconds > 0 ? tokens / seconds : 0;
 }
 
+// "exact" / "window" for a run with the prefix cache; "-" without (nothing replays).
+const char* replay_name(const ReplayRun& r) {
+  if (!r.prefix_cache) return "-";
+  return r.prefix_replay == runtime::PrefixReplay::Exact ? "exact" : "window";
+}
+
+void print_row(const ReplayRun& r) {
+  const double t = r.wall_s;
+  std::printf(
+      "| %s | %s | %lld | %lld | %lld | %lld | %lld | %.1f%% | %lld | %lld | %lld | %lld | %.3f | "
+      "%.2f | %.1f | %.1f | %.1f | %.1f |\n",
+      r.prefix_cache ? "on" : "off", replay_name(r), static_cast<long long>(r.turns),
+      static_cast<long long>(r.prompt_tokens), static_cast<long long>(r.cached_tokens),
+      static_cast<long long>(r.uncached_tokens()), static_cast<long long>(r.output_tokens),
+      100 * r.hit_rate(), static_cast<long long>(r.computed_tokens),
+      static_cast<long long>(r.replay_tokens), static_cast<long long>(r.steps),
+      static_cast<long long>(r.preemptions),
+      r.steps ? 1e3 * r.scheduler_cpu_s / double(r.steps) : 0.0, t, per_second(r.cached_tokens, t),
+      per_second(r.uncached_tokens(), t), per_second(r.output_tokens, t),
+      per_second(r.prompt_tokens + r.output_tokens, t));
+}
+
+// Baseline wall ÷ each cached run's wall, when there is a baseline.
+void print_wall_ratios(const std::vector<ReplayRun>& runs) {
+  const ReplayRun* off = nullptr;
+  for (const ReplayRun& r : runs)
+    if (!r.prefix_cache) off = &r;
+  if (!off) return;
+  std::printf("\n");
+  for (const ReplayRun& r : runs)
+    if (r.prefix_cache && r.wall_s > 0)
+      std::printf("wall time without / with the prefix cache (%s replay): %.2fx\n", replay_name(r),
+                  off->wall_s / r.wall_s);
+}
+
 }  // namespace
 
 ReplayRun run_replay(const model::Forward& forward, const model::Tokenizer* tokenizer,
@@ -66,6 +101,7 @@ ReplayRun run_replay(const model::Forward& forward, const model::Tokenizer* toke
   AgenticWorkload workload(workload_config);
   ReplayRun run;
   run.prefix_cache = prefix_cache;
+  run.prefix_replay = engine_config.prefix_replay;
   ReplayDriver driver(engine, workload, run);
 
   const double t0 = now_seconds();
@@ -96,29 +132,14 @@ void print_replay_report(const runtime::AgenticWorkloadConfig& w,
       static_cast<long long>(w.output_len), static_cast<long long>(plan.turns),
       static_cast<long long>(plan.prompt_tokens), 100 * plan.seen_fraction());
   std::printf(
-      "| prefix cache | turns | input tokens | cached input | uncached input | output tokens | hit "
-      "rate | computed tokens | SWA replay tokens | steps | preemptions | sched ms/step | wall s "
-      "| cached in tok/s | uncached in tok/s | output tok/s | total tok/s |\n");
+      "| prefix cache | replay | turns | input tokens | cached input | uncached input | output "
+      "tokens | hit rate | computed tokens | SWA replay tokens | steps | preemptions | sched "
+      "ms/step | wall s | cached in tok/s | uncached in tok/s | output tok/s | total tok/s |\n");
   std::printf(
-      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-  for (const ReplayRun& r : runs) {
-    const double t = r.wall_s;
-    std::printf(
-        "| %s | %lld | %lld | %lld | %lld | %lld | %.1f%% | %lld | %lld | %lld | %lld | %.3f | "
-        "%.2f | %.1f | %.1f | %.1f | %.1f |\n",
-        r.prefix_cache ? "on" : "off", static_cast<long long>(r.turns),
-        static_cast<long long>(r.prompt_tokens), static_cast<long long>(r.cached_tokens),
-        static_cast<long long>(r.uncached_tokens()), static_cast<long long>(r.output_tokens),
-        100 * r.hit_rate(), static_cast<long long>(r.computed_tokens),
-        static_cast<long long>(r.replay_tokens), static_cast<long long>(r.steps),
-        static_cast<long long>(r.preemptions),
-        r.steps ? 1e3 * r.scheduler_cpu_s / double(r.steps) : 0.0, t,
-        per_second(r.cached_tokens, t), per_second(r.uncached_tokens(), t),
-        per_second(r.output_tokens, t), per_second(r.prompt_tokens + r.output_tokens, t));
-  }
-  if (runs.size() >= 2 && runs[0].wall_s > 0)
-    std::printf("\nwall time without / with the prefix cache: %.2fx\n",
-                runs[1].wall_s / runs[0].wall_s);
+      "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+      "\n");
+  for (const ReplayRun& r : runs) print_row(r);
+  print_wall_ratios(runs);
   std::fflush(stdout);
 }
 

@@ -1,8 +1,9 @@
 // `troupe bench replay`: the multi-turn agentic workload (runtime/workload) run on the
 // Engine. Every conversation's turn 0 is submitted at the start; turn k+1 is submitted
 // when turn k finishes, with turn k's real output tokens in its prompt. The same
-// workload runs once with the prefix cache and once without (the baseline), each on a
-// fresh engine, after one shared warm-up.
+// workload runs with the prefix cache under each prefix-replay mode asked for (exact:
+// a hit equals a cold run; window: MODEL.md §6's W tokens) and once without it (the
+// baseline), each on a fresh engine, after one shared warm-up.
 #pragma once
 
 #include <cstdint>
@@ -17,13 +18,14 @@ namespace troupe::bench {
 
 struct ReplayRun {
   bool prefix_cache = false;
-  int64_t turns = 0;            // finished requests
-  int64_t prompt_tokens = 0;    // Σ prompt lengths (input)
+  runtime::PrefixReplay prefix_replay = runtime::PrefixReplay::Exact;  // with the cache
+  int64_t turns = 0;                                                   // finished requests
+  int64_t prompt_tokens = 0;                                           // Σ prompt lengths (input)
   int64_t cached_tokens = 0;    // input served by the prefix cache (at the last admission)
   int64_t output_tokens = 0;    // Σ generated tokens
   int64_t computed_tokens = 0;  // tokens the executor ran: uncached input, SWA replay,
                                 // recompute after preemption, decodes
-  int64_t replay_tokens = 0;    // SWA windows recomputed on hits (MODEL.md §6)
+  int64_t replay_tokens = 0;    // SWA windows recomputed on hits (docs/kv-cache.md)
   int64_t steps = 0;
   int64_t preemptions = 0;
   double wall_s = 0;           // first submission to last finish
@@ -33,12 +35,13 @@ struct ReplayRun {
   double hit_rate() const { return prompt_tokens ? double(cached_tokens) / prompt_tokens : 0; }
 };
 
+// One run on a fresh engine; engine.prefix_replay says how hits replay.
 ReplayRun run_replay(const model::Forward& forward, const model::Tokenizer* tokenizer,
                      const runtime::AgenticWorkloadConfig& workload,
                      const EngineBenchConfig& engine, bool prefix_cache);
 
-// The workload line, then one table row per run and the wall-time ratio of the first
-// two runs (baseline ÷ cached).
+// The workload line, then one table row per run, then for each run with the cache the
+// wall-time ratio baseline ÷ that run (the baseline: the run without the cache).
 void print_replay_report(const runtime::AgenticWorkloadConfig& workload,
                          const std::vector<ReplayRun>& runs);
 

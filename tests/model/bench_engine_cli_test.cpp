@@ -3,6 +3,7 @@
 // and the engine's rules imply (no timing assertions), and bad flags exit 2 naming the flag.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -58,39 +59,105 @@ TEST(BenchEngineCli, EnginePrintsPrefillAndDecodeTables) {
   EXPECT_EQ(decode[0][10], "1.00x");
 }
 
-TEST(BenchEngineCli, ReplayPrintsCachedAndBaselineRows) {
+// The token counts of one `bench replay` row, worked out from the workload and the
+// engine's rules (docs/kv-cache.md), for the conversations' turns run in lockstep.
+struct ReplayCounts {
+  int64_t input = 0, cached = 0, computed = 0, replay = 0;
+};
+
+enum class Mode { Exact, Window, Off };
+
+ReplayCounts expected_replay(Mode mode, int64_t conversations, int64_t turns, int64_t S, int64_t U,
+                             int64_t O, int64_t bs) {
+  const model::ModelConfig m = model::load_config(golden_dir() + "/config.json");
+  const int64_t W = m.sliding_window, R = m.replay_tokens;
+  const int64_t depth = (m.n_encoder_layers + 1) * (W - 1);  // exact, bounded replay
+  ReplayCounts c;
+  for (int64_t k = 0; k < turns; ++k) {
+    const int64_t E = S + U + k * (O + U);  // turn k's prompt
+    // The hit: the full blocks turn k-1 computed (its prompt + O - 1 decodes; the last
+    // output token is never fed back), at most (E - 1) so one token is left to compute.
+    // The first turns run in one step, so conversations share nothing.
+    const int64_t prev = k == 0 ? 0 : E - U - 1;
+    const int64_t B = mode == Mode::Off ? 0 : std::min(prev / bs, (E - 1) / bs) * bs;
+    int64_t replay = 0;
+    if (B > 0 && mode == Mode::Exact) replay = B - std::max<int64_t>(0, std::min(B, E - R) - depth);
+    if (B > 0 && mode == Mode::Window) replay = std::min(B, W);
+    c.input += conversations * E;
+    c.cached += conversations * B;
+    c.replay += conversations * replay;
+    c.computed += conversations * (E - B + replay + O - 1);
+  }
+  return c;
+}
+
+TEST(BenchEngineCli, ReplayPrintsExactWindowAndBaselineRows) {
+  // Prompts 132, 140, 148 per conversation; turns 1 and 2 hit 128 tokens. Exact replay of
+  // turn 1 anchors at E - R = 124 < B (the decoder tail reaches before the hit): 128 - (124
+  // - 105) = 109 tokens; turn 2 at B = 128: 105. Window replay: 16 per hit.
   const RunResult r = run_troupe("bench replay --model " + golden_dir() +
-                                 " --conversations 2 --turns 3 --system-len 32 --user-len 8"
-                                 " --output-len 4 --block-size 16 --threads 2"
-                                 " --prefix-replay window");
+                                 " --conversations 2 --turns 3 --system-len 128 --user-len 4"
+                                 " --output-len 4 --block-size 16 --threads 2");
   ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("a hit at B replays: exact 105 tokens before min(B, E_prompt - 16); "
+                       "window 16 before B"),
+            std::string::npos)
+      << r.out;
   const auto tables = markdown_tables(r.out);
   ASSERT_EQ(tables.size(), 1u) << r.out;
   const std::vector<Row>& rows = tables[0];
-  ASSERT_EQ(rows.size(), 3u) << r.out;  // header, on, off
-  const Row header = {
-      "prefix cache",  "turns",         "input tokens",    "cached input",      "uncached input",
-      "output tokens", "hit rate",      "computed tokens", "SWA replay tokens", "steps",
-      "preemptions",   "sched ms/step", "wall s",          "cached in tok/s",   "uncached in tok/s",
-      "output tok/s",  "total tok/s"};
+  ASSERT_EQ(rows.size(), 4u) << r.out;  // header, exact, window, off
+  const Row header = {"prefix cache",      "replay",       "turns",
+                      "input tokens",      "cached input", "uncached input",
+                      "output tokens",     "hit rate",     "computed tokens",
+                      "SWA replay tokens", "steps",        "preemptions",
+                      "sched ms/step",     "wall s",       "cached in tok/s",
+                      "uncached in tok/s", "output tok/s", "total tok/s"};
   EXPECT_EQ(rows[0], header);
-  // Prompts 40, 52, 64 per conversation. With the cache, turn 1 reuses the 2 full blocks
-  // of turn 0's 43 computed tokens (its last output token is never fed back), turn 2 the
-  // 3 full blocks of 55; the first turns run in the same step, so nothing is shared
-  // between conversations. Each hit replays 16 window tokens. Computed = uncached input
-  // + replay + 3 decodes per turn.
-  const Row want_on = {"on", "6", "312", "160", "152", "24", "51.3%", "234", "64"};
-  const Row want_off = {"off", "6", "312", "0", "312", "24", "0.0%", "330", "0"};
-  for (int i = 0; i < 2; ++i) {
+  const struct {
+    Mode mode;
+    Row label;
+  } runs[] = {
+      {Mode::Exact, {"on", "exact"}}, {Mode::Window, {"on", "window"}}, {Mode::Off, {"off", "-"}}};
+  // Hand-worked totals (both conversations) so the rule above is checked too.
+  EXPECT_EQ(expected_replay(Mode::Exact, 2, 3, 128, 4, 4, 16).replay, 2 * (109 + 105));
+  EXPECT_EQ(expected_replay(Mode::Window, 2, 3, 128, 4, 4, 16).computed, 2 * (132 + 28 + 36) + 18);
+  for (int i = 0; i < 3; ++i) {
     const Row& row = rows[i + 1];
-    const Row& want = i == 0 ? want_on : want_off;
     ASSERT_EQ(row.size(), header.size()) << r.out;
-    for (size_t c = 0; c < want.size(); ++c)
-      EXPECT_EQ(row[c], want[c]) << header[c] << "\n" << r.out;
-    EXPECT_EQ(row[10], "0");  // preemptions: the default budget holds everything
-    EXPECT_GT(std::stod(row[12]), 0.0);
+    const ReplayCounts want = expected_replay(runs[i].mode, 2, 3, 128, 4, 4, 16);
+    EXPECT_EQ(Row(row.begin(), row.begin() + 2), runs[i].label) << r.out;
+    EXPECT_EQ(row[2], "6") << r.out;  // turns
+    EXPECT_EQ(row[3], std::to_string(want.input)) << r.out;
+    EXPECT_EQ(row[4], std::to_string(want.cached)) << r.out;
+    EXPECT_EQ(row[5], std::to_string(want.input - want.cached)) << r.out;
+    EXPECT_EQ(row[6], "24") << r.out;  // output tokens
+    EXPECT_EQ(row[8], std::to_string(want.computed)) << r.out;
+    EXPECT_EQ(row[9], std::to_string(want.replay)) << r.out;
+    EXPECT_EQ(row[11], "0");  // preemptions: the default budget holds everything
+    EXPECT_GT(std::stod(row[13]), 0.0);
   }
-  EXPECT_NE(r.out.find("wall time without / with the prefix cache"), std::string::npos);
+  EXPECT_NE(r.out.find("wall time without / with the prefix cache (exact replay)"),
+            std::string::npos);
+  EXPECT_NE(r.out.find("wall time without / with the prefix cache (window replay)"),
+            std::string::npos);
+}
+
+// --prefix-replay picks the run with the cache: one "on" row, then the baseline.
+TEST(BenchEngineCli, ReplayRunsOneModeWhenAsked) {
+  const RunResult r =
+      run_troupe("bench replay --model " + golden_dir() +
+                 " --conversations 1 --turns 2 --system-len 32 --user-len 8"
+                 " --output-len 2 --block-size 16 --threads 2 --prefix-replay window");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto tables = markdown_tables(r.out);
+  ASSERT_EQ(tables.size(), 1u) << r.out;
+  ASSERT_EQ(tables[0].size(), 3u) << r.out;  // header, window, off
+  EXPECT_EQ(Row(tables[0][1].begin(), tables[0][1].begin() + 2), (Row{"on", "window"}));
+  EXPECT_EQ(Row(tables[0][2].begin(), tables[0][2].begin() + 2), (Row{"off", "-"}));
+  const ReplayCounts want = expected_replay(Mode::Window, 1, 2, 32, 8, 2, 16);
+  EXPECT_EQ(tables[0][1][9], std::to_string(want.replay)) << r.out;
+  EXPECT_EQ(tables[0][1][8], std::to_string(want.computed)) << r.out;
 }
 
 TEST(BenchEngineCli, BadFlagsExitTwoNamingTheFlag) {
@@ -122,6 +189,9 @@ TEST(BenchEngineCli, BadFlagsExitTwoNamingTheFlag) {
       {"bench replay" + model + " --seed x", "--seed expects an integer"},
       {"bench replay" + model + " --turns 100 --system-len 4000",
        "--output-len = 7200 tokens is beyond"},
+      {"bench replay" + model + " --prefix-replay all",
+       "--prefix-replay expects exact, window or both"},
+      {"bench engine" + model + " --prefix-replay both", "--prefix-replay expects exact or window"},
       {"bench replay extra", "unexpected argument 'extra'"},
       {"bench", "available: forward, engine, replay"},
   };
