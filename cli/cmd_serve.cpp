@@ -89,13 +89,17 @@ std::string served_name(const config::ServeConfig& cfg, const std::string& dir) 
   return base.empty() ? "troupe" : base;
 }
 
-// The TCP API next to HTTP. A port already taken (say several daemons on the default
-// tcp-port) leaves it off with a line saying so, rather than refusing to serve HTTP.
-void start_tcp(net::tcp::TcpServer& tcp, const std::string& host) {
+// Listens (HTTP or the TCP API) or stops startup with a message naming the flag and the
+// port. A busy --tcp-port is an error like a busy --port: a daemon that quietly lacks its
+// TCP API fails its TCP clients later, far from the cause (say a second daemon left on
+// the default tcp-port 8001).
+template <class Listener>
+uint16_t listen_or_fail(Listener& listener, const char* flag, int64_t port) {
   try {
-    say("listening on tcp://" + host + ":" + std::to_string(tcp.listen()) + " (msgpack TCP API)");
+    return listener.listen();
   } catch (const Error& e) {
-    say(std::string("TCP API off: ") + e.what());
+    TROUPE_FAIL("--" << flag << " " << port << ": " << e.what()
+                     << " (pick a free port; 0 lets the OS choose one)");
   }
 }
 
@@ -136,9 +140,10 @@ int run_serve(const CommandArgs& argv) {
   caf::actor_system_config caf_cfg;
   caf::actor_system sys{caf_cfg};
 
-  const uint16_t port = server.listen();
+  const uint16_t port = listen_or_fail(server, "port", cfg.port);
+  const uint16_t tcp_port = listen_or_fail(tcp, "tcp-port", cfg.tcp_port);
   say("listening on http://" + cfg.host + ":" + std::to_string(port));
-  start_tcp(tcp, cfg.host);
+  say("listening on tcp://" + cfg.host + ":" + std::to_string(tcp_port) + " (msgpack TCP API)");
   say("loading model " + (cfg.model.empty() ? std::string("(built-in tiny model)") : cfg.model));
   const auto t0 = Clock::now();
   model = load_model(cfg.model, /*need_tokenizer=*/true);

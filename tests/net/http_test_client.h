@@ -184,11 +184,18 @@ class Daemon {
   // Sends `sig` and waits for the exit; the exit code, or -1 (killed or timed out).
   int stop(int sig, std::chrono::seconds deadline = std::chrono::seconds(60)) {
     kill(pid_, sig);
+    return wait_exit(deadline);
+  }
+  // Waits for the exit (no signal); the exit code, or -1 (killed or still running at the
+  // deadline, e.g. a daemon that should have refused to start). After an exit, output()
+  // holds everything the daemon wrote.
+  int wait_exit(std::chrono::seconds deadline) {
     const auto until = std::chrono::steady_clock::now() + deadline;
     int status = 0;
     while (std::chrono::steady_clock::now() < until) {
       if (waitpid(pid_, &status, WNOHANG) == pid_) {
         exited_ = true;
+        if (reader_.joinable()) reader_.join();  // the pipe ends with the process
         return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));

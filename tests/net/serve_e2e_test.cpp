@@ -243,7 +243,7 @@ TEST_F(ServeE2E, DisconnectMidStreamAbortsTheRequest) {
 }
 
 TEST(ServeDaemon, ApiKeyAndSigtermFinishesTheStreamAndExitsZero) {
-  Daemon d({kModelDir, "--port", "0", "--api-key", "sekret"});
+  Daemon d({kModelDir, "--port", "0", "--tcp-port", "0", "--api-key", "sekret"});
   const uint16_t port = d.port();
   ASSERT_NE(port, 0) << d.output();
   ASSERT_TRUE(d.wait_ready(port)) << d.output();

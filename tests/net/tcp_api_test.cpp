@@ -3,11 +3,15 @@
 // in flight on one connection give the same greedy text as `troupe generate`, an abort
 // mid-stream ends with finish_reason "abort", bad frames get error frames while the
 // connection keeps working, an oversized length closes the connection, a disconnect aborts
-// the connection's requests, and SIGTERM lets a request in flight finish (exit 0).
+// the connection's requests, SIGTERM lets a request in flight finish (exit 0), and a busy
+// --tcp-port stops startup (exit 2, naming the port).
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include <map>
 #include <nlohmann/json.hpp>
@@ -330,6 +334,45 @@ TEST(TcpDaemon, SigtermLetsTheRequestFinishAndExitsZero) {
   stopper.join();
   EXPECT_EQ(results["1"].done["finish_reason"], "length");
   EXPECT_EQ(results["1"].done["usage"]["completion_tokens"], 60);
+}
+
+// A socket listening on 127.0.0.1 at a port the OS picks: the port is busy while it lives.
+class BusyPort {
+ public:
+  BusyPort() : fd_(socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (fd_ >= 0 && bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && listen(fd_, 1) == 0 &&
+        getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+      port_ = ntohs(a.sin_port);
+  }
+  ~BusyPort() {
+    if (fd_ >= 0) close(fd_);
+  }
+  uint16_t port() const { return port_; }
+
+ private:
+  int fd_;
+  uint16_t port_ = 0;
+};
+
+// A busy --tcp-port stops startup like a busy --port: exit 2 and a message naming the
+// flag and the port, before the model loads; nothing says "listening" (the HTTP API
+// alone does not start).
+TEST(TcpDaemon, BusyTcpPortStopsStartupNamingThePort) {
+  const BusyPort busy;
+  ASSERT_NE(busy.port(), 0);
+  const std::string port = std::to_string(busy.port());
+  Daemon d({kModelDir, "--port", "0", "--tcp-port", port});
+  EXPECT_EQ(d.wait_exit(std::chrono::seconds(30)), 2) << d.output();
+  const std::string out = d.output();
+  EXPECT_NE(out.find("troupe serve: error: --tcp-port " + port + ": cannot listen on tcp 127.0.0.1:" + port),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("listening on"), std::string::npos) << out;
+  EXPECT_EQ(out.find("loading model"), std::string::npos) << out;
 }
 
 }  // namespace
