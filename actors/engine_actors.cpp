@@ -115,17 +115,22 @@ scheduler_actor::behavior_type scheduler_fun(scheduler_pointer self, const model
   return {
       [=](generate_atom, GenerateRequest& req, caf::actor reply_to) {
         auto& s = self->state;
+        std::vector<runtime::RequestId> ids{req.id};
+        for (const runtime::Sibling& sib : req.siblings) ids.push_back(sib.id);
         try {
-          s.scheduler->add_request(req.id, req.prompt, std::move(req.params));
+          s.scheduler->add_request(req.id, req.prompt, std::move(req.params),
+                                   std::move(req.siblings));
         } catch (const troupe::Error& e) {  // bad input: answer the requester, keep serving
-          runtime::RequestOutput out;
-          out.id = req.id;
-          out.status = runtime::RequestStatus::FinishedError;
-          out.error = e.what();
-          caf::anon_send(reply_to, token_atom::value, TokenEvent{std::move(out)});
+          for (runtime::RequestId id : ids) {
+            runtime::RequestOutput out;
+            out.id = id;
+            out.status = runtime::RequestStatus::FinishedError;
+            out.error = e.what();
+            caf::anon_send(reply_to, token_atom::value, TokenEvent{std::move(out)});
+          }
           return;
         }
-        s.reply_to[req.id] = std::move(reply_to);
+        for (runtime::RequestId id : ids) s.reply_to[id] = reply_to;
         kick(self);
       },
       [=](abort_atom, runtime::RequestId id) {
@@ -165,7 +170,11 @@ router_actor::behavior_type router_fun(router_actor::stateful_pointer<RouterStat
       [=](generate_atom, GenerateRequest& req, caf::actor reply_to) {
         self->send(pick(req.id), generate_atom::value, std::move(req), std::move(reply_to));
       },
-      [=](abort_atom, runtime::RequestId id) { self->send(pick(id), abort_atom::value, id); },
+      // A group lives on its leader's engine, which the id of a sibling does not name:
+      // every engine hears the abort (unknown ids are ignored; aborts are rare).
+      [=](abort_atom, runtime::RequestId id) {
+        for (const scheduler_actor& e : self->state.engines) self->send(e, abort_atom::value, id);
+      },
       [=](stats_atom) { return self->delegate(self->state.engines.front(), stats_atom::value); },
   };
 }

@@ -29,7 +29,8 @@ using router_actor = scheduler_actor;  // same interface: it forwards to a sched
 scheduler_actor spawn_engine(caf::actor_system& sys, const model::Forward& forward,
                              const model::Tokenizer* tokenizer, runtime::EngineConfig config);
 
-// Spreads requests over the schedulers of several engines (by request id).
+// Spreads requests over the schedulers of several engines (by request id; an n > 1 group
+// by its leader's id, aborts to every engine).
 router_actor spawn_router(caf::actor_system& sys, std::vector<scheduler_actor> engines);
 
 }  // namespace troupe::actors

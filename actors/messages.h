@@ -30,10 +30,13 @@ using stats_atom = caf::atom_constant<caf::atom("stats")>;        // engine snap
 
 // --- payloads ----------------------------------------------------------------------------
 // A request for one generation; outputs stream to `reply_to` as (token_atom, TokenEvent).
+// With siblings (n > 1 choices) it is one group: the whole group goes to one engine,
+// which prefills the prompt once and streams each member under its own id.
 struct GenerateRequest {
   runtime::RequestId id = 0;
   std::vector<int32_t> prompt;
   runtime::RequestParams params;
+  std::vector<runtime::Sibling> siblings;
 };
 
 // What a request produced since its last event; `output.finished()` marks the last one.

@@ -87,12 +87,16 @@ caf::behavior generation_fun(caf::event_based_actor* self, actors::router_actor 
   g->prompt_tokens = prompt_tokens;
   g->open = static_cast<int32_t>(n);
   std::unordered_map<runtime::RequestId, int32_t> index;
+  // One group: the engine prefills the prompt once and forks the other choices from it.
+  actors::GenerateRequest group = std::move(choices.front());
   for (size_t i = 0; i < n; ++i) {
-    g->ids.push_back(choices[i].id);
-    index[choices[i].id] = static_cast<int32_t>(i);
-    self->send(router, actors::generate_atom::value, std::move(choices[i]),
-               caf::actor_cast<caf::actor>(self));
+    const runtime::RequestId id = i == 0 ? group.id : choices[i].id;
+    g->ids.push_back(id);
+    index[id] = static_cast<int32_t>(i);
+    if (i > 0) group.siblings.push_back({id, std::move(choices[i].params)});
   }
+  self->send(router, actors::generate_atom::value, std::move(group),
+             caf::actor_cast<caf::actor>(self));
   return {
       [=](actors::token_atom, actors::TokenEvent& e) {
         const auto it = index.find(e.output.id);
