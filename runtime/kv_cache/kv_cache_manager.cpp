@@ -136,7 +136,8 @@ std::optional<Fork> KvCacheManager::fork(RequestId parent, RequestId child, int6
     f.src_block = p.table[size_t(num_full)];
     f.dst_block = c.table.back();
   }
-  c.hashes.assign(p.hashes.begin(), p.hashes.begin() + std::min<int64_t>(num_full, int64_t(p.hashes.size())));
+  const int64_t num_hashes = std::min<int64_t>(num_full, int64_t(p.hashes.size()));
+  c.hashes.assign(p.hashes.begin(), p.hashes.begin() + num_hashes);
   c.num_committed = num_full;  // the parent publishes the shared blocks
   c.swa_slot = f.swa_slot = free_slots_.back();
   free_slots_.pop_back();

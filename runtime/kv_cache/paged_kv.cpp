@@ -66,7 +66,8 @@ void PagedKvStorage::copy_slot(int32_t src, int32_t dst) {
 }
 
 void PagedKvStorage::copy_block(int32_t src, int32_t dst) {
-  std::copy_n(blocks_.data() + src * block_bytes_, block_bytes_, blocks_.data() + dst * block_bytes_);
+  std::copy_n(blocks_.data() + src * block_bytes_, block_bytes_,
+              blocks_.data() + dst * block_bytes_);
 }
 
 PagedSequence::PagedSequence(PagedKvStorage& storage, std::span<const int32_t> block_table,

@@ -30,8 +30,8 @@ class ServeN : public DaemonSuite<ServeN> {
 };
 
 json body(const std::string& prompt, int n, double temperature) {
-  return {{"prompt", prompt}, {"max_tokens", 7},          {"n", n},
-          {"seed", 41},       {"temperature", temperature}, {"ignore_eos", true}};
+  return {{"prompt", prompt},           {"max_tokens", 7},   {"n", n}, {"seed", 41},
+          {"temperature", temperature}, {"ignore_eos", true}};
 }
 
 TEST_F(ServeN, GreedyChoicesEqualTheSingleRequest) {
@@ -82,7 +82,8 @@ TEST_F(ServeN, StreamedChoicesEqualTheWholeOnes) {
   for (const std::string& e : sse_payloads(r.body)) {
     if (e == "[DONE]") continue;
     const json chunk = json::parse(e);
-    for (const json& c : chunk["choices"]) text[c["index"].get<int>()] += c["text"].get<std::string>();
+    for (const json& c : chunk["choices"])
+      text[c["index"].get<int>()] += c["text"].get<std::string>();
   }
   for (int i = 0; i < 2; ++i) EXPECT_EQ(text[i], whole["choices"][i]["text"]) << "choice " << i;
 }

@@ -41,12 +41,13 @@ RequestParams member_params(RequestId id, bool sampled) {
 }
 
 // Runs the members [first, first + n) as one group (or alone when n == 1).
-GroupRun run_group(const EngineConfig& c, const Ids& prompt, RequestId first, int64_t n, bool sampled,
-        RequestId abort_id = -1, int64_t abort_step = -1) {
+GroupRun run_group(const EngineConfig& c, const Ids& prompt, RequestId first, int64_t n,
+                   bool sampled, RequestId abort_id = -1, int64_t abort_step = -1) {
   const auto& g = testing::golden_model();
   Engine e(*g.forward, nullptr, c);
   std::vector<Sibling> sibs;
-  for (RequestId id = first + 1; id < first + n; ++id) sibs.push_back({id, member_params(id, sampled)});
+  for (RequestId id = first + 1; id < first + n; ++id)
+    sibs.push_back({id, member_params(id, sampled)});
   e.add_request(first, prompt, member_params(first, sampled), std::move(sibs));
   GroupRun r;
   for (int64_t s = 0; e.has_unfinished() && s < 500; ++s) {

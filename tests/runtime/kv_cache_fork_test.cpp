@@ -27,9 +27,9 @@ KvCacheConfig config(int64_t num_blocks, int64_t slots) {
 }
 
 struct ForkCase {
-  int64_t prompt;        // tokens the parent holds (and the child continues from)
-  int64_t shared;        // full blocks shared
-  bool partial;          // a partial last block to copy
+  int64_t prompt;  // tokens the parent holds (and the child continues from)
+  int64_t shared;  // full blocks shared
+  bool partial;    // a partial last block to copy
 };
 
 class KvFork : public ::testing::TestWithParam<ForkCase> {};
@@ -150,8 +150,8 @@ TEST(PagedKvCopy, SlotAndBlockCopiesAreExact) {
   for (int64_t l = 0; l < layers; ++l) {
     if (g.config.layer_mode[l] != model::LayerMode::Full) continue;
     for (int64_t j = 0; j < 16 / st.ratio(l); ++j) {
-      ASSERT_EQ(0, std::memcmp(st.ckv_row(3, l, j), st.ckv_row(2, l, j),
-                               size_t(st.rows().ckv.bytes())));
+      ASSERT_EQ(
+          0, std::memcmp(st.ckv_row(3, l, j), st.ckv_row(2, l, j), size_t(st.rows().ckv.bytes())));
       ASSERT_EQ(0, std::memcmp(st.ikey_row(3, l, j), st.ikey_row(2, l, j),
                                size_t(st.rows().ikey.bytes())));
     }

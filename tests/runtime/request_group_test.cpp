@@ -19,7 +19,9 @@ using Ids = std::vector<int32_t>;
 
 // The mocked model: the next token depends on the last input token and the request id
 // (its own sampling stream), so a member sampled with a wrong id or state shows.
-int32_t next_token(int32_t last, RequestId id) { return 10 + int32_t((last * 7 + 3 + id) % 500); }
+int32_t next_token(int32_t last, RequestId id) {
+  return 10 + int32_t((last * 7 + 3 + id) % 500);
+}
 
 struct Harness {
   Harness(bool async, int64_t budget, int64_t slots = 8, int64_t num_blocks = 64)
@@ -126,7 +128,8 @@ TEST_P(RequestGroup, OnePrefillThenEveryMemberDecodesEachStep) {
     bool fork;
   };
   std::vector<Row> got;
-  for (const ScheduledChunk& c : h.plans[0].chunks) got.push_back({c.id, c.start, c.num_tokens, bool(c.fork)});
+  for (const ScheduledChunk& c : h.plans[0].chunks)
+    got.push_back({c.id, c.start, c.num_tokens, bool(c.fork)});
   ASSERT_EQ(got.size(), 3u);
   EXPECT_TRUE(got[0].id == 1 && got[0].n == 10 && !got[0].fork);
   EXPECT_TRUE(got[1].id == 2 && got[1].start == 10 && got[1].n == 0 && got[1].fork);
@@ -145,7 +148,7 @@ TEST_P(RequestGroup, OnePrefillThenEveryMemberDecodesEachStep) {
     EXPECT_EQ(h.reasons.at(id), "length") << "request " << id;
   }
   EXPECT_NE(h.outputs.at(1), h.outputs.at(2));  // the mock's id dependence shows
-  EXPECT_EQ(h.cached.at(2), 10);  // a sibling reports its whole prompt as cached
+  EXPECT_EQ(h.cached.at(2), 10);                // a sibling reports its whole prompt as cached
 }
 
 TEST_P(RequestGroup, ChunkedPrefillForksAtTheLastChunk) {
