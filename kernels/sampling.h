@@ -28,7 +28,7 @@ struct SampleParams {
   int64_t m = 0;
   int64_t vocab = 0;
   const SamplingParams* sampling = nullptr;  // [M] per-row parameters
-  const uint64_t* streams = nullptr;         // [M] e.g. request id
+  const uint64_t* streams = nullptr;         // [M] a sub-stream of the seed (the engine: 0)
   const uint64_t* counters = nullptr;        // [M] e.g. the request's step
 };
 // Row r with temperature T > 0 (rows with T = 0 take argmax), u = philox_uniform(seed,

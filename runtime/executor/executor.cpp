@@ -85,7 +85,9 @@ std::vector<SampledChunk> Executor::run(const StepPlan& plan) {
 
 SampledChunk Executor::sample(const ScheduledChunk& c, std::span<const float> logits) {
   int32_t token = 0;
-  const uint64_t stream = static_cast<uint64_t>(c.id), counter = c.sample_counter;
+  // The draws depend on the request's seed and output index only (not on its id, batch or
+  // step), so a seed reproduces across requests as with vLLM's per-request generator.
+  const uint64_t stream = 0, counter = c.sample_counter;
   kernels::SampleParams sp;
   sp.logits = logits.data();
   sp.out = &token;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "net/http_test_client.h"
 
@@ -69,6 +70,26 @@ TEST_F(ServeN, SeededChoicesRunInFullAndMetricsCountThePromptOnce) {
             21.0);
   EXPECT_EQ(metric_value(after.body, "troupe:num_requests_running"), 0.0);
   EXPECT_EQ(metric_value(after.body, "troupe:kv_cache_usage_perc"), 0.0);
+}
+
+// A seed reproduces across requests: sampled choice i of an n = 3 request with seed s is
+// the text of an n = 1 request with seed s + i (the engine draws from seed and output index
+// only), and a request repeated with the same seed gives the same text.
+TEST_F(ServeN, SeededChoicesEqualSingleRequestsWithTheirSeeds) {
+  const std::string prompt = "Once upon a time there was a";
+  json three_body = body(prompt, 3, 1.0);
+  const json three = post_json(three_body);
+  ASSERT_EQ(three["choices"].size(), 3u);
+  std::set<std::string> distinct;
+  for (int i = 0; i < 3; ++i) {
+    json one_body = body(prompt, 1, 1.0);
+    one_body["seed"] = 41 + i;
+    const json one = post_json(one_body);
+    EXPECT_EQ(three["choices"][i]["text"], one["choices"][0]["text"]) << "choice " << i;
+    EXPECT_EQ(post_json(one_body)["choices"][0]["text"], one["choices"][0]["text"]);
+    distinct.insert(one["choices"][0]["text"].get<std::string>());
+  }
+  EXPECT_GT(distinct.size(), 1u);  // temperature 1 on a random model: the seeds matter
 }
 
 // Streamed: each index's text equals the non-streamed greedy text.
