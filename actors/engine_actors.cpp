@@ -25,12 +25,14 @@ rank_actor::behavior_type rank_fun(rank_actor::stateful_pointer<RankState> self,
       std::make_unique<runtime::Executor>(*forward, *self->state.storage, options);
   return {[=](run_atom, const runtime::StepPlan& plan) -> StepResult {
     StepResult r;
+    const auto t0 = std::chrono::steady_clock::now();
     try {
       r.sampled = self->state.executor->run(plan);
     } catch (const std::exception& e) {  // a failed step must not take the engine down
       r.error = e.what();
       r.sampled.assign(plan.chunks.size(), {});
     }
+    r.run_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return r;
   }};
 }
@@ -90,6 +92,7 @@ void kick(scheduler_pointer self) {
             [=](StepResult& result) {
               auto& s = self->state;
               --s.in_flight;
+              s.counters.rank_busy_seconds += result.run_seconds;
               if (!result.error.empty())
                 for (const auto& c : plan.chunks) s.scheduler->abort(c.id);
               stream(self, s.scheduler->update(plan, result.sampled));

@@ -48,6 +48,7 @@ struct TokenEvent {
 struct StepResult {
   std::vector<runtime::SampledChunk> sampled;  // [plan.chunks.size()]
   std::string error;  // non-empty: the step failed; its requests are finished with it
+  double run_seconds = 0;  // wall time the rank spent on the step
 };
 
 // One planned (non-empty) step, as the scheduler saw it.
@@ -70,6 +71,9 @@ struct EngineSnapshot {
   int64_t admitted = 0;             // admissions (a preempted request is admitted again)
   int64_t prefix_query_tokens = 0;  // prompt tokens looked up in the prefix cache
   int64_t prefix_hit_tokens = 0;    // of those, served from it
+  // Wall seconds the rank spent running steps; its rate over wall time is how busy the
+  // model is (the GPU-utilization figure; async scheduling removes the planning gaps).
+  double rank_busy_seconds = 0;
   // The last steps (at most kMaxRecentSteps, oldest first), so a reader that polls less
   // often than every step can still observe each one: it keeps the last `step` it saw.
   std::vector<StepSample> recent_steps;

@@ -188,6 +188,9 @@ class ActorBridge : public EngineBridge {
     metrics_.kv_cache_usage_perc.set(s.kv_usage);
     metrics_.kv_cache_used_blocks.set(double(s.used_blocks));
     advance(metrics_.num_preemptions, s.preemptions, seen_.preemptions);
+    if (s.rank_busy_seconds > seen_.rank_busy_seconds)
+      metrics_.rank_busy_seconds.inc(s.rank_busy_seconds - seen_.rank_busy_seconds);
+    seen_.rank_busy_seconds = std::max(seen_.rank_busy_seconds, s.rank_busy_seconds);
     advance(metrics_.prefix_cache_queries, s.prefix_query_tokens, seen_.prefix_query_tokens);
     advance(metrics_.prefix_cache_hits, s.prefix_hit_tokens, seen_.prefix_hit_tokens);
     for (const actors::StepSample& step : s.recent_steps) {

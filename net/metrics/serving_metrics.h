@@ -8,7 +8,9 @@
 //               0 when idle, so tests and operators can see leaks)
 //   counters    troupe:prefix_cache_queries_total, troupe:prefix_cache_hits_total (tokens),
 //               troupe:prompt_tokens_total, troupe:generation_tokens_total,
-//               troupe:num_preemptions_total, troupe:request_success_total{finished_reason}
+//               troupe:num_preemptions_total, troupe:request_success_total{finished_reason},
+//               troupe:rank_busy_seconds_total (troupe's own: seconds the model ran steps;
+//               its rate is the model's utilization, 1.0 = never idle)
 //   histograms  troupe:time_to_first_token_seconds, troupe:inter_token_latency_seconds,
 //               troupe:e2e_request_latency_seconds, troupe:request_queue_time_seconds,
 //               troupe:num_requests_admitted_per_step, troupe:scheduler_step_time_seconds
@@ -55,6 +57,7 @@ class ServingMetrics {
   Counter& prompt_tokens;
   Counter& generation_tokens;
   Counter& num_preemptions;
+  Counter& rank_busy_seconds;
   Histogram& time_to_first_token;
   Histogram& inter_token_latency;
   Histogram& e2e_request_latency;

@@ -102,6 +102,7 @@ TEST(Metrics, ServingMetricSet) {
            "# TYPE troupe:prompt_tokens_total counter",
            "# TYPE troupe:generation_tokens_total counter",
            "# TYPE troupe:num_preemptions_total counter",
+           "# TYPE troupe:rank_busy_seconds_total counter",
            "# TYPE troupe:request_success_total counter",
            "# TYPE troupe:time_to_first_token_seconds histogram",
            "# TYPE troupe:inter_token_latency_seconds histogram",
