@@ -213,18 +213,25 @@ int bench_engine(const CommandArgs& argv) {
   return 0;
 }
 
-int bench_replay(const CommandArgs& argv) {
-  Args a(argv,
-         {"model", "conversations", "turns", "system-len", "user-len", "output-len", "max-running",
-          "kv-budget-mb", "block-size", "prefix-replay", "seed", "threads"},
-         {});
-  no_positional(a);
+// The agentic workload's shape flags, shared by bench replay and bench serve
+// --dataset-name agentic; the caller sets the seed and token range.
+runtime::AgenticWorkloadConfig workload_shape_flags(const Args& a) {
   runtime::AgenticWorkloadConfig w;
   w.conversations = at_least(a, "conversations", w.conversations, 1);
   w.turns = at_least(a, "turns", w.turns, 1);
   w.system_len = at_least(a, "system-len", w.system_len, 0);
   w.user_len = at_least(a, "user-len", w.user_len, 1);
   w.output_len = at_least(a, "output-len", w.output_len, 1);
+  return w;
+}
+
+int bench_replay(const CommandArgs& argv) {
+  Args a(argv,
+         {"model", "conversations", "turns", "system-len", "user-len", "output-len", "max-running",
+          "kv-budget-mb", "block-size", "prefix-replay", "seed", "threads"},
+         {});
+  no_positional(a);
+  runtime::AgenticWorkloadConfig w = workload_shape_flags(a);
   w.seed = static_cast<uint64_t>(at_least(a, "seed", int64_t(w.seed), 0));
   const int64_t max_running = at_least(a, "max-running", 8, 1);
   const int threads = threads_flag(a);
@@ -269,12 +276,7 @@ void reject_flags(const Args& a, std::initializer_list<const char*> flags, const
 runtime::AgenticWorkloadConfig agentic_flags(const Args& a, const bench::ServeBenchConfig& c) {
   reject_flags(a, {"num-prompts", "request-rate", "random-input-len", "random-output-len"},
                "to --dataset-name agentic");
-  runtime::AgenticWorkloadConfig w;
-  w.conversations = at_least(a, "conversations", w.conversations, 1);
-  w.turns = at_least(a, "turns", w.turns, 1);
-  w.system_len = at_least(a, "system-len", w.system_len, 0);
-  w.user_len = at_least(a, "user-len", w.user_len, 1);
-  w.output_len = at_least(a, "output-len", w.output_len, 1);
+  runtime::AgenticWorkloadConfig w = workload_shape_flags(a);
   w.max_token_id = c.max_token_id;
   w.seed = c.seed;
   return w;

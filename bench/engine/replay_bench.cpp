@@ -120,17 +120,23 @@ ReplayRun run_replay(const model::Forward& forward, const model::Tokenizer* toke
   return run;
 }
 
-void print_replay_report(const runtime::AgenticWorkloadConfig& w,
-                         const std::vector<ReplayRun>& runs) {
+void print_workload_line(const runtime::AgenticWorkloadConfig& w) {
   const runtime::WorkloadTotals plan = runtime::planned_totals(w);
   std::printf(
-      "workload: %lld conversations x %lld turns, system %lld, user %lld, output %lld tokens per "
-      "turn: %lld requests, %lld input tokens, %.1f%% of them seen before (the most a prefix "
-      "cache can serve)\n\n",
+      "workload agentic: %lld conversations x %lld turns, system %lld, user %lld, output %lld "
+      "tokens per turn: %lld requests, %lld input tokens (%.1f%% seen before: the most a "
+      "prefix cache can serve), %lld output tokens\n",
       static_cast<long long>(w.conversations), static_cast<long long>(w.turns),
       static_cast<long long>(w.system_len), static_cast<long long>(w.user_len),
       static_cast<long long>(w.output_len), static_cast<long long>(plan.turns),
-      static_cast<long long>(plan.prompt_tokens), 100 * plan.seen_fraction());
+      static_cast<long long>(plan.prompt_tokens), 100 * plan.seen_fraction(),
+      static_cast<long long>(plan.output_tokens));
+}
+
+void print_replay_report(const runtime::AgenticWorkloadConfig& w,
+                         const std::vector<ReplayRun>& runs) {
+  print_workload_line(w);
+  std::printf("\n");
   std::printf(
       "| prefix cache | replay | turns | input tokens | cached input | uncached input | output "
       "tokens | hit rate | computed tokens | SWA replay tokens | steps | preemptions | sched "

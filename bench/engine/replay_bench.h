@@ -40,6 +40,11 @@ ReplayRun run_replay(const model::Forward& forward, const model::Tokenizer* toke
                      const runtime::AgenticWorkloadConfig& workload,
                      const EngineBenchConfig& engine, bool prefix_cache);
 
+// The workload's planned request and token counts (what a run with no failures sends)
+// and the share of input seen before, as one "workload agentic: ..." line (bench replay
+// and bench serve --dataset-name agentic).
+void print_workload_line(const runtime::AgenticWorkloadConfig& workload);
+
 // The workload line, then one table row per run, then for each run with the cache the
 // wall-time ratio baseline ÷ that run (the baseline: the run without the cache).
 void print_replay_report(const runtime::AgenticWorkloadConfig& workload,

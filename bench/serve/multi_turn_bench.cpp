@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <cstdio>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -93,19 +92,6 @@ ServeBenchRun run_multi_turn_bench(const ServeBenchConfig& c,
   for (std::thread& t : workers) t.join();
   run.duration_s = now_seconds() - start;
   return run;
-}
-
-void print_workload_line(const runtime::AgenticWorkloadConfig& w) {
-  const runtime::WorkloadTotals plan = runtime::planned_totals(w);
-  std::printf(
-      "workload agentic: %lld conversations x %lld turns, system %lld, user %lld, output %lld "
-      "tokens per turn: %lld requests, %lld input tokens (%.1f%% seen before: the most a "
-      "prefix cache can serve), %lld output tokens\n",
-      static_cast<long long>(w.conversations), static_cast<long long>(w.turns),
-      static_cast<long long>(w.system_len), static_cast<long long>(w.user_len),
-      static_cast<long long>(w.output_len), static_cast<long long>(plan.turns),
-      static_cast<long long>(plan.prompt_tokens), 100 * plan.seen_fraction(),
-      static_cast<long long>(plan.output_tokens));
 }
 
 }  // namespace troupe::bench

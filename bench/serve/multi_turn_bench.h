@@ -20,7 +20,4 @@ namespace troupe::bench {
 ServeBenchRun run_multi_turn_bench(const ServeBenchConfig& config,
                                    const runtime::AgenticWorkloadConfig& workload);
 
-// The workload's planned request and token counts (what a run with no failures sends).
-void print_workload_line(const runtime::AgenticWorkloadConfig& workload);
-
 }  // namespace troupe::bench

@@ -128,15 +128,6 @@ inline std::vector<std::string> sse_payloads(const std::string& body) {
   return out;
 }
 
-// The value of the first /metrics series that starts with `series`, or -1.
-inline double metric_value(const std::string& text, const std::string& series) {
-  const size_t at = text.find("\n" + series);
-  if (at == std::string::npos) return -1;
-  const size_t eol = text.find('\n', at + 1);
-  const std::string line = text.substr(at + 1, eol - at - 1);
-  return std::stod(line.substr(line.rfind(' ') + 1));
-}
-
 // The troupe binary running `serve`, its stdout + stderr collected by a thread.
 class Daemon {
  public:

@@ -10,11 +10,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "net/http_test_client.h"
+#include "support/prometheus_text.h"
 
 namespace troupe::testing {
 namespace {
@@ -76,16 +76,6 @@ std::string joined(const std::vector<std::string>& parts) {
   return out;
 }
 
-// The value of the /metrics series named exactly `series` (labels included up to the
-// value), or -1 when absent.
-double metric(const std::string& text, const std::string& series) {
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind(series, 0) == 0 && (line[series.size()] == ' ' || line[series.size()] == '{'))
-      return std::stod(line.substr(line.rfind(' ') + 1));
-  return -1;
-}
-
 // Polls /metrics until `done` holds for it, or the deadline; returns the last text.
 template <class Pred>
 std::string poll_metrics(uint16_t port, Pred done, std::chrono::seconds deadline) {
@@ -104,8 +94,8 @@ TEST_F(ServeClients, SixtyFourStreamsMatchASingleClientAndLeakNoKvBlock) {
   for (int i = 0; i < 20; ++i) long_prompt += "the sea was calm and the sky was grey; ";
   const std::vector<std::string> prompts = {"The sea was calm", "Once upon a time", "1 2 3 4",
                                             "Hello", long_prompt};
-  const double admitted_before =
-      metric(http(port_, "GET", "/metrics").body, "troupe:num_requests_admitted_per_step_sum");
+  const double admitted_before = prometheus_value(http(port_, "GET", "/metrics").body,
+                                                  "troupe:num_requests_admitted_per_step_sum");
   // A single client's tokens for each prompt (streamed alone; its text is the whole one's).
   // The first request of a prompt warms the prefix cache: with bounded replay (MODEL.md
   // §6) a prefill from a cached prefix may differ from one from position 0 (the documented
@@ -129,25 +119,30 @@ TEST_F(ServeClients, SixtyFourStreamsMatchASingleClientAndLeakNoKvBlock) {
     EXPECT_EQ(streamed_tokens(got[i]), single[i % prompts.size()]) << "client " << i;
 
   // Every request finished and gave its blocks back (cached prefix blocks count as free).
-  const std::string m = poll_metrics(port_, [](const std::string& t) {
-    return metric(t, "troupe:kv_cache_used_blocks") == 0 && metric(t, "troupe:num_requests_running") == 0;
-  }, std::chrono::seconds(30));
-  EXPECT_EQ(metric(m, "troupe:kv_cache_used_blocks"), 0) << m;
-  EXPECT_EQ(metric(m, "troupe:num_requests_running"), 0) << m;
-  EXPECT_EQ(metric(m, "troupe:num_requests_waiting"), 0) << m;
-  EXPECT_EQ(metric(m, "troupe:kv_cache_usage_perc"), 0) << m;
+  const std::string m = poll_metrics(
+      port_,
+      [](const std::string& t) {
+        return prometheus_value(t, "troupe:kv_cache_used_blocks") == 0 &&
+               prometheus_value(t, "troupe:num_requests_running") == 0;
+      },
+      std::chrono::seconds(30));
+  EXPECT_EQ(prometheus_value(m, "troupe:kv_cache_used_blocks"), 0) << m;
+  EXPECT_EQ(prometheus_value(m, "troupe:num_requests_running"), 0) << m;
+  EXPECT_EQ(prometheus_value(m, "troupe:num_requests_waiting"), 0) << m;
+  EXPECT_EQ(prometheus_value(m, "troupe:kv_cache_usage_perc"), 0) << m;
 
   // The scheduler's figures: each request admitted once (again after each preemption),
   // every planned step timed, and the shared long prompt served from the prefix cache.
-  const double preempted = metric(m, "troupe:num_preemptions_total");
+  const double preempted = prometheus_value(m, "troupe:num_preemptions_total");
   ASSERT_GE(preempted, 0) << m;
-  EXPECT_EQ(metric(m, "troupe:num_requests_admitted_per_step_sum") - admitted_before,
-            kClients + 3.0 * double(prompts.size()) + preempted) << m;
-  const double steps = metric(m, "troupe:scheduler_step_time_seconds_count");
+  EXPECT_EQ(prometheus_value(m, "troupe:num_requests_admitted_per_step_sum") - admitted_before,
+            kClients + 3.0 * double(prompts.size()) + preempted)
+      << m;
+  const double steps = prometheus_value(m, "troupe:scheduler_step_time_seconds_count");
   EXPECT_GE(steps, kMaxTokens) << m;
-  EXPECT_EQ(metric(m, "troupe:num_requests_admitted_per_step_count"), steps) << m;
-  const double queries = metric(m, "troupe:prefix_cache_queries_total");
-  const double hits = metric(m, "troupe:prefix_cache_hits_total");
+  EXPECT_EQ(prometheus_value(m, "troupe:num_requests_admitted_per_step_count"), steps) << m;
+  const double queries = prometheus_value(m, "troupe:prefix_cache_queries_total");
+  const double hits = prometheus_value(m, "troupe:prefix_cache_hits_total");
   EXPECT_GT(hits, 0) << m;
   EXPECT_LT(hits, queries) << m;
 }

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "net/http_test_client.h"
+#include "support/prometheus_text.h"
 #include "support/run_troupe.h"
 
 namespace troupe::testing {
@@ -127,15 +128,6 @@ TEST_F(ServeE2E, TokenizeRoundTrips) {
   EXPECT_NE(json::parse(d.body)["prompt"].get<std::string>().find("hello world"), std::string::npos);
 }
 
-// The value of the first /metrics series that starts with `series`, or -1.
-double metric(const std::string& text, const std::string& series) {
-  const size_t at = text.find("\n" + series);
-  if (at == std::string::npos) return -1;
-  const size_t eol = text.find('\n', at + 1);
-  const std::string line = text.substr(at + 1, eol - at - 1);
-  return std::stod(line.substr(line.rfind(' ') + 1));
-}
-
 TEST_F(ServeE2E, MetricsHaveTroupeNames) {
   ASSERT_EQ(post("/v1/completions", completion_body("a b c", 3, false)).status, 200);
   const HttpResponse m = http(port_, "GET", "/metrics");
@@ -146,9 +138,10 @@ TEST_F(ServeE2E, MetricsHaveTroupeNames) {
                            "troupe:generation_tokens_total", "troupe:time_to_first_token_seconds_bucket",
                            "troupe:e2e_request_latency_seconds_count"})
     EXPECT_NE(m.body.find(std::string("\n") + name), std::string::npos) << name;
-  EXPECT_GE(metric(m.body, "troupe:generation_tokens_total"), 3.0);
-  EXPECT_GE(metric(m.body, "troupe:request_success_total{finished_reason=\"length\""), 1.0);
-  EXPECT_EQ(metric(m.body, "troupe:num_requests_running"), 0.0);
+  EXPECT_GE(prometheus_value(m.body, "troupe:generation_tokens_total"), 3.0);
+  EXPECT_GE(prometheus_value(m.body, "troupe:request_success_total{finished_reason=\"length\""),
+            1.0);
+  EXPECT_EQ(prometheus_value(m.body, "troupe:num_requests_running"), 0.0);
 }
 
 struct BadCase {
@@ -223,7 +216,7 @@ TEST_F(ServeE2E, ConcurrentStreamsMatchASingleClient) {
 
 TEST_F(ServeE2E, DisconnectMidStreamAbortsTheRequest) {
   const std::string aborted = "troupe:request_success_total{finished_reason=\"abort\"";
-  const double before = metric(http(port_, "GET", "/metrics").body, aborted);
+  const double before = prometheus_value(http(port_, "GET", "/metrics").body, aborted);
   ASSERT_GE(before, 0.0);
   const int fd = connect_to(port_);
   ASSERT_GE(fd, 0);
@@ -236,7 +229,7 @@ TEST_F(ServeE2E, DisconnectMidStreamAbortsTheRequest) {
   double now = before;
   while (now < before + 1 && std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    now = metric(http(port_, "GET", "/metrics").body, aborted);
+    now = prometheus_value(http(port_, "GET", "/metrics").body, aborted);
   }
   EXPECT_EQ(now, before + 1);
   EXPECT_EQ(post("/v1/completions", completion_body("hi", 2, false)).status, 200);

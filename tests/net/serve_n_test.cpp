@@ -8,6 +8,7 @@
 #include <set>
 
 #include "net/http_test_client.h"
+#include "support/prometheus_text.h"
 
 namespace troupe::testing {
 namespace {
@@ -62,14 +63,14 @@ TEST_F(ServeN, SeededChoicesRunInFullAndMetricsCountThePromptOnce) {
   const HttpResponse after = http(port_, "GET", "/metrics");
   ASSERT_EQ(after.status, 200);
   const double prompt = r["usage"]["prompt_tokens"].get<double>();
-  EXPECT_EQ(metric_value(after.body, "troupe:prompt_tokens_total") -
-                metric_value(before.body, "troupe:prompt_tokens_total"),
+  EXPECT_EQ(prometheus_value(after.body, "troupe:prompt_tokens_total") -
+                prometheus_value(before.body, "troupe:prompt_tokens_total"),
             prompt);
-  EXPECT_EQ(metric_value(after.body, "troupe:generation_tokens_total") -
-                metric_value(before.body, "troupe:generation_tokens_total"),
+  EXPECT_EQ(prometheus_value(after.body, "troupe:generation_tokens_total") -
+                prometheus_value(before.body, "troupe:generation_tokens_total"),
             21.0);
-  EXPECT_EQ(metric_value(after.body, "troupe:num_requests_running"), 0.0);
-  EXPECT_EQ(metric_value(after.body, "troupe:kv_cache_usage_perc"), 0.0);
+  EXPECT_EQ(prometheus_value(after.body, "troupe:num_requests_running"), 0.0);
+  EXPECT_EQ(prometheus_value(after.body, "troupe:kv_cache_usage_perc"), 0.0);
 }
 
 // A seed reproduces across requests: sampled choice i of an n = 3 request with seed s is

@@ -20,6 +20,7 @@
 
 #include "net/http_test_client.h"
 #include "net/tcp/frame.h"
+#include "support/prometheus_text.h"
 #include "support/run_troupe.h"
 
 namespace troupe::testing {
@@ -287,10 +288,8 @@ TEST_F(TcpApi, OversizedLengthClosesTheConnection) {
 
 // Requests finished as aborted so far, from /metrics.
 double aborted_count(uint16_t http_port) {
-  static const std::regex re(R"(troupe:request_success_total\{finished_reason="abort"[^}]*\} (\S+))");
-  const std::string body = http(http_port, "GET", "/metrics").body;
-  std::smatch m;
-  return std::regex_search(body, m, re) ? std::stod(m[1]) : -1;
+  return prometheus_value(http(http_port, "GET", "/metrics").body,
+                          "troupe:request_success_total{finished_reason=\"abort\"");
 }
 
 TEST_F(TcpApi, DisconnectAbortsTheConnectionsRequests) {

@@ -5,10 +5,11 @@
 // seeds, stops, preemption and aborts, and no block left behind.
 #include <gtest/gtest.h>
 
-#include <deque>
 #include <map>
 
+#include "golden_engine_config.h"
 #include "model/footprint.h"
+#include "plan_driver.h"
 #include "runtime/engine.h"
 #include "support/golden.h"
 
@@ -32,13 +33,9 @@ int32_t next_token(int32_t last) { return 10 + (last * 7 + 3) % 500; }
 
 // Runs plans one ahead, as the actors do: plan N+1, then "execute" N (filling
 // placeholders from the tokens sampled in earlier steps) and update N.
-struct AsyncHarness {
-  AsyncHarness(int64_t num_blocks, int64_t budget) : kv(kv_config(num_blocks)), s(config(budget), kv, 1) {}
-  static SchedulerConfig config(int64_t budget) {
-    SchedulerConfig c;
-    c.max_num_batched_tokens = budget;
-    return c;
-  }
+struct AsyncHarness : PlanDriver {
+  AsyncHarness(int64_t num_blocks, int64_t budget)
+      : PlanDriver(kv_config(num_blocks), budget, /*async=*/true) {}
 
   std::vector<SampledChunk> execute(const StepPlan& plan) {
     std::vector<SampledChunk> out(plan.chunks.size());
@@ -54,29 +51,11 @@ struct AsyncHarness {
     return out;
   }
 
-  void drain(int64_t max_steps = 200) {
-    std::deque<StepPlan> ahead;
-    for (int64_t n = 0; (s.has_unfinished() || !ahead.empty()) && n < max_steps; ++n) {
-      if (ahead.empty()) ahead.push_back(s.schedule());
-      StepPlan next = s.schedule();
-      if (!next.empty()) ahead.push_back(std::move(next));
-      const StepPlan now = std::move(ahead.front());
-      ahead.pop_front();
-      plans.push_back(now);
-      for (const RequestOutput& o : s.update(now, execute(now))) {
-        outputs[o.id].insert(outputs[o.id].end(), o.new_tokens.begin(), o.new_tokens.end());
-        if (o.finished()) reasons[o.id] = std::string(o.finish_reason());
-      }
-      kv.check_invariants();
-    }
+  void drain() {
+    run([this](const StepPlan& plan) { return execute(plan); }, /*max_steps=*/200);
   }
 
-  KvCacheManager kv;
-  Scheduler s;
   std::map<RequestId, int32_t> last_sampled;
-  std::vector<StepPlan> plans;
-  std::map<RequestId, Ids> outputs;
-  std::map<RequestId, std::string> reasons;
 };
 
 Ids chain(int32_t last, int64_t n) {
@@ -149,14 +128,9 @@ struct Result {
 
 std::map<RequestId, Result> run_workload(bool async, int64_t budget_bytes, bool abort_one) {
   const auto& g = testing::golden_model();
-  EngineConfig c;
-  c.kv_budget_bytes = budget_bytes;
-  c.block_size = 16;
-  c.async_scheduling = async;
-  c.scheduler.max_num_batched_tokens = 40;
-  c.scheduler.max_num_running = 5;
-  c.scheduler.max_model_len = 4096;
-  Engine e(*g.forward, nullptr, c);
+  Engine e(*g.forward, nullptr,
+           golden_engine_config(budget_bytes, async, /*max_num_batched_tokens=*/40,
+                                /*max_num_running=*/5));
   const int64_t lens[] = {3, 60, 17, 33, 1, 45};
   for (int i = 0; i < 6; ++i) {
     RequestParams p;

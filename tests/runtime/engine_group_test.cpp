@@ -7,6 +7,7 @@
 
 #include <map>
 
+#include "golden_engine_config.h"
 #include "runtime/engine.h"
 #include "support/golden.h"
 
@@ -22,14 +23,8 @@ struct GroupRun {
 };
 
 EngineConfig engine_config(bool async, int64_t budget_bytes) {
-  EngineConfig c;
-  c.kv_budget_bytes = budget_bytes;
-  c.block_size = 16;
-  c.async_scheduling = async;
-  c.scheduler.max_num_batched_tokens = 32;
-  c.scheduler.max_num_running = 4;
-  c.scheduler.max_model_len = 4096;
-  return c;
+  return golden_engine_config(budget_bytes, async, /*max_num_batched_tokens=*/32,
+                              /*max_num_running=*/4);
 }
 
 RequestParams member_params(RequestId id, bool sampled) {

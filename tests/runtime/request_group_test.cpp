@@ -5,12 +5,11 @@
 // as plain requests. Each member's tokens must equal the same request run alone.
 #include <gtest/gtest.h>
 
-#include <deque>
 #include <functional>
 #include <map>
 
 #include "kernels/check.h"
-#include "runtime/scheduler/scheduler.h"
+#include "plan_driver.h"
 
 namespace troupe::runtime {
 namespace {
@@ -23,17 +22,12 @@ int32_t next_token(int32_t last, RequestId id) {
   return 10 + int32_t((last * 7 + 3 + id) % 500);
 }
 
-struct Harness {
+struct Harness : PlanDriver {
   Harness(bool async, int64_t budget, int64_t slots = 8, int64_t num_blocks = 64)
-      : async(async), kv(kv_config(slots, num_blocks)), s(config(budget), kv, 1) {}
+      : PlanDriver(kv_config(slots, num_blocks), budget, async) {}
   static KvCacheConfig kv_config(int64_t slots, int64_t num_blocks) {
     KvCacheConfig c;
     c.block_size = 4, c.num_blocks = num_blocks, c.swa_slots = slots;
-    return c;
-  }
-  static SchedulerConfig config(int64_t budget) {
-    SchedulerConfig c;
-    c.max_num_batched_tokens = budget;
     return c;
   }
 
@@ -58,36 +52,12 @@ struct Harness {
 
   // hook(step) runs before each plan is made (aborts).
   void drain(const std::function<void(int64_t)>& hook = {}) {
-    std::deque<StepPlan> ahead;
-    for (int64_t n = 0; (s.has_unfinished() || !ahead.empty()) && n < 300; ++n) {
-      if (hook) hook(n);
-      if (ahead.empty()) ahead.push_back(s.schedule());
-      if (async) {
-        StepPlan next = s.schedule();
-        if (!next.empty()) ahead.push_back(std::move(next));
-      }
-      const StepPlan now = std::move(ahead.front());
-      ahead.pop_front();
-      plans.push_back(now);
-      for (const RequestOutput& o : s.update(now, execute(now))) {
-        outputs[o.id].insert(outputs[o.id].end(), o.new_tokens.begin(), o.new_tokens.end());
-        if (o.finished()) reasons[o.id] = std::string(o.finish_reason());
-        cached[o.id] = o.num_cached_tokens;
-      }
-      kv.check_invariants();
-    }
+    run([this](const StepPlan& plan) { return execute(plan); }, /*max_steps=*/300, hook);
     EXPECT_FALSE(s.has_unfinished());
     EXPECT_EQ(kv.num_used_blocks(), 0);
   }
 
-  bool async;
-  KvCacheManager kv;
-  Scheduler s;
   std::map<RequestId, int32_t> last_sampled;
-  std::vector<StepPlan> plans;
-  std::map<RequestId, Ids> outputs;
-  std::map<RequestId, std::string> reasons;
-  std::map<RequestId, int64_t> cached;
   int64_t prefill_tokens = 0;
 };
 
