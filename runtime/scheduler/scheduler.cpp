@@ -377,6 +377,13 @@ std::vector<RequestId> Scheduler::running_ids() const {
 std::vector<RequestId> Scheduler::waiting_ids() const {
   std::vector<RequestId> ids;
   for (const auto& [key, r] : waiting_) ids.push_back(r->id);
+  // Siblings waiting for their leader's prompt (in no queue) wait too, as vLLM counts
+  // the n child requests; in id order after the queue.
+  std::vector<RequestId> siblings;
+  for (const auto& [id, r] : requests_)
+    if (r->leader >= 0) siblings.push_back(id);
+  std::sort(siblings.begin(), siblings.end());
+  ids.insert(ids.end(), siblings.begin(), siblings.end());
   return ids;
 }
 

@@ -63,7 +63,7 @@ class Scheduler {
   bool has_unfinished() const { return !running_.empty() || !waiting_.empty(); }
   const Request* find(RequestId id) const;  // nullptr once finished and reported
   std::vector<RequestId> running_ids() const;
-  std::vector<RequestId> waiting_ids() const;  // in admission order
+  std::vector<RequestId> waiting_ids() const;  // in admission order, then unforked siblings
   const SchedulerConfig& config() const { return config_; }
 
  private:

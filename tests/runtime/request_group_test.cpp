@@ -124,6 +124,7 @@ TEST_P(RequestGroup, OnePrefillThenEveryMemberDecodesEachStep) {
 TEST_P(RequestGroup, ChunkedPrefillForksAtTheLastChunk) {
   Harness h(GetParam(), 4);
   h.s.add_request(1, kPrompt, params(3), siblings({2}, 5));
+  EXPECT_EQ(h.s.waiting_ids(), (std::vector<RequestId>{1, 2}));  // the sibling waits too
   h.drain();
   EXPECT_EQ(h.prefill_tokens, 10);
   for (size_t p = 0; p < 3; ++p) {
