@@ -147,18 +147,17 @@ void trace_reuse(const LayerContext& ctx, const Batch& b, const Selections& sel)
   }
 }
 
-// out[rows, H] = wo_b · concat_g(wo_a[g] · o[heads of group g])
-void output_projection(const LayerContext& ctx, int64_t rows, const float* o, float* out) {
-  const ModelConfig& c = ctx.cfg;
+}  // namespace
+
+void attention_output(const ModelConfig& c, const AttentionWeights& w, int64_t rows,
+                      const float* o, float* out) {
   const int64_t G = c.o_groups, O = c.o_lora_rank;
   const int64_t width = c.num_attention_heads * c.head_dim, group_width = width / G;
   std::vector<float> u(rows * G * O);
   for (int64_t g = 0; g < G; ++g)
-    linear(o + g * group_width, rows, row_slice(ctx.w.wo_a, g * O, O), &u[g * O], width, G * O);
-  linear(u.data(), rows, ctx.w.wo_b, out);
+    linear(o + g * group_width, rows, row_slice(w.wo_a, g * O, O), &u[g * O], width, G * O);
+  linear(u.data(), rows, w.wo_b, out);
 }
-
-}  // namespace
 
 void attention_layer(const LayerContext& ctx, const float* x, const Batch& queries,
                      const float* xq, Selections& sel, float* out) {
@@ -194,7 +193,7 @@ void attention_layer(const LayerContext& ctx, const float* x, const Batch& queri
   ap.scale = 1.0f / std::sqrt(static_cast<float>(D));
   kernels::attention(ap);
   rope_rows(o.data(), qb.rows * nh, D, Dr, qb.pos.data(), nh, ctx.freqs, /*inverse=*/true);
-  output_projection(ctx, qb.rows, o.data(), out);
+  attention_output(c, ctx.w, qb.rows, o.data(), out);
   store_window(ctx, win);
 }
 

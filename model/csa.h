@@ -36,6 +36,11 @@ struct LayerContext {
 void attention_layer(const LayerContext& ctx, const float* x, const Batch& queries,
                      const float* xq, Selections& sel, float* out);
 
+// out[rows, H] = wo_b · concat_g(wo_a[g] · o[heads of group g]); o: [rows, nh·D]
+// (§5.3's output projection; the DSpark draft attention shares it).
+void attention_output(const ModelConfig& c, const AttentionWeights& w, int64_t rows,
+                      const float* o, float* out);
+
 // x: [rows, H]; appends this chunk's complete groups to the layer's state.
 void run_compressor(const LayerContext& ctx, const float* x);
 

@@ -10,9 +10,10 @@
 
 namespace troupe::model {
 
-// out[rows, H] = Shared(x) + Σ_pick w_e Expert_e(x); x: [rows, H].
+// out[rows, H] = Shared(x) + Σ_pick w_e Expert_e(x); x: [rows, H]. top_k: experts per
+// token, 0 = the target's c.top_k (the DSpark stages pass dspark_top_k).
 void moe_layer(const ModelConfig& c, const MoeWeights& w, int64_t layer, const Batch& b,
-               const float* x, float* out);
+               const float* x, float* out, int64_t top_k = 0);
 
 // X[rows, hc, H] += gate_s · value per stream, from the hashed n-gram table rows.
 void engram_layer(const ModelConfig& c, const ModelWeights& mw, const EngramWeights& w,

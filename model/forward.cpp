@@ -12,6 +12,7 @@
 #include "kernels/quant.h"
 #include "model/batch.h"
 #include "model/csa.h"
+#include "model/dspark_features.h"
 #include "model/ffn_layers.h"
 #include "model/hc.h"
 #include "model/ops.h"
@@ -121,8 +122,9 @@ void Batch::record_ints(const char* name, int64_t layer, const int32_t* data, in
   }
 }
 
-Forward::Forward(const ModelConfig& config, const ModelWeights& weights)
-    : cfg_(config), w_(weights), engram_(engram_hash_tables(config)) {
+Forward::Forward(const ModelConfig& config, const ModelWeights& weights,
+                 const DsparkWeights* dspark)
+    : cfg_(config), w_(weights), dspark_(dspark), engram_(engram_hash_tables(config)) {
   const kernels::YarnScaling none;
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
     rope_freqs_.push_back(cfg_.ratio(l) == 0
@@ -171,6 +173,7 @@ std::vector<std::vector<float>> Forward::run(std::span<SequenceInput> inputs,
   for (int64_t r = 0; r < b.rows; ++r) pre[r * hc] = 1.0f;
   std::vector<float> x(b.rows * H), y(b.rows * H);
   Selections sel(c.num_hidden_layers);
+  FeatureCapture features(c, dspark_, b);
 
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const LayerWeights& L = w_.layers[l];
@@ -191,6 +194,7 @@ std::vector<std::vector<float>> Forward::run(std::span<SequenceInput> inputs,
       attention_layer(ctx, x.data(), tail, xq.data(), sel, y.data());
       keep_rows(X, kept, hc * H);
       keep_rows(pre, kept, hc);
+      features.keep_rows(kept);
       if (static_cast<int64_t>(sel.cand.size()) == b.rows) keep_rows(sel.cand, kept, 1);
       b = std::move(tail);
       x.resize(b.rows * H);
@@ -208,10 +212,12 @@ std::vector<std::vector<float>> Forward::run(std::span<SequenceInput> inputs,
     moe_layer(c, L.ffn, l, b, x.data(), y.data());
     hc_expand(c, y.data(), f, b.rows, X.data());
     pre = f.pre;
+    features.after_layer(l, X.data(), pre.data(), b.rows);
     b.record("X", l, X.data(), hc * H);
     b.record("pre", l, pre.data(), hc);
   }
 
+  features.store(b);
   // Logits for the rows each sequence asked for (of the rows that ran every layer).
   std::vector<std::vector<float>> logits(inputs.size());
   for (int64_t s = 0; s < b.seqs(); ++s) {

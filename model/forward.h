@@ -48,7 +48,10 @@ using TraceFn = std::function<void(const std::string& name, int64_t layer, int64
 
 class Forward {
  public:
-  Forward(const ModelConfig& config, const ModelWeights& weights);
+  // dspark: the draft weights, needed only to compute DSpark target features F[p] for
+  // states that keep them (SequenceState::enable_features, MODEL.md §8).
+  Forward(const ModelConfig& config, const ModelWeights& weights,
+          const DsparkWeights* dspark = nullptr);
 
   // Runs the batch; returns per sequence its logits, [rows, V] flattened (rows = 1 or
   // the number of new tokens). Bad input (empty tokens, ids out of range, positions
@@ -61,6 +64,7 @@ class Forward {
  private:
   const ModelConfig& cfg_;
   const ModelWeights& w_;
+  const DsparkWeights* dspark_;
   std::vector<std::vector<double>> rope_freqs_;  // [L] per layer
   EngramHashTables engram_;
 };

@@ -11,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "model/feature_ring.h"
 #include "model/kv_rows.h"
 
 namespace troupe::model {
@@ -37,6 +38,9 @@ class KvStore {
   // The open compressor group of a Full layer with ratio r > 1: v_k and s_k [k, D] f32.
   virtual std::vector<float>& carry_v(int64_t layer) = 0;
   virtual std::vector<float>& carry_s(int64_t layer) = 0;
+  // The DSpark feature ring (MODEL.md §8), or null: a forward pass computes and stores
+  // F[p] only for stores that hold one, so stores without it pay nothing.
+  virtual FeatureRing* features() { return nullptr; }
 };
 
 }  // namespace troupe::model

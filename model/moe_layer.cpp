@@ -7,8 +7,8 @@
 namespace troupe::model {
 
 void moe_layer(const ModelConfig& c, const MoeWeights& w, int64_t layer, const Batch& b,
-               const float* x, float* out) {
-  const int64_t rows = b.rows, H = c.hidden_size, kE = c.top_k;
+               const float* x, float* out, int64_t top_k) {
+  const int64_t rows = b.rows, H = c.hidden_size, kE = top_k > 0 ? top_k : c.top_k;
   const int64_t nE = static_cast<int64_t>(w.experts.size());
   std::vector<float> logits = linear(x, rows, w.gate);
   b.record("moe_gate_logits", layer, logits.data(), nE);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "model/config.h"
@@ -35,10 +36,15 @@ class SequenceState final : public KvStore {
   std::vector<int32_t> tokens;  // [length] every token so far
   std::vector<LayerState> layers;
   KvRowLayout layout;           // the packed row formats
+  std::optional<FeatureRing> feature_ring;  // DSpark F[p] ring, when enabled
 
   static SequenceState empty(const ModelConfig& c);
   // Bytes of global (shared) KV held: compressed rows and index keys of every layer.
   int64_t global_kv_bytes() const;
+  // Asks later forward passes to keep DSpark target features F[p] (a W-ring of [H]).
+  void enable_features(const ModelConfig& c) {
+    feature_ring.emplace(c.sliding_window, c.hidden_size);
+  }
 
   int64_t length() const override { return length_; }
   int32_t token(int64_t pos) const override { return tokens[pos]; }
@@ -66,6 +72,7 @@ class SequenceState final : public KvStore {
   }
   std::vector<float>& carry_v(int64_t l) override { return layers[l].carry_v; }
   std::vector<float>& carry_s(int64_t l) override { return layers[l].carry_s; }
+  FeatureRing* features() override { return feature_ring ? &*feature_ring : nullptr; }
 };
 
 }  // namespace troupe::model

@@ -15,7 +15,8 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 class Binder {
  public:
-  Binder(const Checkpoint& ckpt, ModelWeights& out) : ckpt_(ckpt), out_(out) {}
+  Binder(const Checkpoint& ckpt, std::vector<std::unique_ptr<std::vector<float>>>& owned)
+      : ckpt_(ckpt), owned_(owned) {}
 
   WeightView fp8(const std::string& prefix, int64_t rows, int64_t cols) {
     return quantized(prefix, WeightFormat::FP8, rows, cols, DType::F8_E4M3, {rows, cols},
@@ -52,7 +53,7 @@ class Binder {
     auto buf = std::make_unique<std::vector<float>>(rows * cols);
     std::memcpy(buf->data(), t.data, t.nbytes);
     w.data = buf->data();
-    out_.owned.push_back(std::move(buf));
+    owned_.push_back(std::move(buf));
     return w;
   }
   Vec vec_bf16(const std::string& name, std::vector<int64_t> shape) {
@@ -95,7 +96,7 @@ class Binder {
   }
 
   const Checkpoint& ckpt_;
-  ModelWeights& out_;
+  std::vector<std::unique_ptr<std::vector<float>>>& owned_;
 };
 
 HcMixWeights bind_hc(Binder& b, const std::string& p, const ModelConfig& c) {
@@ -105,7 +106,7 @@ HcMixWeights bind_hc(Binder& b, const std::string& p, const ModelConfig& c) {
 }
 
 AttentionWeights bind_attention(Binder& b, const std::string& p, const ModelConfig& c,
-                                int64_t layer) {
+                                LayerMode mode, int64_t ratio) {
   const int64_t H = c.hidden_size, D = c.head_dim, Q = c.q_lora_rank, nh = c.num_attention_heads;
   const int64_t G = c.o_groups, O = c.o_lora_rank;
   AttentionWeights a;
@@ -117,11 +118,10 @@ AttentionWeights bind_attention(Binder& b, const std::string& p, const ModelConf
   a.wo_a = b.fp8(p + "wo_a", G * O, nh * D / G);
   a.wo_b = b.fp8(p + "wo_b", H, G * O);
   a.sink = b.vec_f32(p + "attn_sink", {nh});
-  const LayerMode mode = c.layer_mode[layer];
   if (mode == LayerMode::Full) {
     a.has_compressor = true;
     a.compressor.wkv = b.f32(p + "compressor.wkv.weight", D, H);
-    if (c.ratio(layer) > 1) a.compressor.wgate = b.f32(p + "compressor.wgate.weight", D, H);
+    if (ratio > 1) a.compressor.wgate = b.f32(p + "compressor.wgate.weight", D, H);
     a.compressor.norm = b.vec_bf16(p + "compressor.norm.weight", {D});
   }
   if (mode == LayerMode::Full || mode == LayerMode::Reindex) {
@@ -172,7 +172,7 @@ EngramWeights bind_engram(Binder& b, const std::string& p, const ModelConfig& c,
 
 ModelWeights bind_weights(const Checkpoint& ckpt, const ModelConfig& c) {
   ModelWeights w;
-  Binder b(ckpt, w);
+  Binder b(ckpt, w.owned);
   const int64_t V = c.vocab_size, H = c.hidden_size, hc = c.hc_mult;
   w.embed = b.bf16("embed.weight", V, H);
   w.head = b.bf16("head.weight", V, H);
@@ -195,7 +195,7 @@ ModelWeights bind_weights(const Checkpoint& ckpt, const ModelConfig& c) {
     L.ffn_norm = b.vec_bf16(p + "ffn_norm.weight", {H});
     L.hc_attn = bind_hc(b, p + "hc_attn", c);
     L.hc_ffn = bind_hc(b, p + "hc_ffn", c);
-    L.attn = bind_attention(b, p + "attn.", c, l);
+    L.attn = bind_attention(b, p + "attn.", c, c.layer_mode[l], c.ratio(l));
     L.ffn = bind_moe(b, p + "ffn.", c.n_routed_experts, c);
     const int64_t ei = c.engram_index(l);
     if (ei >= 0) {
@@ -204,6 +204,34 @@ ModelWeights bind_weights(const Checkpoint& ckpt, const ModelConfig& c) {
     }
   }
   return w;
+}
+
+DsparkWeights bind_dspark_weights(const Checkpoint& ckpt, const ModelConfig& c) {
+  const int64_t S = c.num_nextn_predict_layers, H = c.hidden_size, V = c.vocab_size;
+  const int64_t Mr = c.dspark_markov_rank;
+  const int64_t n_t = static_cast<int64_t>(c.dspark_target_layer_ids.size());
+  TROUPE_CHECK(S > 0, "bind_dspark_weights: num_nextn_predict_layers is 0 (no draft)");
+  DsparkWeights d;
+  Binder b(ckpt, d.owned);
+  for (int64_t s = 0; s < S; ++s) {
+    const std::string p = "mtp." + std::to_string(s) + ".";
+    DsparkStageWeights st;
+    st.attn_norm = b.vec_bf16(p + "attn_norm.weight", {H});
+    st.ffn_norm = b.vec_bf16(p + "ffn_norm.weight", {H});
+    st.hc_attn = bind_hc(b, p + "hc_attn", c);
+    st.hc_ffn = bind_hc(b, p + "hc_ffn", c);
+    st.attn = bind_attention(b, p + "attn.", c, LayerMode::Swa, 0);
+    st.ffn = bind_moe(b, p + "ffn.", c.dspark_n_routed_experts, c);
+    d.stages.push_back(std::move(st));
+  }
+  d.main_proj = b.fp8("mtp.0.main_proj", H, n_t * H);
+  d.main_norm = b.vec_bf16("mtp.0.main_norm.weight", {H});
+  const std::string last = "mtp." + std::to_string(S - 1) + ".";
+  d.norm = b.vec_bf16(last + "norm.weight", {H});
+  d.markov_embed = b.bf16(last + "markov_head.embed.weight", V, Mr);
+  d.markov_head = b.bf16(last + "markov_head.head.weight", V, Mr);
+  d.confidence = b.vec_f32(last + "confidence_head.proj.weight", {1, H + Mr});
+  return d;
 }
 
 WeightView row_slice(const WeightView& w, int64_t r0, int64_t n) {

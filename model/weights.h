@@ -90,9 +90,32 @@ struct ModelWeights {
   std::vector<std::unique_ptr<std::vector<float>>> owned;
 };
 
+// One DSpark stage `mtp.{s}.` (MODEL.md §2, §8): an SWA block with the draft's MoE.
+struct DsparkStageWeights {
+  Vec attn_norm, ffn_norm;  // [H]
+  HcMixWeights hc_attn, hc_ffn;
+  AttentionWeights attn;    // SWA: no compressor, no indexer
+  MoeWeights ffn;           // nEd routed experts
+};
+
+// The DSpark draft network; shares the target's embed/head (ModelWeights).
+struct DsparkWeights {
+  std::vector<DsparkStageWeights> stages;  // [S]
+  kernels::WeightView main_proj;           // [H, n_t·H] FP8 (stage 0)
+  Vec main_norm;                           // [H] (stage 0)
+  Vec norm;                                // [H] (stage S-1)
+  kernels::WeightView markov_embed;        // [V, Mr] BF16 (stage S-1)
+  kernels::WeightView markov_head;         // [V, Mr] BF16 (stage S-1)
+  Vec confidence;                          // [H + Mr] (stage S-1)
+  std::vector<std::unique_ptr<std::vector<float>>> owned;
+};
+
 // Binds every tensor the target forward pass needs; a missing, misshaped or
 // mistyped tensor is a troupe::Error naming it. The checkpoint must outlive the weights.
 ModelWeights bind_weights(const Checkpoint& ckpt, const ModelConfig& cfg);
+
+// Binds the mtp.* tensors (config needs num_nextn_predict_layers > 0); errors as above.
+DsparkWeights bind_dspark_weights(const Checkpoint& ckpt, const ModelConfig& cfg);
 
 // Row slice [r0, r0+n) of a weight (FP8 needs r0 and n multiples of 32 unless n reaches the end).
 kernels::WeightView row_slice(const kernels::WeightView& w, int64_t r0, int64_t n);

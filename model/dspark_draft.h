@@ -1,0 +1,57 @@
+// The DSpark draft network (MODEL.md §8): Bs slots after the anchor position a run
+// through the S draft stages (SWA-only draft attention over the target features F,
+// the draft MoE, the stage's own mHC), then the Markov head proposes d_1..d_k.
+//
+//   slot i:   input embed[tok[a]] (i = 0) or embed[noise] (i >= 1), position a+1+i
+//   keys:     context rows row(F[p], p), a-W+1 <= p <= a (held ones)  ++  block rows of
+//             every slot (bidirectional within the block)
+//   slot i predicts position a+1+i; slot 0's token is the target's bonus tok[a+1]
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/config.h"
+#include "model/feature_ring.h"
+#include "model/weights.h"
+
+namespace troupe::model {
+
+struct DraftProposal {
+  std::vector<int32_t> tokens;    // [k'] d_1..d_k' for positions a+2 .. a+1+k' (k' <= k)
+  std::vector<float> confidence;  // [k + 1] conf_0..conf_k (conf_0 unused, §8)
+};
+
+class DsparkDraft {
+ public:
+  DsparkDraft(const ModelConfig& c, const ModelWeights& target, const DsparkWeights& draft);
+
+  // h [Bs, H]: Σ pre X of every slot after the last stage (pre-norm), for anchor a whose
+  // token is anchor_token. Needs F[a] in the ring.
+  std::vector<float> hidden(const FeatureRing& F, int64_t anchor, int32_t anchor_token) const;
+
+  // Greedy drafts after the target sampled `bonus` = tok[a+1]: k' = min(k, Bs-1, room
+  // before max_position_embeddings) tokens, fewer when Π conf_j <= conf_min (§8 early
+  // stop; 0 = never cut).
+  DraftProposal propose(const FeatureRing& F, int64_t anchor, int32_t anchor_token, int32_t bonus,
+                        int64_t k, float conf_min = 0.0f) const;
+
+  const ModelConfig& config() const { return c_; }
+
+ private:
+  void stage(int64_t s, const FeatureRing& F, int64_t anchor, std::vector<float>& X,
+             std::vector<float>& pre) const;
+
+  const ModelConfig& c_;
+  const ModelWeights& target_;
+  const DsparkWeights& w_;
+  std::vector<double> freqs_;  // rope_theta, no YaRN
+};
+
+// Draft attention of one stage (§8), exposed for tests: x [Bs, H] the normalized slot
+// inputs at positions anchor+1+i, context rows from F; out [Bs, H] (after wo_b).
+void draft_attention(const ModelConfig& c, const AttentionWeights& w,
+                     const std::vector<double>& freqs, const FeatureRing& F, int64_t anchor,
+                     const float* x, float* out);
+
+}  // namespace troupe::model
