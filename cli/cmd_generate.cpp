@@ -9,6 +9,7 @@
 #include "cli/loaded_model.h"
 #include "kernels/check.h"
 #include "kernels/sampling.h"
+#include "model/speculative.h"
 
 namespace troupe::cli {
 namespace {
@@ -45,11 +46,36 @@ kernels::SamplingParams sampling_from(const Args& a) {
   return s;
 }
 
+// --speculative: greedy DSpark draft + verify (MODEL.md §8) on a contiguous state. The
+// text equals plain greedy decoding; the acceptance goes to stderr.
+void generate_speculative(const LoadedModel& m, const std::vector<int32_t>& prompt, int64_t n,
+                          bool ignore_eos) {
+  const model::DsparkWeights dw = model::bind_dspark_weights(m.checkpoint, m.config);
+  const model::Forward forward(m.config, m.weights, &dw);
+  const model::DsparkDraft draft(m.config, m.weights, dw);
+  model::SequenceState state = model::SequenceState::empty(m.config);
+  const model::SpeculativeResult r = model::speculative_greedy(forward, draft, state, prompt, n);
+  TextStream out(*m.tokenizer);
+  for (int32_t t : r.tokens) {
+    if (t == m.config.eos_token_id && !ignore_eos) break;
+    out.push(t);
+  }
+  std::printf("\n");
+  std::fflush(stdout);  // the text before the stats line on a shared terminal or pipe
+  std::fprintf(stderr,
+               "speculative: %lld verify steps, %lld drafted, %lld accepted (%.1f%%), %.3f "
+               "tokens/step\n",
+               static_cast<long long>(r.stats.steps), static_cast<long long>(r.stats.drafted),
+               static_cast<long long>(r.stats.accepted),
+               r.stats.drafted ? 100.0 * r.stats.accepted / r.stats.drafted : 0.0,
+               r.stats.tokens_per_step());
+}
+
 }  // namespace
 
 int run_generate(const CommandArgs& argv) {
   Args a(argv, {"model", "prompt", "max-tokens", "temperature", "top-k", "top-p", "min-p", "seed"},
-         {"ignore-eos"});
+         {"ignore-eos", "speculative"});
   const auto prompt = a.get("prompt");
   if (!prompt) TROUPE_FAIL("--prompt TEXT is required");
   const int64_t max_tokens = a.get_int("max-tokens", 32);
@@ -61,6 +87,11 @@ int run_generate(const CommandArgs& argv) {
   const int64_t room = m->config.max_position_embeddings - static_cast<int64_t>(next.size());
   if (room < 1) TROUPE_FAIL("prompt of " << next.size() << " tokens does not fit the context");
 
+  if (a.has("speculative")) {
+    if (sampling.temperature != 0.0f) TROUPE_FAIL("--speculative supports greedy only (temperature 0)");
+    generate_speculative(*m, next, std::min(max_tokens, room), a.has("ignore-eos"));
+    return 0;
+  }
   model::SequenceState state = model::SequenceState::empty(m->config);
   TextStream out(*m->tokenizer);
   const uint64_t stream = 0;

@@ -21,6 +21,7 @@
 #include "support/csa_ref.h"
 #include "support/golden.h"
 #include "support/plain_forward.h"
+#include "support/run_troupe.h"
 
 namespace troupe::testing {
 namespace {
@@ -76,7 +77,7 @@ void expect_same_state(const SequenceState& a, const SequenceState& b, const std
   }
   ASSERT_EQ(a.feature_ring.has_value(), b.feature_ring.has_value());
   if (!a.feature_ring) return;
-  EXPECT_EQ(a.feature_ring->pos, b.feature_ring->pos);
+  ASSERT_EQ(a.feature_ring->pos, b.feature_ring->pos);
   for (int64_t p : a.feature_ring->pos)
     if (p >= 0)
       EXPECT_TRUE(std::equal(a.feature_ring->row(p), a.feature_ring->row(p) + a.feature_ring->width,
@@ -325,6 +326,23 @@ INSTANTIATE_TEST_SUITE_P(Dspark, DsparkGreedy,
                          ::testing::Values(GreedyCase{1, 9, 1}, GreedyCase{3, 1, 2},
                                            GreedyCase{17, 2, 3}, GreedyCase{17, 23, 4},
                                            GreedyCase{40, 13, 5}));
+
+// troupe generate --speculative prints the plain greedy text and the acceptance.
+TEST(DsparkCli, SpeculativeGenerateEqualsPlainText) {
+  const std::string base = "generate --model " + golden_dir() + " --prompt 'Once upon a time'" +
+                           " --max-tokens 12 --ignore-eos";
+  const RunResult plain = run_troupe(base);
+  const RunResult spec = run_troupe(base + " --speculative");
+  ASSERT_EQ(plain.status, 0) << plain.out;
+  ASSERT_EQ(spec.status, 0) << spec.out;
+  const size_t at = spec.out.find("speculative: ");
+  ASSERT_NE(at, std::string::npos) << spec.out;
+  EXPECT_EQ(spec.out.substr(0, at), plain.out);
+  EXPECT_NE(spec.out.find("tokens/step", at), std::string::npos);
+  const RunResult sampled = run_troupe(base + " --speculative --temperature 0.7");
+  EXPECT_NE(sampled.status, 0);
+  EXPECT_NE(sampled.out.find("greedy only"), std::string::npos) << sampled.out;
+}
 
 }  // namespace
 }  // namespace troupe::testing
