@@ -88,7 +88,8 @@ int run_generate(const CommandArgs& argv) {
   if (room < 1) TROUPE_FAIL("prompt of " << next.size() << " tokens does not fit the context");
 
   if (a.has("speculative")) {
-    if (sampling.temperature != 0.0f) TROUPE_FAIL("--speculative supports greedy only (temperature 0)");
+    if (sampling.temperature != 0.0f)
+      TROUPE_FAIL("--speculative supports greedy only (temperature 0)");
     generate_speculative(*m, next, std::min(max_tokens, room), a.has("ignore-eos"));
     return 0;
   }

@@ -59,9 +59,8 @@ void draft_attention(const ModelConfig& c, const AttentionWeights& w,
       ctx_in.insert(ctx_in.end(), f, f + H);
     }
   const int64_t n_ctx = static_cast<int64_t>(ctx_pos.size());
-  const std::vector<float> ctx = n_ctx ? draft_rows(c, w, freqs, ctx_in.data(), n_ctx,
-                                                    ctx_pos.data())
-                                       : std::vector<float>{};
+  const std::vector<float> ctx =
+      n_ctx ? draft_rows(c, w, freqs, ctx_in.data(), n_ctx, ctx_pos.data()) : std::vector<float>{};
   const std::vector<float> block = draft_rows(c, w, freqs, x, Bs, pos.data());
 
   // Every slot sees the same keys: the context rows, then all Bs block rows.
@@ -123,8 +122,8 @@ void DsparkDraft::stage(int64_t s, const FeatureRing& F, int64_t anchor, std::ve
 std::vector<float> DsparkDraft::hidden(const FeatureRing& F, int64_t anchor,
                                        int32_t anchor_token) const {
   const int64_t Bs = c_.dspark_block_size, H = c_.hidden_size, hc = c_.hc_mult;
-  TROUPE_CHECK(anchor >= 0 && F.row(anchor) != nullptr, "draft: no target features F[",
-               anchor, "] at the anchor");
+  TROUPE_CHECK(anchor >= 0 && F.row(anchor) != nullptr, "draft: no target features F[", anchor,
+               "] at the anchor");
   TROUPE_CHECK(anchor_token >= 0 && anchor_token < c_.vocab_size, "draft: anchor token ",
                anchor_token, " out of range");
   std::vector<float> X(Bs * hc * H), pre(Bs * hc, 0.0f);

@@ -33,8 +33,8 @@ class FeatureCapture {
   const ModelConfig& c_;
   const DsparkWeights* w_ = nullptr;
   bool active_ = false;
-  int64_t width_ = 0;       // n_t·H
-  std::vector<float> z_;    // [rows, n_t·H] concat of Z_l in dspark_target_layer_ids order
+  int64_t width_ = 0;     // n_t·H
+  std::vector<float> z_;  // [rows, n_t·H] concat of Z_l in dspark_target_layer_ids order
 };
 
 }  // namespace troupe::model

@@ -38,10 +38,10 @@ class StepSnapshot {
     std::vector<uint8_t> bytes;
   };
   int64_t length_ = 0;
-  std::vector<size_t> ckv_bytes_, ikey_bytes_;              // [L]
-  std::vector<std::vector<float>> carry_v_, carry_s_;       // [L]
-  std::vector<std::vector<Slot>> window_;                   // [L][slots the step writes]
-  std::vector<Slot> features_;                              // feature-ring slots (f32 bytes)
+  std::vector<size_t> ckv_bytes_, ikey_bytes_;         // [L]
+  std::vector<std::vector<float>> carry_v_, carry_s_;  // [L]
+  std::vector<std::vector<Slot>> window_;              // [L][slots the step writes]
+  std::vector<Slot> features_;                         // feature-ring slots (f32 bytes)
 };
 
 struct SpeculativeStats {

@@ -89,7 +89,7 @@ TEST(DsparkFeatures, RingHoldsRmsNormOfMainProjOverTargetLayers) {
   const GoldenModel& g = golden_model();
   const model::ModelConfig& c = g.config;
   const Draft& d = golden_draft();
-  const int64_t H = c.hidden_size, hc = c.hc_mult, n = 21;  // > W: the ring wraps
+  const int64_t H = c.hidden_size, hc = c.hc_mult, n = 21;           // > W: the ring wraps
   std::map<std::pair<int64_t, int64_t>, std::vector<float>> X, pre;  // (layer, row)
   model::TraceFn trace = [&](const std::string& name, int64_t l, int64_t r,
                              std::span<const float> v) {
@@ -161,8 +161,8 @@ TEST(DsparkDraftAttention, MatchesReference) {
       if (p != anchor - 2) F.put(p, random_floats(H, 100 + uint32_t(p), 1.0f).data());
     const std::vector<float> x = random_floats(Bs * H, 9, 1.0f);
     std::vector<float> got(Bs * H, std::nanf(""));
-    model::draft_attention(c, w, kernels::rope_frequencies(c.rope_theta, c.qk_rope_head_dim, {}),
-                           F, anchor, x.data(), got.data());
+    model::draft_attention(c, w, kernels::rope_frequencies(c.rope_theta, c.qk_rope_head_dim, {}), F,
+                           anchor, x.data(), got.data());
 
     CsaLayerRef ref(c, w, /*layer=*/0);  // an SWA layer: rope_theta, no YaRN, like the draft
     const Dense wkv = dense(w.wkv);
@@ -218,9 +218,9 @@ TEST(DsparkDraft, ProposalShapesAndCuts) {
   // conf_min 1 cuts every draft; fewer requested, fewer returned (never past Bs-1).
   EXPECT_TRUE(d.draft->propose(*st.feature_ring, a, prompt[a], 123, k, 1.0f).tokens.empty());
   EXPECT_EQ(d.draft->propose(*st.feature_ring, a, prompt[a], 123, 1).tokens.size(), 1u);
-  EXPECT_EQ(static_cast<int64_t>(d.draft->propose(*st.feature_ring, a, prompt[a], 123, 99)
-                                     .tokens.size()),
-            c.dspark_block_size - 1);
+  EXPECT_EQ(
+      static_cast<int64_t>(d.draft->propose(*st.feature_ring, a, prompt[a], 123, 99).tokens.size()),
+      c.dspark_block_size - 1);
   // No F at the anchor: refused.
   EXPECT_THROW(d.draft->propose(*st.feature_ring, a + 1, 5, 123, k), troupe::Error);
 }
@@ -305,7 +305,8 @@ TEST_P(DsparkGreedy, EqualsPlainGreedy) {
     for (int32_t& t : drafts) t = t == 4000 ? 4001 : 4000;
   };
   SequenceState st2 = SequenceState::empty(c);
-  const auto wrong = model::speculative_greedy(*d.forward, *d.draft, st2, prompt, gc.n, wrong_draft);
+  const auto wrong =
+      model::speculative_greedy(*d.forward, *d.draft, st2, prompt, gc.n, wrong_draft);
   EXPECT_EQ(wrong.tokens, want.tokens) << "wrong draft";
 
   // Oracle: the drafts are the true continuation, so every one is accepted.
