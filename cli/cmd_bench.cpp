@@ -5,7 +5,9 @@
 // agentic workload on the Engine with the prefix cache (exact and window replay) and
 // without it (bench/engine/replay_bench.h); `serve`, the analogue of `vllm bench serve`,
 // streaming requests to a running server (bench/serve/serve_bench.h), also the multi-turn
-// workload, beside the engine-only figure (bench/serve/multi_turn_bench.h).
+// workload, beside the engine-only figure (bench/serve/multi_turn_bench.h); `eplb`, the
+// expert-parallel load balancer's balance and planning time on flash's MoE shape with
+// synthetic routing (bench/eplb/eplb_bench.h).
 #include <cmath>
 #include <cstdio>
 #include <initializer_list>
@@ -17,6 +19,7 @@
 #include "bench/common/limits.h"
 #include "bench/engine/replay_bench.h"
 #include "bench/engine/step_bench.h"
+#include "bench/eplb/eplb_bench.h"
 #include "bench/forward/forward_bench.h"
 #include "bench/serve/engine_compare.h"
 #include "bench/serve/multi_turn_bench.h"
@@ -368,6 +371,36 @@ int bench_serve(const CommandArgs& argv) {
   return 0;
 }
 
+int bench_eplb(const CommandArgs& argv) {
+  Args a(argv,
+         {"layers", "experts", "top-k", "tokens-per-gpu", "window-steps", "eval-steps", "zipf",
+          "seed", "repeats", "threads"},
+         {});
+  no_positional(a);
+  bench::EplbBenchConfig c;
+  c.layers = a.get_int("layers", c.layers);
+  c.experts = a.get_int("experts", c.experts);
+  c.top_k = a.get_int("top-k", c.top_k);
+  c.tokens_per_gpu = a.get_int("tokens-per-gpu", c.tokens_per_gpu);
+  c.window_steps = a.get_int("window-steps", c.window_steps);
+  c.eval_steps = a.get_int("eval-steps", c.eval_steps);
+  c.zipf = a.get_double("zipf", c.zipf);
+  c.seed = static_cast<uint64_t>(a.get_int("seed", static_cast<int64_t>(c.seed)));
+  c.repeats = a.get_int("repeats", c.repeats);
+  c.validate();
+  kernels::set_num_threads(threads_flag(a));
+
+  std::printf(
+      "troupe bench eplb: %lld MoE layers, %lld experts, top-%lld, %lld tokens per GPU "
+      "per step, zipf %.2f, seed %llu, threads %d\n",
+      static_cast<long long>(c.layers), static_cast<long long>(c.experts),
+      static_cast<long long>(c.top_k), static_cast<long long>(c.tokens_per_gpu), c.zipf,
+      static_cast<unsigned long long>(c.seed), kernels::num_threads());
+  std::fflush(stdout);
+  bench::print_eplb_report(c, bench::run_eplb_bench(c));
+  return 0;
+}
+
 struct Benchmark {
   const char* name;
   int (*run)(const CommandArgs& args);
@@ -378,6 +411,7 @@ const Benchmark kBenchmarks[] = {
     {"engine", bench_engine},
     {"replay", bench_replay},
     {"serve", bench_serve},
+    {"eplb", bench_eplb},
 };
 
 std::string available() {
