@@ -1,6 +1,7 @@
 #include "bench/eplb/eplb_bench.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 
@@ -113,15 +114,19 @@ std::vector<EplbTopology> default_eplb_topologies() {
   return {{416, 1, 1, 32}, {448, 1, 1, 32}, {448, 1, 1, 64}};
 }
 
+// Flag errors users read: TROUPE_FAIL (no file:line), each naming its flag.
 void EplbBenchConfig::validate() const {
-  TROUPE_CHECK(layers >= 1, "--layers must be at least 1, got ", layers);
-  TROUPE_CHECK(experts >= 1 && experts <= 32767, "--experts must be in [1, 32767], got ", experts);
-  TROUPE_CHECK(top_k >= 1 && top_k <= experts, "--top-k must be in [1, experts], got ", top_k);
-  TROUPE_CHECK(tokens_per_gpu >= 1, "--tokens-per-gpu must be at least 1, got ", tokens_per_gpu);
-  TROUPE_CHECK(window_steps >= 1, "--window-steps must be at least 1, got ", window_steps);
-  TROUPE_CHECK(eval_steps >= 1, "--eval-steps must be at least 1, got ", eval_steps);
-  TROUPE_CHECK(zipf >= 0, "--zipf must be >= 0, got ", zipf);
-  TROUPE_CHECK(repeats >= 1, "--repeats must be at least 1, got ", repeats);
+  if (layers < 1) TROUPE_FAIL("--layers must be at least 1, got " << layers);
+  if (experts < 1 || experts > 32767)
+    TROUPE_FAIL("--experts must be in [1, 32767], got " << experts);
+  if (top_k < 1 || top_k > experts)
+    TROUPE_FAIL("--top-k must be in [1, --experts " << experts << "], got " << top_k);
+  if (tokens_per_gpu < 1)
+    TROUPE_FAIL("--tokens-per-gpu must be at least 1, got " << tokens_per_gpu);
+  if (window_steps < 1) TROUPE_FAIL("--window-steps must be at least 1, got " << window_steps);
+  if (eval_steps < 1) TROUPE_FAIL("--eval-steps must be at least 1, got " << eval_steps);
+  if (!(zipf >= 0) || !std::isfinite(zipf)) TROUPE_FAIL("--zipf must be >= 0, got " << zipf);
+  if (repeats < 1) TROUPE_FAIL("--repeats must be at least 1, got " << repeats);
   for (const EplbTopology& t : topologies) t.validate(experts);
 }
 
