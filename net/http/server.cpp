@@ -327,7 +327,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void on_write(beast::error_code ec) {
     writing_ = false;
-    if (ec) return close();
+    if (ec || closed_) return close();  // closed meanwhile: queue_ may not be popped
     queue_.pop_front();
     if (!queue_.empty()) return write_next();
     if (response_pending_) finish_response();
@@ -369,7 +369,7 @@ class Session : public std::enable_shared_from_this<Session> {
     closed_ = true;
     linger_timer_.cancel();
     if (gen_ && open_choices_ > 0) gen_->abort();
-    queue_.clear();
+    if (!writing_) queue_.clear();  // a write in flight still points into queue_.front()
     beast::error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);

@@ -144,8 +144,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return;
     }
     writing_ = true;
+    // The frame stays in queue_ until its write completes: close() may run meanwhile (a
+    // read error) and must neither free the buffer nor let this handler pop a cleared queue.
     asio::async_write(socket_, asio::buffer(queue_.front()), [self = shared_from_this()](error_code ec, size_t) {
-      if (ec) return self->close();
+      self->writing_ = false;
+      if (ec || self->closed_) return self->close();
       self->queue_.pop_front();
       self->write_next();
     });
@@ -155,8 +158,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // outputs still arrive and release `busy`, but nothing more is written.
   void close() {
     if (closed_) return;
-    closed_ = true;
-    queue_.clear();
+    closed_ = true;  // queue_ is kept: a write in flight still points into its front
     error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
