@@ -151,6 +151,7 @@ void trace_reuse(const LayerContext& ctx, const Batch& b, const Selections& sel)
 
 void attention_output(const ModelConfig& c, const AttentionWeights& w, int64_t rows,
                       const float* o, float* out) {
+  if (rows == 0) return;  // an empty decoder tail (§6): nothing to project, no &u[0]
   const int64_t G = c.o_groups, O = c.o_lora_rank;
   const int64_t width = c.num_attention_heads * c.head_dim, group_width = width / G;
   std::vector<float> u(rows * G * O);
