@@ -127,9 +127,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
     f.completion_tokens += static_cast<int64_t>(out.new_tokens.size());
     if (!out.new_tokens.empty() || !out.new_text.empty()) send(tokens_message(f.id, out));
     if (!out.finished()) return;
+    // Busy until the done frame is written: a draining server stops its threads once
+    // nothing is busy, and must not cut the frame off.
+    ++unwritten_done_;
     send(done_message(f.id, out, f.prompt_tokens, f.completion_tokens));
-    live_.erase(it);
-    srv_.add_busy(-1);
+    live_.erase(it);  // f dies here
+    if (!writing_ || closed_) release_done();
+  }
+
+  void release_done() {
+    srv_.add_busy(-unwritten_done_);
+    unwritten_done_ = 0;
   }
 
   void send(const json& message) {
@@ -141,6 +149,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void write_next() {
     if (queue_.empty() || closed_) {
       writing_ = false;
+      release_done();
       return;
     }
     writing_ = true;
@@ -148,7 +157,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     // read error) and must neither free the buffer nor let this handler pop a cleared queue.
     asio::async_write(socket_, asio::buffer(queue_.front()), [self = shared_from_this()](error_code ec, size_t) {
       self->writing_ = false;
-      if (ec || self->closed_) return self->close();
+      if (ec || self->closed_) {
+        self->close();
+        return self->release_done();
+      }
       self->queue_.pop_front();
       self->write_next();
     });
@@ -163,6 +175,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
     for (auto& [key, f] : live_) f.gen->abort();
+    release_done();  // their frames will not be written
   }
 
   tcp::socket socket_;
@@ -172,6 +185,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::deque<std::string> queue_;  // encoded frames to write, in order
   bool writing_ = false;
   bool closed_ = false;
+  int64_t unwritten_done_ = 0;  // requests whose done frame is queued, not yet written
   std::unordered_map<std::string, InFlight> live_;  // by id_key of the client's id
 };
 
