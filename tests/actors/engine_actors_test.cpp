@@ -8,6 +8,7 @@
 #include <map>
 #include <random>
 
+#include "runtime/golden_engine_config.h"
 #include "support/golden.h"
 
 namespace troupe::actors {
@@ -18,21 +19,10 @@ using testing::golden_model;
 using testing::random_tokens;
 
 runtime::EngineConfig small_config() {
-  runtime::EngineConfig c;
-  c.kv_budget_bytes = 32 << 20;
-  c.block_size = 16;
-  c.scheduler.max_num_batched_tokens = 64;
-  c.scheduler.max_num_running = 8;
-  c.scheduler.max_model_len = 4096;
-  return c;
+  return runtime::golden_engine_config(32 << 20, runtime::EngineConfig{}.async_scheduling, 64, 8);
 }
 
-runtime::RequestParams greedy(int64_t n) {
-  runtime::RequestParams p;
-  p.max_tokens = n;
-  p.ignore_eos = true;
-  return p;
-}
+using runtime::greedy;
 
 class EngineActors : public ::testing::Test {
  protected:

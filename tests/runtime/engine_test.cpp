@@ -11,6 +11,7 @@
 
 #include "kernels/sampling.h"
 #include "model/footprint.h"
+#include "runtime/golden_engine_config.h"
 #include "support/golden.h"
 
 namespace troupe::runtime {
@@ -34,22 +35,11 @@ std::vector<int32_t> reference_greedy(const std::vector<int32_t>& prompt, int64_
   return out;
 }
 
-RequestParams greedy(int64_t max_tokens) {
-  RequestParams p;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
-  return p;
-}
-
 EngineConfig small_engine(int64_t budget_bytes, bool prefix_cache, bool replay) {
-  EngineConfig c;
-  c.kv_budget_bytes = budget_bytes;
-  c.block_size = 16;
+  // 48 tokens per step force chunked prefill.
+  EngineConfig c = golden_engine_config(budget_bytes, EngineConfig{}.async_scheduling, 48, 6);
   c.enable_prefix_cache = prefix_cache;
   c.executor.bounded_replay = replay;
-  c.scheduler.max_num_batched_tokens = 48;  // forces chunked prefill
-  c.scheduler.max_num_running = 6;
-  c.scheduler.max_model_len = 4096;
   return c;
 }
 

@@ -1,6 +1,7 @@
-// The Engine configuration the golden-model engine tests share: 16-token blocks and
+// What the golden-model engine tests share: the Engine configuration (16-token blocks,
 // positions up to 4096, with the KV budget, scheduling mode and step limits the test
-// picks (small limits give chunked prefill and several requests per step).
+// picks; small limits give chunked prefill and several requests per step) and greedy
+// request parameters.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,14 @@ inline EngineConfig golden_engine_config(int64_t kv_budget_bytes, bool async_sch
   c.scheduler.max_num_running = max_num_running;
   c.scheduler.max_model_len = 4096;
   return c;
+}
+
+// Greedy, EOS ignored: exactly max_tokens tokens.
+inline RequestParams greedy(int64_t max_tokens) {
+  RequestParams p;
+  p.max_tokens = max_tokens;
+  p.ignore_eos = true;
+  return p;
 }
 
 }  // namespace troupe::runtime

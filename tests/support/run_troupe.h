@@ -2,11 +2,13 @@
 // status and combined stdout + stderr, for end-to-end CLI tests.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <array>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace troupe::testing {
 
@@ -25,6 +27,21 @@ inline RunResult run_troupe(const std::string& args) {
   while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
   const int status = pclose(p);
   return {WEXITSTATUS(status), out};
+}
+
+// A command line the CLI must refuse: exit status 2 and `needle` (the flag, or the
+// message naming it) in the output.
+struct UsageError {
+  std::string args, needle;
+};
+
+// Runs `prefix + args` of each case and checks both.
+inline void expect_usage_errors(const std::vector<UsageError>& cases, const std::string& prefix = "") {
+  for (const UsageError& c : cases) {
+    const RunResult r = run_troupe(prefix + c.args);
+    EXPECT_EQ(r.status, 2) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.needle), std::string::npos) << c.args << "\n" << r.out;
+  }
 }
 
 }  // namespace troupe::testing
