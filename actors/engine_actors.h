@@ -1,33 +1,53 @@
-// The actors of one engine instance (DESIGN.md): a scheduler actor that owns the
-// scheduling policy and KV bookkeeping, a rank actor (own thread) that owns the model
-// executor and the KV bytes, and a router in front. Thin: each state struct delegates to
-// runtime/. Typed interfaces list the messages each actor takes.
+// The actors of one engine instance (DESIGN.md): a supervisor (the instance's stable
+// handle) that owns a scheduler actor (scheduling policy and KV bookkeeping) and a rank
+// actor (own thread; the model executor and the KV bytes), and a router in front. Thin:
+// each state struct delegates to runtime/. Typed interfaces list the messages each takes.
 #pragma once
 
 #include <caf/all.hpp>
+#include <memory>
 
+#include "actors/instance_health.h"
 #include "actors/messages.h"
 #include "model/forward.h"
 #include "model/tokenizer.h"
 #include "runtime/engine.h"
+#include "runtime/faults/fault_plan.h"
 
 namespace troupe::actors {
 
-using rank_actor =
-    caf::typed_actor<caf::replies_to<run_atom, runtime::StepPlan>::with<StepResult>>;
+using rank_actor = caf::typed_actor<caf::replies_to<run_atom, runtime::StepPlan>::with<StepResult>,
+                                    caf::replies_to<ping_atom>::with<bool>>;
 
+// The engine as clients see it (the supervisor answers it, forwarding to its scheduler).
 using scheduler_actor =
     caf::typed_actor<caf::reacts_to<generate_atom, GenerateRequest, caf::actor>,
                      caf::reacts_to<abort_atom, runtime::RequestId>,
+                     // not the client's doing (shutdown): FinishedError with the reason
+                     caf::reacts_to<fail_atom, runtime::RequestId, std::string>,
                      caf::replies_to<stats_atom>::with<EngineSnapshot>>;
 
 using router_actor = scheduler_actor;  // same interface: it forwards to a scheduler
 
-// Spawns the rank (detached: model compute never runs on CAF's shared workers) and the
-// scheduler that drives it; the rank is linked to the scheduler and ends with it.
-// forward and tokenizer (may be null) must outlive the actors.
+// How the actors of an instance run, beyond the engine's own config.
+struct EngineOptions {
+  std::shared_ptr<const runtime::FaultPlan> faults;  // null: no injected faults
+  std::shared_ptr<InstanceHealth> health;            // null: a private one
+  double request_timeout = 0;  // seconds from arrival to the last token; 0: no limit
+  // The supervisor restarts scheduler + rank after a death, at most this many times
+  // within restart_window_seconds; past that the instance is down for good.
+  int max_restarts = 5;
+  double restart_window_seconds = 60;
+};
+
+// Checks the config against the model (the KV budget must hold max-num-seqs requests)
+// and throws troupe::Error with the numbers if it cannot work; then spawns the
+// supervisor, which spawns the rank (detached: model compute never runs on CAF's shared
+// workers) and the scheduler that drives it. forward and tokenizer (may be null) must
+// outlive the actors.
 scheduler_actor spawn_engine(caf::actor_system& sys, const model::Forward& forward,
-                             const model::Tokenizer* tokenizer, runtime::EngineConfig config);
+                             const model::Tokenizer* tokenizer, runtime::EngineConfig config,
+                             EngineOptions options = {});
 
 // Spreads requests over the schedulers of several engines (by request id; an n > 1 group
 // by its leader's id, aborts to every engine).

@@ -1,8 +1,13 @@
 // Every message the troupe actors exchange, in one place (DESIGN.md).
 //
-//   client --generate--> router --generate--> scheduler --run(StepPlan)--> rank
-//      ^                                          |  ^                        |
-//      +------------token(TokenEvent)-------------+  +------StepResult--------+
+//   client --generate--> router --generate--> supervisor --generate--> scheduler --run--> rank
+//      ^                                           (monitors both,           |  ^          |
+//      |                                            restarts them)           |  +StepResult+
+//      +-------------------------token(TokenEvent)---------------------------+
+//
+// The supervisor is the engine's stable handle: it forwards to the current scheduler,
+// and when the scheduler or the rank dies it ends their requests with an error and
+// starts both again (actors/engine_supervisor.cpp).
 //
 // CAF 0.17 (Debian): atoms are atom_constant with at most 10 characters. The payload
 // types below are local-only for now (CAF_ALLOW_UNSAFE_MESSAGE_TYPE): they cross threads
@@ -11,7 +16,6 @@
 #pragma once
 
 #include <caf/all.hpp>
-
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -24,9 +28,12 @@ namespace troupe::actors {
 // --- atoms -------------------------------------------------------------------------------
 using generate_atom = caf::atom_constant<caf::atom("generate")>;  // new request
 using abort_atom = caf::atom_constant<caf::atom("abort")>;        // cancel a request
+using fail_atom = caf::atom_constant<caf::atom("fail")>;          // end a request with an error
 using token_atom = caf::atom_constant<caf::atom("token")>;        // streamed output
 using run_atom = caf::atom_constant<caf::atom("run")>;            // execute a step plan
 using stats_atom = caf::atom_constant<caf::atom("stats")>;        // engine snapshot
+using ping_atom = caf::atom_constant<caf::atom("ping")>;          // is the rank up?
+using timeout_atom = caf::atom_constant<caf::atom("timeout")>;    // request-timeout fired
 
 // --- payloads ----------------------------------------------------------------------------
 // A request for one generation; outputs stream to `reply_to` as (token_atom, TokenEvent).
@@ -47,15 +54,16 @@ struct TokenEvent {
 // A rank's answer to run(StepPlan): the sampled tokens (and logprobs) of each chunk.
 struct StepResult {
   std::vector<runtime::SampledChunk> sampled;  // [plan.chunks.size()]
-  std::string error;  // non-empty: the step failed; its requests are finished with it
+  std::string error;       // non-empty: the step failed; its requests are finished with it
   double run_seconds = 0;  // wall time the rank spent on the step
+  int64_t rank_step = 0;   // the rank's own 1-based count of steps run (for logs)
 };
 
 // One planned (non-empty) step, as the scheduler saw it.
 struct StepSample {
-  int64_t step = 0;          // 1-based count of non-empty steps (EngineSnapshot::steps)
-  int64_t admitted = 0;      // requests admitted by the step
-  double plan_seconds = 0;   // wall time of Scheduler::schedule()
+  int64_t step = 0;         // 1-based count of non-empty steps (EngineSnapshot::steps)
+  int64_t admitted = 0;     // requests admitted by the step
+  double plan_seconds = 0;  // wall time of Scheduler::schedule()
 };
 
 // The scheduler's state for health checks, metrics and tests. Counters are cumulative
@@ -71,6 +79,8 @@ struct EngineSnapshot {
   int64_t admitted = 0;             // admissions (a preempted request is admitted again)
   int64_t prefix_query_tokens = 0;  // prompt tokens looked up in the prefix cache
   int64_t prefix_hit_tokens = 0;    // of those, served from it
+  int64_t failed_steps = 0;         // steps the rank threw on (their requests failed)
+  int64_t restarts = 0;             // times the supervisor restarted scheduler + rank
   // Wall seconds the rank spent running steps; its rate over wall time is how busy the
   // model is (the GPU-utilization figure; async scheduling removes the planning gaps).
   double rank_busy_seconds = 0;

@@ -1,14 +1,16 @@
 // `troupe serve [MODEL_DIR] [--host H --port P --config cfg.yaml ...]`: the OpenAI-compatible
 // HTTP daemon (docs/serve.md). It listens first and answers /health with 503 while the
 // model loads, then serves through the engine actors. SIGTERM / SIGINT: stop accepting,
-// let in-flight requests finish within a grace period (then abort them), exit 0.
+// let in-flight requests finish within a grace period (then end them with an error), exit 0.
 #include <caf/all.hpp>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <map>
@@ -21,6 +23,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/loaded_model.h"
+#include "cli/logging.h"
 #include "config/load.h"
 #include "kernels/check.h"
 #include "net/http/actor_bridge.h"
@@ -110,8 +113,9 @@ void shut_down(net::http::Server& server, net::tcp::TcpServer& tcp, net::http::E
   const auto until = Clock::now() + kShutdownGrace;
   const auto left = [&] { return std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()); };
   if (!(server.wait_idle(left()) && tcp.wait_idle(left())) && bridge) {
-    say("grace period over: aborting " + std::to_string(bridge->in_flight()) + " requests");
-    bridge->abort_all();
+    say("grace period over: ending " + std::to_string(bridge->in_flight()) +
+        " requests with an error");
+    bridge->fail_all("the server shut down before the request finished (grace period over)");
     server.wait_idle(kAbortWait);
     tcp.wait_idle(kAbortWait);
   }
@@ -120,12 +124,45 @@ void shut_down(net::http::Server& server, net::tcp::TcpServer& tcp, net::http::E
   if (bridge) bridge->kill_all();
 }
 
+// The faults to inject: the inject-faults key, else $TROUPE_INJECT_FAULTS (checked like
+// the key: a bad spec stops start-up).
+std::shared_ptr<const runtime::FaultPlan> fault_plan(const config::ServeConfig& cfg) {
+  std::string spec = cfg.inject_faults;
+  const char* env = std::getenv("TROUPE_INJECT_FAULTS");
+  const char* from = "inject-faults";
+  if (spec.empty() && env != nullptr) spec = env, from = "TROUPE_INJECT_FAULTS";
+  if (spec.empty()) return nullptr;
+  try {
+    auto plan = std::make_shared<runtime::FaultPlan>(runtime::FaultPlan::parse(spec));
+    spdlog::warn("injecting faults ({}): {}", from, spec);
+    return plan;
+  } catch (const Error& e) {
+    TROUPE_FAIL(from << ": " << e.what());
+  }
+}
+
+// Spawns the engine, or stops start-up with why its config cannot work (before any
+// request could find out).
+actors::scheduler_actor spawn_checked_engine(caf::actor_system& sys, const LoadedModel& model,
+                                             const runtime::EngineConfig& engine_cfg,
+                                             actors::EngineOptions options) {
+  try {
+    return actors::spawn_engine(sys, *model.forward, model.tokenizer.get(), engine_cfg,
+                                std::move(options));
+  } catch (const Error& e) {
+    TROUPE_FAIL("the engine config cannot work with this model: "
+                << e.what() << " (kv-cache-memory-bytes, max-num-seqs, block-size)");
+  }
+}
+
 }  // namespace
 
 int run_serve(const CommandArgs& argv) {
   const config::ServeConfig cfg = read_config(argv);
   ShutdownSignal signal;  // before any thread starts
   config::apply_process_settings(cfg);
+  setup_logging(cfg.log_level, cfg.log_format);
+  const std::shared_ptr<const runtime::FaultPlan> faults = fault_plan(cfg);
 
   // Owned here in this order so each outlives what uses it: the actors (destroyed with
   // the actor system, first) use the bridge, metrics and model.
@@ -158,11 +195,16 @@ int run_serve(const CommandArgs& argv) {
   backend->info.model_name = served_name(cfg, model->dir);
   backend->info.max_model_len = max_len;
   backend->info.max_body_bytes = static_cast<size_t>(cfg.max_body_bytes);
+  backend->info.faults = faults.get();
   metrics = std::make_unique<net::metrics::ServingMetrics>(registry, backend->info.model_name);
 
-  auto engine = actors::spawn_engine(sys, *model->forward, model->tokenizer.get(), engine_cfg);
+  actors::EngineOptions engine_opts;
+  engine_opts.faults = faults;
+  engine_opts.health = std::make_shared<actors::InstanceHealth>();
+  engine_opts.request_timeout = cfg.request_timeout;
+  auto engine = spawn_checked_engine(sys, *model, engine_cfg, engine_opts);
   auto router = actors::spawn_router(sys, {engine});
-  bridge = net::http::make_engine_bridge(sys, router, *metrics);
+  bridge = net::http::make_engine_bridge(sys, router, *metrics, engine_opts.health);
   backend->tokenizer = model->tokenizer.get();
   backend->engine = bridge.get();
   backend->registry = &registry;

@@ -2,6 +2,7 @@
 
 #include "kernels/check.h"
 #include "kernels/parallel.h"
+#include "runtime/faults/fault_plan.h"
 
 namespace troupe::config {
 namespace {
@@ -23,6 +24,11 @@ void ServeConfig::validate(const std::map<std::string, std::string>& origins) co
                 << " must be >= " << where(origins, "max-model-len") << " = " << max_model_len
                 << " when enable-chunked-prefill is false: a longer prompt could never be "
                    "scheduled");
+  try {
+    runtime::FaultPlan::parse(inject_faults);
+  } catch (const Error& e) {
+    TROUPE_FAIL(where(origins, "inject-faults") << ": " << e.what());
+  }
   to_engine_config().scheduler.validate();  // the runtime's own rules, as a backstop
 }
 

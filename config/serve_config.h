@@ -18,6 +18,7 @@
 namespace troupe::config {
 
 enum class LogLevel : uint8_t { Trace, Debug, Info, Warning, Error, Critical };
+enum class LogFormat : uint8_t { Text, Json };  // JSON: one object per line
 
 struct ServeConfig {
   // --- model and network -----------------------------------------------------------
@@ -30,6 +31,10 @@ struct ServeConfig {
   int64_t max_body_bytes = int64_t(64) << 20;  // larger request bodies get 413
   double request_timeout = 0;                  // seconds per request; 0: no limit
   LogLevel log_level = LogLevel::Info;
+  LogFormat log_format = LogFormat::Text;
+  // runtime/faults/fault_plan.h SPEC for tests and chaos runs; empty: the
+  // TROUPE_INJECT_FAULTS environment variable, else none.
+  std::string inject_faults;
 
   // --- scheduler (runtime::SchedulerConfig) ----------------------------------------
   int64_t max_model_len = int64_t(1) << 20;             // prompt + output tokens of one request

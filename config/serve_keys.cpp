@@ -129,7 +129,7 @@ std::vector<ConfigKey> make_keys() {
   k.push_back(bytes_key("max-body-bytes", &S::max_body_bytes, 1,
                         "largest HTTP request body; larger ones get 413"));
   k.push_back(seconds_key("request-timeout", &S::request_timeout,
-                          "abort a request running longer than this; 0: no limit"));
+                          "fail a request running longer than this; 0: no limit"));
   k.push_back(choice_key<LogLevel>("log-level", &S::log_level,
                                    {{"trace", LogLevel::Trace},
                                     {"debug", LogLevel::Debug},
@@ -138,6 +138,11 @@ std::vector<ConfigKey> make_keys() {
                                     {"error", LogLevel::Error},
                                     {"critical", LogLevel::Critical}},
                                    "log verbosity"));
+  k.push_back(choice_key<LogFormat>("log-format", &S::log_format,
+                                    {{"text", LogFormat::Text}, {"json", LogFormat::Json}},
+                                    "log lines on stderr: text, or one JSON object per line"));
+  k.push_back(string_key("inject-faults", &S::inject_faults, true,
+                         "faults to inject for tests (docs/serve.md); empty: none"));
   k.push_back(int_key("max-model-len", &S::max_model_len, 2, INT64_MAX,
                       "prompt + output tokens of one request"));
   k.push_back(

@@ -31,6 +31,26 @@ std::string_view to_string(RequestStatus s) {
   return "?";
 }
 
+std::string_view to_string(ErrorCause c) {
+  switch (c) {
+    case ErrorCause::None:
+      return "none";
+    case ErrorCause::BadRequest:
+      return "bad_request";
+    case ErrorCause::NoFit:
+      return "no_fit";
+    case ErrorCause::StepFailed:
+      return "step_failed";
+    case ErrorCause::EngineDied:
+      return "engine_died";
+    case ErrorCause::Timeout:
+      return "timeout";
+    case ErrorCause::Shutdown:
+      return "shutdown";
+  }
+  return "?";
+}
+
 std::string_view finish_reason(RequestStatus s) {
   switch (s) {
     case RequestStatus::FinishedStopped:

@@ -33,8 +33,21 @@ enum class RequestStatus : uint8_t {
   FinishedStopped,  // EOS, a stop token id or a stop string
   FinishedLength,   // max_tokens or max_model_len
   FinishedAborted,  // the client aborted it
-  FinishedError,    // it can never fit (e.g. needs more KV than the whole pool)
+  FinishedError,    // it failed: ErrorCause says why (Request::error has the text)
 };
+
+// Why a request finished with FinishedError. The API maps it to a status, metrics count
+// errors by it (troupe:request_errors_total{cause}), logs name it.
+enum class ErrorCause : uint8_t {
+  None,
+  BadRequest,  // refused when added (bad parameters, prompt too long, duplicate id)
+  NoFit,       // can never fit in the KV cache
+  StepFailed,  // the step running it threw (the rank carried on)
+  EngineDied,  // its scheduler or rank actor died; the instance was restarted
+  Timeout,     // ran past request-timeout
+  Shutdown,    // the server stopped before it finished (its grace period ran out)
+};
+std::string_view to_string(ErrorCause c);  // the metric label: "step_failed", ...
 
 bool is_finished(RequestStatus s);
 std::string_view to_string(RequestStatus s);
@@ -85,6 +98,7 @@ struct Request {
   int64_t num_preemptions = 0;
   StopReason stop_reason;  // which stop token / string matched (vLLM's stop_reason)
   std::string error;       // why, for FinishedError
+  ErrorCause error_cause = ErrorCause::None;
   Detokenizer detok;       // output text so far, and how much of it was streamed
   // n > 1 groups, until the leader's prompt is done: the leader lists its siblings still
   // to fork; each of those names its leader (and is in no queue meanwhile).

@@ -8,6 +8,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <spdlog/spdlog.h>
+
 namespace troupe::net::http {
 namespace {
 
@@ -52,6 +54,9 @@ struct GenState {
   std::vector<bool> started;            // [n] has produced a token
   std::vector<double> queue_seconds;    // [n] arrival to first output (an upper bound)
   int64_t prompt_tokens = 0;
+  int64_t output_tokens = 0;   // over all choices
+  double ttft_seconds = -1;    // of the first token of any choice; -1: none yet
+  std::string finish_reasons;  // "stop,length" (one per choice, in choice order)
   Clock::time_point arrival = Clock::now();
   int32_t open = 0;  // choices not finished
 };
@@ -59,6 +64,8 @@ struct GenState {
 void record_output(metrics::ServingMetrics& m, GenState& g, int32_t i,
                    const runtime::RequestOutput& out) {
   const auto n = static_cast<int64_t>(out.new_tokens.size());
+  g.output_tokens += n;
+  if (n > 0 && g.ttft_seconds < 0) g.ttft_seconds = seconds_since(g.arrival);
   if (n > 0 && !g.started[i]) {
     m.record_first_token(i == 0 ? g.prompt_tokens : 0, seconds_since(g.arrival));
     if (n > 1) m.generation_tokens.inc(double(n - 1));
@@ -70,9 +77,21 @@ void record_output(metrics::ServingMetrics& m, GenState& g, int32_t i,
   g.last[i] = Clock::now();
   // The scheduler does not report admission times yet: the time to the first output is
   // the upper bound recorded as queue time (docs/serve.md).
-  if (out.finished())
-    m.record_finished(out.finish_reason(), seconds_since(g.arrival),
-                      g.started[i] ? g.queue_seconds[i] : seconds_since(g.arrival));
+  if (!out.finished()) return;
+  m.record_finished(out.finish_reason(), seconds_since(g.arrival),
+                    g.started[i] ? g.queue_seconds[i] : seconds_since(g.arrival));
+  if (out.status == runtime::RequestStatus::FinishedError) {
+    const std::string_view cause = runtime::to_string(out.error_cause);
+    m.request_errors(cause).inc();
+    spdlog::warn("request {} failed ({}): {}", out.id, cause, out.error);
+  }
+}
+
+// One line per request (all its choices) at info, as vLLM logs each request.
+void log_finished(const GenState& g) {
+  spdlog::info("request {} finished: {} prompt_tokens={} output_tokens={} ttft={:.3f}s e2e={:.3f}s",
+               g.ids.front(), g.finish_reasons, g.prompt_tokens, g.output_tokens,
+               g.ttft_seconds < 0 ? 0.0 : g.ttft_seconds, seconds_since(g.arrival));
 }
 
 caf::behavior generation_fun(caf::event_based_actor* self, actors::router_actor router,
@@ -106,13 +125,22 @@ caf::behavior generation_fun(caf::event_based_actor* self, actors::router_actor 
         if (e.output.finished()) {
           g->finished[i] = true;
           g->open -= 1;
+          if (!g->finish_reasons.empty()) g->finish_reasons += ',';
+          g->finish_reasons += e.output.finish_reason();
         }
         sink(i, std::move(e.output));
-        if (g->open == 0) self->quit();
+        if (g->open == 0) {
+          log_finished(*g);
+          self->quit();
+        }
       },
       [=](actors::abort_atom) {
         for (size_t i = 0; i < g->ids.size(); ++i)
           if (!g->finished[i]) self->send(router, actors::abort_atom::value, g->ids[i]);
+      },
+      [=](actors::fail_atom, const std::string& why) {
+        for (size_t i = 0; i < g->ids.size(); ++i)
+          if (!g->finished[i]) self->send(router, actors::fail_atom::value, g->ids[i], why);
       },
   };
 }
@@ -132,8 +160,9 @@ EngineState to_state(const actors::EngineSnapshot& s) {
 
 class ActorBridge : public EngineBridge {
  public:
-  ActorBridge(caf::actor_system& sys, actors::router_actor router, metrics::ServingMetrics& m)
-      : sys_(sys), router_(std::move(router)), metrics_(m) {}
+  ActorBridge(caf::actor_system& sys, actors::router_actor router, metrics::ServingMetrics& m,
+              std::shared_ptr<const actors::InstanceHealth> health)
+      : sys_(sys), router_(std::move(router)), metrics_(m), health_(std::move(health)) {}
 
   std::shared_ptr<Generation> generate(const openai::GenerationRequest& req, Sink sink) override {
     const uint64_t seed = req.seed ? *req.seed : std::random_device{}();
@@ -145,6 +174,8 @@ class ActorBridge : public EngineBridge {
     }
     const uint64_t key = static_cast<uint64_t>(choices.front().id);
     auto prompt_tokens = static_cast<int64_t>(req.prompt_tokens.size());
+    spdlog::info("request {} started: n={} prompt_tokens={} max_tokens={}", key, req.n,
+                 prompt_tokens, req.params.max_tokens);
     caf::actor a = sys_.spawn(generation_fun, router_, std::move(choices), prompt_tokens,
                               std::move(sink), &metrics_);
     live_.add(key, a);
@@ -170,9 +201,12 @@ class ActorBridge : public EngineBridge {
     });
   }
 
+  std::optional<std::string> unhealthy_reason() const override {
+    return health_ ? health_->problem() : std::nullopt;
+  }
   int64_t in_flight() const override { return live_.size(); }
-  void abort_all() override {
-    for (const caf::actor& a : live_.all()) caf::anon_send(a, actors::abort_atom::value);
+  void fail_all(const std::string& why) override {
+    for (const caf::actor& a : live_.all()) caf::anon_send(a, actors::fail_atom::value, why);
   }
   void kill_all() override {
     for (const caf::actor& a : live_.all()) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
@@ -188,6 +222,8 @@ class ActorBridge : public EngineBridge {
     metrics_.kv_cache_usage_perc.set(s.kv_usage);
     metrics_.kv_cache_used_blocks.set(double(s.used_blocks));
     advance(metrics_.num_preemptions, s.preemptions, seen_.preemptions);
+    advance(metrics_.failed_steps, s.failed_steps, seen_.failed_steps);
+    advance(metrics_.engine_restarts, s.restarts, seen_.restarts);
     if (s.rank_busy_seconds > seen_.rank_busy_seconds)
       metrics_.rank_busy_seconds.inc(s.rank_busy_seconds - seen_.rank_busy_seconds);
     seen_.rank_busy_seconds = std::max(seen_.rank_busy_seconds, s.rank_busy_seconds);
@@ -209,6 +245,7 @@ class ActorBridge : public EngineBridge {
   caf::actor_system& sys_;
   actors::router_actor router_;
   metrics::ServingMetrics& metrics_;
+  std::shared_ptr<const actors::InstanceHealth> health_;
   std::atomic<runtime::RequestId> next_id_{0};
   Registry live_;
   std::mutex mutex_;
@@ -217,10 +254,10 @@ class ActorBridge : public EngineBridge {
 
 }  // namespace
 
-std::unique_ptr<EngineBridge> make_engine_bridge(caf::actor_system& sys,
-                                                 actors::router_actor router,
-                                                 metrics::ServingMetrics& metrics) {
-  return std::make_unique<ActorBridge>(sys, std::move(router), metrics);
+std::unique_ptr<EngineBridge> make_engine_bridge(
+    caf::actor_system& sys, actors::router_actor router, metrics::ServingMetrics& metrics,
+    std::shared_ptr<const actors::InstanceHealth> health) {
+  return std::make_unique<ActorBridge>(sys, std::move(router), metrics, std::move(health));
 }
 
 }  // namespace troupe::net::http

@@ -12,9 +12,10 @@
 
 namespace troupe::net::http {
 
-// `metrics` must outlive the bridge and its generations.
-std::unique_ptr<EngineBridge> make_engine_bridge(caf::actor_system& sys,
-                                                 actors::router_actor router,
-                                                 metrics::ServingMetrics& metrics);
+// `metrics` must outlive the bridge and its generations. `health`: the engine's (from
+// EngineOptions), for unhealthy_reason(); null: always healthy.
+std::unique_ptr<EngineBridge> make_engine_bridge(
+    caf::actor_system& sys, actors::router_actor router, metrics::ServingMetrics& metrics,
+    std::shared_ptr<const actors::InstanceHealth> health = nullptr);
 
 }  // namespace troupe::net::http

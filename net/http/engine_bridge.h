@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "net/openai/request_parse.h"
 #include "runtime/scheduler/step_plan.h"
@@ -57,8 +58,14 @@ class EngineBridge {
   // The implementation also copies the state into its metrics.
   virtual void engine_state(std::function<void(std::optional<EngineState>)> done) = 0;
 
+  // nullopt while the engine can serve; else why not ("restarting: rank died: ..."),
+  // for /health's 503.
+  virtual std::optional<std::string> unhealthy_reason() const = 0;
+
   virtual int64_t in_flight() const = 0;  // generations not yet finished
-  virtual void abort_all() = 0;
+  // Ends every generation with an error (FinishedError, cause shutdown) saying `why`:
+  // the server stops before they finished, which the clients did not ask for.
+  virtual void fail_all(const std::string& why) = 0;
   // Ends every generation actor (at shutdown, once the engine no longer answers).
   virtual void kill_all() = 0;
 };

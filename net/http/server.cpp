@@ -143,6 +143,9 @@ class Session : public std::enable_shared_from_this<Session> {
     const Route route = *m.route;
     auto backend = srv_.backend();
     if (route == Route::Health) {
+      const auto unhealthy = backend && !srv_.draining ? backend->engine->unhealthy_reason()
+                                                       : std::nullopt;
+      if (unhealthy) return reply_error({ErrorKind::Unavailable, "engine " + *unhealthy, ""});
       if (backend && !srv_.draining) return reply(bhttp::status::ok, "{}", "application/json");
       return reply_error({ErrorKind::Unavailable, backend ? "shutting down" : "loading the model", ""});
     }

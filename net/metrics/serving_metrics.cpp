@@ -22,6 +22,8 @@ const std::vector<double> kStepTimeBuckets = {1e-5,  2.5e-5, 5e-5,  1e-4, 2.5e-4
                                               0.1,   0.25,   0.5,   1.0};
 
 const char* const kFinishReasons[] = {"stop", "length", "abort", "error"};
+const char* const kErrorCauses[] = {"bad_request", "no_fit", "step_failed", "engine_died",
+                                    "timeout", "shutdown"};
 
 }  // namespace
 
@@ -55,6 +57,12 @@ ServingMetrics::ServingMetrics(Registry& r, const std::string& model_name)
       rank_busy_seconds(r.counter("troupe:rank_busy_seconds",
                                   "Seconds the model rank spent running steps (rate: utilization).",
                                   {{"model_name", model_name}})),
+      failed_steps(r.counter("troupe:failed_steps",
+                             "Steps the model rank threw on (their requests ended with an error).",
+                             {{"model_name", model_name}})),
+      engine_restarts(r.counter("troupe:engine_restarts",
+                                "Times the scheduler and rank were restarted after one died.",
+                                {{"model_name", model_name}})),
       time_to_first_token(r.histogram("troupe:time_to_first_token_seconds",
                                       "Histogram of time to first token in seconds.", kTtftBuckets,
                                       {{"model_name", model_name}})),
@@ -76,6 +84,12 @@ ServingMetrics::ServingMetrics(Registry& r, const std::string& model_name)
       registry_(r),
       model_name_(model_name) {
   for (const char* reason : kFinishReasons) request_success(reason);  // all series from 0
+  for (const char* cause : kErrorCauses) request_errors(cause);
+}
+
+Counter& ServingMetrics::request_errors(std::string_view cause) {
+  return registry_.counter("troupe:request_errors", "Requests that ended with an error, by cause.",
+                           {{"cause", std::string(cause)}, {"model_name", model_name_}});
 }
 
 Counter& ServingMetrics::request_success(std::string_view finish_reason) {

@@ -10,7 +10,11 @@
 //               troupe:prompt_tokens_total, troupe:generation_tokens_total,
 //               troupe:num_preemptions_total, troupe:request_success_total{finished_reason},
 //               troupe:rank_busy_seconds_total (troupe's own: seconds the model ran steps;
-//               its rate is the model's utilization, 1.0 = never idle)
+//               its rate is the model's utilization, 1.0 = never idle),
+//               troupe:request_errors_total{cause} (troupe's own: requests that ended with
+//               an error, by runtime::ErrorCause: bad_request no_fit step_failed
+//               engine_died timeout shutdown), troupe:failed_steps_total (steps the rank threw
+//               on), troupe:engine_restarts_total (scheduler + rank restarted after a death)
 //   histograms  troupe:time_to_first_token_seconds, troupe:inter_token_latency_seconds,
 //               troupe:e2e_request_latency_seconds, troupe:request_queue_time_seconds,
 //               troupe:num_requests_admitted_per_step, troupe:scheduler_step_time_seconds
@@ -47,6 +51,8 @@ class ServingMetrics {
   void record_tokens(int64_t num_tokens, double seconds);
   // finish_reason: "stop", "length", "abort" or "error" (runtime::finish_reason).
   void record_finished(std::string_view finish_reason, double e2e_seconds, double queue_seconds);
+  // A request that ended with FinishedError; cause: runtime::to_string(ErrorCause).
+  Counter& request_errors(std::string_view cause);
 
   Gauge& num_requests_running;
   Gauge& num_requests_waiting;
@@ -58,6 +64,8 @@ class ServingMetrics {
   Counter& generation_tokens;
   Counter& num_preemptions;
   Counter& rank_busy_seconds;
+  Counter& failed_steps;
+  Counter& engine_restarts;
   Histogram& time_to_first_token;
   Histogram& inter_token_latency;
   Histogram& e2e_request_latency;

@@ -136,6 +136,8 @@ GenerationRequest parse_or_throw(Endpoint endpoint, std::string_view body_text,
   GenerationRequest req;
   req.endpoint = endpoint;
   req.model = info.model_name;
+  if (info.faults && info.faults->next_tokenize())  // stands for a tokenizer that throws
+    throw std::runtime_error("injected fault: tokenize-fail");
   EncodedPrompt prompt = read_prompt(endpoint, body, tok);
   req.prompt_tokens = std::move(prompt.tokens);
   req.prompt_text = std::move(prompt.text);
@@ -161,6 +163,9 @@ ParseResult parse_generation_request(Endpoint endpoint, std::string_view body,
     return parse_or_throw(endpoint, body, info, tok);
   } catch (const ApiException& e) {
     return e.error;
+  } catch (const std::exception& e) {  // a tokenizer or allocation failure: the server's fault
+    return ApiError{ErrorKind::Internal, std::string("cannot process the request: ") + e.what(),
+                    ""};
   }
 }
 

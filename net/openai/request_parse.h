@@ -16,6 +16,8 @@
 //   add_generation_prompt (chat, default true)
 #pragma once
 
+#include "runtime/faults/fault_plan.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -43,6 +45,7 @@ struct ServingInfo {
   size_t max_body_bytes = 8u << 20;  // larger bodies get 413
   int32_t max_n = 16;                // choices per request at most
   int32_t max_logprobs = 20;         // top alternatives per token at most
+  const runtime::FaultPlan* faults = nullptr;  // injected faults (tokenize-fail); null: none
 };
 
 struct GenerationRequest {

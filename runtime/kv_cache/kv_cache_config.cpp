@@ -33,9 +33,13 @@ KvCacheBudget plan_kv_budget(const model::ModelConfig& m, int64_t budget_bytes, 
   TROUPE_CHECK(b.bytes_per_block > 0, "model has no global KV (no Full layer)");
   const int64_t left = budget_bytes - b.reserved_bytes;
   b.num_blocks = left > 0 ? left / b.bytes_per_block : 0;
+  // The smallest budget that works: the reserved state plus one block per request.
   TROUPE_CHECK(b.num_blocks >= max_running, "KV budget of ", budget_bytes, " bytes leaves ",
-               b.num_blocks, " blocks after reserving ", b.reserved_bytes,
-               " bytes of SWA state for ", max_running, " requests; need one block per request");
+               b.num_blocks, " blocks of ", b.bytes_per_block, " bytes after reserving ",
+               b.reserved_bytes, " bytes of per-request state (", b.request_state_bytes,
+               " each) for ", max_running, " requests; need one block per request: at least ",
+               b.reserved_bytes + max_running * b.bytes_per_block,
+               " bytes, or fewer requests at once");
   return b;
 }
 

@@ -308,8 +308,17 @@ std::vector<RequestOutput> Scheduler::update(const StepPlan& plan,
   return outputs;
 }
 
-void Scheduler::fail(Request& r, std::string why) {
+void Scheduler::fail(RequestId id, std::string why, ErrorCause cause) {
+  auto it = requests_.find(id);
+  if (it == requests_.end() || it->second->finished()) return;
+  fail(*it->second, std::move(why), cause);
+}
+
+std::vector<RequestOutput> Scheduler::take_finished() { return std::exchange(pending_, {}); }
+
+void Scheduler::fail(Request& r, std::string why, ErrorCause cause) {
   r.error = std::move(why);
+  r.error_cause = cause;
   finish_now(r, RequestStatus::FinishedError);
 }
 
@@ -331,6 +340,7 @@ RequestOutput Scheduler::make_output(Request& r, std::vector<int32_t> new_tokens
   o.status = r.status;
   o.stop_reason = r.stop_reason;
   o.error = r.error;
+  o.error_cause = r.error_cause;
   o.num_cached_tokens = r.num_cached_tokens;
   if (limits_.tokenizer != nullptr) {
     const std::string& text = r.detok.text();

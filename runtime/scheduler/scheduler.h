@@ -52,6 +52,13 @@ class Scheduler {
   // Ends the request now and frees its blocks; reported by the next update(). Unknown or
   // finished ids are ignored (the client may race the finish).
   void abort(RequestId id);
+  // Ends the request now with FinishedError (a failed step, a timeout), frees its blocks;
+  // reported by the next update() or take_finished(). Unknown or finished ids are ignored.
+  void fail(RequestId id, std::string why, ErrorCause cause);
+  // The outputs of requests finished outside update() (abort, fail) not reported yet, so
+  // a caller can report them while plans are still in flight (their later chunks are
+  // ignored by update()).
+  std::vector<RequestOutput> take_finished();
 
   StepPlan schedule();
   // sampled[i]: the tokens sampled for plan.chunks[i] (one, or empty if !chunks[i].sample)
@@ -83,7 +90,7 @@ class Scheduler {
   void fork_siblings(Request& leader, StepPlan& plan);
   bool try_fork(Request& leader, Request& s, StepPlan& plan);
   void check_params(RequestId id, const RequestParams& params) const;
-  void fail(Request& r, std::string why);
+  void fail(Request& r, std::string why, ErrorCause cause = ErrorCause::NoFit);
   void finish_now(Request& r, RequestStatus status);
   RequestOutput make_output(Request& r, std::vector<int32_t> new_tokens);
   void release(Request& r);

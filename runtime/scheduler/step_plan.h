@@ -101,7 +101,8 @@ struct RequestOutput {
   std::string new_text;  // streamable text delta (held-back stop-string prefixes excluded)
   RequestStatus status = RequestStatus::Running;
   StopReason stop_reason;
-  std::string error;
+  std::string error;                          // why, for FinishedError
+  ErrorCause error_cause = ErrorCause::None;  // for FinishedError
   int64_t num_cached_tokens = 0;
 
   bool finished() const { return is_finished(status); }

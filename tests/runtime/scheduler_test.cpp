@@ -296,6 +296,33 @@ TEST(Scheduler, AbortMidPrefillAndMidDecodeFreesBlocksAtOnce) {
   h.s.abort(99);
 }
 
+TEST(Scheduler, FailWhileAChunkRunsReportsTheErrorAtOnceAndIgnoresTheChunk) {
+  Harness h(sched_config(8), kv_config(64));
+  h.add(1, 6);
+  h.add(2, 2);
+  h.plan_step();  // 1 [0, 6), 2 [0, 2) in flight
+  ASSERT_EQ(h.plan.chunks.size(), 2u);
+  h.s.fail(1, "step 0 failed: boom", ErrorCause::StepFailed);
+  EXPECT_EQ(h.kv.num_used_blocks(), 1);  // 1's two blocks are free at once
+  const auto now = h.s.take_finished();  // reported now, before the step's result
+  ASSERT_EQ(now.size(), 1u);
+  EXPECT_EQ(now[0].id, 1);
+  EXPECT_EQ(now[0].status, RequestStatus::FinishedError);
+  EXPECT_EQ(now[0].error, "step 0 failed: boom");
+  EXPECT_EQ(now[0].error_cause, ErrorCause::StepFailed);
+  EXPECT_TRUE(h.s.take_finished().empty());  // once
+  const auto outs = h.finish_step();           // 1's chunk ignored, 2 gets its token
+  ASSERT_EQ(outs.size(), 1u);
+  EXPECT_EQ(outs[0].id, 2);
+  h.s.fail(1, "again", ErrorCause::Timeout);  // finished and unknown ids are ignored
+  h.s.fail(99, "unknown", ErrorCause::Timeout);
+  EXPECT_TRUE(h.s.take_finished().empty());
+  h.s.abort(2);
+  EXPECT_EQ(h.kv.num_used_blocks(), 0);
+  EXPECT_EQ(h.s.take_finished().size(), 1u);  // 2's abort
+  EXPECT_FALSE(h.s.has_unfinished());
+}
+
 TEST(Scheduler, PrefixHitStartsAfterTheCachedBlocksMinusTheReplayWindow) {
   for (int64_t window : {0, 4}) {
     KvCacheConfig kc = kv_config(64);

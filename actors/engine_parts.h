@@ -1,0 +1,59 @@
+// The pieces of an engine instance behind the supervisor (actors/engine_actors.h), for
+// the actor files that implement them; not part of the public interface.
+#pragma once
+
+#include <caf/all.hpp>
+#include <deque>
+#include <memory>
+#include <unordered_map>
+
+#include "actors/engine_actors.h"
+
+namespace troupe::actors {
+
+// The scheduler as the supervisor drives it: generate is acknowledged, so a request the
+// scheduler never saw (still in its mailbox when it died) comes back to the supervisor
+// as an error and is failed there; timeout comes from the scheduler's own timers.
+using scheduler_core_actor =
+    caf::typed_actor<caf::replies_to<generate_atom, GenerateRequest, caf::actor>::with<bool>,
+                     caf::reacts_to<abort_atom, runtime::RequestId>,
+                     caf::reacts_to<fail_atom, runtime::RequestId, std::string>,
+                     caf::replies_to<stats_atom>::with<EngineSnapshot>,
+                     caf::reacts_to<timeout_atom, runtime::RequestId>>;
+
+// What outlives one scheduler incarnation. The scheduler writes it while alive; the
+// supervisor reads it only after the scheduler's exit message (so never concurrently):
+// the clients of its unfinished requests, to end each with an error, and the cumulative
+// counts, which the next incarnation continues so /metrics never goes backwards.
+struct EngineLedger {
+  std::unordered_map<runtime::RequestId, caf::actor> clients;  // unfinished request -> client
+  EngineSnapshot counters;              // steps, preemptions, admitted, busy, failed, restarts
+  std::deque<StepSample> recent_steps;  // [<= kMaxRecentSteps] oldest first
+  // Prefix-cache counts of the earlier incarnations (each KV manager counts from 0);
+  // counters.prefix_* = these + the live manager's, as of its last step.
+  int64_t prefix_query_base = 0;
+  int64_t prefix_hit_base = 0;
+  // Set by the scheduler before it quits because its rank failed, so the supervisor
+  // names the rank even when the scheduler's exit arrives before the rank's.
+  std::string death;
+};
+
+// An exit reason as text for clients and logs: the error's own message where it has one
+// ("injected fault: rank-exit"), else CAF's rendering.
+std::string describe(caf::actor_system& sys, const caf::error& reason);
+
+rank_actor spawn_rank(caf::actor_system& sys, const model::Forward& forward,
+                      const runtime::KvCacheConfig& kv, const runtime::ExecutorOptions& options,
+                      std::shared_ptr<const runtime::FaultPlan> faults);
+
+scheduler_core_actor spawn_scheduler(caf::actor_system& sys, const model::Forward& forward,
+                                     const model::Tokenizer* tokenizer,
+                                     const runtime::EngineConfig& config,
+                                     const runtime::KvCacheConfig& kv, rank_actor rank,
+                                     std::shared_ptr<EngineLedger> ledger, double request_timeout);
+
+// Sends `id` a last TokenEvent: FinishedError with `why`.
+void send_error(const caf::actor& client, runtime::RequestId id, std::string why,
+                runtime::ErrorCause cause);
+
+}  // namespace troupe::actors

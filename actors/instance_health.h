@@ -1,0 +1,50 @@
+// Whether an engine instance can serve, written by its supervisor and read by /health
+// (through the EngineBridge) on other threads. No CAF types, so net/ can hold it.
+//
+//   starting     the rank is setting up (KV storage)       /health 503 "starting: ..."
+//   ready        serving                                   /health 200
+//   restarting   scheduler or rank died; both restart      /health 503 "restarting: ..."
+//   down         restarted too often; requests get errors   /health 503 "down: ..."
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+
+namespace troupe::actors {
+
+class InstanceHealth {
+ public:
+  void set_starting() {
+    std::lock_guard lock(mutex_);
+    problem_ = "starting: the rank is setting up its KV cache";
+  }
+  void set_ready() {
+    std::lock_guard lock(mutex_);
+    problem_.reset();
+  }
+  void set_restarting(const std::string& why) {
+    std::lock_guard lock(mutex_);
+    problem_ = "restarting: " + why;
+    restarts_.fetch_add(1);
+  }
+  void set_down(const std::string& why) {
+    std::lock_guard lock(mutex_);
+    problem_ = "down: " + why;
+  }
+  // nullopt while ready; else why the instance cannot serve now.
+  std::optional<std::string> problem() const {
+    std::lock_guard lock(mutex_);
+    return problem_;
+  }
+  int64_t restarts() const { return restarts_.load(); }
+
+ private:
+  mutable std::mutex mutex_;
+  std::optional<std::string> problem_;
+  std::atomic<int64_t> restarts_{0};
+};
+
+}  // namespace troupe::actors

@@ -1,0 +1,75 @@
+// The rank: runs step plans on the model, on its own thread (detached). A step that
+// throws fails only its own requests (StepResult::error); the rank carries on. Injected
+// faults (runtime/faults) make a step throw, stall, or the rank exit.
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include "actors/engine_parts.h"
+
+namespace troupe::actors {
+namespace {
+
+struct RankState {
+  std::unique_ptr<runtime::PagedKvStorage> storage;
+  std::unique_ptr<runtime::Executor> executor;
+  std::shared_ptr<const runtime::FaultPlan> faults;
+  int64_t steps = 0;
+};
+
+using rank_pointer = rank_actor::stateful_pointer<RankState>;
+
+// Runs one plan; an exception (from the model or an injected fault) becomes the result's
+// error, so the scheduler fails the plan's requests and the rank takes the next plan. An
+// injected stall counts as run time: it stands for a slow step.
+StepResult run_step(RankState& st, const runtime::StepPlan& plan, const runtime::StepFault& fault) {
+  StepResult r;
+  r.rank_step = st.steps;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (fault.stall_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(fault.stall_ms));
+  try {
+    if (fault.fail) throw std::runtime_error("injected fault: step-throw");
+    r.sampled = st.executor->run(plan);
+  } catch (const std::exception& e) {  // incl. bad_alloc: a failed step, not a dead engine
+    r.error = e.what();
+    r.sampled.assign(plan.chunks.size(), {});
+  }
+  r.run_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+rank_actor::behavior_type rank_fun(rank_pointer self, const model::Forward* forward,
+                                   runtime::KvCacheConfig kv, runtime::ExecutorOptions options,
+                                   std::shared_ptr<const runtime::FaultPlan> faults) {
+  auto& st = self->state;
+  st.storage = std::make_unique<runtime::PagedKvStorage>(forward->config(), kv.block_size,
+                                                         kv.num_blocks, kv.swa_slots);
+  st.executor = std::make_unique<runtime::Executor>(*forward, *st.storage, options);
+  st.faults = std::move(faults);
+  return {
+      [=](run_atom, const runtime::StepPlan& plan) -> caf::result<StepResult> {
+        auto& s = self->state;
+        s.steps += 1;
+        const runtime::StepFault fault = s.faults ? s.faults->next_step() : runtime::StepFault{};
+        if (fault.exit) {
+          spdlog::error("rank: injected fault rank-exit at step {}", s.steps);
+          self->quit(caf::make_error(caf::sec::runtime_error, "injected fault: rank-exit"));
+          return caf::make_error(caf::sec::runtime_error, "injected fault: rank-exit");
+        }
+        return run_step(s, plan, fault);
+      },
+      [](ping_atom) { return true; },  // answered once the storage and executor exist
+  };
+}
+
+}  // namespace
+
+rank_actor spawn_rank(caf::actor_system& sys, const model::Forward& forward,
+                      const runtime::KvCacheConfig& kv, const runtime::ExecutorOptions& options,
+                      std::shared_ptr<const runtime::FaultPlan> faults) {
+  return sys.spawn<caf::detached>(rank_fun, &forward, kv, options, std::move(faults));
+}
+
+}  // namespace troupe::actors

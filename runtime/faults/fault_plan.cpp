@@ -1,0 +1,90 @@
+#include "runtime/faults/fault_plan.h"
+
+#include <charconv>
+
+#include "kernels/check.h"
+
+namespace troupe::runtime {
+namespace {
+
+struct KindName {
+  std::string_view name;
+  FaultKind kind;
+};
+constexpr KindName kKinds[] = {{"step-throw", FaultKind::StepThrow},
+                               {"rank-exit", FaultKind::RankExit},
+                               {"step-stall", FaultKind::StepStall},
+                               {"tokenize-fail", FaultKind::TokenizeFail}};
+
+constexpr std::string_view kSyntax =
+    "expected KIND@N or step-stall@N:MS, KIND one of step-throw rank-exit step-stall "
+    "tokenize-fail";
+
+// A whole decimal number in [1, 2^62]; false if `s` is anything else.
+bool parse_count(std::string_view s, int64_t& out) {
+  if (s.empty() || s.size() > 18) return false;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && end == s.data() + s.size() && out >= 1;
+}
+
+Fault parse_fault(std::string_view item) {
+  const size_t at = item.find('@');
+  TROUPE_CHECK(at != std::string_view::npos, "fault '", item, "': ", kSyntax);
+  const std::string_view name = item.substr(0, at);
+  std::string_view rest = item.substr(at + 1);
+  Fault f;
+  bool known = false;
+  for (const KindName& k : kKinds)
+    if (k.name == name) f.kind = k.kind, known = true;
+  TROUPE_CHECK(known, "fault '", item, "': unknown kind '", name, "'; ", kSyntax);
+  const size_t colon = rest.find(':');
+  const std::string_view n = rest.substr(0, colon);
+  TROUPE_CHECK(parse_count(n, f.at), "fault '", item, "': N must be a whole number >= 1");
+  if (f.kind == FaultKind::StepStall) {
+    TROUPE_CHECK(colon != std::string_view::npos && parse_count(rest.substr(colon + 1), f.stall_ms),
+                 "fault '", item, "': step-stall needs :MS, a whole number of milliseconds >= 1");
+  } else {
+    TROUPE_CHECK(colon == std::string_view::npos, "fault '", item, "': only step-stall takes :MS");
+  }
+  return f;
+}
+
+}  // namespace
+
+FaultPlan FaultPlan::parse(std::string_view spec) {
+  std::vector<Fault> faults;
+  size_t pos = 0;
+  while (pos <= spec.size() && !spec.empty()) {
+    const size_t comma = spec.find(',', pos);
+    const std::string_view item =
+        spec.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
+    TROUPE_CHECK(!item.empty(), "fault spec '", spec, "' has an empty item");
+    faults.push_back(parse_fault(item));
+    if (comma == std::string_view::npos) break;
+    pos = comma + 1;
+  }
+  return FaultPlan(std::move(faults));
+}
+
+StepFault FaultPlan::next_step() const {
+  StepFault out;
+  if (faults_.empty()) return out;
+  const int64_t n = steps_.fetch_add(1) + 1;
+  for (const Fault& f : faults_) {
+    if (f.at != n) continue;
+    out.fail |= f.kind == FaultKind::StepThrow;
+    out.exit |= f.kind == FaultKind::RankExit;
+    if (f.kind == FaultKind::StepStall) out.stall_ms += f.stall_ms;
+  }
+  return out;
+}
+
+bool FaultPlan::next_tokenize() const {
+  if (faults_.empty()) return false;
+  const int64_t n = tokenizations_.fetch_add(1) + 1;
+  for (const Fault& f : faults_)
+    if (f.kind == FaultKind::TokenizeFail && f.at == n) return true;
+  return false;
+}
+
+}  // namespace troupe::runtime
