@@ -80,7 +80,12 @@ void run_clients(const BaseUrl& base, const SoakConfig& c, SoakProgress& progres
 void watch(SoakServer& server, const SoakConfig& c, SoakProgress& progress, SoakResult& r) {
   const double start = now_seconds();
   while (!progress.clients_done) {
-    r.rss_peak_kib = std::max(r.rss_peak_kib, server.rss_kib());
+    const int64_t rss = server.rss_kib();
+    r.rss_peak_kib = std::max(r.rss_peak_kib, rss);
+    const double quarter = c.minutes * 60 / 4;
+    if (r.rss_quarters_kib.size() < 4 &&
+        now_seconds() - start >= quarter * double(r.rss_quarters_kib.size() + 1))
+      r.rss_quarters_kib.push_back(rss);
     if (!server.alive()) progress.stop = true;
     std::fprintf(stderr, "\rsoak %.1f/%.1f s: %lld requests, %lld unexpected",
                  now_seconds() - start, c.minutes * 60,

@@ -14,7 +14,7 @@ const char* expect_text(SoakKind k) {
     case SoakExpect::Ok:
       return "200";
     case SoakExpect::ClientLeaves:
-      return "200 or none; client leaves";
+      return k == SoakKind::AbortMidStream ? "200, client leaves" : "none, client leaves";
     case SoakExpect::Reject:
       break;
   }
@@ -71,6 +71,9 @@ void print_server_state(const SoakResult& r, bool own) {
   line("KV blocks in use at the end:", gauge(r.idle.answered, r.idle.used_blocks));
   line("Server RSS at the start (MiB):", mib(r.rss_start_kib));
   line("Server RSS peak (MiB):", mib(r.rss_peak_kib));
+  std::string quarters;
+  for (int64_t kib : r.rss_quarters_kib) quarters += (quarters.empty() ? "" : ", ") + mib(kib);
+  line("Server RSS at 25/50/75/100% (MiB):", quarters.empty() ? "n/a" : quarters);
   line("Server RSS at the end (MiB):", mib(r.rss_end_kib));
   if (r.rss_start_kib >= 0 && r.rss_end_kib >= 0) {
     char buf[32];
