@@ -143,14 +143,19 @@ SoakOutcome bad(const BaseUrl& base, const SoakAction& a) {
 }  // namespace
 
 SoakOutcome run_soak_action(const BaseUrl& base, const SoakAction& a) {
-  switch (soak_expect(a.kind)) {
-    case SoakExpect::Ok:
-      return good(base, a);
-    case SoakExpect::ClientLeaves:
-      return a.kind == SoakKind::AbortMidStream ? abort_mid_stream(base, a)
-                                                : disconnect_early(base, a);
-    case SoakExpect::Reject:
-      return a.kind == SoakKind::SlowHeaders ? slow_headers(base, a) : bad(base, a);
+  try {
+    switch (soak_expect(a.kind)) {
+      case SoakExpect::Ok:
+        return good(base, a);
+      case SoakExpect::ClientLeaves:
+        return a.kind == SoakKind::AbortMidStream ? abort_mid_stream(base, a)
+                                                  : disconnect_early(base, a);
+      case SoakExpect::Reject:
+        return a.kind == SoakKind::SlowHeaders ? slow_headers(base, a) : bad(base, a);
+    }
+  } catch (const std::exception& e) {  // e.g. a chunk size the client cannot parse
+    return unexpected("unreadable",
+                      std::string("the client could not read the answer: ") + e.what());
   }
   return unexpected("?", "unknown kind");
 }

@@ -117,9 +117,11 @@ std::vector<std::string> judge(const SoakResult& r, const SoakTally& reference, 
   if (!r.alive_at_end) out.push_back("the server died during the soak");
   int64_t unexpected = 0;
   std::string first;
-  for (const SoakTally& t : r.tallies) {
+  for (int k = 0; k < kSoakKinds; ++k) {
+    const SoakTally& t = r.tallies[size_t(k)];
     unexpected += t.unexpected;
-    if (first.empty()) first = t.first_unexpected;
+    if (first.empty() && t.unexpected)
+      first = soak_kind_name(SoakKind(k)) + (", " + t.first_unexpected);
   }
   if (unexpected)
     out.push_back(std::to_string(unexpected) +
