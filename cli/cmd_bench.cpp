@@ -7,11 +7,14 @@
 // streaming requests to a running server (bench/serve/serve_bench.h), also the multi-turn
 // workload, beside the engine-only figure (bench/serve/multi_turn_bench.h); `eplb`, the
 // expert-parallel load balancer's balance and planning time on flash's MoE shape with
-// synthetic routing (bench/eplb/eplb_bench.h).
+// synthetic routing (bench/eplb/eplb_bench.h); `soak`, many clients for minutes with
+// aborts and bad requests mixed in, then leaks and RSS (bench/soak/soak_bench.h).
 #include <cmath>
 #include <cstdio>
 #include <initializer_list>
+#include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -24,9 +27,11 @@
 #include "bench/serve/engine_compare.h"
 #include "bench/serve/multi_turn_bench.h"
 #include "bench/serve/serve_bench.h"
+#include "bench/soak/soak_bench.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/loaded_model.h"
+#include "config/load.h"
 #include "kernels/check.h"
 #include "kernels/parallel.h"
 #include "runtime/executor/executor.h"
@@ -401,6 +406,43 @@ int bench_eplb(const CommandArgs& argv) {
   return 0;
 }
 
+// bench soak's own flags; every other flag is a `troupe serve` flag for the daemon it
+// starts, checked here as serve would check it (its own --host / ports are fixed).
+int bench_soak(const CommandArgs& argv) {
+  const std::set<std::string> own = {"minutes", "concurrency", "seed", "base-url", "server-pid"};
+  std::set<std::string> values = config::serve_value_flags(), bools = config::serve_bool_flags();
+  values.insert(own.begin(), own.end());
+  Args a(argv, values, bools);
+  no_positional(a);
+  bench::SoakConfig c;
+  c.minutes = a.get_double("minutes", c.minutes);
+  if (!(c.minutes > 0) || std::isinf(c.minutes))
+    TROUPE_FAIL("--minutes must be a number above 0, got " << a.get_or("minutes", ""));
+  c.concurrency = at_least(a, "concurrency", c.concurrency, 1);
+  c.seed = static_cast<uint64_t>(at_least(a, "seed", int64_t(c.seed), 0));
+  std::map<std::string, std::string> serve;
+  for (const auto* set : {&values, &bools})
+    for (const std::string& f : *set)
+      if (!own.count(f) && a.has(f)) serve[f] = *a.get(f);
+  if (a.has("base-url") || a.has("server-pid")) {
+    if (!a.has("base-url") || !a.has("server-pid"))
+      TROUPE_FAIL("--base-url and --server-pid go together (the pid is for RSS and liveness)");
+    if (!serve.empty())
+      TROUPE_FAIL("--" << serve.begin()->first << " does not apply with --base-url");
+    c.base = bench::parse_base_url(*a.get("base-url"));
+    c.server_pid = static_cast<pid_t>(at_least(a, "server-pid", 0, 1));
+    return bench::run_soak(c);
+  }
+  reject_flags(a, {"host", "port", "tcp-port"},
+               "to bench soak: its daemon listens on 127.0.0.1, ports 0");
+  config::resolve_serve_config(serve);  // a bad serve flag fails here, named
+  for (const auto& [flag, value] : serve) {
+    c.serve_args.push_back("--" + flag);
+    if (!bools.count(flag)) c.serve_args.push_back(value);
+  }
+  return bench::run_soak(c);
+}
+
 struct Benchmark {
   const char* name;
   int (*run)(const CommandArgs& args);
@@ -412,6 +454,7 @@ const Benchmark kBenchmarks[] = {
     {"replay", bench_replay},
     {"serve", bench_serve},
     {"eplb", bench_eplb},
+    {"soak", bench_soak},
 };
 
 std::string available() {

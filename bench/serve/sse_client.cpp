@@ -2,17 +2,17 @@
 
 #include <netdb.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 
 #include "kernels/check.h"
 
 namespace troupe::bench {
-namespace {
 
-// A connected TCP socket, or -1 with `error` set.
 int connect_to(const BaseUrl& base, std::string& error) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -44,6 +44,8 @@ bool send_all(int fd, const std::string& data) {
   }
   return true;
 }
+
+namespace {
 
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -86,13 +88,23 @@ class BodyDecoder {
   std::string pending_;
 };
 
-// Calls on_event for every complete "data: X\n\n" frame at the front of `buf`.
-void drain_events(std::string& buf, const std::function<void(const std::string&)>& on_event) {
+// Calls on_event for every complete "data: X\n\n" frame at the front of `buf`; false
+// when it asked to stop.
+bool drain_events(std::string& buf, const EventHandler& on_event) {
   for (size_t end; (end = buf.find("\n\n")) != std::string::npos;) {
     const std::string frame = buf.substr(0, end);
     buf.erase(0, end + 2);
-    if (frame.rfind("data: ", 0) == 0) on_event(frame.substr(6));
+    if (frame.rfind("data: ", 0) == 0 && !on_event(frame.substr(6))) return false;
   }
+  return true;
+}
+
+void set_recv_timeout(int fd, double seconds) {
+  if (seconds <= 0) return;
+  timeval tv{};
+  tv.tv_sec = time_t(seconds);
+  tv.tv_usec = suseconds_t((seconds - double(tv.tv_sec)) * 1e6);
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
 }
 
 struct Head {
@@ -138,17 +150,21 @@ BaseUrl parse_base_url(const std::string& url) {
   return b;
 }
 
-HttpResult http_request(const BaseUrl& base, const std::string& method, const std::string& path,
-                        const std::string& json_body,
-                        const std::function<void(const std::string&)>& on_event) {
+std::string request_text(const BaseUrl& base, const std::string& method, const std::string& path,
+                         const std::string& json_body) {
+  return method + " " + base.path_prefix + path + " HTTP/1.1\r\nHost: " + base.host +
+         "\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: " +
+         std::to_string(json_body.size()) + "\r\n\r\n" + json_body;
+}
+
+HttpResult http_exchange(const BaseUrl& base, const std::string& request,
+                         const EventHandler& on_event, double recv_timeout_s) {
   HttpResult r;
   const int fd = connect_to(base, r.error);
   if (fd < 0) return r;
-  const std::string req = method + " " + base.path_prefix + path + " HTTP/1.1\r\nHost: " +
-                          base.host + "\r\nConnection: close\r\nContent-Type: application/json" +
-                          "\r\nContent-Length: " + std::to_string(json_body.size()) + "\r\n\r\n" +
-                          json_body;
-  if (!send_all(fd, req)) {
+  r.connected = true;
+  set_recv_timeout(fd, recv_timeout_s);
+  if (!send_all(fd, request)) {
     close(fd);
     r.error = "cannot send the request";
     return r;
@@ -158,7 +174,8 @@ HttpResult http_request(const BaseUrl& base, const std::string& method, const st
   BodyDecoder* decoder = nullptr;
   BodyDecoder holder(false);
   char buf[16384];
-  for (ssize_t n; (n = recv(fd, buf, sizeof buf, 0)) > 0;) {
+  ssize_t n = 0;
+  while (!r.stopped && (n = recv(fd, buf, sizeof buf, 0)) > 0) {
     std::string in(buf, size_t(n));
     if (!decoder) {
       raw += in;
@@ -171,12 +188,26 @@ HttpResult http_request(const BaseUrl& base, const std::string& method, const st
     }
     std::string& sink = head.event_stream && on_event ? events : r.body;
     decoder->feed(in, sink);
-    if (&sink == &events) drain_events(events, on_event);
+    if (&sink == &events) r.stopped = !drain_events(events, on_event);
   }
+  r.timed_out = !r.stopped && n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
   close(fd);
   r.status = head.status;
-  if (r.status == 0) r.error = "no HTTP response";
+  if (r.status == 0)
+    r.error = r.timed_out ? "timed out waiting for a response" : "no HTTP response";
   return r;
+}
+
+HttpResult http_request(const BaseUrl& base, const std::string& method, const std::string& path,
+                        const std::string& json_body,
+                        const std::function<void(const std::string&)>& on_event) {
+  EventHandler handler;
+  if (on_event)
+    handler = [&](const std::string& payload) {
+      on_event(payload);
+      return true;
+    };
+  return http_exchange(base, request_text(base, method, path, json_body), handler);
 }
 
 }  // namespace troupe::bench

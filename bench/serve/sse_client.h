@@ -24,7 +24,29 @@ struct HttpResult {
   int status = 0;     // 0: no response (connect or read failed; see error)
   std::string error;  // why there is no response
   std::string body;   // the de-chunked body when it was not an event stream
+  bool connected = false;  // the TCP connection was made
+  bool stopped = false;    // the event callback asked to stop: the client closed early
+  bool timed_out = false;  // a read waited longer than the exchange's timeout
 };
+
+// A connected TCP socket, or -1 with `error` set.
+int connect_to(const BaseUrl& base, std::string& error);
+// Writes all of `data` (no SIGPIPE); false when the peer is gone.
+bool send_all(int fd, const std::string& data);
+
+// The bytes of one request: `method base.path_prefix+path`, Connection: close, the JSON
+// body with its Content-Length.
+std::string request_text(const BaseUrl& base, const std::string& method, const std::string& path,
+                         const std::string& json_body);
+
+// Called with every "data: X" payload of an event stream; false closes the connection
+// (a client abort) and ends the exchange.
+using EventHandler = std::function<bool(const std::string&)>;
+
+// Sends `request` as it is (well-formed or not) on a new connection and reads the answer
+// to EOF. recv_timeout_s > 0 bounds each read (then timed_out is set); 0 waits forever.
+HttpResult http_exchange(const BaseUrl& base, const std::string& request,
+                         const EventHandler& on_event, double recv_timeout_s = 0);
 
 // Sends one request; for a text/event-stream answer calls on_event(payload) for every
 // "data: X" frame in order (and keeps nothing), else collects the body.

@@ -1,0 +1,107 @@
+// `troupe bench soak` end to end: a 3-second soak with 8 clients against the daemon the
+// bench starts on the golden tiny model; the report's counts add up per kind (sent =
+// served + expected errors + unexpected, nothing unexpected, good kinds never "expected
+// errors", bad kinds never "served"), the "all" row is the column sums, no KV block is in
+// use at the end, the RSS rows are there, and it exits 0. Bad flags exit 2 naming the
+// flag. No timing assertions: the throughput rows only have to be numbers.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "support/golden.h"
+#include "support/markdown_table.h"
+#include "support/run_troupe.h"
+
+namespace troupe::testing {
+namespace {
+
+using Row = std::vector<std::string>;
+
+// The text after "NAME:" on its report line ("" when absent).
+std::string report_value(const std::string& out, const std::string& name) {
+  const std::regex re(std::regex_replace(name, std::regex(R"([()])"), R"(\$&)") + R"(:\s+(.+))");
+  std::smatch m;
+  return std::regex_search(out, m, re) ? m[1].str() : "";
+}
+
+const std::set<std::string> kGoodKinds = {"completion",  "completion stream", "chat",
+                                          "chat stream", "abort mid-stream",  "disconnect early"};
+
+TEST(BenchSoakCli, ShortSoakAddsUpLeaksNothingAndExitsZero) {
+  const RunResult r =
+      run_troupe("bench soak --minutes 0.05 --concurrency 8 --seed 3 --model " + golden_dir());
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto tables = markdown_tables(r.out);
+  ASSERT_EQ(tables.size(), 2u) << r.out;
+
+  const auto& kinds = tables[0];
+  ASSERT_EQ(kinds[0], (Row{"kind", "expected answer", "sent", "served", "expected errors",
+                           "unexpected", "answers"}));
+  ASSERT_EQ(kinds.size(), 1u + 12 + 1) << r.out;  // header, 12 kinds, all
+  long long sums[4] = {0, 0, 0, 0};
+  for (size_t i = 1; i + 1 < kinds.size(); ++i) {
+    const Row& row = kinds[i];
+    ASSERT_EQ(row.size(), 7u) << r.out;
+    const long long sent = std::stoll(row[2]), served = std::stoll(row[3]),
+                    expected = std::stoll(row[4]), unexpected = std::stoll(row[5]);
+    EXPECT_EQ(served + expected + unexpected, sent) << row[0];
+    EXPECT_EQ(unexpected, 0) << row[0] << ": " << row[6];
+    if (kGoodKinds.count(row[0])) {
+      EXPECT_EQ(expected, 0) << row[0];
+    } else {
+      EXPECT_EQ(served, 0) << row[0];
+    }
+    sums[0] += sent, sums[1] += served, sums[2] += expected, sums[3] += unexpected;
+  }
+  const Row& all = kinds.back();
+  EXPECT_EQ(all[0], "all");
+  for (int c = 0; c < 4; ++c) EXPECT_EQ(std::stoll(all[size_t(c) + 2]), sums[c]) << c;
+  EXPECT_GT(sums[1], 0) << r.out;  // some good requests were served in 3 s
+  EXPECT_GT(sums[2], 0) << r.out;  // and some bad ones refused
+
+  const auto& phases = tables[1];
+  ASSERT_EQ(phases.size(), 3u) << r.out;
+  EXPECT_EQ(phases[1][1], "1");  // the reference: one client
+  EXPECT_EQ(phases[2][1], "8");
+  EXPECT_EQ(std::stoll(phases[2][3]), sums[1] - std::stoll(kinds[5][3]) - std::stoll(kinds[6][3]))
+      << "the soak's good requests are the served completions and chats";
+  for (const Row& row : {phases[1], phases[2]})
+    for (size_t c = 2; c < row.size(); ++c) EXPECT_GE(std::stod(row[c]), 0.0) << row[0];
+
+  EXPECT_EQ(report_value(r.out, "KV blocks in use at the end"), "0") << r.out;
+  EXPECT_EQ(report_value(r.out, "Requests running at the end"), "0") << r.out;
+  EXPECT_EQ(report_value(r.out, "Server alive at the end"), "yes") << r.out;
+  for (const char* rss : {"Server RSS at the start (MiB)", "Server RSS at the end (MiB)"})
+    EXPECT_GT(std::stod("0" + report_value(r.out, rss)), 0.0) << rss << "\n" << r.out;
+  EXPECT_EQ(report_value(r.out, "troupe serve exit after SIGTERM"), "0") << r.out;
+  EXPECT_EQ(report_value(r.out, "Result"), "PASS") << r.out;
+}
+
+TEST(BenchSoakCli, BadFlagsExitTwoNamingTheFlag) {
+  const std::vector<UsageError> cases = {
+      {"--minutes 0", "--minutes"},
+      {"--minutes soon", "--minutes"},
+      {"--minutes inf", "--minutes"},
+      {"--concurrency 0", "--concurrency"},
+      {"--seed -1", "--seed"},
+      {"--no-such-flag 1", "--no-such-flag"},
+      {"extra", "unexpected argument 'extra'"},
+      {"--base-url http://127.0.0.1:1", "--server-pid"},
+      {"--server-pid 1", "--base-url"},
+      {"--base-url ftp://127.0.0.1:1 --server-pid 1", "--base-url"},
+      {"--base-url http://127.0.0.1:1 --server-pid 999999999", "--server-pid"},
+      {"--base-url http://127.0.0.1:1 --server-pid 1", "--base-url"},  // nothing listens
+      {"--base-url http://127.0.0.1:1 --server-pid 1 --max-num-seqs 4", "--max-num-seqs"},
+      {"--port 8000", "--port"},
+      {"--tcp-port 0", "--tcp-port"},
+      {"--max-num-seqs 0", "--max-num-seqs"},    // checked as troupe serve checks it
+      {"--model /no/such/dir", "/no/such/dir"},  // the daemon's own refusal, passed on
+  };
+  expect_usage_errors(cases, "bench soak ");
+}
+
+}  // namespace
+}  // namespace troupe::testing
