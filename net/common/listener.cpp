@@ -20,7 +20,9 @@ ConnectionSlot take_slot(const std::shared_ptr<std::atomic<size_t>>& open) {
 
 Listener::Listener(ListenerOptions options) : opts_(std::move(options)) {}
 
-Listener::~Listener() { stop(); }
+Listener::~Listener() {
+  stop();
+}
 
 uint16_t Listener::listen(Accept on_accept, Refuse on_refuse) {
   on_accept_ = std::move(on_accept);
@@ -28,15 +30,15 @@ uint16_t Listener::listen(Accept on_accept, Refuse on_refuse) {
   const uint16_t port = open_acceptor(ioc_, acceptor_, opts_.host, opts_.port, opts_.what.c_str());
   work_.emplace(ioc_.get_executor());
   accept_next();
-  for (int i = 0; i < std::max(1, opts_.io_threads); ++i) threads_.emplace_back([this] { ioc_.run(); });
+  for (int i = 0; i < std::max(1, opts_.io_threads); ++i)
+    threads_.emplace_back([this] { ioc_.run(); });
   return port;
 }
 
 void Listener::accept_next() {
-  acceptor_.async_accept(asio::make_strand(ioc_),
-                         [this](const boost::system::error_code& ec, Socket s) {
-                           on_accepted(ec, std::move(s));
-                         });
+  acceptor_.async_accept(
+      asio::make_strand(ioc_),
+      [this](const boost::system::error_code& ec, Socket s) { on_accepted(ec, std::move(s)); });
 }
 
 // Runs on the acceptor's strand, one accept at a time: the count a connection sees is

@@ -4,7 +4,8 @@
 //
 //   Listener l({host, port, "http", io_threads, max_connections});
 //   uint16_t port = l.listen(
-//       [&](tcp::socket s, ConnectionSlot slot) { make_shared<Session>(move(s), move(slot))->start(); },
+//       [&](tcp::socket s, ConnectionSlot slot) { make_shared<Session>(move(s),
+//       move(slot))->start(); },
 //       [&](tcp::socket s) { refuse_with_503(move(s)); });   // over the cap (optional)
 //   l.drain();   // SIGTERM: nothing new is accepted
 //   l.stop();    // the I/O threads end; handlers not yet run are dropped
@@ -14,9 +15,8 @@
 // Accept errors such as EMFILE pause accepting briefly instead of spinning.
 #pragma once
 
-#include <boost/asio.hpp>
-
 #include <atomic>
+#include <boost/asio.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -33,8 +33,8 @@ namespace troupe::net {
 
 struct ListenerOptions {
   std::string host = "127.0.0.1";
-  uint16_t port = 0;           // 0: the OS picks one; listen() returns it
-  std::string what = "http";   // names the server in errors ("cannot listen on http ...")
+  uint16_t port = 0;          // 0: the OS picks one; listen() returns it
+  std::string what = "http";  // names the server in errors ("cannot listen on http ...")
   int io_threads = 1;
   size_t max_connections = 0;  // open connections at most; 0: no cap
 };

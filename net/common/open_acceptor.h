@@ -4,7 +4,6 @@
 #pragma once
 
 #include <boost/asio.hpp>
-
 #include <cstdint>
 #include <string>
 
@@ -12,8 +11,9 @@
 
 namespace troupe::net {
 
-inline uint16_t open_acceptor(boost::asio::io_context& ioc, boost::asio::ip::tcp::acceptor& acceptor,
-                              const std::string& host, uint16_t port, const char* what) {
+inline uint16_t open_acceptor(boost::asio::io_context& ioc,
+                              boost::asio::ip::tcp::acceptor& acceptor, const std::string& host,
+                              uint16_t port, const char* what) {
   namespace asio = boost::asio;
   boost::system::error_code ec;
   asio::ip::tcp::resolver resolver(ioc);

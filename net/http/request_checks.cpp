@@ -1,7 +1,6 @@
 #include "net/http/request_checks.h"
 
 #include <boost/beast/http/error.hpp>
-
 #include <string>
 
 namespace troupe::net::http {
@@ -43,10 +42,9 @@ std::optional<ApiError> read_error(const boost::system::error_code& ec, size_t h
   if (ec.category() != beast_kind.category() || ec == bhttp::error::end_of_stream)
     return std::nullopt;  // a socket error, or EOF before any byte: nobody to answer
   if (ec == bhttp::error::header_limit)
-    return ApiError{ErrorKind::HeadersTooLarge,
-                    "the request header is over the limit of " + std::to_string(header_limit) +
-                        " bytes",
-                    ""};
+    return ApiError{
+        ErrorKind::HeadersTooLarge,
+        "the request header is over the limit of " + std::to_string(header_limit) + " bytes", ""};
   if (ec == bhttp::error::partial_message || ec == bhttp::error::short_read)
     return bad_request("malformed request: the client closed its side mid-request");
   return bad_request("malformed request: " + ec.message());

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <boost/system/error_code.hpp>
-
 #include <cstddef>
 #include <optional>
 #include <string_view>
@@ -16,11 +15,11 @@ namespace troupe::net::http {
 
 // The header fields that decide how a request's body is framed.
 struct HeaderFacts {
-  unsigned version = 11;                 // 10: HTTP/1.0, 11: HTTP/1.1
-  size_t content_length_fields = 0;      // field lines named Content-Length
-  size_t transfer_encoding_fields = 0;   // field lines named Transfer-Encoding
-  size_t host_fields = 0;                // field lines named Host
-  bool chunked = false;                  // Beast found chunked as the final coding
+  unsigned version = 11;                // 10: HTTP/1.0, 11: HTTP/1.1
+  size_t content_length_fields = 0;     // field lines named Content-Length
+  size_t transfer_encoding_fields = 0;  // field lines named Transfer-Encoding
+  size_t host_fields = 0;               // field lines named Host
+  bool chunked = false;                 // Beast found chunked as the final coding
 };
 
 // 400 for a duplicate Content-Length, a Transfer-Encoding other than chunked alone,

@@ -46,6 +46,8 @@ RouteMatch match_route(std::string_view method, std::string_view target) {
   return m;
 }
 
-bool needs_api_key(Route r) { return r != Route::Health && r != Route::Metrics; }
+bool needs_api_key(Route r) {
+  return r != Route::Health && r != Route::Metrics;
+}
 
 }  // namespace troupe::net::http

@@ -17,9 +17,9 @@ namespace troupe::net::http {
 enum class Route { Completions, ChatCompletions, Models, Health, Metrics, Tokenize, Detokenize };
 
 struct RouteMatch {
-  std::optional<Route> route;               // set when the method and path match
-  std::optional<openai::ApiError> error;    // 404 or 405 otherwise
-  std::string allow;                        // the path's methods, for a 405's Allow header
+  std::optional<Route> route;             // set when the method and path match
+  std::optional<openai::ApiError> error;  // 404 or 405 otherwise
+  std::string allow;                      // the path's methods, for a 405's Allow header
 };
 
 // `target` is the request target; a query string ("?...") is ignored.

@@ -1,8 +1,7 @@
 #include "net/http/server.h"
 
-#include <boost/asio.hpp>
-
 #include <algorithm>
+#include <boost/asio.hpp>
 
 #include "net/common/listener.h"
 #include "net/http/session.h"
@@ -27,7 +26,9 @@ struct Server::Impl {
 
 Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
 
-Server::~Server() { stop(); }
+Server::~Server() {
+  stop();
+}
 
 uint16_t Server::listen() {
   ServerState& s = impl_->state;
@@ -65,8 +66,12 @@ void Server::stop() {
   impl_->workers.join();
 }
 
-size_t Server::connections() const { return impl_->listener.connections(); }
+size_t Server::connections() const {
+  return impl_->listener.connections();
+}
 
-uint64_t Server::discarded_bytes() const { return impl_->state.discarded.load(); }
+uint64_t Server::discarded_bytes() const {
+  return impl_->state.discarded.load();
+}
 
 }  // namespace troupe::net::http

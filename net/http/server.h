@@ -45,11 +45,11 @@ namespace troupe::net::http {
 struct ServerOptions {
   using ms = std::chrono::milliseconds;
   std::string host = "127.0.0.1";
-  uint16_t port = 8000;              // 0: the OS picks one; listen() returns it
-  std::string api_key;               // empty: no authentication
+  uint16_t port = 8000;               // 0: the OS picks one; listen() returns it
+  std::string api_key;                // empty: no authentication
   size_t max_body_bytes = 64u << 20;  // larger bodies get 413
   int io_threads = 2;
-  size_t max_connections = 1024;     // open connections at most; the next gets 503; 0: no cap
+  size_t max_connections = 1024;  // open connections at most; the next gets 503; 0: no cap
   // Timeouts (0: none). The header one runs from the accept (or, on a kept-alive
   // connection, from the next request's first byte) to the end of the header; the body
   // one from there to the end of the body; the idle one while a kept-alive connection
@@ -57,10 +57,10 @@ struct ServerOptions {
   ms header_timeout{30'000};
   ms body_timeout{120'000};
   ms idle_timeout{60'000};
-  size_t max_header_bytes = 64u << 10;    // request line + fields; larger ones get 431
-  size_t pipeline_bytes = 64u << 10;      // next-request bytes kept during a response
-  int parse_threads = 2;                  // the worker pool parsing large bodies
-  size_t offload_body_bytes = 64u << 10;  // bodies this large are parsed there; 0: all
+  size_t max_header_bytes = 64u << 10;       // request line + fields; larger ones get 431
+  size_t pipeline_bytes = 64u << 10;         // next-request bytes kept during a response
+  int parse_threads = 2;                     // the worker pool parsing large bodies
+  size_t offload_body_bytes = 64u << 10;     // bodies this large are parsed there; 0: all
   std::function<void()> on_offloaded_parse;  // tests: runs on the worker before each parse
 };
 

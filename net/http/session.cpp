@@ -1,13 +1,12 @@
 // The one Beast translation unit (Beast compiles slowly; TOOLCHAIN.md §4).
 #include "net/http/session.h"
 
-#include <boost/asio.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 #include <ctime>
 #include <deque>
 #include <exception>
@@ -15,6 +14,7 @@
 #include <optional>
 #include <variant>
 
+#include "net/http/phase_timer.h"
 #include "net/http/request_checks.h"
 #include "net/http/routes.h"
 #include "net/http/wire.h"
@@ -33,14 +33,14 @@ using openai::ErrorKind;
 
 namespace {
 
-int64_t unix_now() { return static_cast<int64_t>(std::time(nullptr)); }
+int64_t unix_now() {
+  return static_cast<int64_t>(std::time(nullptr));
+}
 
 constexpr size_t kReadChunk = 4096;
 constexpr auto kLingerTime = std::chrono::seconds(2);
 constexpr size_t kLingerBytes = size_t(64) << 20;
 
-// What the session waits for, and so which timeout runs.
-enum class Phase { None, Idle, Header, Body, Linger };
 // What follows once the read kept pending during a response is cancelled.
 enum class AfterWatch { Nothing, NextRequest, Linger };
 
@@ -85,30 +85,24 @@ class Session : public std::enable_shared_from_this<Session> {
   // --- timeouts -----------------------------------------------------------------------
   std::chrono::milliseconds timeout_of(Phase p) const {
     switch (p) {
-      case Phase::Idle: return opts_.idle_timeout;
-      case Phase::Header: return opts_.header_timeout;
-      case Phase::Body: return opts_.body_timeout;
-      case Phase::Linger: return kLingerTime;
-      case Phase::None: break;
+      case Phase::Idle:
+        return opts_.idle_timeout;
+      case Phase::Header:
+        return opts_.header_timeout;
+      case Phase::Body:
+        return opts_.body_timeout;
+      case Phase::Linger:
+        return kLingerTime;
+      case Phase::None:
+        break;
     }
     return {};
   }
 
-  // One timer for every phase; an epoch tells a stale expiry from the current one.
   void arm(Phase p) {
-    phase_ = p;
-    timed_out_ = false;
-    const uint64_t epoch = ++epoch_;
-    const auto d = timeout_of(p);
-    if (d.count() <= 0) {
-      timer_.cancel();
-      return;
-    }
-    timer_.expires_after(d);
-    timer_.async_wait([self = shared_from_this(), epoch](beast::error_code ec) {
-      if (ec || epoch != self->epoch_ || self->closed_) return;
-      self->timed_out_ = true;
-      if (self->phase_ == Phase::Linger) return self->close();
+    timer_.arm(p, timeout_of(p), [self = shared_from_this()] {
+      if (self->closed_) return;
+      if (self->timer_.phase() == Phase::Linger) return self->close();
       self->socket_.cancel();  // the pending read ends with operation_aborted
     });
   }
@@ -116,8 +110,9 @@ class Session : public std::enable_shared_from_this<Session> {
   // A request under way gets 408; a connection that sent no request yet is closed
   // quietly (an idle kept-alive one, or a browser's unused preconnect).
   void on_timed_out() {
-    if (phase_ != Phase::Body && !(phase_ == Phase::Header && reading_header_)) return close();
-    const bool header = phase_ == Phase::Header;
+    const Phase p = timer_.phase();
+    if (p != Phase::Body && !(p == Phase::Header && reading_header_)) return close();
+    const bool header = p == Phase::Header;
     refuse_request({ErrorKind::RequestTimeout,
                     std::string(header ? "the request header" : "the request body") +
                         " did not arrive within " +
@@ -132,7 +127,7 @@ class Session : public std::enable_shared_from_this<Session> {
     const auto* data = static_cast<const char*>(buffer_.data().data());
     buffer_.consume(leading_empty_lines({data, buffer_.size()}));
     if (buffer_.size() > 0) {
-      if (phase_ == Phase::Idle) arm(Phase::Header);
+      if (timer_.phase() == Phase::Idle) arm(Phase::Header);
       return read_header();
     }
     socket_.async_read_some(buffer_.prepare(kReadChunk),
@@ -150,10 +145,9 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_.emplace();
     parser_->header_limit(static_cast<uint32_t>(opts_.max_header_bytes));
     parser_->body_limit(opts_.max_body_bytes);
-    bhttp::async_read_header(socket_, buffer_, *parser_,
-                             [self = shared_from_this()](beast::error_code ec, size_t) {
-                               self->on_header(ec);
-                             });
+    bhttp::async_read_header(
+        socket_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
   }
 
   void on_header(beast::error_code ec) {
@@ -172,10 +166,9 @@ class Session : public std::enable_shared_from_this<Session> {
     arm(Phase::Body);
     if (beast::iequals(req[bhttp::field::expect], "100-continue"))
       send("HTTP/1.1 100 Continue\r\n\r\n");
-    bhttp::async_read(socket_, buffer_, *parser_,
-                      [self = shared_from_this()](beast::error_code ec, size_t) {
-                        self->on_body(ec);
-                      });
+    bhttp::async_read(
+        socket_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->on_body(ec); });
   }
 
   void on_body(beast::error_code ec) {
@@ -186,7 +179,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void on_read_error(beast::error_code ec) {
-    if (timed_out_) return on_timed_out();
+    if (timer_.timed_out()) return on_timed_out();
     const auto err = read_error(ec, opts_.max_header_bytes);
     if (!err || closed_) return close();
     refuse_request(*err);
@@ -202,8 +195,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void refuse_body() {
     const auto len = parser_->content_length();
     version_ = parser_->get().version();
-    refuse_request(*openai::check_body_size(len ? size_t(*len) : opts_.max_body_bytes + 1,
-                                            srv_.limits));
+    refuse_request(
+        *openai::check_body_size(len ? size_t(*len) : opts_.max_body_bytes + 1, srv_.limits));
   }
 
   // --- routing ------------------------------------------------------------------------
@@ -231,7 +224,8 @@ class Session : public std::enable_shared_from_this<Session> {
     auto backend = srv_.backend();
     if (route == Route::Health) {
       if (backend && !srv_.draining) return reply(200, "{}", "application/json");
-      return reply_error({ErrorKind::Unavailable, backend ? "shutting down" : "loading the model", ""});
+      return reply_error(
+          {ErrorKind::Unavailable, backend ? "shutting down" : "loading the model", ""});
     }
     if (needs_api_key(route)) {
       const auto auth = req[bhttp::field::authorization];
@@ -253,7 +247,8 @@ class Session : public std::enable_shared_from_this<Session> {
       case Route::Completions:
         return prepare_generation(openai::Endpoint::Completions, std::move(req.body()), backend);
       case Route::ChatCompletions:
-        return prepare_generation(openai::Endpoint::ChatCompletions, std::move(req.body()), backend);
+        return prepare_generation(openai::Endpoint::ChatCompletions, std::move(req.body()),
+                                  backend);
       case Route::Health:
         break;
     }
@@ -267,7 +262,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void off_io(std::string body, Work work, Then then) {
     if (body.size() < opts_.offload_body_bytes) return then(guarded<Result>(work, body));
     asio::post(*srv_.workers, [self = shared_from_this(), ex = socket_.get_executor(),
-                              body = std::move(body), work, then]() mutable {
+                               body = std::move(body), work, then]() mutable {
       if (self->opts_.on_offloaded_parse) self->opts_.on_offloaded_parse();
       Result r = guarded<Result>(work, body);
       asio::post(ex, [self, then, r = std::move(r)]() mutable {
@@ -314,7 +309,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void start_generation(openai::Endpoint ep, openai::ParseResult parsed,
                         std::shared_ptr<const Backend> backend) {
     if (auto* err = std::get_if<ApiError>(&parsed)) return reply_error(*err);
-    if (srv_.draining) return reply_error({ErrorKind::Unavailable, "the server is shutting down", ""});
+    if (srv_.draining)
+      return reply_error({ErrorKind::Unavailable, "the server is shutting down", ""});
     const auto& req = std::get<openai::GenerationRequest>(parsed);
     const openai::ResponseMeta meta{openai::make_response_id(ep, srv_.next_response++), unix_now(),
                                     req.model};
@@ -329,9 +325,12 @@ class Session : public std::enable_shared_from_this<Session> {
       collector_.emplace(req, meta, backend->tokenizer);
     }
     auto ex = socket_.get_executor();
-    gen_ = backend->engine->generate(req, [self = shared_from_this(), ex](int32_t i, runtime::RequestOutput out) {
-      asio::post(ex, [self, i, out = std::move(out)]() mutable { self->on_output(i, std::move(out)); });
-    });
+    gen_ = backend->engine->generate(
+        req, [self = shared_from_this(), ex](int32_t i, runtime::RequestOutput out) {
+          asio::post(ex, [self, i, out = std::move(out)]() mutable {
+            self->on_output(i, std::move(out));
+          });
+        });
     start_watch();
   }
 
@@ -356,7 +355,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void fail_generation(const std::string& message) {
     if (gen_) gen_->abort();
     keep_alive_ = false;
-    const ApiError err{ErrorKind::Internal, message.empty() ? "the engine failed the request" : message, ""};
+    const ApiError err{ErrorKind::Internal,
+                       message.empty() ? "the engine failed the request" : message, ""};
     if (encoder_) {
       send_event(encoder_->error(err));
       end_response();
@@ -451,10 +451,9 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void write_next() {
     writing_ = true;
-    asio::async_write(socket_, asio::buffer(queue_.front()),
-                      [self = shared_from_this()](beast::error_code ec, size_t) {
-                        self->on_write(ec);
-                      });
+    asio::async_write(
+        socket_, asio::buffer(queue_.front()),
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->on_write(ec); });
   }
 
   void on_write(beast::error_code ec) {
@@ -507,18 +506,16 @@ class Session : public std::enable_shared_from_this<Session> {
     beast::error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
+    slot_.reset();  // now, not when the last handler (or an engine sink) lets go of us
     maybe_release();
   }
 
   tcp::socket socket_;
   ServerState& srv_;
   const ServerOptions& opts_;
-  ConnectionSlot slot_;  // this connection's place under max_connections
-  asio::steady_timer timer_{socket_.get_executor()};
-  Phase phase_ = Phase::None;
-  uint64_t epoch_ = 0;      // of the timer's current arming
-  bool timed_out_ = false;  // the current phase's timeout fired
-  bool reading_header_ = false;  // a request's first byte is in, its header not yet
+  ConnectionSlot slot_;  // this connection's place under max_connections, until close()
+  PhaseTimer timer_{socket_.get_executor()};
+  bool reading_header_ = false;      // a request's first byte is in, its header not yet
   std::array<char, 16384> scratch_;  // discarded bytes
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;

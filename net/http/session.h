@@ -3,9 +3,8 @@
 // translation unit (Beast compiles slowly; TOOLCHAIN.md §4).
 #pragma once
 
-#include <boost/asio.hpp>
-
 #include <atomic>
+#include <boost/asio.hpp>
 #include <cstdint>
 #include <memory>
 #include <mutex>

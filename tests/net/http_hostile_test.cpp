@@ -5,11 +5,10 @@
 // checks that a good request still gets the same text.
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
-
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
 
@@ -166,15 +165,14 @@ TEST_F(HttpHostile, MalformedRequestsGetTheirStatusAndServingGoesOn) {
       {"bad target", "GET he alth HTTP/1.1\r\nHost: x\r\n\r\n", 400, "malformed request"},
       {"bad field", "GET /health HTTP/1.1\r\nHost: x\r\nNo Colon\r\n\r\n", 400, "bad field"},
       {"oversized header",
-       "GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(100000, 'a') + "\r\n\r\n",
-       431, "over the limit of 65536 bytes"},
-      {"duplicate Content-Length", post + "Content-Length: 2\r\nContent-Length: 2\r\n\r\n{}",
-       400, "Content-Length given 2 times"},
-      {"conflicting Content-Length", post + "Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}",
-       400, "bad Content-Length"},
-      {"bad Content-Length", post + "Content-Length: 2x\r\n\r\n{}", 400, "bad Content-Length"},
-      {"negative Content-Length", post + "Content-Length: -2\r\n\r\n{}", 400,
+       "GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(100000, 'a') + "\r\n\r\n", 431,
+       "over the limit of 65536 bytes"},
+      {"duplicate Content-Length", post + "Content-Length: 2\r\nContent-Length: 2\r\n\r\n{}", 400,
+       "Content-Length given 2 times"},
+      {"conflicting Content-Length", post + "Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}", 400,
        "bad Content-Length"},
+      {"bad Content-Length", post + "Content-Length: 2x\r\n\r\n{}", 400, "bad Content-Length"},
+      {"negative Content-Length", post + "Content-Length: -2\r\n\r\n{}", 400, "bad Content-Length"},
       {"Content-Length and chunked",
        post + "Content-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", 400,
        "malformed request"},
@@ -187,10 +185,14 @@ TEST_F(HttpHostile, MalformedRequestsGetTheirStatusAndServingGoesOn) {
       {"no Host", "GET /health HTTP/1.1\r\n\r\n", 400, "needs a Host header"},
       {"two Hosts", "GET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400,
        "Host given more than once"},
-      {"NUL after the JSON", post + "Connection: close\r\nContent-Length: 18\r\n\r\n{\"prompt\": \"hi\"}" +
-       std::string(1, '\0') + "x", 400, "NUL byte at offset 16"},
-      {"NUL inside a string", post + "Connection: close\r\nContent-Length: 17\r\n\r\n{\"prompt\": \"h" +
-       std::string(1, '\0') + "i\"}", 400, "NUL byte at offset 13"},
+      {"NUL after the JSON",
+       post + "Connection: close\r\nContent-Length: 18\r\n\r\n{\"prompt\": \"hi\"}" +
+           std::string(1, '\0') + "x",
+       400, "NUL byte at offset 16"},
+      {"NUL inside a string",
+       post + "Connection: close\r\nContent-Length: 17\r\n\r\n{\"prompt\": \"h" +
+           std::string(1, '\0') + "i\"}",
+       400, "NUL byte at offset 13"},
   };
   for (const RawCase& c : cases) {
     SCOPED_TRACE(c.name);
@@ -212,13 +214,13 @@ TEST_F(HttpHostile, HalfClosedMidRequestGets400) {
 
 TEST_F(HttpHostile, LeadingEmptyLinesAreIgnored) {
   start();
-  const HttpResponse r = parse_response(
-      raw_exchange(port_, "\r\n\r\n\nGET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  const HttpResponse r = parse_response(raw_exchange(
+      port_, "\r\n\r\n\nGET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
   EXPECT_EQ(r.status, 200) << r.body;
   // Between two requests on a kept-alive connection too.
   const int fd = raw_connect(port_);
-  ASSERT_TRUE(send_all(fd, keep_alive_request("GET", "/health") + "\r\n" +
-                               keep_alive_request("GET", "/v1/models")));
+  ASSERT_TRUE(send_all(
+      fd, keep_alive_request("GET", "/health") + "\r\n" + keep_alive_request("GET", "/v1/models")));
   std::string pending;
   EXPECT_EQ(read_response(fd, pending).status, 200);
   const HttpResponse models = read_response(fd, pending);
@@ -265,8 +267,9 @@ TEST_F(HttpHostile, SlowClientsAreClosedAfterTheirTimeoutWhileOthersAreServed) {
   const int half_header = raw_connect(port_);
   ASSERT_TRUE(send_all(half_header, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Le"));
   const int half_body = raw_connect(port_);
-  ASSERT_TRUE(send_all(half_body, "POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
-                                  "Content-Length: 100\r\n\r\n{\"prompt\":"));
+  ASSERT_TRUE(send_all(half_body,
+                       "POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+                       "Content-Length: 100\r\n\r\n{\"prompt\":"));
   const int silent = raw_connect(port_);  // connects and never sends
   const int idle = raw_connect(port_);    // one request, then nothing
   ASSERT_TRUE(send_all(idle, keep_alive_request("GET", "/health")));
@@ -390,7 +393,8 @@ TEST_F(HttpHostile, LargePromptsParseOffTheIoThreads) {
   };
   start(o);
   std::string prompt;
-  for (int i = 0; prompt.size() < (size_t(1) << 20); ++i) prompt += "word" + std::to_string(i % 97) + " ";
+  for (int i = 0; prompt.size() < (size_t(1) << 20); ++i)
+    prompt += "word" + std::to_string(i % 97) + " ";
   const std::string body = completion(prompt, false);
   int big[2];
   for (int& fd : big) {

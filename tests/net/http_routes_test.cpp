@@ -1,8 +1,8 @@
 // net/http/routes: every route by method and path, a query string ignored, 404 for an
 // unknown path and 405 (with the allowed method) for a known path with another method.
-#include "net/http/routes.h"
-
 #include <gtest/gtest.h>
+
+#include "net/http/routes.h"
 
 namespace troupe::net::http {
 namespace {
@@ -43,7 +43,7 @@ TEST(HttpRoutes, UnknownPathIs404AndWrongMethodIs405) {
   EXPECT_EQ(wrong.allow, "GET, HEAD");
   EXPECT_EQ(match_route("PUT", "/tokenize").allow, "POST");
   EXPECT_EQ(match_route("HEAD", "/tokenize").error->status(), 405);  // HEAD only on GET routes
-  EXPECT_EQ(match_route("get", "/health").error->status(), 405);  // methods are case-sensitive
+  EXPECT_EQ(match_route("get", "/health").error->status(), 405);     // methods are case-sensitive
 }
 
 TEST(HttpRoutes, OnlyProbesSkipTheApiKey) {
