@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -106,6 +107,17 @@ uint16_t listen_or_fail(Listener& listener, const char* flag, int64_t port) {
   }
 }
 
+net::http::ServerOptions http_options(const config::ServeConfig& cfg) {
+  net::http::ServerOptions o{cfg.host, static_cast<uint16_t>(cfg.port), cfg.api_key,
+                             static_cast<size_t>(cfg.max_body_bytes), 2};
+  const auto ms = [](double s) { return std::chrono::milliseconds(std::llround(s * 1000)); };
+  o.header_timeout = ms(cfg.http_header_timeout);
+  o.body_timeout = ms(cfg.http_body_timeout);
+  o.idle_timeout = ms(cfg.http_idle_timeout);
+  o.max_connections = static_cast<size_t>(cfg.max_connections);
+  return o;
+}
+
 // Stop accepting; wait for in-flight requests, then abort the rest; stop the threads.
 void shut_down(net::http::Server& server, net::tcp::TcpServer& tcp, net::http::EngineBridge* bridge) {
   server.drain();
@@ -170,8 +182,7 @@ int run_serve(const CommandArgs& argv) {
   net::metrics::Registry registry;
   std::unique_ptr<net::metrics::ServingMetrics> metrics;
   std::unique_ptr<net::http::EngineBridge> bridge;
-  net::http::Server server({cfg.host, static_cast<uint16_t>(cfg.port), cfg.api_key,
-                            static_cast<size_t>(cfg.max_body_bytes), 2});
+  net::http::Server server(http_options(cfg));
   net::tcp::TcpServer tcp({cfg.host, static_cast<uint16_t>(cfg.tcp_port), cfg.api_key,
                            static_cast<size_t>(cfg.max_body_bytes), 1});
   caf::actor_system_config caf_cfg;

@@ -30,6 +30,10 @@ struct ServeConfig {
   std::string api_key;      // empty: no authentication
   int64_t max_body_bytes = int64_t(64) << 20;  // larger request bodies get 413
   double request_timeout = 0;                  // seconds per request; 0: no limit
+  double http_header_timeout = 30;  // seconds to receive a request header; 0: no limit
+  double http_body_timeout = 120;   // seconds to receive a request body; 0: no limit
+  double http_idle_timeout = 60;    // seconds a kept-alive connection may idle; 0: no limit
+  int64_t max_connections = 1024;   // open HTTP connections at once; 0: no cap
   LogLevel log_level = LogLevel::Info;
   LogFormat log_format = LogFormat::Text;
   // runtime/faults/fault_plan.h SPEC for tests and chaos runs; empty: the

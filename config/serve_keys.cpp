@@ -130,6 +130,14 @@ std::vector<ConfigKey> make_keys() {
                         "largest HTTP request body; larger ones get 413"));
   k.push_back(seconds_key("request-timeout", &S::request_timeout,
                           "fail a request running longer than this; 0: no limit"));
+  k.push_back(seconds_key("http-header-timeout", &S::http_header_timeout,
+                          "time to receive a request header, else 408; 0: no limit"));
+  k.push_back(seconds_key("http-body-timeout", &S::http_body_timeout,
+                          "time to receive a request body, else 408; 0: no limit"));
+  k.push_back(seconds_key("http-idle-timeout", &S::http_idle_timeout,
+                          "close a kept-alive connection idle this long; 0: no limit"));
+  k.push_back(int_key("max-connections", &S::max_connections, 0, INT64_MAX,
+                      "open HTTP connections at once; the next gets 503; 0: no cap"));
   k.push_back(choice_key<LogLevel>("log-level", &S::log_level,
                                    {{"trace", LogLevel::Trace},
                                     {"debug", LogLevel::Debug},

@@ -28,13 +28,15 @@ RouteMatch match_route(std::string_view method, std::string_view target) {
   RouteMatch m;
   for (const RouteEntry& e : kRoutes) {
     if (e.path != path) continue;
-    if (e.method == method) {
+    // RFC 9110 9.3.2: HEAD is GET without the body; a server answering GET answers HEAD.
+    const bool get = e.method == "GET";
+    if (e.method == method || (get && method == "HEAD")) {
       m.route = e.route;
     } else {
-      m.allow = e.method;
+      m.allow = get ? "GET, HEAD" : std::string(e.method);
       m.error = openai::ApiError{openai::ErrorKind::MethodNotAllowed,
                                  "Method " + std::string(method) + " not allowed on " +
-                                     std::string(path) + "; use " + std::string(e.method),
+                                     std::string(path) + "; use " + m.allow,
                                  ""};
     }
     return m;
@@ -44,6 +46,8 @@ RouteMatch match_route(std::string_view method, std::string_view target) {
   return m;
 }
 
-bool needs_api_key(Route r) { return r != Route::Health && r != Route::Metrics; }
+bool needs_api_key(Route r) {
+  return r != Route::Health && r != Route::Metrics;
+}
 
 }  // namespace troupe::net::http

@@ -1,5 +1,6 @@
 // The HTTP routes of `troupe serve`: method + path -> a Route, or the ApiError to answer
-// (404 unknown path, 405 known path with another method). Pure logic, no sockets.
+// (404 unknown path, 405 known path with another method). HEAD matches every GET route
+// (the server sends the GET's headers without its body). Pure logic, no sockets.
 //
 //   POST /v1/completions        POST /v1/chat/completions   GET /v1/models
 //   GET  /health                GET  /metrics               POST /tokenize  POST /detokenize
@@ -16,9 +17,9 @@ namespace troupe::net::http {
 enum class Route { Completions, ChatCompletions, Models, Health, Metrics, Tokenize, Detokenize };
 
 struct RouteMatch {
-  std::optional<Route> route;               // set when the method and path match
-  std::optional<openai::ApiError> error;    // 404 or 405 otherwise
-  std::string allow;                        // the path's method, for a 405's Allow header
+  std::optional<Route> route;             // set when the method and path match
+  std::optional<openai::ApiError> error;  // 404 or 405 otherwise
+  std::string allow;                      // the path's methods, for a 405's Allow header
 };
 
 // `target` is the request target; a query string ("?...") is ignored.

@@ -8,15 +8,27 @@
 //   server.wait_idle(grace);           // in-flight responses finish (or the caller aborts them)
 //   server.stop();
 //
-// Threads: a few I/O threads run every session on its own strand. Engine outputs arrive on
-// CAF threads and are posted to the session's strand, so neither side blocks the other.
-// A generation's session keeps a read pending on the socket while the engine works, so a
-// client that disconnects (EOF or reset) aborts its request within a step, streaming or not.
+// Threads: a few I/O threads (net/common/listener.h) run every session on its own strand.
+// Bodies of at least offload_body_bytes are parsed and tokenized on a small worker pool,
+// so a 40 MB prompt does not hold an I/O thread (and /health, /metrics) for seconds; the
+// result is posted back to the session's strand. Engine outputs arrive on CAF threads and
+// are posted to the session's strand, so neither side blocks the other.
+//
+// While a generation runs, its session keeps a read pending on the socket, so a client
+// that disconnects (EOF or reset) aborts its request within a step. Bytes that arrive
+// meanwhile (a pipelined next request) are kept up to pipeline_bytes; past that they are
+// read and discarded, and the connection closes after the response.
+//
+// Refused before routing, each with a JSON error body and `Connection: close` (RFC 9112):
+// a malformed request (400), a header over max_header_bytes (431), a body over
+// max_body_bytes (413), a header or body that does not arrive in time (408), a body with
+// a NUL byte (400), and a connection over max_connections (503). docs/serve.md lists them.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -31,11 +43,25 @@ class Tokenizer;
 namespace troupe::net::http {
 
 struct ServerOptions {
+  using ms = std::chrono::milliseconds;
   std::string host = "127.0.0.1";
-  uint16_t port = 8000;              // 0: the OS picks one; listen() returns it
-  std::string api_key;               // empty: no authentication
+  uint16_t port = 8000;               // 0: the OS picks one; listen() returns it
+  std::string api_key;                // empty: no authentication
   size_t max_body_bytes = 64u << 20;  // larger bodies get 413
   int io_threads = 2;
+  size_t max_connections = 1024;  // open connections at most; the next gets 503; 0: no cap
+  // Timeouts (0: none). The header one runs from the accept (or, on a kept-alive
+  // connection, from the next request's first byte) to the end of the header; the body
+  // one from there to the end of the body; the idle one while a kept-alive connection
+  // waits for its next request. A generation in progress has none of them.
+  ms header_timeout{30'000};
+  ms body_timeout{120'000};
+  ms idle_timeout{60'000};
+  size_t max_header_bytes = 64u << 10;       // request line + fields; larger ones get 431
+  size_t pipeline_bytes = 64u << 10;         // next-request bytes kept during a response
+  int parse_threads = 2;                     // the worker pool parsing large bodies
+  size_t offload_body_bytes = 64u << 10;     // bodies this large are parsed there; 0: all
+  std::function<void()> on_offloaded_parse;  // tests: runs on the worker before each parse
 };
 
 // What the server needs once the model is loaded; every pointer outlives the server's
@@ -65,8 +91,14 @@ class Server {
   // Until no generation is in progress (its response written, or its client gone);
   // false on timeout.
   bool wait_idle(std::chrono::milliseconds timeout);
-  // Stops the I/O threads; pending engine outputs are dropped. Idempotent.
+  // Stops the I/O threads and the worker pool; pending engine outputs are dropped.
+  // Idempotent.
   void stop();
+
+  // Open connections (each counts against max_connections).
+  size_t connections() const;
+  // Bytes read and thrown away while responses were in progress (past pipeline_bytes).
+  uint64_t discarded_bytes() const;
 
   struct Impl;
 

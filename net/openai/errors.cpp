@@ -14,8 +14,12 @@ int http_status(ErrorKind kind) {
       return 404;
     case ErrorKind::MethodNotAllowed:
       return 405;
+    case ErrorKind::RequestTimeout:
+      return 408;
     case ErrorKind::PayloadTooLarge:
       return 413;
+    case ErrorKind::HeadersTooLarge:
+      return 431;
     case ErrorKind::Unavailable:
       return 503;
     case ErrorKind::Internal:

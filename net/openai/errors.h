@@ -20,7 +20,9 @@ enum class ErrorKind {
   ModelNotFound,     // 404: "model" names a model this server does not serve
   NotFound,          // 404: no such route
   MethodNotAllowed,  // 405
+  RequestTimeout,    // 408: the header or body did not arrive in time
   PayloadTooLarge,   // 413: the body is over the size limit
+  HeadersTooLarge,   // 431: the request header is over the size limit
   Unavailable,       // 503: not ready yet, or shutting down
   Internal,          // 500: the engine failed the request
 };

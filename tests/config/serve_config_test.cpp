@@ -66,6 +66,10 @@ tcp-port: 0
 api-key: "s3cret: \"x\""
 max-body-bytes: 1.5MiB
 request-timeout: 500ms
+http-header-timeout: 2s
+http-body-timeout: 1m
+http-idle-timeout: 250ms
+max-connections: 7
 log-level: debug
 max-model-len: 32768
 max-num-seqs: 16
@@ -93,6 +97,10 @@ ServeConfig every_key_expected() {
   c.api_key = "s3cret: \"x\"";
   c.max_body_bytes = 1536 * 1024;
   c.request_timeout = 0.5;
+  c.http_header_timeout = 2;
+  c.http_body_timeout = 60;
+  c.http_idle_timeout = 0.25;
+  c.max_connections = 7;
   c.log_level = LogLevel::Debug;
   c.max_model_len = 32768;
   c.max_num_seqs = 16;

@@ -1,8 +1,8 @@
 // net/http/routes: every route by method and path, a query string ignored, 404 for an
 // unknown path and 405 (with the allowed method) for a known path with another method.
-#include "net/http/routes.h"
-
 #include <gtest/gtest.h>
+
+#include "net/http/routes.h"
 
 namespace troupe::net::http {
 namespace {
@@ -20,6 +20,9 @@ TEST(HttpRoutes, MatchesEveryRoute) {
       {"GET", "/metrics?name=x", Route::Metrics},
       {"POST", "/tokenize", Route::Tokenize},
       {"POST", "/detokenize", Route::Detokenize},
+      {"HEAD", "/health", Route::Health},
+      {"HEAD", "/v1/models", Route::Models},
+      {"HEAD", "/metrics", Route::Metrics},
   };
   for (const auto& c : cases) {
     const RouteMatch m = match_route(c.method, c.target);
@@ -37,8 +40,10 @@ TEST(HttpRoutes, UnknownPathIs404AndWrongMethodIs405) {
   const RouteMatch wrong = match_route("DELETE", "/v1/models");
   ASSERT_TRUE(wrong.error.has_value());
   EXPECT_EQ(wrong.error->status(), 405);
-  EXPECT_EQ(wrong.allow, "GET");
-  EXPECT_EQ(match_route("get", "/health").error->status(), 405);  // methods are case-sensitive
+  EXPECT_EQ(wrong.allow, "GET, HEAD");
+  EXPECT_EQ(match_route("PUT", "/tokenize").allow, "POST");
+  EXPECT_EQ(match_route("HEAD", "/tokenize").error->status(), 405);  // HEAD only on GET routes
+  EXPECT_EQ(match_route("get", "/health").error->status(), 405);     // methods are case-sensitive
 }
 
 TEST(HttpRoutes, OnlyProbesSkipTheApiKey) {

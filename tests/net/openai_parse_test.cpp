@@ -276,7 +276,9 @@ TEST(OpenAiErrors, StatusAndTypeMapping) {
       {ErrorKind::ModelNotFound, 404, "invalid_request_error"},
       {ErrorKind::NotFound, 404, "invalid_request_error"},
       {ErrorKind::MethodNotAllowed, 405, "invalid_request_error"},
+      {ErrorKind::RequestTimeout, 408, "invalid_request_error"},
       {ErrorKind::PayloadTooLarge, 413, "invalid_request_error"},
+      {ErrorKind::HeadersTooLarge, 431, "invalid_request_error"},
       {ErrorKind::Unavailable, 503, "server_error"},
       {ErrorKind::Internal, 500, "server_error"},
   };
