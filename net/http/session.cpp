@@ -14,6 +14,8 @@
 #include <optional>
 #include <variant>
 
+#include <spdlog/spdlog.h>
+
 #include "net/http/phase_timer.h"
 #include "net/http/request_checks.h"
 #include "net/http/routes.h"
@@ -428,6 +430,7 @@ class Session : public std::enable_shared_from_this<Session> {
     reply(status, openai::dump_json(j), "application/json");
   }
   void reply_error(const ApiError& err, std::string_view allow = {}) {
+    log_error(err);
     reply(err.status(), openai::dump_json(err.body()), "application/json", allow);
   }
   void reply_result(const openai::JsonResult& r) {
@@ -498,6 +501,15 @@ class Session : public std::enable_shared_from_this<Session> {
                                 return self->close();
                               self->drain_read(drained + n);
                             });
+  }
+
+  // Every error answer, with the peer: 5xx at error (the server's fault), 4xx at warn.
+  void log_error(const ApiError& err) {
+    beast::error_code ec;
+    const auto peer = socket_.remote_endpoint(ec);
+    const std::string who = ec ? "?" : peer.address().to_string() + ":" + std::to_string(peer.port());
+    spdlog::log(err.status() >= 500 ? spdlog::level::err : spdlog::level::warn, "http {} from {}: {}",
+                err.status(), who, err.message);
   }
 
   void close() {
