@@ -65,6 +65,7 @@ port: 9000
 tcp-port: 0
 api-key: "s3cret: \"x\""
 max-body-bytes: 1.5MiB
+tcp-max-buffered-bytes: 512MiB
 request-timeout: 500ms
 log-level: debug
 max-model-len: 32768
@@ -92,6 +93,7 @@ ServeConfig every_key_expected() {
   c.tcp_port = 0;
   c.api_key = "s3cret: \"x\"";
   c.max_body_bytes = 1536 * 1024;
+  c.tcp_max_buffered_bytes = int64_t(512) << 20;
   c.request_timeout = 0.5;
   c.log_level = LogLevel::Debug;
   c.max_model_len = 32768;
