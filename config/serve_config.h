@@ -29,6 +29,7 @@ struct ServeConfig {
   int64_t tcp_port = 8001;  // length-prefixed msgpack API; 0: the OS picks a free port
   std::string api_key;      // empty: no authentication
   int64_t max_body_bytes = int64_t(64) << 20;  // larger request bodies get 413
+  int64_t tcp_max_buffered_bytes = int64_t(256) << 20;  // partly received TCP frames, all clients
   double request_timeout = 0;                  // seconds per request; 0: no limit
   double http_header_timeout = 30;  // seconds to receive a request header; 0: no limit
   double http_body_timeout = 120;   // seconds to receive a request body; 0: no limit

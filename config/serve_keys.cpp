@@ -128,6 +128,9 @@ std::vector<ConfigKey> make_keys() {
       string_key("api-key", &S::api_key, true, "required Bearer token; empty: no authentication"));
   k.push_back(bytes_key("max-body-bytes", &S::max_body_bytes, 1,
                         "largest HTTP request body; larger ones get 413"));
+  k.push_back(bytes_key("tcp-max-buffered-bytes", &S::tcp_max_buffered_bytes, 1,
+                        "partly received TCP API frames held over all connections; a "
+                        "connection needing more is refused and closed"));
   k.push_back(seconds_key("request-timeout", &S::request_timeout,
                           "fail a request running longer than this; 0: no limit"));
   k.push_back(seconds_key("http-header-timeout", &S::http_header_timeout,

@@ -13,6 +13,12 @@ namespace {
                   "'" + param + "' must be " + expected + ", got " + got.type_name(), param);
 }
 
+// How a non-finite number reads in a message (JSON has no spelling for it).
+std::string non_finite_text(double d) {
+  if (std::isnan(d)) return "NaN";
+  return d > 0 ? "Infinity" : "-Infinity";
+}
+
 }  // namespace
 
 const json* find_field(const json& object, const std::string& name) {
@@ -32,7 +38,13 @@ std::optional<double> get_number(const json& object, const std::string& name) {
   const json* v = find_field(object, name);
   if (!v) return std::nullopt;
   if (!v->is_number()) wrong_type(name, "a number", *v);
-  return v->get<double>();
+  const double d = v->get<double>();
+  // NaN and infinities come from msgpack (the TCP API), never from JSON text: a parser
+  // that overflows refuses the body (parse_json_object).
+  if (!std::isfinite(d))
+    throw_api_error(ErrorKind::InvalidRequest,
+                    "'" + name + "' must be a finite number, got " + non_finite_text(d), name);
+  return d;
 }
 
 std::optional<int64_t> get_int(const json& object, const std::string& name) {
@@ -69,7 +81,10 @@ int64_t as_int(const json& value, const std::string& param) {
     if (value.get<uint64_t>() <= uint64_t(INT64_MAX)) return value.get<int64_t>();
   } else if (value.is_number_float()) {
     const double d = value.get<double>();
-    if (std::isfinite(d) && d == std::floor(d) && d >= -kLimit && d < kLimit) return int64_t(d);
+    if (!std::isfinite(d))
+      throw_api_error(ErrorKind::InvalidRequest,
+                      "'" + param + "' must be an integer, got " + non_finite_text(d), param);
+    if (d == std::floor(d) && d >= -kLimit && d < kLimit) return int64_t(d);
   } else {
     wrong_type(param, "an integer", value);
   }

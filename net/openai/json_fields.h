@@ -17,8 +17,10 @@ using nlohmann::json;
 const json* find_field(const json& object, const std::string& name);
 
 std::optional<bool> get_bool(const json& object, const std::string& name);
+// A finite number: NaN and +-Inf (which msgpack can carry) are a 400 naming the field.
 std::optional<double> get_number(const json& object, const std::string& name);
-// An integer; a float with an integral value is accepted (as pydantic does).
+// An integer; a float with an integral value is accepted (as pydantic does), a non-finite
+// or non-integral float or one outside int64 is a 400.
 std::optional<int64_t> get_int(const json& object, const std::string& name);
 std::optional<std::string> get_string(const json& object, const std::string& name);
 // A string or a list of strings (OpenAI's "stop").

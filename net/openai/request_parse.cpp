@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "kernels/check.h"
 #include "model/tokenizer.h"
@@ -24,6 +27,82 @@ std::string str(double v) {
   return os.str();
 }
 
+// Where a JSON text holds a number too large for a double ("1e999"): the field's path
+// ("temperature", "prompt[3]", "messages[0].content"), its top-level key and the token.
+// Run only on a body that failed to parse, so good bodies pay nothing for it.
+struct NumberOverflow {
+  std::string path, param, token;
+};
+
+// At most `n` bytes of valid UTF-8 `s`, cut at a character boundary, "..." when cut.
+std::string cut(const std::string& s, size_t n) {
+  if (s.size() <= n) return s;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return s.substr(0, n) + "...";
+}
+
+class OverflowLocator : public nlohmann::json_sax<json> {
+ public:
+  std::optional<NumberOverflow> found;
+
+  bool null() override { return value(); }
+  bool boolean(bool) override { return value(); }
+  bool number_integer(number_integer_t) override { return value(); }
+  bool number_unsigned(number_unsigned_t) override { return value(); }
+  bool number_float(number_float_t, const string_t&) override { return value(); }
+  bool string(string_t&) override { return value(); }
+  bool binary(binary_t&) override { return value(); }
+  bool start_object(std::size_t) override { return open(false); }
+  bool key(string_t& k) override {
+    stack_.back().key = k;
+    return true;
+  }
+  bool end_object() override { return close(); }
+  bool start_array(std::size_t) override { return open(true); }
+  bool end_array() override { return close(); }
+  bool parse_error(std::size_t, const std::string& token, const nlohmann::detail::exception& ex) override {
+    if (ex.id != 406) return false;  // out_of_range.406: number overflow
+    NumberOverflow o;
+    o.token = cut(token, 40);  // a number token: ASCII
+    for (const Level& l : stack_) {
+      if (l.array) {
+        o.path += "[" + std::to_string(l.next) + "]";
+      } else {
+        o.path += (o.path.empty() ? "" : ".") + cut(l.key, 64);
+        if (o.param.empty()) o.param = cut(l.key, 64);
+      }
+    }
+    found = std::move(o);
+    return false;
+  }
+
+ private:
+  struct Level {
+    bool array = false;
+    std::string key;  // objects: the key whose value is being read
+    size_t next = 0;  // arrays: the index of the element being read
+  };
+  bool value() {
+    if (!stack_.empty() && stack_.back().array) ++stack_.back().next;
+    return true;
+  }
+  bool open(bool array) {
+    stack_.push_back({array, "", 0});
+    return true;
+  }
+  bool close() {
+    stack_.pop_back();
+    return value();  // the nested value is done: the parent array moves on
+  }
+  std::vector<Level> stack_;
+};
+
+std::optional<NumberOverflow> find_number_overflow(std::string_view body) {
+  OverflowLocator locator;
+  json::sax_parse(body, &locator);
+  return locator.found;
+}
+
 EncodedPrompt read_prompt(Endpoint endpoint, const json& body, const model::Tokenizer& tok) {
   if (endpoint == Endpoint::Completions) return encode_completion_prompt(body, tok);
   const bool add_generation_prompt = get_bool(body, "add_generation_prompt").value_or(true);
@@ -32,9 +111,10 @@ EncodedPrompt read_prompt(Endpoint endpoint, const json& body, const model::Toke
 
 void read_sampling(const json& body, GenerationRequest& req) {
   kernels::SamplingParams& s = req.params.sampling;
-  s.temperature = float(get_number(body, "temperature").value_or(1.0));
+  const double temperature = get_number(body, "temperature").value_or(1.0);
+  s.temperature = float(temperature);
   if (!std::isfinite(s.temperature) || s.temperature < 0.0f)
-    bad("'temperature' must be >= 0, got " + str(s.temperature), "temperature");
+    bad("'temperature' must be >= 0 (and fit a float), got " + str(temperature), "temperature");
   s.top_p = float(get_number(body, "top_p").value_or(1.0));
   if (!(s.top_p > 0.0f && s.top_p <= 1.0f))
     bad("'top_p' must be in (0, 1], got " + str(s.top_p), "top_p");
@@ -129,9 +209,8 @@ void read_options(const json& body, const ServingInfo& info, GenerationRequest& 
   req.return_token_ids = get_bool(body, "return_token_ids").value_or(false);
 }
 
-GenerationRequest parse_or_throw(Endpoint endpoint, std::string_view body_text,
-                                 const ServingInfo& info, const model::Tokenizer& tok) {
-  const json body = parse_json_object(body_text, info);
+GenerationRequest parse_or_throw(Endpoint endpoint, const json& body, const ServingInfo& info,
+                                 const model::Tokenizer& tok) {
   if (auto err = check_model(get_string(body, "model"), info)) throw ApiException{*err};
   GenerationRequest req;
   req.endpoint = endpoint;
@@ -160,6 +239,16 @@ GenerationRequest parse_or_throw(Endpoint endpoint, std::string_view body_text,
 ParseResult parse_generation_request(Endpoint endpoint, std::string_view body,
                                      const ServingInfo& info, const model::Tokenizer& tok) {
   try {
+    return parse_or_throw(endpoint, parse_json_object(body, info), info, tok);
+  } catch (const ApiException& e) {
+    return e.error;
+  }
+}
+
+ParseResult parse_generation_body(Endpoint endpoint, const json& body, const ServingInfo& info,
+                                  const model::Tokenizer& tok) {
+  try {
+    if (!body.is_object()) bad("the request body must be a JSON object", "");
     return parse_or_throw(endpoint, body, info, tok);
   } catch (const ApiException& e) {
     return e.error;
@@ -172,7 +261,15 @@ ParseResult parse_generation_request(Endpoint endpoint, std::string_view body,
 json parse_json_object(std::string_view body, const ServingInfo& info) {
   if (auto err = check_body_size(body.size(), info)) throw ApiException{*err};
   json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_discarded()) bad("the request body is not valid JSON", "");
+  if (parsed.is_discarded()) {
+    // A number beyond the double range (1e999) is well-formed JSON that nlohmann refuses;
+    // say which field held it, as for any other out-of-range number.
+    if (auto overflow = find_number_overflow(body))
+      bad("'" + overflow->path + "' must be a finite number, got " + overflow->token +
+              " (outside the double range)",
+          overflow->param);
+    bad("the request body is not valid JSON", "");
+  }
   if (!parsed.is_object()) bad("the request body must be a JSON object", "");
   return parsed;
 }

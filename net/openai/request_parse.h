@@ -70,8 +70,16 @@ using ParseResult = std::variant<GenerationRequest, ApiError>;
 ParseResult parse_generation_request(Endpoint endpoint, std::string_view body,
                                      const ServingInfo& info, const model::Tokenizer& tok);
 
+// The same checks on a body already decoded (the TCP API's msgpack frames). No size
+// check: the caller bounds its own input. Strings must be valid UTF-8 (the caller's
+// check: JSON text guarantees it, msgpack does not); numbers may be NaN or +-Inf, which
+// are refused naming the field.
+ParseResult parse_generation_body(Endpoint endpoint, const nlohmann::json& body,
+                                  const ServingInfo& info, const model::Tokenizer& tok);
+
 // The body as a JSON object; throws ApiException: 413 over the size limit, 400 for
-// malformed JSON or a non-object.
+// malformed JSON or a non-object, or for a number beyond the double range (1e999), naming
+// its field.
 nlohmann::json parse_json_object(std::string_view body, const ServingInfo& info);
 
 // 413 when a body of `size` bytes is over the limit (the HTTP layer calls this with the

@@ -108,8 +108,10 @@ FrameDecode decode_payload(std::string_view payload) {
   FrameDecode d;
   try {
     size_t off = 0;
-    const msgpack::unpack_limit limit(0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff,
-                                      kMaxNesting);
+    // No array, map or string can hold more elements than the payload has bytes: a
+    // header claiming 2^32 of them fails at once instead of sizing a zone for them.
+    const size_t n = payload.size();
+    const msgpack::unpack_limit limit(n, n, n, n, n, kMaxNesting);
     msgpack::object_handle h = msgpack::unpack(payload.data(), payload.size(), off, nullptr,
                                                nullptr, limit);
     if (off != payload.size()) {

@@ -42,12 +42,18 @@ struct CommandError {
 };
 using Command = std::variant<SubmitCommand, AbortCommand, CommandError>;
 
-// `api_key` non-empty: submits must carry it. The sampling fields get the same checks and
+// Every string of a frame (keys too) must be valid UTF-8: the first that is not is a
+// CommandError naming its field. `api_key` non-empty: submits must carry it. The sampling fields get the same checks and
 // defaults as /v1/completions (temperature 1, max_tokens 16, ...).
 Command parse_command(const json& frame, const openai::ServingInfo& info,
                       const model::Tokenizer& tok, std::string_view api_key);
 
-// The key of an id in a connection's table of requests in flight.
+// The frame's "id" when it is one that may be echoed (an integer or a valid UTF-8
+// string); null otherwise. For error frames sent before the frame is parsed.
+json usable_id(const json& frame);
+
+// The key of an id in a connection's table of requests in flight; never throws on a
+// string id's bytes.
 std::string id_key(const json& id);
 
 json tokens_message(const json& id, const runtime::RequestOutput& out);

@@ -2,9 +2,12 @@
 
 #include <boost/asio.hpp>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <optional>
@@ -35,9 +38,25 @@ struct TcpServer::Impl {
     busy += d;
     busy_cv.notify_all();
   }
+  // Takes `n` bytes of the budget for partly received frames; false (nothing taken) when
+  // that would pass opts.max_buffered_bytes.
+  bool reserve(size_t n) {
+    const size_t cap = opts.max_buffered_bytes;
+    size_t cur = buffered.load();
+    do {
+      if (n > cap || cur > cap - n) return false;
+    } while (!buffered.compare_exchange_weak(cur, cur + n));
+    size_t peak = peak_buffered.load();
+    while (cur + n > peak && !peak_buffered.compare_exchange_weak(peak, cur + n)) {
+    }
+    return true;
+  }
+  void release(size_t n) { buffered.fetch_sub(n); }
   void do_accept();
+  void run();
 
-  // Declared before the io_context: connections it destroys still update `busy`.
+  // Declared before the io_context: connections it destroys still update `busy` and
+  // `buffered`.
   TcpServerOptions opts;
   mutable std::mutex mutex;
   std::shared_ptr<const http::Backend> backend_;
@@ -45,19 +64,53 @@ struct TcpServer::Impl {
   std::mutex busy_mutex;
   std::condition_variable busy_cv;
   int64_t busy = 0;  // requests in flight over all connections
+  std::atomic<size_t> buffered{0};       // bytes of payload buffers, all connections
+  std::atomic<size_t> peak_buffered{0};  // the most `buffered` has been
   asio::io_context ioc;
   tcp::acceptor acceptor{asio::make_strand(ioc)};
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
   std::vector<std::thread> threads;
+  // Parses (and tokenizes) large frames off the I/O threads. After ioc: it goes first,
+  // and what its tasks post back is dropped with ioc.
+  asio::thread_pool parse_pool{2};
 };
 
 namespace {
 
+// A frame at least this long is parsed (and its prompt tokenized) on the parse pool.
+constexpr size_t kParseElsewhereBytes = 256u << 10;
+// A refused connection is closed once its error frame is written and the client has
+// stopped sending, or after this long.
+constexpr auto kLinger = std::chrono::seconds(5);
+
+// One line on stderr for what must not happen (a handler threw); the server goes on.
+void report(const char* what, const char* why) noexcept {
+  std::fprintf(stderr, "troupe: tcp: %s: %s\n", what, why);
+}
+
+// A payload buffer on its way through the parse pool; gives its bytes back to the
+// budget when it goes.
+struct HeldBuffer {
+  HeldBuffer(std::unique_ptr<char[]> b, size_t n, TcpServer::Impl& s) : bytes(std::move(b)), size(n), srv(s) {}
+  ~HeldBuffer() { srv.release(size); }
+  HeldBuffer(const HeldBuffer&) = delete;
+  HeldBuffer& operator=(const HeldBuffer&) = delete;
+  std::unique_ptr<char[]> bytes;
+  size_t size;
+  TcpServer::Impl& srv;
+};
+
 // One client connection: reads frames one after another, writes frames in order, keeps
 // the requests in flight by the client's id. Everything runs on the socket's strand.
+//
+// Nothing a handler throws leaves it: a frame whose handling throws gets an error frame
+// (the connection goes on), a failure of the connection's own machinery or of a stream of
+// outputs closes it (its requests are aborted); other connections never notice.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(tcp::socket socket, TcpServer::Impl& srv) : socket_(std::move(socket)), srv_(srv) {}
+  Connection(tcp::socket socket, TcpServer::Impl& srv)
+      : socket_(std::move(socket)), srv_(srv), linger_(socket_.get_executor()) {}
+  ~Connection() { drop_buffer(); }
 
   void start() { read_header(); }
 
@@ -69,49 +122,211 @@ class Connection : public std::enable_shared_from_this<Connection> {
     int64_t completion_tokens = 0;
   };
 
-  void read_header() {
-    asio::async_read(socket_, asio::buffer(header_),
-                     [self = shared_from_this()](error_code ec, size_t) {
-                       if (ec) return self->close();
-                       const uint32_t n = frame_length(self->header_.data());
-                       if (n > self->srv_.opts.max_frame_bytes) return self->close();
-                       self->read_payload(n);
-                     });
+  // Runs one step of the connection's machinery; what it throws closes the connection.
+  template <class F>
+  void guard(F&& step) noexcept {
+    try {
+      step();
+    } catch (const std::exception& e) {
+      fail(e.what());
+    } catch (...) {
+      fail("unknown exception");
+    }
+  }
+  void fail(const char* why) noexcept {
+    report("a connection is closed after an internal error", why);
+    close();
   }
 
-  void read_payload(uint32_t n) {
-    payload_.resize(n);
-    asio::async_read(socket_, asio::buffer(payload_), [self = shared_from_this()](error_code ec, size_t) {
-      if (ec) return self->close();
-      self->on_frame();
-      self->read_header();
+  // --- reading ------------------------------------------------------------------------
+
+  void read_header() {
+    asio::async_read(socket_, asio::buffer(header_), [self = shared_from_this()](error_code ec, size_t) {
+      self->guard([&] {
+        if (ec || self->closed_) return self->close();
+        self->on_header(frame_length(self->header_.data()));
+      });
     });
   }
 
-  void on_frame() {
-    FrameDecode d = decode_payload(payload_);
-    if (!d.message) return send(error_message(nullptr, d.error));
-    const auto backend = srv_.backend();
-    if (!backend) return send(error_message(d.message->value("id", json()), "the model is still loading"));
-    Command c = parse_command(*d.message, backend->info, *backend->tokenizer, srv_.opts.api_key);
-    if (auto* err = std::get_if<CommandError>(&c)) return send(error_message(err->id, err->message));
-    if (auto* abort = std::get_if<AbortCommand>(&c)) return on_abort(abort->id);
-    on_submit(std::get<SubmitCommand>(c), *backend);
+  void on_header(uint32_t n) {
+    // A frame the whole budget could not hold is refused at once, not half-way.
+    const size_t limit = std::min(srv_.opts.max_frame_bytes, srv_.opts.max_buffered_bytes);
+    if (n > limit)
+      return refuse("a frame of " + std::to_string(n) + " bytes is over the limit of " +
+                    std::to_string(limit) + " bytes; the connection is closed");
+    need_ = n;
+    have_ = 0;
+    read_payload();
+  }
+
+  // Reads the payload into a buffer that grows as bytes arrive (a length alone holds
+  // nothing big); each growth is taken from the server-wide budget first.
+  void read_payload() {
+    if (have_ == need_) return on_payload();
+    if (have_ == size_ && !grow(std::min(need_, std::max(kFirstReadChunk, 2 * size_)))) {
+      return refuse("the server holds too many partly received frames: this one needs more buffer "
+                    "and all connections together may hold " +
+                    std::to_string(srv_.opts.max_buffered_bytes) +
+                    " bytes (tcp-max-buffered-bytes); the connection is closed");
+    }
+    socket_.async_read_some(asio::buffer(buffer_.get() + have_, size_ - have_),
+                            [self = shared_from_this()](error_code ec, size_t n) {
+                              self->guard([&] {
+                                // Closed meanwhile (a write failed): the buffer is gone.
+                                if (ec || self->closed_) return self->close();
+                                self->have_ += n;
+                                self->read_payload();
+                              });
+                            });
+  }
+
+  // The buffer at `want` bytes, its `have_` bytes kept; false when the budget is spent.
+  bool grow(size_t want) {
+    const size_t more = want - size_;
+    if (!srv_.reserve(more)) return false;
+    std::unique_ptr<char[]> bigger;
+    try {
+      bigger = std::make_unique_for_overwrite<char[]>(want);
+    } catch (...) {
+      srv_.release(more);
+      throw;
+    }
+    if (have_ > 0) std::memcpy(bigger.get(), buffer_.get(), have_);
+    buffer_ = std::move(bigger);
+    size_ = want;
+    return true;
+  }
+
+  // Frees the payload buffer and gives its bytes back to the budget.
+  void drop_buffer() noexcept {
+    if (size_ > 0) srv_.release(size_);
+    buffer_.reset();
+    size_ = have_ = need_ = 0;
+  }
+
+  // A whole frame. A small one is parsed here; a large one (a long prompt to tokenize)
+  // on the parse pool, so that this I/O thread goes on serving the other connections.
+  // Either way this connection reads its next frame only once the frame is handled:
+  // frames act in order.
+  void on_payload() {
+    if (need_ < kParseElsewhereBytes) {
+      Parsed p = parse_frame(std::string_view(buffer_.get(), need_));
+      drop_buffer();  // an idle connection holds no buffer
+      return act(p);
+    }
+    // The buffer (and its share of the budget) goes with the task and is given back
+    // when the parse is done.
+    auto held = std::make_shared<HeldBuffer>(std::move(buffer_), size_, srv_);
+    const size_t n = need_;
+    size_ = have_ = need_ = 0;
+    asio::post(srv_.parse_pool, [self = shared_from_this(), held, n]() mutable {
+      try {
+        auto p = std::make_shared<Parsed>(self->parse_frame(std::string_view(held->bytes.get(), n)));
+        held.reset();
+        asio::post(self->socket_.get_executor(), [self, p] { self->guard([&] { self->act(*p); }); });
+      } catch (const std::exception& e) {
+        // Out of memory even for the answer: this connection gives up.
+        report("a frame could not be handled", e.what());
+        try {
+          asio::post(self->socket_.get_executor(), [self] { self->close(); });
+        } catch (...) {
+        }
+      }
+    });
+  }
+
+  // --- frames -------------------------------------------------------------------------
+
+  // What a frame asks for, or the error frame it gets. Reads no connection state: it may
+  // run on the parse pool.
+  struct Parsed {
+    json id;  // echoed once known to be one the client can read back
+    std::shared_ptr<const http::Backend> backend;
+    std::optional<Command> command;
+    json error;  // the error frame, when command is not set
+  };
+  Parsed parse_frame(std::string_view payload) const {
+    Parsed p;
+    try {
+      FrameDecode d = decode_payload(payload);
+      if (!d.message) {
+        p.error = error_message(nullptr, d.error);
+        return p;
+      }
+      p.id = usable_id(*d.message);
+      p.backend = srv_.backend();
+      if (!p.backend) {
+        p.error = error_message(p.id, "the model is still loading");
+        return p;
+      }
+      p.command = parse_command(*d.message, p.backend->info, *p.backend->tokenizer, srv_.opts.api_key);
+    } catch (const std::exception& e) {
+      p.command.reset();
+      p.error = internal_error(p.id, e.what());
+    }
+    return p;
+  }
+  static json internal_error(const json& id, const char* what) {
+    return error_message(id, std::string("internal error while handling the frame: ") + what);
+  }
+
+  // On the strand: the frame's answer or effect, then the next frame.
+  void act(Parsed& p) {
+    if (closed_) return;
+    try {
+      if (!p.command) {
+        send(p.error);
+      } else if (auto* err = std::get_if<CommandError>(&*p.command)) {
+        send(error_message(err->id, err->message));
+      } else if (auto* abort = std::get_if<AbortCommand>(&*p.command)) {
+        on_abort(abort->id);
+      } else {
+        on_submit(std::get<SubmitCommand>(*p.command), *p.backend);
+      }
+    } catch (const std::exception& e) {
+      // Nothing of the frame was kept (on_submit records a request only once it runs):
+      // the frame is refused and the connection goes on. If even this throws, the
+      // caller's guard closes the connection.
+      send(internal_error(p.id, e.what()));
+    }
+    if (!closing_ && !closed_) read_header();
   }
 
   void on_submit(SubmitCommand& s, const http::Backend& backend) {
     const std::string key = id_key(s.id);
     if (srv_.draining) return send(error_message(s.id, "the server is shutting down"));
     if (live_.count(key)) return send(error_message(s.id, "a request with this id is already in flight"));
-    InFlight& f = live_[key];
-    f.id = s.id;
-    f.prompt_tokens = static_cast<int64_t>(s.request.prompt_tokens.size());
-    srv_.add_busy(1);
     auto ex = socket_.get_executor();
-    f.gen = backend.engine->generate(
+    std::shared_ptr<http::Generation> gen = backend.engine->generate(
         s.request, [self = shared_from_this(), ex, key](int32_t, runtime::RequestOutput out) {
-          asio::post(ex, [self, key, out = std::move(out)] { self->on_output(key, out); });
+          // On a CAF thread: nothing may be thrown back into the engine.
+          try {
+            asio::post(ex, [self, key, out = std::move(out)] {
+              try {
+                self->on_output(key, out);
+              } catch (const std::exception& e) {
+                self->output_failed(key, out.finished(), e.what());
+              } catch (...) {
+                self->output_failed(key, out.finished(), "unknown exception");
+              }
+            });
+          } catch (const std::exception& e) {
+            report("an engine output was dropped", e.what());
+          }
         });
+    // Outputs reach on_output through the strand, after this returns.
+    try {
+      InFlight& f = live_[key];
+      f.id = s.id;
+      f.prompt_tokens = static_cast<int64_t>(s.request.prompt_tokens.size());
+      f.gen = gen;
+      srv_.add_busy(1);
+    } catch (...) {
+      live_.erase(key);
+      gen->abort();
+      throw;
+    }
   }
 
   void on_abort(const json& id) {
@@ -120,29 +335,53 @@ class Connection : public std::enable_shared_from_this<Connection> {
     it->second.gen->abort();  // its done frame (finish_reason abort) follows
   }
 
+  // Frames are built before the request's state changes, so a throw (a failed
+  // allocation) leaves it consistent for output_failed.
   void on_output(const std::string& key, const runtime::RequestOutput& out) {
     const auto it = live_.find(key);
     if (it == live_.end()) return;
     InFlight& f = it->second;
     f.completion_tokens += static_cast<int64_t>(out.new_tokens.size());
-    if (!out.new_tokens.empty() || !out.new_text.empty()) send(tokens_message(f.id, out));
+    const bool writes = !closed_ && !closing_;
+    if (writes && (!out.new_tokens.empty() || !out.new_text.empty())) send(tokens_message(f.id, out));
     if (!out.finished()) return;
+    std::string done;
+    if (writes) done = encode_frame(done_message(f.id, out, f.prompt_tokens, f.completion_tokens));
+    live_.erase(it);  // f dies here
     // Busy until the done frame is written: a draining server stops its threads once
     // nothing is busy, and must not cut the frame off.
     ++unwritten_done_;
-    send(done_message(f.id, out, f.prompt_tokens, f.completion_tokens));
-    live_.erase(it);  // f dies here
+    if (writes) enqueue(std::move(done));
     if (!writing_ || closed_) release_done();
   }
 
-  void release_done() {
-    srv_.add_busy(-unwritten_done_);
-    unwritten_done_ = 0;
+  // A stream of outputs broke (a failed allocation): the connection is closed, which
+  // aborts its requests; a request whose last output this was is accounted for here.
+  void output_failed(const std::string& key, bool finished, const char* why) noexcept {
+    try {
+      if (finished && live_.erase(key) > 0) srv_.add_busy(-1);
+    } catch (...) {
+    }
+    fail(why);
   }
 
+  void release_done() noexcept {
+    try {
+      srv_.add_busy(-unwritten_done_);
+      unwritten_done_ = 0;
+    } catch (...) {
+    }
+  }
+
+  // --- writing ------------------------------------------------------------------------
+
   void send(const json& message) {
-    if (closed_) return;
-    queue_.push_back(encode_frame(message));
+    if (closed_ || closing_) return;
+    enqueue(encode_frame(message));
+  }
+
+  void enqueue(std::string frame) {
+    queue_.push_back(std::move(frame));
     if (!writing_) write_next();
   }
 
@@ -150,40 +389,99 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (queue_.empty() || closed_) {
       writing_ = false;
       release_done();
+      if (closing_) finish_closing();
       return;
     }
     writing_ = true;
     // The frame stays in queue_ until its write completes: close() may run meanwhile (a
     // read error) and must neither free the buffer nor let this handler pop a cleared queue.
     asio::async_write(socket_, asio::buffer(queue_.front()), [self = shared_from_this()](error_code ec, size_t) {
-      self->writing_ = false;
-      if (ec || self->closed_) {
-        self->close();
-        return self->release_done();
-      }
-      self->queue_.pop_front();
-      self->write_next();
+      self->guard([&] {
+        self->writing_ = false;
+        if (ec || self->closed_) {
+          self->close();
+          return self->release_done();
+        }
+        self->queue_.pop_front();
+        self->write_next();
+      });
     });
+  }
+
+  // --- closing ------------------------------------------------------------------------
+
+  // The framing cannot go on (a frame too long, or no buffer for it): an error frame,
+  // then the connection closes. Its requests are aborted now; its buffer is given back.
+  void refuse(const std::string& message) {
+    drop_buffer();
+    abort_all();
+    send(error_message(nullptr, message));
+    closing_ = true;
+    linger_.expires_after(kLinger);
+    linger_.async_wait([self = shared_from_this()](error_code ec) {
+      if (!ec) self->close();
+    });
+    if (!writing_) finish_closing();
+  }
+
+  // The error frame is written: stop sending, and read (and drop) what the client still
+  // sends until it closes, so the frame is not lost to a reset.
+  void finish_closing() {
+    if (closed_ || lingering_) return;
+    lingering_ = true;
+    error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_send, ignored);
+    discard();
+  }
+  void discard() {
+    socket_.async_read_some(asio::buffer(discard_), [self = shared_from_this()](error_code ec, size_t) {
+      self->guard([&] {
+        if (ec) return self->close();
+        self->discard();
+      });
+    });
+  }
+
+  void abort_all() noexcept {
+    for (auto& [key, f] : live_) {
+      try {
+        f.gen->abort();
+      } catch (const std::exception& e) {
+        report("an abort failed", e.what());
+      }
+    }
   }
 
   // The client is gone (or broke the framing): its requests are aborted; their last
   // outputs still arrive and release `busy`, but nothing more is written.
-  void close() {
+  void close() noexcept {
     if (closed_) return;
     closed_ = true;  // queue_ is kept: a write in flight still points into its front
     error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
-    for (auto& [key, f] : live_) f.gen->abort();
+    try {
+      linger_.cancel();
+    } catch (...) {
+    }
+    drop_buffer();
+    abort_all();
     release_done();  // their frames will not be written
   }
 
   tcp::socket socket_;
   TcpServer::Impl& srv_;
+  asio::steady_timer linger_;
   std::array<unsigned char, kFrameHeaderBytes> header_{};
-  std::string payload_;
+  // The payload being read: size_ bytes allocated (and reserved from the budget), have_
+  // of the need_ the header announced received.
+  std::unique_ptr<char[]> buffer_;
+  size_t size_ = 0, have_ = 0, need_ = 0;
+  std::array<char, 512> discard_{};
   std::deque<std::string> queue_;  // encoded frames to write, in order
   bool writing_ = false;
+  bool closing_ = false;    // refused: the error frame is the last thing written
+  bool lingering_ = false;  // refused, the frame written: reading until the client closes
   bool closed_ = false;
   int64_t unwritten_done_ = 0;  // requests whose done frame is queued, not yet written
   std::unordered_map<std::string, InFlight> live_;  // by id_key of the client's id
@@ -194,9 +492,30 @@ class Connection : public std::enable_shared_from_this<Connection> {
 void TcpServer::Impl::do_accept() {
   acceptor.async_accept(asio::make_strand(ioc), [this](error_code ec, tcp::socket s) {
     if (!acceptor.is_open()) return;
-    if (!ec) std::make_shared<Connection>(std::move(s), *this)->start();
+    if (!ec) {
+      try {
+        std::make_shared<Connection>(std::move(s), *this)->start();
+      } catch (const std::exception& e) {
+        report("a connection could not start", e.what());  // its socket closes
+      }
+    }
     do_accept();
   });
+}
+
+// The I/O loop. Connections keep what they throw; should anything still escape a
+// handler, it is reported and the loop goes on: one client never stops the server.
+void TcpServer::Impl::run() {
+  for (;;) {
+    try {
+      ioc.run();
+      return;
+    } catch (const std::exception& e) {
+      report("an I/O handler threw", e.what());
+    } catch (...) {
+      report("an I/O handler threw", "unknown exception");
+    }
+  }
 }
 
 TcpServer::TcpServer(TcpServerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
@@ -208,7 +527,7 @@ uint16_t TcpServer::listen() {
   const uint16_t port = open_acceptor(s.ioc, s.acceptor, s.opts.host, s.opts.port, "tcp");
   s.work.emplace(s.ioc.get_executor());
   s.do_accept();
-  for (int i = 0; i < std::max(1, s.opts.io_threads); ++i) s.threads.emplace_back([&s] { s.ioc.run(); });
+  for (int i = 0; i < std::max(1, s.opts.io_threads); ++i) s.threads.emplace_back([&s] { s.run(); });
   return port;
 }
 
@@ -230,12 +549,18 @@ bool TcpServer::wait_idle(std::chrono::milliseconds timeout) {
   return impl_->busy_cv.wait_for(lock, timeout, [&] { return impl_->busy <= 0; });
 }
 
+size_t TcpServer::buffered_bytes() const { return impl_->buffered.load(); }
+
+size_t TcpServer::peak_buffered_bytes() const { return impl_->peak_buffered.load(); }
+
 void TcpServer::stop() {
   Impl& s = *impl_;
   s.work.reset();
   s.ioc.stop();
   for (std::thread& t : s.threads) t.join();
   s.threads.clear();
+  s.parse_pool.stop();
+  s.parse_pool.join();
 }
 
 }  // namespace troupe::net::tcp

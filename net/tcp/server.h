@@ -8,9 +8,12 @@
 //   tcp.wait_idle(grace);            // in-flight requests finish (or the caller aborts them)
 //   tcp.stop();
 //
-// Threads: Asio I/O threads; each connection runs on its own strand. Engine outputs arrive
-// on CAF threads and are posted to the connection's strand. Several requests may be in
-// flight on one connection; when the client disconnects they are all aborted.
+// Threads: Asio I/O threads; each connection runs on its own strand. Frames of 256 KiB or
+// more are parsed and tokenized on a pool of 2 threads, the result posted back to the
+// strand. Engine outputs arrive on CAF threads and are posted to the connection's strand. Several requests may be in
+// flight on one connection; when the client disconnects they are all aborted. Whatever
+// handling one connection throws stays in that connection (an error frame, or it is
+// closed); the others keep going.
 #pragma once
 
 #include <chrono>
@@ -23,12 +26,21 @@
 
 namespace troupe::net::tcp {
 
+// A payload buffer starts this large (or the frame's length, when smaller) and doubles as
+// bytes arrive, up to the frame's length: a length header alone holds this much.
+constexpr size_t kFirstReadChunk = 4096;
+
 struct TcpServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 8001;               // 0: the OS picks one; listen() returns it
   std::string api_key;                // non-empty: every submit must carry it
-  size_t max_frame_bytes = 64u << 20;  // a longer frame closes the connection
+  size_t max_frame_bytes = 64u << 20;  // a longer frame: an error frame, then closed
   int io_threads = 1;
+  // Bytes of partly received frames held over all connections at once (each payload
+  // buffer grows as its bytes arrive). A connection whose frame would need more gets an
+  // error frame and is closed; the others go on. A frame longer than this is refused
+  // like one over max_frame_bytes.
+  size_t max_buffered_bytes = 256u << 20;
 };
 
 class TcpServer {
@@ -47,6 +59,11 @@ class TcpServer {
   // Until no request is in flight; false on timeout.
   bool wait_idle(std::chrono::milliseconds timeout);
   void stop();  // idempotent
+
+  // Bytes of payload buffers held now over all connections, and the most ever held:
+  // never above options.max_buffered_bytes.
+  size_t buffered_bytes() const;
+  size_t peak_buffered_bytes() const;
 
   struct Impl;
 

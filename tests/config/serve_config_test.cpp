@@ -65,6 +65,7 @@ port: 9000
 tcp-port: 0
 api-key: "s3cret: \"x\""
 max-body-bytes: 1.5MiB
+tcp-max-buffered-bytes: 512MiB
 request-timeout: 500ms
 http-header-timeout: 2s
 http-body-timeout: 1m
@@ -96,6 +97,7 @@ ServeConfig every_key_expected() {
   c.tcp_port = 0;
   c.api_key = "s3cret: \"x\"";
   c.max_body_bytes = 1536 * 1024;
+  c.tcp_max_buffered_bytes = int64_t(512) << 20;
   c.request_timeout = 0.5;
   c.http_header_timeout = 2;
   c.http_body_timeout = 60;

@@ -20,6 +20,7 @@
 
 #include "net/http_test_client.h"
 #include "net/tcp/frame.h"
+#include "net/tcp_test_client.h"
 #include "support/prometheus_text.h"
 #include "support/run_troupe.h"
 
@@ -69,81 +70,7 @@ TEST(TcpFrame, RefusesWhatIsNotOneMap) {
   }
 }
 
-// --- a blocking client --------------------------------------------------------------------
-
-class TcpClient {
- public:
-  explicit TcpClient(uint16_t port) : fd_(connect_to(port)) {
-    timeval tv{30, 0};  // a reply that never comes fails the test instead of hanging it
-    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  }
-  ~TcpClient() { close_now(); }
-  bool ok() const { return fd_ >= 0; }
-  bool send_raw(const std::string& bytes) { return send_all(fd_, bytes); }
-  bool send(const json& m) { return send_raw(wire::encode_frame(m)); }
-  void close_now() {
-    if (fd_ >= 0) close(fd_);
-    fd_ = -1;
-  }
-  // The next message; nullopt when the connection closed (or timed out).
-  std::optional<json> read() {
-    std::string header(wire::kFrameHeaderBytes, '\0');
-    if (!read_exact(header)) return std::nullopt;
-    std::string payload(wire::frame_length(reinterpret_cast<const unsigned char*>(header.data())), '\0');
-    if (!read_exact(payload)) return std::nullopt;
-    wire::FrameDecode d = wire::decode_payload(payload);
-    EXPECT_TRUE(d.message) << d.error;
-    return d.message;
-  }
-
- private:
-  bool read_exact(std::string& buf) {
-    for (size_t off = 0; off < buf.size();) {
-      const ssize_t n = recv(fd_, buf.data() + off, buf.size() - off, 0);
-      if (n <= 0) return false;
-      off += size_t(n);
-    }
-    return true;
-  }
-  int fd_;
-};
-
-// What one request produced: its text, token ids and done frame.
-struct Result {
-  std::string text;
-  std::vector<int32_t> tokens;
-  json done;
-  int frames = 0;
-};
-
-json submit(const json& id, const std::string& prompt, int max_tokens, const json& extra = json::object()) {
-  json m = {{"type", "submit"}, {"id", id}, {"prompt", prompt}, {"max_tokens", max_tokens},
-            {"temperature", 0}, {"ignore_eos", true}};
-  m.update(extra);
-  return m;
-}
-
-// Reads until every id in `results` has its done frame; fails on anything else.
-void read_until_done(TcpClient& c, std::map<std::string, Result>& results) {
-  size_t done = 0;
-  while (done < results.size()) {
-    const std::optional<json> m = c.read();
-    ASSERT_TRUE(m) << "connection closed early";
-    const std::string key = (*m)["id"].dump();
-    ASSERT_TRUE(results.count(key)) << m->dump();
-    Result& r = results[key];
-    if ((*m)["type"] == "tokens") {
-      EXPECT_TRUE(r.done.is_null()) << "tokens after done";
-      r.text += (*m)["text"].get<std::string>();
-      for (const json& t : (*m)["tokens"]) r.tokens.push_back(t.get<int32_t>());
-      r.frames += 1;
-    } else {
-      ASSERT_EQ((*m)["type"], "done") << m->dump();
-      r.done = *m;
-      done += 1;
-    }
-  }
-}
+using Result = TcpResult;
 
 // --- end to end ---------------------------------------------------------------------------
 
@@ -278,7 +205,13 @@ TEST_F(TcpApi, BadFramesGetErrorFramesAndTheConnectionKeepsWorking) {
 TEST_F(TcpApi, OversizedLengthClosesTheConnection) {
   TcpClient c(port_);
   ASSERT_TRUE(c.send_raw(std::string("\xff\xff\xff\xff", 4)));
-  EXPECT_FALSE(c.read());  // closed, not answered
+  const std::optional<json> e = c.read();  // one error frame, then closed
+  ASSERT_TRUE(e);
+  EXPECT_EQ((*e)["type"], "error") << e->dump();
+  EXPECT_TRUE((*e)["id"].is_null()) << e->dump();
+  EXPECT_NE((*e)["message"].get<std::string>().find("over the limit of 65536 bytes"), std::string::npos)
+      << e->dump();
+  EXPECT_FALSE(c.read());
   TcpClient next(port_);   // the server goes on
   ASSERT_TRUE(next.send(submit(1, "Once upon a time", 3)));
   std::map<std::string, Result> results = {{"1", {}}};
@@ -310,13 +243,6 @@ TEST_F(TcpApi, DisconnectAbortsTheConnectionsRequests) {
     if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   EXPECT_TRUE(done) << http(http_port_, "GET", "/metrics").body;
-}
-
-// The bound TCP port from the daemon's "listening on tcp://HOST:PORT" line; 0 if none.
-uint16_t tcp_port_of(Daemon& d) {
-  std::smatch m;
-  const std::string out = d.output();
-  return std::regex_search(out, m, std::regex(R"(listening on tcp://[^:\s]+:(\d+))")) ? uint16_t(std::stoi(m[1])) : 0;
 }
 
 TEST(TcpDaemon, SigtermLetsTheRequestFinishAndExitsZero) {
