@@ -185,7 +185,8 @@ int run_serve(const CommandArgs& argv) {
   net::http::Server server(http_options(cfg));
   net::tcp::TcpServer tcp({cfg.host, static_cast<uint16_t>(cfg.tcp_port), cfg.api_key,
                            static_cast<size_t>(cfg.max_body_bytes), 1,
-                           static_cast<size_t>(cfg.tcp_max_buffered_bytes)});
+                           static_cast<size_t>(cfg.tcp_max_buffered_bytes),
+                           static_cast<size_t>(cfg.max_connections)});
   caf::actor_system_config caf_cfg;
   caf::actor_system sys{caf_cfg};
 

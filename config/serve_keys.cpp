@@ -140,7 +140,7 @@ std::vector<ConfigKey> make_keys() {
   k.push_back(seconds_key("http-idle-timeout", &S::http_idle_timeout,
                           "close a kept-alive connection idle this long; 0: no limit"));
   k.push_back(int_key("max-connections", &S::max_connections, 0, INT64_MAX,
-                      "open HTTP connections at once; the next gets 503; 0: no cap"));
+                      "open connections per listener (HTTP, TCP); the next is refused; 0: no cap"));
   k.push_back(choice_key<LogLevel>("log-level", &S::log_level,
                                    {{"trace", LogLevel::Trace},
                                     {"debug", LogLevel::Debug},

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <spdlog/spdlog.h>
+
 #include "net/common/open_acceptor.h"
 
 namespace troupe::net {
@@ -30,9 +32,23 @@ uint16_t Listener::listen(Accept on_accept, Refuse on_refuse) {
   const uint16_t port = open_acceptor(ioc_, acceptor_, opts_.host, opts_.port, opts_.what.c_str());
   work_.emplace(ioc_.get_executor());
   accept_next();
-  for (int i = 0; i < std::max(1, opts_.io_threads); ++i)
-    threads_.emplace_back([this] { ioc_.run(); });
+  for (int i = 0; i < std::max(1, opts_.io_threads); ++i) threads_.emplace_back([this] { run(); });
   return port;
+}
+
+// An I/O thread. Connections keep what they throw; should anything still escape a
+// handler, it is logged and the loop goes on: one client never stops the server.
+void Listener::run() {
+  for (;;) {
+    try {
+      ioc_.run();
+      return;
+    } catch (const std::exception& e) {
+      spdlog::error("{}: an I/O handler threw: {}", opts_.what, e.what());
+    } catch (...) {
+      spdlog::error("{}: an I/O handler threw an unknown exception", opts_.what);
+    }
+  }
 }
 
 void Listener::accept_next() {

@@ -63,6 +63,7 @@ class Listener {
   boost::asio::io_context& context() { return ioc_; }
 
  private:
+  void run();  // an I/O thread
   void accept_next();
   void on_accepted(const boost::system::error_code& ec, Socket socket);
 

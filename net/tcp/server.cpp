@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "kernels/check.h"
-#include "net/http/acceptor.h"
+#include "net/common/listener.h"
 #include "net/tcp/frame.h"
 #include "net/tcp/protocol.h"
 
@@ -27,17 +27,15 @@ using asio::ip::tcp;
 using boost::system::error_code;
 
 struct TcpServer::Impl {
-  explicit Impl(TcpServerOptions o) : opts(std::move(o)) {}
+  explicit Impl(TcpServerOptions o)
+      : opts(std::move(o)),
+        listener({opts.host, opts.port, "tcp", opts.io_threads, opts.max_connections}) {}
 
   std::shared_ptr<const http::Backend> backend() const {
     std::lock_guard lock(mutex);
     return backend_;
   }
-  void add_busy(int64_t d) {
-    std::lock_guard lock(busy_mutex);
-    busy += d;
-    busy_cv.notify_all();
-  }
+  void add_busy(int64_t d) { busy.add(d); }
   // Takes `n` bytes of the budget for partly received frames; false (nothing taken) when
   // that would pass opts.max_buffered_bytes.
   bool reserve(size_t n) {
@@ -52,26 +50,19 @@ struct TcpServer::Impl {
     return true;
   }
   void release(size_t n) { buffered.fetch_sub(n); }
-  void do_accept();
-  void run();
 
-  // Declared before the io_context: connections it destroys still update `busy` and
-  // `buffered`.
+  // Declared before the listener (and its io_context): connections it destroys still
+  // update `busy` and `buffered`.
   TcpServerOptions opts;
   mutable std::mutex mutex;
   std::shared_ptr<const http::Backend> backend_;
   std::atomic<bool> draining{false};
-  std::mutex busy_mutex;
-  std::condition_variable busy_cv;
-  int64_t busy = 0;  // requests in flight over all connections
+  BusyCount busy;  // requests in flight over all connections
   std::atomic<size_t> buffered{0};       // bytes of payload buffers, all connections
   std::atomic<size_t> peak_buffered{0};  // the most `buffered` has been
-  asio::io_context ioc;
-  tcp::acceptor acceptor{asio::make_strand(ioc)};
-  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
-  std::vector<std::thread> threads;
-  // Parses (and tokenizes) large frames off the I/O threads. After ioc: it goes first,
-  // and what its tasks post back is dropped with ioc.
+  Listener listener;  // the io_context, its threads, the accept loop and the cap
+  // Parses (and tokenizes) large frames off the I/O threads. After the listener: it goes
+  // first, and what its tasks post back is dropped with the io_context.
   asio::thread_pool parse_pool{2};
 };
 
@@ -108,8 +99,9 @@ struct HeldBuffer {
 // outputs closes it (its requests are aborted); other connections never notice.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(tcp::socket socket, TcpServer::Impl& srv)
-      : socket_(std::move(socket)), srv_(srv), linger_(socket_.get_executor()) {}
+  Connection(tcp::socket socket, TcpServer::Impl& srv, ConnectionSlot slot)
+      : socket_(std::move(socket)), srv_(srv), linger_(socket_.get_executor()),
+        slot_(std::move(slot)) {}
   ~Connection() { drop_buffer(); }
 
   void start() { read_header(); }
@@ -467,11 +459,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
     drop_buffer();
     abort_all();
     release_done();  // their frames will not be written
+    slot_.reset();   // its place under the cap is free now, not when the last sink goes
   }
 
   tcp::socket socket_;
   TcpServer::Impl& srv_;
   asio::steady_timer linger_;
+  ConnectionSlot slot_;  // counts against max_connections until closed
   std::array<unsigned char, kFrameHeaderBytes> header_{};
   // The payload being read: size_ bytes allocated (and reserved from the budget), have_
   // of the need_ the header announced received.
@@ -489,46 +483,33 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
 }  // namespace
 
-void TcpServer::Impl::do_accept() {
-  acceptor.async_accept(asio::make_strand(ioc), [this](error_code ec, tcp::socket s) {
-    if (!acceptor.is_open()) return;
-    if (!ec) {
-      try {
-        std::make_shared<Connection>(std::move(s), *this)->start();
-      } catch (const std::exception& e) {
-        report("a connection could not start", e.what());  // its socket closes
-      }
-    }
-    do_accept();
-  });
-}
-
-// The I/O loop. Connections keep what they throw; should anything still escape a
-// handler, it is reported and the loop goes on: one client never stops the server.
-void TcpServer::Impl::run() {
-  for (;;) {
-    try {
-      ioc.run();
-      return;
-    } catch (const std::exception& e) {
-      report("an I/O handler threw", e.what());
-    } catch (...) {
-      report("an I/O handler threw", "unknown exception");
-    }
-  }
-}
-
 TcpServer::TcpServer(TcpServerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
 
 TcpServer::~TcpServer() { stop(); }
 
 uint16_t TcpServer::listen() {
   Impl& s = *impl_;
-  const uint16_t port = open_acceptor(s.ioc, s.acceptor, s.opts.host, s.opts.port, "tcp");
-  s.work.emplace(s.ioc.get_executor());
-  s.do_accept();
-  for (int i = 0; i < std::max(1, s.opts.io_threads); ++i) s.threads.emplace_back([&s] { s.run(); });
-  return port;
+  auto accept = [&s](tcp::socket sock, ConnectionSlot slot) {
+    try {
+      std::make_shared<Connection>(std::move(sock), s, std::move(slot))->start();
+    } catch (const std::exception& e) {
+      report("a connection could not start", e.what());  // its socket closes
+    }
+  };
+  // Over max_connections: one error frame (a few bytes into a new socket's empty send
+  // buffer, so the write does not wait), then the socket closes.
+  auto refuse = [](tcp::socket sock) {
+    try {
+      const std::string frame = encode_frame(error_message(
+          nullptr, "too many connections (max-connections); try again later"));
+      error_code ignored;
+      asio::write(sock, asio::buffer(frame), ignored);
+      sock.shutdown(tcp::socket::shutdown_both, ignored);
+    } catch (const std::exception& e) {
+      report("a refusal could not be written", e.what());
+    }
+  };
+  return s.listener.listen(accept, refuse);
 }
 
 void TcpServer::set_backend(std::shared_ptr<const http::Backend> backend) {
@@ -538,15 +519,11 @@ void TcpServer::set_backend(std::shared_ptr<const http::Backend> backend) {
 
 void TcpServer::drain() {
   impl_->draining = true;
-  asio::post(impl_->acceptor.get_executor(), [s = impl_.get()] {
-    error_code ignored;
-    s->acceptor.close(ignored);
-  });
+  impl_->listener.drain();
 }
 
 bool TcpServer::wait_idle(std::chrono::milliseconds timeout) {
-  std::unique_lock lock(impl_->busy_mutex);
-  return impl_->busy_cv.wait_for(lock, timeout, [&] { return impl_->busy <= 0; });
+  return impl_->busy.wait_idle(timeout);
 }
 
 size_t TcpServer::buffered_bytes() const { return impl_->buffered.load(); }
@@ -555,10 +532,7 @@ size_t TcpServer::peak_buffered_bytes() const { return impl_->peak_buffered.load
 
 void TcpServer::stop() {
   Impl& s = *impl_;
-  s.work.reset();
-  s.ioc.stop();
-  for (std::thread& t : s.threads) t.join();
-  s.threads.clear();
+  s.listener.stop();
   s.parse_pool.stop();
   s.parse_pool.join();
 }

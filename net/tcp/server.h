@@ -41,6 +41,7 @@ struct TcpServerOptions {
   // error frame and is closed; the others go on. A frame longer than this is refused
   // like one over max_frame_bytes.
   size_t max_buffered_bytes = 256u << 20;
+  size_t max_connections = 0;  // open connections at most (max-connections); 0: no cap
 };
 
 class TcpServer {

@@ -438,11 +438,12 @@ TEST_F(TcpHostile, NumbersBeyondTheDoubleRangeAre400OnHttp) {
 // loading", which is enough to watch its buffers.
 class TcpBuffers : public ::testing::Test {
  protected:
-  void start(size_t max_frame, size_t max_buffered) {
+  void start(size_t max_frame, size_t max_buffered, size_t max_connections = 0) {
     net::tcp::TcpServerOptions o;
     o.port = 0;
     o.max_frame_bytes = max_frame;
     o.max_buffered_bytes = max_buffered;
+    o.max_connections = max_connections;
     server_ = std::make_unique<net::tcp::TcpServer>(o);
     port_ = server_->listen();
   }
@@ -525,6 +526,29 @@ TEST_F(TcpBuffers, TheSumOverConnectionsStaysUnderTheCap) {
   }
   EXPECT_TRUE(eventually([&] { return server_->buffered_bytes() == 0; })) << server_->buffered_bytes();
   EXPECT_LE(server_->peak_buffered_bytes(), kCap);
+}
+
+TEST_F(TcpBuffers, TheConnectionOverTheCapGetsAnErrorFrameAndIsClosed) {
+  start(1u << 20, 1u << 20, /*max_connections=*/2);
+  std::vector<std::unique_ptr<TcpClient>> open;
+  for (int i = 0; i < 2; ++i) {
+    open.push_back(std::make_unique<TcpClient>(port_));
+    ASSERT_TRUE(open.back()->send(submit(1, "x", 1)));  // answered: they are in
+    ASSERT_TRUE(open.back()->read());
+  }
+  TcpClient third(port_);
+  const std::optional<json> refused = third.read();
+  ASSERT_TRUE(refused);
+  EXPECT_NE(message_of(*refused).find("too many connections"), std::string::npos)
+      << message_of(*refused);
+  EXPECT_FALSE(third.read());  // then closed
+  open.pop_back();             // a place comes free
+  EXPECT_TRUE(eventually([&] {
+    TcpClient c(port_);
+    if (!c.send(submit(1, "x", 1))) return false;
+    const std::optional<json> m = c.read();
+    return m && message_of(*m) == "the model is still loading";
+  }));
 }
 
 // --- a failing engine, in process ---------------------------------------------------------
