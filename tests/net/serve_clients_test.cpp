@@ -9,9 +9,9 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
-#include <string_view>
 #include <filesystem>
 #include <fstream>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -175,10 +175,10 @@ bool in_ci() {
   return ci && (std::string_view(ci) == "true" || std::string_view(ci) == "1");
 }
 
-#define SKIP_UNLESS_CI(why)                                           \
-  do {                                                                \
-    if (in_ci()) FAIL() << why << " (CI=true: this test must run)";   \
-    GTEST_SKIP() << why;                                              \
+#define SKIP_UNLESS_CI(why)                                         \
+  do {                                                              \
+    if (in_ci()) FAIL() << why << " (CI=true: this test must run)"; \
+    GTEST_SKIP() << why;                                            \
   } while (0)
 
 TEST_F(ServeClients, OpenAiNpmClientStreamsTheNonStreamedChatText) {
