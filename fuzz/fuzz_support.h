@@ -1,0 +1,71 @@
+// What every fuzz target shares (docs/fuzzing.md): the entry function's signature, the
+// tiny model's tokenizer and serving limits for the targets that need them, and the list
+// of known findings in code other branches are fixing.
+//
+// Each fuzz/<name>_fuzz.cpp defines one entry `void <name>(const uint8_t*, size_t)` in
+// troupe::fuzz and, built with -DTROUPE_LIBFUZZER (the clang build, TROUPE_FUZZ=ON), the
+// libFuzzer hook that calls it. The normal build links the same entries into
+// troupe_tests, which feeds them every corpus and regression file
+// (tests/fuzz_regressions_test.cpp), so a g++-only CI still replays each crash found.
+//
+// An entry returns normally for input the parser accepts or rejects the way its contract
+// says (a troupe::Error, an ApiError value, an error frame); anything else (a crash, a
+// sanitizer report, an exception of another type) escapes and is a finding.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "net/openai/request_parse.h"
+
+namespace troupe::model {
+class Tokenizer;
+}
+
+namespace troupe::fuzz {
+
+using Entry = void (*)(const uint8_t* data, size_t size);
+
+// The tiny test model's tokenizer.json (tests/data/v41-tiny-seed7), loaded once.
+const model::Tokenizer& tiny_tokenizer();
+
+// The limits `troupe serve` would check requests against for the tiny model, with a small
+// body limit so that fuzzed inputs reach the 413 paths.
+const net::openai::ServingInfo& tiny_serving_info();
+
+// TROUPE_FUZZ_STRICT is set: no known finding is tolerated.
+bool strict_mode();
+
+// True when `what` (an exception's message) is a known finding of `target` whose fix is
+// on another branch (fuzz_support.cpp lists them), outside strict mode.
+bool known_finding(std::string_view target, std::string_view what);
+
+// Runs f; an exception that is a known finding of `target` is swallowed, any other is
+// rethrown (so it still surfaces as a crash). In strict mode f runs without a handler, so
+// an exception terminates at its throw and the report shows the stack that threw (a
+// rethrow shows only this frame): replay a crash input with TROUPE_FUZZ_STRICT=1.
+template <class F>
+void tolerate_known(std::string_view target, F&& f) {
+  if (strict_mode()) return f();
+  try {
+    f();
+  } catch (const std::exception& e) {
+    if (!known_finding(target, e.what())) throw;
+  }
+}
+
+std::string_view as_text(const uint8_t* data, size_t size);
+
+}  // namespace troupe::fuzz
+
+// The libFuzzer hook for an entry (only in the clang fuzz build).
+#ifdef TROUPE_LIBFUZZER
+#define TROUPE_FUZZ_MAIN(entry)                                             \
+  extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) { \
+    entry(data, size);                                                      \
+    return 0;                                                               \
+  }
+#else
+#define TROUPE_FUZZ_MAIN(entry)
+#endif

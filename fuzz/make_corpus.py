@@ -1,0 +1,202 @@
+#!/usr/bin/env python3
+"""Writes the seed inputs of fuzz/corpus/<target>/ (docs/fuzzing.md). Deterministic:
+rerunning it rewrites the same files. The seeds are small valid (and a few nearly valid)
+inputs; libFuzzer mutates from there. Run from anywhere: python3 fuzz/make_corpus.py"""
+import json
+import struct
+from pathlib import Path
+
+FUZZ = Path(__file__).resolve().parent
+ROOT = FUZZ.parent
+TINY = ROOT / "tests/data/v41-tiny-seed7"
+MODEL = "v41-tiny-seed7"
+
+
+def copy(target, name, src):
+    write(target, name, Path(src).read_bytes())
+
+
+def write(target, name, data):
+    d = FUZZ / "corpus" / target
+    d.mkdir(parents=True, exist_ok=True)
+    (d / name).write_bytes(data if isinstance(data, bytes) else data.encode())
+
+
+def body(obj):
+    return json.dumps(obj, ensure_ascii=False).encode()
+
+
+COMPLETION = {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 8,
+              "temperature": 0.7, "top_p": 0.9, "top_k": 40, "min_p": 0.05, "seed": 7,
+              "stop": ["\n", "The end"], "stop_token_ids": [1], "n": 2, "logprobs": 2,
+              "ignore_eos": False, "include_stop_str_in_output": True, "user": "u"}
+CHAT = {"model": MODEL, "messages": [{"role": "system", "content": "Be brief."},
+                                     {"role": "user", "content": "Tell me a story"},
+                                     {"role": "assistant", "content": "Once"},
+                                     {"role": "user", "content": [{"type": "text", "text": "more"}]}],
+        "max_completion_tokens": 10, "stream": True, "stream_options": {"include_usage": True},
+        "logprobs": True, "top_logprobs": 3, "add_generation_prompt": True,
+        "return_token_ids": True, "skip_special_tokens": False}
+TOKENIZE = {"model": MODEL, "prompt": "héllo wörld <｜end▁of▁sentence｜>",
+            "add_special_tokens": True, "return_token_strs": True}
+TOKENIZE_CHAT = {"messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": True}
+DETOKENIZE = {"tokens": [0, 100, 200, 4095]}
+
+
+def openai_body():
+    seeds = {
+        "completion": (0, COMPLETION),
+        "completion-token-ids": (0, {"prompt": [0, 5, 9, 300], "max_tokens": 4, "echo": True}),
+        "completion-minimal": (0, {"prompt": "a"}),
+        "chat": (1, CHAT),
+        "chat-minimal": (1, {"messages": [{"role": "user", "content": "hi"}]}),
+        "tokenize": (2, TOKENIZE),
+        "tokenize-chat": (2, TOKENIZE_CHAT),
+        "detokenize": (3, DETOKENIZE),
+    }
+    for name, (ep, obj) in seeds.items():
+        write("openai_body", name, bytes([ep]) + body(obj))
+    write("openai_body", "completion-bad-types", b"\x00" + body(
+        {"prompt": "x", "max_tokens": "8", "temperature": None, "stop": [1]}))
+
+
+def http(method, target, payload=b"", headers=(), version="1.1"):
+    lines = [f"{method} {target} HTTP/{version}", "Host: 127.0.0.1:8000",
+             "Authorization: Bearer sk-fuzz", *headers]
+    if payload:
+        lines += ["Content-Type: application/json", f"Content-Length: {len(payload)}"]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + payload
+
+
+def chunked(payload, size=16):
+    out = b""
+    for i in range(0, len(payload), size):
+        part = payload[i:i + size]
+        out += f"{len(part):x}\r\n".encode() + part + b"\r\n"
+    return out + b"0\r\n\r\n"
+
+
+def http_request():
+    write("http_request", "completion", http("POST", "/v1/completions", body(COMPLETION)))
+    write("http_request", "chat", http("POST", "/v1/chat/completions", body(CHAT)))
+    write("http_request", "tokenize", http("POST", "/tokenize?x=1", body(TOKENIZE)))
+    write("http_request", "detokenize", http("POST", "/detokenize", body(DETOKENIZE)))
+    write("http_request", "get-routes", http("GET", "/health") + http("GET", "/v1/models") +
+          http("GET", "/metrics") + http("GET", "/nope") + http("DELETE", "/v1/models"))
+    head = ("POST /v1/completions HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer sk-fuzz\r\n"
+            "Transfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n").encode()
+    write("http_request", "chunked", head + chunked(body({"prompt": "chunked", "max_tokens": 2})))
+    write("http_request", "http10-close", http("POST", "/v1/completions",
+                                              body({"prompt": "a"}), ["Connection: close"], "1.0"))
+    write("http_request", "no-key", http("POST", "/v1/completions", body({"prompt": "a"}))
+          .replace(b"Authorization: Bearer sk-fuzz\r\n", b""))
+
+
+def msgpack(v):
+    """The msgpack subset the TCP API uses (nil, bool, int, float64, str, array, map)."""
+    if v is None:
+        return b"\xc0"
+    if v is True or v is False:
+        return b"\xc3" if v else b"\xc2"
+    if isinstance(v, int):
+        if 0 <= v < 128:
+            return bytes([v])
+        if -32 <= v < 0:
+            return struct.pack("b", v)
+        return b"\xd3" + struct.pack(">q", v) if v < 0 else b"\xcf" + struct.pack(">Q", v)
+    if isinstance(v, float):
+        return b"\xcb" + struct.pack(">d", v)
+    if isinstance(v, (str, bytes)):
+        s = v.encode() if isinstance(v, str) else v  # bytes: a str with raw (maybe bad) bytes
+        return (bytes([0xa0 | len(s)]) if len(s) < 32 else b"\xd9" + bytes([len(s)])) + s
+    if isinstance(v, list):
+        return bytes([0x90 | len(v)]) + b"".join(msgpack(e) for e in v)
+    return bytes([0x80 | len(v)]) + b"".join(msgpack(k) + msgpack(e) for k, e in v.items())
+
+
+def frame(v):
+    p = msgpack(v)
+    return struct.pack(">I", len(p)) + p
+
+
+def tcp_frame():
+    submit = {"type": "submit", "id": 1, "prompt": "Once upon a time", "max_tokens": 8,
+              "temperature": 0.5, "top_p": 0.9, "top_k": 20, "min_p": 0.0, "seed": 3,
+              "stop": ["\n"], "ignore_eos": True, "logprobs": 2}
+    write("tcp_frame", "submit", frame(submit))
+    write("tcp_frame", "submit-tokens", frame({"type": "submit", "id": "req-a",
+                                               "tokens": [0, 17, 99], "max_tokens": 2}))
+    write("tcp_frame", "submit-then-abort", frame(submit) + frame({"type": "abort", "id": 1}))
+    write("tcp_frame", "bad-frames", frame({"type": "nope", "id": -5}) + frame([1, 2]) +
+          frame({"type": "submit"}) + frame({"type": "submit", "id": 2, "prompt": 3}))
+    write("tcp_frame", "api-key", frame({"type": "submit", "id": 9, "prompt": "x",
+                                         "api_key": "k"}))
+
+
+def serve_config():
+    for example in sorted((ROOT / "config/examples").glob("*.yaml")):
+        copy("serve_config", example.name, example)
+    write("serve_config", "small.yaml", "port: 0\ntcp-port: 0\nmax-num-seqs: 8\n"
+          "max-body-bytes: 1MiB\nrequest-timeout: 30s\nenable-prefix-caching: false\n")
+    write("serve_config", "bad-value.yaml", "port: 70000\n")
+    write("serve_config", "nested.yaml", "port: [1, {a: b}]\n---\nx: &a y\nz: *a\n")
+
+
+def safetensors_file(tensors, metadata=None):
+    header, data = {}, b""
+    if metadata:
+        header["__metadata__"] = metadata
+    for name, dtype, shape, raw in tensors:
+        header[name] = {"dtype": dtype, "shape": shape,
+                        "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    return struct.pack("<Q", len(text)) + text + data
+
+
+def safetensors():
+    write("safetensors", "small", safetensors_file(
+        [("a.weight", "F32", [2, 2], struct.pack("<4f", 1, 2, 3, 4)),
+         ("b.bias", "BF16", [3], b"\x80\x3f" * 3),
+         ("c", "I64", [1], struct.pack("<q", -1)),
+         ("empty", "F16", [0, 4], b"")], {"format": "pt"}))
+    write("safetensors", "all-dtypes", safetensors_file(
+        [(d, d, [1, 2], b"\x01" * 2 * s) for d, s in
+         [("F32", 4), ("BF16", 2), ("F16", 2), ("F8_E4M3", 1), ("F8_E8M0", 1), ("I8", 1),
+          ("U8", 1), ("I32", 4), ("I64", 8)]]))
+    write("safetensors", "overlap", safetensors_file(
+        [("x", "U8", [2], b"ab")]).replace(b'[0,2]', b'[0,1]'))
+    # The tiny model's real header and a few data bytes (the tensors then point past the
+    # end: a truncated checkpoint).
+    real = (TINY / "model.safetensors").open("rb")
+    n = struct.unpack("<Q", real.read(8))[0]
+    real.seek(0)
+    write("safetensors", "tiny-model-header", real.read(8 + n + 16))
+
+
+def tokenizer_json():
+    copy("tokenizer_json", "tiny-model.json", TINY / "tokenizer.json")
+    specials = ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"]
+    vocab = {"a": 2, "b": 3, "ab": 4, "Ġ": 5, "Ġa": 6}
+    small = {"version": "1.0",
+             "added_tokens": [{"id": i, "content": s, "special": True}
+                              for i, s in enumerate(specials)],
+             "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False,
+                               "use_regex": True},
+             "model": {"type": "BPE", "vocab": vocab, "merges": ["a b", "Ġ a"],
+                       "ignore_merges": False}}
+    write("tokenizer_json", "small.json", json.dumps(small, ensure_ascii=False))
+    small["model"]["merges"] = [["a", "b"], ["Ġ", "a"]]
+    small["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": "\\s+"}, "behavior": "Isolated"},
+        {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False}]}
+    write("tokenizer_json", "small-pair-merges.json", json.dumps(small, ensure_ascii=False))
+    write("tokenizer_json", "no-eos.json", json.dumps({"model": {"type": "BPE", "vocab": {
+        "<｜begin▁of▁sentence｜>": 0}, "merges": []}}, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    for make in (openai_body, http_request, tcp_frame, serve_config, safetensors,
+                 tokenizer_json):
+        make()

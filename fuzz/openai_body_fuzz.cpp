@@ -1,0 +1,46 @@
+// The OpenAI JSON bodies (net/openai): the first byte picks the endpoint, the rest is
+// the body. Contract: parse_generation_request, tokenize and detokenize never throw;
+// every bad body is an ApiError value, whose JSON the server then writes.
+#include "fuzz/targets.h"
+#include "net/openai/responses.h"
+#include "net/openai/tokenize.h"
+
+namespace troupe::fuzz {
+namespace {
+
+using namespace net::openai;
+
+void render(const ApiError& err) {
+  (void)dump_json(err.body());
+}
+
+void run_generation(Endpoint ep, std::string_view body) {
+  ParseResult r = parse_generation_request(ep, body, tiny_serving_info(), tiny_tokenizer());
+  if (const auto* err = std::get_if<ApiError>(&r)) render(*err);
+}
+
+void run_json(const JsonResult& r) {
+  if (const auto* err = std::get_if<ApiError>(&r)) return render(*err);
+  (void)dump_json(std::get<nlohmann::json>(r));
+}
+
+}  // namespace
+
+void openai_body(const uint8_t* data, size_t size) {
+  if (size == 0) return;
+  const std::string_view body = as_text(data + 1, size - 1);
+  switch (data[0] % 4) {
+    case 0:
+      return run_generation(Endpoint::Completions, body);
+    case 1:
+      return run_generation(Endpoint::ChatCompletions, body);
+    case 2:
+      return run_json(tokenize(body, tiny_serving_info(), tiny_tokenizer()));
+    default:
+      return run_json(detokenize(body, tiny_serving_info(), tiny_tokenizer()));
+  }
+}
+
+}  // namespace troupe::fuzz
+
+TROUPE_FUZZ_MAIN(troupe::fuzz::openai_body)

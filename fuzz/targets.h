@@ -1,0 +1,33 @@
+// The fuzz entries (one per fuzz/<name>_fuzz.cpp) by name, for the regression test that
+// replays fuzz/corpus/<name>/ and fuzz/regressions/<name>/ through them.
+#pragma once
+
+#include <array>
+#include <string_view>
+
+#include "fuzz/fuzz_support.h"
+
+namespace troupe::fuzz {
+
+void http_request(const uint8_t* data, size_t size);
+void openai_body(const uint8_t* data, size_t size);
+void tcp_frame(const uint8_t* data, size_t size);
+void serve_config(const uint8_t* data, size_t size);
+void safetensors(const uint8_t* data, size_t size);
+void tokenizer_json(const uint8_t* data, size_t size);
+
+struct Target {
+  std::string_view name;  // also the folder under fuzz/corpus and fuzz/regressions
+  Entry entry;
+};
+
+inline constexpr std::array<Target, 6> kTargets{{
+    {"http_request", http_request},
+    {"openai_body", openai_body},
+    {"tcp_frame", tcp_frame},
+    {"serve_config", serve_config},
+    {"safetensors", safetensors},
+    {"tokenizer_json", tokenizer_json},
+}};
+
+}  // namespace troupe::fuzz
