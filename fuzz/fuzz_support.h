@@ -1,6 +1,5 @@
 // What every fuzz target shares (docs/fuzzing.md): the entry function's signature, the
-// tiny model's tokenizer and serving limits for the targets that need them, and the list
-// of known findings in code other branches are fixing.
+// tiny model's tokenizer and serving limits for the targets that need them.
 //
 // Each fuzz/<name>_fuzz.cpp defines one entry `void <name>(const uint8_t*, size_t)` in
 // troupe::fuzz and, built with -DTROUPE_LIBFUZZER (the clang build, TROUPE_FUZZ=ON), the
@@ -33,27 +32,6 @@ const model::Tokenizer& tiny_tokenizer();
 // The limits `troupe serve` would check requests against for the tiny model, with a small
 // body limit so that fuzzed inputs reach the 413 paths.
 const net::openai::ServingInfo& tiny_serving_info();
-
-// TROUPE_FUZZ_STRICT is set: no known finding is tolerated.
-bool strict_mode();
-
-// True when `what` (an exception's message) is a known finding of `target` whose fix is
-// on another branch (fuzz_support.cpp lists them), outside strict mode.
-bool known_finding(std::string_view target, std::string_view what);
-
-// Runs f; an exception that is a known finding of `target` is swallowed, any other is
-// rethrown (so it still surfaces as a crash). In strict mode f runs without a handler, so
-// an exception terminates at its throw and the report shows the stack that threw (a
-// rethrow shows only this frame): replay a crash input with TROUPE_FUZZ_STRICT=1.
-template <class F>
-void tolerate_known(std::string_view target, F&& f) {
-  if (strict_mode()) return f();
-  try {
-    f();
-  } catch (const std::exception& e) {
-    if (!known_finding(target, e.what())) throw;
-  }
-}
 
 std::string_view as_text(const uint8_t* data, size_t size);
 

@@ -139,6 +139,9 @@ def serve_config():
     write("serve_config", "small.yaml", "port: 0\ntcp-port: 0\nmax-num-seqs: 8\n"
           "max-body-bytes: 1MiB\nrequest-timeout: 30s\nenable-prefix-caching: false\n")
     write("serve_config", "bad-value.yaml", "port: 70000\n")
+    # runtime/faults/fault_plan.h's spec parser runs in validate(): reach it quickly
+    write("serve_config", "faults.yaml",
+          "inject-faults: \"step-throw@3,rank-exit@7,step-stall@2:250,tokenize-fail@1\"\n")
     write("serve_config", "nested.yaml", "port: [1, {a: b}]\n---\nx: &a y\nz: *a\n")
 
 

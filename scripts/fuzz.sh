@@ -36,21 +36,6 @@ echo "fuzz.sh: fuzz targets built in $((SECONDS - build_start)) s"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export ASAN_SYMBOLIZER_PATH=${ASAN_SYMBOLIZER_PATH:-$(command -v llvm-symbolizer-14 || true)}
-# Known findings in code this branch does not own (fuzz/fuzz_support.cpp lists them; issue
-# 9's TCP branch fixes them); TROUPE_FUZZ_STRICT=1 turns the tolerance off.
-#   tcp_frame: a msgpack array/map header may announce 2^32 elements, and msgpack-c
-#   allocates them all before reading one (net/tcp/frame.cpp sets no count limit): a
-#   39-byte frame asks for 256 GiB. Until the counts are bounded, huge mallocs there return
-#   null (msgpack throws bad_alloc, the frame is rejected) instead of ending the run.
-#   Delete this case with the fix.
-known_finding_options() {
-  [ -n "${TROUPE_FUZZ_STRICT:-}" ] && return
-  case $1 in tcp_frame) echo "-malloc_limit_mb=1048576" ;; esac
-}
-known_finding_asan() {
-  [ -n "${TROUPE_FUZZ_STRICT:-}" ] && return
-  case $1 in tcp_frame) echo ":allocator_may_return_null=1" ;; esac
-}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 failed=()
@@ -61,10 +46,9 @@ for t in "${targets[@]}"; do
   cp "$root/fuzz/corpus/$t/"* "$work/$t/corpus/"
   cp "$root/fuzz/regressions/$t/"* "$work/$t/corpus/" 2>/dev/null || true
   rc=0
-  # shellcheck disable=SC2046  # the options are words
-  (cd "$work/$t/out" && ASAN_OPTIONS="$ASAN_OPTIONS$(known_finding_asan "$t")" \
+  (cd "$work/$t/out" &&
      "$bin" -max_total_time="$seconds" -timeout=25 -print_final_stats=1 \
-     $(known_finding_options "$t") -artifact_prefix="$work/$t/out/" "$work/$t/corpus") \
+     -artifact_prefix="$work/$t/out/" "$work/$t/corpus") \
     >"$work/$t/log" 2>&1 || rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/$t/log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$work/$t/log" | tail -1)

@@ -66,15 +66,6 @@ INSTANTIATE_TEST_SUITE_P(FuzzTargets, FuzzRegressions, ::testing::ValuesIn(kTarg
 
 // The entries do reject what their contract says must be rejected quietly, and let
 // anything else through: a target that swallowed every exception would find nothing.
-TEST(FuzzEntries, AKnownFindingIsToleratedOnlyForItsTarget) {
-  EXPECT_EQ(known_finding("tcp_frame", "[json.exception.type_error.316] invalid UTF-8"),
-            !strict_mode());
-  EXPECT_FALSE(known_finding("http_request", "[json.exception.type_error.316] invalid UTF-8"));
-  EXPECT_FALSE(known_finding("tcp_frame", "std::bad_alloc"));
-  EXPECT_THROW(tolerate_known("tcp_frame", [] { throw std::logic_error("other"); }),
-               std::logic_error);
-}
-
 TEST(FuzzEntries, MalformedInputsOfEachTargetAreRejectedWithoutAnException) {
   for (const Target& t : kTargets) {
     SCOPED_TRACE(std::string(t.name));
