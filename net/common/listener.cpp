@@ -1,8 +1,8 @@
 #include "net/common/listener.h"
 
-#include <algorithm>
-
 #include <spdlog/spdlog.h>
+
+#include <algorithm>
 
 #include "net/common/open_acceptor.h"
 

@@ -1,6 +1,8 @@
 // The one Beast translation unit (Beast compiles slowly; TOOLCHAIN.md §4).
 #include "net/http/session.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -13,8 +15,6 @@
 #include <mutex>
 #include <optional>
 #include <variant>
-
-#include <spdlog/spdlog.h>
 
 #include "net/http/phase_timer.h"
 #include "net/http/request_checks.h"
@@ -225,8 +225,8 @@ class Session : public std::enable_shared_from_this<Session> {
     const Route route = *m.route;
     auto backend = srv_.backend();
     if (route == Route::Health) {
-      const auto unhealthy = backend && !srv_.draining ? backend->engine->unhealthy_reason()
-                                                       : std::nullopt;
+      const auto unhealthy =
+          backend && !srv_.draining ? backend->engine->unhealthy_reason() : std::nullopt;
       if (unhealthy) return reply_error({ErrorKind::Unavailable, "engine " + *unhealthy, ""});
       if (backend && !srv_.draining) return reply(200, "{}", "application/json");
       return reply_error(
@@ -507,9 +507,10 @@ class Session : public std::enable_shared_from_this<Session> {
   void log_error(const ApiError& err) {
     beast::error_code ec;
     const auto peer = socket_.remote_endpoint(ec);
-    const std::string who = ec ? "?" : peer.address().to_string() + ":" + std::to_string(peer.port());
-    spdlog::log(err.status() >= 500 ? spdlog::level::err : spdlog::level::warn, "http {} from {}: {}",
-                err.status(), who, err.message);
+    const std::string who =
+        ec ? "?" : peer.address().to_string() + ":" + std::to_string(peer.port());
+    spdlog::log(err.status() >= 500 ? spdlog::level::err : spdlog::level::warn,
+                "http {} from {}: {}", err.status(), who, err.message);
   }
 
   void close() {

@@ -1,10 +1,11 @@
 #include "net/tcp/server.h"
 
-#include <boost/asio.hpp>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <boost/asio.hpp>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -57,10 +58,10 @@ struct TcpServer::Impl {
   mutable std::mutex mutex;
   std::shared_ptr<const http::Backend> backend_;
   std::atomic<bool> draining{false};
-  BusyCount busy;  // requests in flight over all connections
+  BusyCount busy;                        // requests in flight over all connections
   std::atomic<size_t> buffered{0};       // bytes of payload buffers, all connections
   std::atomic<size_t> peak_buffered{0};  // the most `buffered` has been
-  Listener listener;  // the io_context, its threads, the accept loop and the cap
+  Listener listener;                     // the io_context, its threads, the accept loop and the cap
   // Parses (and tokenizes) large frames off the I/O threads. After the listener: it goes
   // first, and what its tasks post back is dropped with the io_context.
   asio::thread_pool parse_pool{2};
@@ -76,13 +77,17 @@ constexpr auto kLinger = std::chrono::seconds(5);
 
 // One line on stderr for what must not happen (a handler threw); the server goes on.
 void report(const char* what, const char* why) noexcept {
-  std::fprintf(stderr, "troupe: tcp: %s: %s\n", what, why);
+  try {
+    spdlog::error("tcp: {}: {}", what, why);
+  } catch (...) {  // logging must not throw out of a handler
+  }
 }
 
 // A payload buffer on its way through the parse pool; gives its bytes back to the
 // budget when it goes.
 struct HeldBuffer {
-  HeldBuffer(std::unique_ptr<char[]> b, size_t n, TcpServer::Impl& s) : bytes(std::move(b)), size(n), srv(s) {}
+  HeldBuffer(std::unique_ptr<char[]> b, size_t n, TcpServer::Impl& s)
+      : bytes(std::move(b)), size(n), srv(s) {}
   ~HeldBuffer() { srv.release(size); }
   HeldBuffer(const HeldBuffer&) = delete;
   HeldBuffer& operator=(const HeldBuffer&) = delete;
@@ -100,7 +105,9 @@ struct HeldBuffer {
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(tcp::socket socket, TcpServer::Impl& srv, ConnectionSlot slot)
-      : socket_(std::move(socket)), srv_(srv), linger_(socket_.get_executor()),
+      : socket_(std::move(socket)),
+        srv_(srv),
+        linger_(socket_.get_executor()),
         slot_(std::move(slot)) {}
   ~Connection() { drop_buffer(); }
 
@@ -133,12 +140,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // --- reading ------------------------------------------------------------------------
 
   void read_header() {
-    asio::async_read(socket_, asio::buffer(header_), [self = shared_from_this()](error_code ec, size_t) {
-      self->guard([&] {
-        if (ec || self->closed_) return self->close();
-        self->on_header(frame_length(self->header_.data()));
-      });
-    });
+    asio::async_read(socket_, asio::buffer(header_),
+                     [self = shared_from_this()](error_code ec, size_t) {
+                       self->guard([&] {
+                         if (ec || self->closed_) return self->close();
+                         self->on_header(frame_length(self->header_.data()));
+                       });
+                     });
   }
 
   void on_header(uint32_t n) {
@@ -157,10 +165,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void read_payload() {
     if (have_ == need_) return on_payload();
     if (have_ == size_ && !grow(std::min(need_, std::max(kFirstReadChunk, 2 * size_)))) {
-      return refuse("the server holds too many partly received frames: this one needs more buffer "
-                    "and all connections together may hold " +
-                    std::to_string(srv_.opts.max_buffered_bytes) +
-                    " bytes (tcp-max-buffered-bytes); the connection is closed");
+      return refuse(
+          "the server holds too many partly received frames: this one needs more buffer "
+          "and all connections together may hold " +
+          std::to_string(srv_.opts.max_buffered_bytes) +
+          " bytes (tcp-max-buffered-bytes); the connection is closed");
     }
     socket_.async_read_some(asio::buffer(buffer_.get() + have_, size_ - have_),
                             [self = shared_from_this()](error_code ec, size_t n) {
@@ -214,9 +223,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
     size_ = have_ = need_ = 0;
     asio::post(srv_.parse_pool, [self = shared_from_this(), held, n]() mutable {
       try {
-        auto p = std::make_shared<Parsed>(self->parse_frame(std::string_view(held->bytes.get(), n)));
+        auto p =
+            std::make_shared<Parsed>(self->parse_frame(std::string_view(held->bytes.get(), n)));
         held.reset();
-        asio::post(self->socket_.get_executor(), [self, p] { self->guard([&] { self->act(*p); }); });
+        asio::post(self->socket_.get_executor(),
+                   [self, p] { self->guard([&] { self->act(*p); }); });
       } catch (const std::exception& e) {
         // Out of memory even for the answer: this connection gives up.
         report("a frame could not be handled", e.what());
@@ -252,7 +263,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
         p.error = error_message(p.id, "the model is still loading");
         return p;
       }
-      p.command = parse_command(*d.message, p.backend->info, *p.backend->tokenizer, srv_.opts.api_key);
+      p.command =
+          parse_command(*d.message, p.backend->info, *p.backend->tokenizer, srv_.opts.api_key);
     } catch (const std::exception& e) {
       p.command.reset();
       p.error = internal_error(p.id, e.what());
@@ -270,6 +282,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       if (!p.command) {
         send(p.error);
       } else if (auto* err = std::get_if<CommandError>(&*p.command)) {
+        spdlog::warn("tcp: frame refused: {}", err->message);
         send(error_message(err->id, err->message));
       } else if (auto* abort = std::get_if<AbortCommand>(&*p.command)) {
         on_abort(abort->id);
@@ -288,7 +301,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void on_submit(SubmitCommand& s, const http::Backend& backend) {
     const std::string key = id_key(s.id);
     if (srv_.draining) return send(error_message(s.id, "the server is shutting down"));
-    if (live_.count(key)) return send(error_message(s.id, "a request with this id is already in flight"));
+    if (live_.count(key))
+      return send(error_message(s.id, "a request with this id is already in flight"));
     auto ex = socket_.get_executor();
     std::shared_ptr<http::Generation> gen = backend.engine->generate(
         s.request, [self = shared_from_this(), ex, key](int32_t, runtime::RequestOutput out) {
@@ -335,7 +349,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     InFlight& f = it->second;
     f.completion_tokens += static_cast<int64_t>(out.new_tokens.size());
     const bool writes = !closed_ && !closing_;
-    if (writes && (!out.new_tokens.empty() || !out.new_text.empty())) send(tokens_message(f.id, out));
+    if (writes && (!out.new_tokens.empty() || !out.new_text.empty()))
+      send(tokens_message(f.id, out));
     if (!out.finished()) return;
     std::string done;
     if (writes) done = encode_frame(done_message(f.id, out, f.prompt_tokens, f.completion_tokens));
@@ -387,17 +402,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
     writing_ = true;
     // The frame stays in queue_ until its write completes: close() may run meanwhile (a
     // read error) and must neither free the buffer nor let this handler pop a cleared queue.
-    asio::async_write(socket_, asio::buffer(queue_.front()), [self = shared_from_this()](error_code ec, size_t) {
-      self->guard([&] {
-        self->writing_ = false;
-        if (ec || self->closed_) {
-          self->close();
-          return self->release_done();
-        }
-        self->queue_.pop_front();
-        self->write_next();
-      });
-    });
+    asio::async_write(socket_, asio::buffer(queue_.front()),
+                      [self = shared_from_this()](error_code ec, size_t) {
+                        self->guard([&] {
+                          self->writing_ = false;
+                          if (ec || self->closed_) {
+                            self->close();
+                            return self->release_done();
+                          }
+                          self->queue_.pop_front();
+                          self->write_next();
+                        });
+                      });
   }
 
   // --- closing ------------------------------------------------------------------------
@@ -426,12 +442,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
     discard();
   }
   void discard() {
-    socket_.async_read_some(asio::buffer(discard_), [self = shared_from_this()](error_code ec, size_t) {
-      self->guard([&] {
-        if (ec) return self->close();
-        self->discard();
-      });
-    });
+    socket_.async_read_some(asio::buffer(discard_),
+                            [self = shared_from_this()](error_code ec, size_t) {
+                              self->guard([&] {
+                                if (ec) return self->close();
+                                self->discard();
+                              });
+                            });
   }
 
   void abort_all() noexcept {
@@ -483,9 +500,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
 }  // namespace
 
-TcpServer::TcpServer(TcpServerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+TcpServer::TcpServer(TcpServerOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {}
 
-TcpServer::~TcpServer() { stop(); }
+TcpServer::~TcpServer() {
+  stop();
+}
 
 uint16_t TcpServer::listen() {
   Impl& s = *impl_;
@@ -500,8 +520,8 @@ uint16_t TcpServer::listen() {
   // buffer, so the write does not wait), then the socket closes.
   auto refuse = [](tcp::socket sock) {
     try {
-      const std::string frame = encode_frame(error_message(
-          nullptr, "too many connections (max-connections); try again later"));
+      const std::string frame = encode_frame(
+          error_message(nullptr, "too many connections (max-connections); try again later"));
       error_code ignored;
       asio::write(sock, asio::buffer(frame), ignored);
       sock.shutdown(tcp::socket::shutdown_both, ignored);
@@ -526,9 +546,13 @@ bool TcpServer::wait_idle(std::chrono::milliseconds timeout) {
   return impl_->busy.wait_idle(timeout);
 }
 
-size_t TcpServer::buffered_bytes() const { return impl_->buffered.load(); }
+size_t TcpServer::buffered_bytes() const {
+  return impl_->buffered.load();
+}
 
-size_t TcpServer::peak_buffered_bytes() const { return impl_->peak_buffered.load(); }
+size_t TcpServer::peak_buffered_bytes() const {
+  return impl_->peak_buffered.load();
+}
 
 void TcpServer::stop() {
   Impl& s = *impl_;

@@ -48,7 +48,9 @@ std::string header(uint32_t n) {
   return h;
 }
 
-std::string raw_frame(const std::string& payload) { return header(uint32_t(payload.size())) + payload; }
+std::string raw_frame(const std::string& payload) {
+  return header(uint32_t(payload.size())) + payload;
+}
 
 // Polls `done` every 10 ms for up to `seconds`.
 template <class F>
@@ -160,41 +162,51 @@ TEST_F(TcpHostile, InvalidUtf8InAnyFieldIsAnErrorFrameNamingIt) {
   json nested = submit(13, kPrompt, kTokens);
   nested["extra"] = {{"k", json::array({"fine", std::string("\xc0\x80")})}};  // overlong NUL
   const std::vector<Case> cases = {
-      {"prompt", wire::encode_frame(frame_with(1, "prompt", bad)), 1, "'prompt' is not valid UTF-8"},
-      {"prompt, a lone surrogate", wire::encode_frame(frame_with(2, "prompt", std::string("a\xed\xa0\x80"))),
-       2, "'prompt' is not valid UTF-8"},
-      {"prompt, cut in a character", wire::encode_frame(frame_with(3, "prompt", std::string("abc\xe2\x82"))),
-       3, "'prompt' is not valid UTF-8"},
-      {"prompt, above U+10FFFF", wire::encode_frame(frame_with(4, "prompt", std::string("\xf4\x90\x80\x80"))),
-       4, "'prompt' is not valid UTF-8"},
-      {"stop string", wire::encode_frame(frame_with(5, "stop", bad)), 5, "'stop' is not valid UTF-8"},
+      {"prompt", wire::encode_frame(frame_with(1, "prompt", bad)), 1,
+       "'prompt' is not valid UTF-8"},
+      {"prompt, a lone surrogate",
+       wire::encode_frame(frame_with(2, "prompt", std::string("a\xed\xa0\x80"))), 2,
+       "'prompt' is not valid UTF-8"},
+      {"prompt, cut in a character",
+       wire::encode_frame(frame_with(3, "prompt", std::string("abc\xe2\x82"))), 3,
+       "'prompt' is not valid UTF-8"},
+      {"prompt, above U+10FFFF",
+       wire::encode_frame(frame_with(4, "prompt", std::string("\xf4\x90\x80\x80"))), 4,
+       "'prompt' is not valid UTF-8"},
+      {"stop string", wire::encode_frame(frame_with(5, "stop", bad)), 5,
+       "'stop' is not valid UTF-8"},
       {"stop list", wire::encode_frame(frame_with(6, "stop", json::array({"fine", bad}))), 6,
        "'stop[1]' is not valid UTF-8"},
-      {"string id", wire::encode_frame(frame_with(bad, "id", bad)), nullptr, "'id' is not valid UTF-8"},
+      {"string id", wire::encode_frame(frame_with(bad, "id", bad)), nullptr,
+       "'id' is not valid UTF-8"},
       {"type", wire::encode_frame(frame_with(8, "type", bad)), 8, "'type' is not valid UTF-8"},
       {"a number field sent as a str", wire::encode_frame(frame_with(9, "max_tokens", bad)), 9,
        "'max_tokens' is not valid UTF-8"},
       {"temperature as a str", wire::encode_frame(frame_with(10, "temperature", bad)), 10,
        "'temperature' is not valid UTF-8"},
-      {"api_key", wire::encode_frame(frame_with(11, "api_key", bad)), 11, "'api_key' is not valid UTF-8"},
+      {"api_key", wire::encode_frame(frame_with(11, "api_key", bad)), 11,
+       "'api_key' is not valid UTF-8"},
       {"a field name", wire::encode_frame(bad_key), 12, "a field name is not valid UTF-8"},
-      {"nested in an ignored field", wire::encode_frame(nested), 13, "'extra.k[1]' is not valid UTF-8"},
-      {"abort id", wire::encode_frame({{"type", "abort"}, {"id", bad}}), nullptr, "'id' is not valid UTF-8"},
-      {"abort, another field", wire::encode_frame({{"type", "abort"}, {"id", 14}, {"why", bad}}), 14,
-       "'why' is not valid UTF-8"},
+      {"nested in an ignored field", wire::encode_frame(nested), 13,
+       "'extra.k[1]' is not valid UTF-8"},
+      {"abort id", wire::encode_frame({{"type", "abort"}, {"id", bad}}), nullptr,
+       "'id' is not valid UTF-8"},
+      {"abort, another field", wire::encode_frame({{"type", "abort"}, {"id", 14}, {"why", bad}}),
+       14, "'why' is not valid UTF-8"},
       {"a number field as a valid str", wire::encode_frame(frame_with(15, "max_tokens", "12")), 15,
        "'max_tokens' must be an integer"},
-      {"an unknown type, long", wire::encode_frame(frame_with(16, "type", std::string(20000, 'x'))), 16,
-       "unknown frame type \"xxxx"},
+      {"an unknown type, long", wire::encode_frame(frame_with(16, "type", std::string(20000, 'x'))),
+       16, "unknown frame type \"xxxx"},
   };
   expect_error_frames(cases);
 
   // Valid UTF-8 of every length passes (2-, 3- and 4-byte characters, and U+0000).
   TcpClient c(port_);
-  ASSERT_TRUE(c.send(submit("utf8 \xc3\xa9\xe2\x9c\x93\xf0\x9f\x98\x80", std::string("h\xc3\xa9llo \xe2\x9c\x93 \xf0\x9f\x98\x80") +
-                                                                      std::string(1, '\0'),
-                            3)));
-  std::map<std::string, TcpResult> r = {{json("utf8 \xc3\xa9\xe2\x9c\x93\xf0\x9f\x98\x80").dump(), {}}};
+  ASSERT_TRUE(c.send(
+      submit("utf8 \xc3\xa9\xe2\x9c\x93\xf0\x9f\x98\x80",
+             std::string("h\xc3\xa9llo \xe2\x9c\x93 \xf0\x9f\x98\x80") + std::string(1, '\0'), 3)));
+  std::map<std::string, TcpResult> r = {
+      {json("utf8 \xc3\xa9\xe2\x9c\x93\xf0\x9f\x98\x80").dump(), {}}};
   read_until_done(c, r);
   EXPECT_EQ(r.begin()->second.done["finish_reason"], "length") << r.begin()->second.done.dump();
 }
@@ -204,9 +216,10 @@ TEST_F(TcpHostile, NonFiniteAndOutOfRangeNumbersAreErrorFramesNamingTheField) {
   const double inf = std::numeric_limits<double>::infinity();
   // {"type": "submit", "id": 40, "prompt": "x", "temperature": float32 NaN} by hand:
   // encode_frame writes float64 only.
-  const std::string f32_nan = raw_frame(std::string("\x84\xa4type\xa6submit\xa2id\x28\xa6prompt\xa1x"
-                                                    "\xabtemperature\xca\x7f\xc0\x00\x00",
-                                                    43));
+  const std::string f32_nan =
+      raw_frame(std::string("\x84\xa4type\xa6submit\xa2id\x28\xa6prompt\xa1x"
+                            "\xabtemperature\xca\x7f\xc0\x00\x00",
+                            43));
   const std::vector<Case> cases = {
       {"temperature NaN", wire::encode_frame(frame_with(20, "temperature", nan)), 20,
        "'temperature' must be a finite number, got NaN"},
@@ -214,9 +227,12 @@ TEST_F(TcpHostile, NonFiniteAndOutOfRangeNumbersAreErrorFramesNamingTheField) {
        "'temperature' must be a finite number, got Infinity"},
       {"temperature -Inf", wire::encode_frame(frame_with(22, "temperature", -inf)), 22,
        "'temperature' must be a finite number, got -Infinity"},
-      {"temperature 1e300", wire::encode_frame(frame_with(23, "temperature", 1e300)), 23, "'temperature'"},
-      {"top_p NaN", wire::encode_frame(frame_with(24, "top_p", nan)), 24, "'top_p' must be a finite number"},
-      {"min_p Inf", wire::encode_frame(frame_with(25, "min_p", inf)), 25, "'min_p' must be a finite number"},
+      {"temperature 1e300", wire::encode_frame(frame_with(23, "temperature", 1e300)), 23,
+       "'temperature'"},
+      {"top_p NaN", wire::encode_frame(frame_with(24, "top_p", nan)), 24,
+       "'top_p' must be a finite number"},
+      {"min_p Inf", wire::encode_frame(frame_with(25, "min_p", inf)), 25,
+       "'min_p' must be a finite number"},
       {"max_tokens Inf", wire::encode_frame(frame_with(26, "max_tokens", inf)), 26,
        "'max_tokens' must be an integer, got Infinity"},
       {"max_tokens NaN", wire::encode_frame(frame_with(27, "max_tokens", nan)), 27,
@@ -227,18 +243,27 @@ TEST_F(TcpHostile, NonFiniteAndOutOfRangeNumbersAreErrorFramesNamingTheField) {
        "'max_tokens' must be an integer in the int64 range"},
       {"max_tokens 2^64-1", wire::encode_frame(frame_with(30, "max_tokens", UINT64_MAX)), 30,
        "'max_tokens' must be an integer in the int64 range"},
-      {"max_tokens 1.5", wire::encode_frame(frame_with(31, "max_tokens", 1.5)), 31, "'max_tokens' must be an integer"},
-      {"max_tokens too many", wire::encode_frame(frame_with(32, "max_tokens", 1000000)), 32, "'max_tokens' is too large"},
-      {"top_k NaN", wire::encode_frame(frame_with(33, "top_k", nan)), 33, "'top_k' must be an integer, got NaN"},
+      {"max_tokens 1.5", wire::encode_frame(frame_with(31, "max_tokens", 1.5)), 31,
+       "'max_tokens' must be an integer"},
+      {"max_tokens too many", wire::encode_frame(frame_with(32, "max_tokens", 1000000)), 32,
+       "'max_tokens' is too large"},
+      {"top_k NaN", wire::encode_frame(frame_with(33, "top_k", nan)), 33,
+       "'top_k' must be an integer, got NaN"},
       {"top_k 2^40", wire::encode_frame(frame_with(34, "top_k", int64_t(1) << 40)), 34, "'top_k'"},
-      {"seed Inf", wire::encode_frame(frame_with(35, "seed", inf)), 35, "'seed' must be an integer, got Infinity"},
-      {"seed 2^64-1", wire::encode_frame(frame_with(36, "seed", UINT64_MAX)), 36, "'seed' must be an integer in the int64 range"},
-      {"logprobs NaN", wire::encode_frame(frame_with(37, "logprobs", nan)), 37, "'logprobs' must be an integer, got NaN"},
-      {"logprobs -Inf", wire::encode_frame(frame_with(38, "logprobs", -inf)), 38, "'logprobs' must be an integer"},
+      {"seed Inf", wire::encode_frame(frame_with(35, "seed", inf)), 35,
+       "'seed' must be an integer, got Infinity"},
+      {"seed 2^64-1", wire::encode_frame(frame_with(36, "seed", UINT64_MAX)), 36,
+       "'seed' must be an integer in the int64 range"},
+      {"logprobs NaN", wire::encode_frame(frame_with(37, "logprobs", nan)), 37,
+       "'logprobs' must be an integer, got NaN"},
+      {"logprobs -Inf", wire::encode_frame(frame_with(38, "logprobs", -inf)), 38,
+       "'logprobs' must be an integer"},
       {"a token id NaN",
-       wire::encode_frame({{"type", "submit"}, {"id", 39}, {"tokens", json::array({1, nan})}}), 39, "'tokens'"},
+       wire::encode_frame({{"type", "submit"}, {"id", 39}, {"tokens", json::array({1, nan})}}), 39,
+       "'tokens'"},
       {"temperature float32 NaN", f32_nan, 40, "'temperature' must be a finite number, got NaN"},
-      {"id NaN", wire::encode_frame(frame_with(nan, "id", nan)), nullptr, "'id' must be an integer or a string"},
+      {"id NaN", wire::encode_frame(frame_with(nan, "id", nan)), nullptr,
+       "'id' must be an integer or a string"},
   };
   expect_error_frames(cases);
   // An integral float is an integer, as on HTTP (pydantic's rule).
@@ -253,23 +278,34 @@ TEST_F(TcpHostile, MalformedPayloadsAreErrorFrames) {
   const std::vector<Case> cases = {
       {"empty payload", raw_frame(""), nullptr, "malformed frame"},
       {"a never-used byte", raw_frame("\xc1"), nullptr, "malformed frame"},
-      {"garbage", raw_frame(std::string("\x17\xfe\x99garbage\x00\x01", 12)), nullptr, "malformed frame"},
+      {"garbage", raw_frame(std::string("\x17\xfe\x99garbage\x00\x01", 12)), nullptr,
+       "malformed frame"},
       {"an array", raw_frame("\x92\x01\x02"), nullptr, "must be a msgpack map"},
       {"an integer", raw_frame("\x05"), nullptr, "must be a msgpack map"},
-      {"a string", raw_frame("\xa3" "abc"), nullptr, "must be a msgpack map"},
+      {"a string",
+       raw_frame("\xa3"
+                 "abc"),
+       nullptr, "must be a msgpack map"},
       {"nil", raw_frame("\xc0"), nullptr, "must be a msgpack map"},
       {"an integer key", raw_frame("\x81\x01\x02"), nullptr, "malformed frame"},
       {"a bin value", raw_frame("\x81\xa1x\xc4\x02zz"), nullptr, "malformed frame"},
       {"an ext value", raw_frame("\x81\xa1x\xd4\x01z"), nullptr, "malformed frame"},
-      {"nested too deep", raw_frame("\x81\xa1x" + std::string(200, '\x91') + "\x01"), nullptr, "malformed frame"},
+      {"nested too deep", raw_frame("\x81\xa1x" + std::string(200, '\x91') + "\x01"), nullptr,
+       "malformed frame"},
       {"a truncated map", raw_frame("\x82\xa4type\xa6submit"), nullptr, "malformed frame"},
       {"trailing bytes", raw_frame("\x80\x80"), nullptr, "malformed frame"},
       {"an array claiming 2^32-1 elements", raw_frame("\x81\xa1x\xdd\xff\xff\xff\xff\x01"), nullptr,
        "malformed frame"},
-      {"a map claiming 2^32-1 pairs", raw_frame("\xdf\xff\xff\xff\xff\xa1x\x01"), nullptr, "malformed frame"},
-      {"a str claiming 4 GiB", raw_frame("\x81\xa1x\xdb\xff\xff\xff\xff" "abc"), nullptr, "malformed frame"},
-      {"a map without id", wire::encode_frame({{"type", "submit"}, {"prompt", "x"}}), nullptr, "'id'"},
-      {"an array id", wire::encode_frame({{"type", "submit"}, {"id", {1, 2}}, {"prompt", "x"}}), nullptr, "'id'"},
+      {"a map claiming 2^32-1 pairs", raw_frame("\xdf\xff\xff\xff\xff\xa1x\x01"), nullptr,
+       "malformed frame"},
+      {"a str claiming 4 GiB",
+       raw_frame("\x81\xa1x\xdb\xff\xff\xff\xff"
+                 "abc"),
+       nullptr, "malformed frame"},
+      {"a map without id", wire::encode_frame({{"type", "submit"}, {"prompt", "x"}}), nullptr,
+       "'id'"},
+      {"an array id", wire::encode_frame({{"type", "submit"}, {"id", {1, 2}}, {"prompt", "x"}}),
+       nullptr, "'id'"},
   };
   expect_error_frames(cases);
 }
@@ -284,9 +320,10 @@ TEST_F(TcpHostile, LengthsPastTheLimitGetAnErrorFrameThenAClose) {
     ASSERT_TRUE(e);
     EXPECT_EQ((*e)["type"], "error");
     EXPECT_TRUE((*e)["id"].is_null());
-    EXPECT_NE(message_of(*e).find("a frame of " + std::to_string(n) + " bytes is over the limit of " +
-                                  std::to_string(kMaxFrame) + " bytes"),
-              std::string::npos)
+    EXPECT_NE(
+        message_of(*e).find("a frame of " + std::to_string(n) + " bytes is over the limit of " +
+                            std::to_string(kMaxFrame) + " bytes"),
+        std::string::npos)
         << message_of(*e);
     EXPECT_FALSE(c.read());  // closed
     expect_still_serving(nullptr, "a length of " + std::to_string(n));
@@ -341,7 +378,8 @@ TEST_F(TcpHostile, PartialFramesShareTheServerWideCap) {
   std::vector<std::unique_ptr<TcpClient>> conns;
   std::vector<std::string> frames;
   for (int i = 0; i < kConnections; ++i) {
-    frames.push_back(wire::encode_frame(submit(100 + i, kPrompt, kTokens, {{"pad", std::string(64000, 'p')}})));
+    frames.push_back(
+        wire::encode_frame(submit(100 + i, kPrompt, kTokens, {{"pad", std::string(64000, 'p')}})));
     ASSERT_LE(frames.back().size() - 4, kMaxFrame);
     ASSERT_GT(5 * (frames.back().size() - 4), kMaxBuffered);
     ASSERT_LE(4 * (frames.back().size() - 4), kMaxBuffered);
@@ -409,8 +447,10 @@ TEST_F(TcpHostile, NumbersBeyondTheDoubleRangeAre400OnHttp) {
       {R"(, "top_p": 1e999)", "top_p", "'top_p' must be a finite number, got 1e999"},
       {R"(, "min_p": -1e999)", "min_p", "'min_p' must be a finite number, got -1e999"},
       {R"(, "seed": 1E+400)", "seed", "'seed' must be a finite number, got 1E+400"},
-      {R"(, "stop_token_ids": [1, 2, 9e9999])", "stop_token_ids", "'stop_token_ids[2]' must be a finite number"},
-      {R"(, "stream_options": {"include_usage": 1e999})", "stream_options", "'stream_options.include_usage'"},
+      {R"(, "stop_token_ids": [1, 2, 9e9999])", "stop_token_ids",
+       "'stop_token_ids[2]' must be a finite number"},
+      {R"(, "stream_options": {"include_usage": 1e999})", "stream_options",
+       "'stream_options.include_usage'"},
       {R"(, "logprobs": 1e999, "top_p": 2)", "logprobs", "'logprobs'"},
       {R"(, "top_k": 1e308)", "top_k", "'top_k' must be an integer in the int64 range"},
   };
@@ -468,8 +508,9 @@ TEST_F(TcpBuffers, ALengthAloneHoldsOneSmallChunkAndBuffersGrowWithTheirBytes) {
     ASSERT_TRUE(conns.back()->send_raw(header(64u << 20)));  // 64 MiB announced
   }
   // 16 x 64 MiB announced; 16 first chunks held.
-  ASSERT_TRUE(eventually([&] { return server_->buffered_bytes() == kConns * net::tcp::kFirstReadChunk; }))
-      << server_->buffered_bytes();
+  ASSERT_TRUE(eventually([&] {
+    return server_->buffered_bytes() == kConns * net::tcp::kFirstReadChunk;
+  })) << server_->buffered_bytes();
   for (auto& c : conns) ASSERT_TRUE(c->send_raw("a few bytes"));
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_EQ(server_->buffered_bytes(), kConns * net::tcp::kFirstReadChunk);
@@ -486,7 +527,8 @@ TEST_F(TcpBuffers, ALengthAloneHoldsOneSmallChunkAndBuffersGrowWithTheirBytes) {
   expect_answered();
 
   conns.clear();  // disconnects: every buffer is given back
-  EXPECT_TRUE(eventually([&] { return server_->buffered_bytes() == 0; })) << server_->buffered_bytes();
+  EXPECT_TRUE(eventually([&] { return server_->buffered_bytes() == 0; }))
+      << server_->buffered_bytes();
   expect_answered();
 }
 
@@ -524,7 +566,8 @@ TEST_F(TcpBuffers, TheSumOverConnectionsStaysUnderTheCap) {
     ASSERT_TRUE(m);
     EXPECT_NE(message_of(*m).find("malformed frame"), std::string::npos) << message_of(*m);
   }
-  EXPECT_TRUE(eventually([&] { return server_->buffered_bytes() == 0; })) << server_->buffered_bytes();
+  EXPECT_TRUE(eventually([&] { return server_->buffered_bytes() == 0; }))
+      << server_->buffered_bytes();
   EXPECT_LE(server_->peak_buffered_bytes(), kCap);
 }
 
@@ -560,7 +603,8 @@ class FlakyEngine : public net::http::EngineBridge {
   struct Gen : net::http::Generation {
     void abort() override {}
   };
-  std::shared_ptr<net::http::Generation> generate(const net::openai::GenerationRequest& req, Sink sink) override {
+  std::shared_ptr<net::http::Generation> generate(const net::openai::GenerationRequest& req,
+                                                  Sink sink) override {
     if (req.prompt_tokens == std::vector<int32_t>{666}) throw std::bad_alloc();
     threads_.emplace_back([sink] {
       runtime::RequestOutput a;
@@ -578,7 +622,9 @@ class FlakyEngine : public net::http::EngineBridge {
     for (std::thread& t : threads_) t.join();
     threads_.clear();
   }
-  void engine_state(std::function<void(std::optional<net::http::EngineState>)> done) override { done(std::nullopt); }
+  void engine_state(std::function<void(std::optional<net::http::EngineState>)> done) override {
+    done(std::nullopt);
+  }
   int64_t in_flight() const override { return 0; }
   void fail_all(const std::string&) override {}
   std::optional<std::string> unhealthy_reason() const override { return std::nullopt; }
@@ -610,7 +656,8 @@ TEST(TcpFaults, AnEngineThatThrowsGetsAnErrorFrameAndTheConnectionGoesOn) {
   ASSERT_TRUE(e);
   EXPECT_EQ((*e)["type"], "error");
   EXPECT_EQ((*e)["id"], 1);
-  EXPECT_NE(message_of(*e).find("internal error while handling the frame"), std::string::npos) << message_of(*e);
+  EXPECT_NE(message_of(*e).find("internal error while handling the frame"), std::string::npos)
+      << message_of(*e);
   // Nothing was recorded: the same id is free, nothing is busy, and the next submit runs.
   EXPECT_TRUE(server.wait_idle(std::chrono::milliseconds(0)));
   ASSERT_TRUE(c.send(by_ids(1, 5)));
@@ -640,7 +687,8 @@ TEST(TcpFaults, ALongPromptDoesNotStallOtherConnections) {
 
   TcpClient big(port), small(port);
   std::string prompt;
-  for (size_t i = 0; prompt.size() < (16u << 20); ++i) prompt += "word" + std::to_string(i % 1000) + " ";
+  for (size_t i = 0; prompt.size() < (16u << 20); ++i)
+    prompt += "word" + std::to_string(i % 1000) + " ";
   ASSERT_TRUE(big.send(submit(1, prompt, 1)));
   ASSERT_FALSE(big.readable(0));
   ASSERT_TRUE(small.send(json{{"type", "submit"}, {"id", 2}, {"tokens", {5}}, {"max_tokens", 1}}));
@@ -651,7 +699,8 @@ TEST(TcpFaults, ALongPromptDoesNotStallOtherConnections) {
   const std::optional<json> e = big.read();  // its answer: too long for the context
   ASSERT_TRUE(e);
   EXPECT_EQ((*e)["type"], "error");
-  EXPECT_NE(message_of(*e).find("maximum context length is 64 tokens"), std::string::npos) << message_of(*e);
+  EXPECT_NE(message_of(*e).find("maximum context length is 64 tokens"), std::string::npos)
+      << message_of(*e);
   EXPECT_TRUE(eventually([&] { return server.buffered_bytes() == 0; }));
   engine.join();
   server.stop();
