@@ -9,6 +9,7 @@
 #include <boost/beast/http.hpp>
 
 #include "fuzz/targets.h"
+#include "net/http/request_checks.h"
 #include "net/http/routes.h"
 #include "net/openai/responses.h"
 #include "net/openai/tokenize.h"
@@ -70,18 +71,33 @@ void handle(const Request& req) {
 // Parses one request from the front of `in` and consumes its bytes; false when the
 // stream ends (malformed, incomplete or over a limit: the server answers or closes).
 bool next_request(std::string_view& in) {
+  in.remove_prefix(net::http::leading_empty_lines(in));  // RFC 9112 2.2, as the session
   bhttp::request_parser<bhttp::string_body> parser;
   parser.header_limit(kHeaderLimit);
   parser.body_limit(tiny_serving_info().max_body_bytes);
   parser.eager(true);
+  bool header_checked = false;
   while (!parser.is_done()) {
     boost::beast::error_code ec;
     const size_t used = parser.put(boost::asio::buffer(in.data(), in.size()), ec);
     in.remove_prefix(used);
     if (ec == bhttp::error::need_more && used > 0) continue;
     if (ec == bhttp::error::need_more) parser.put_eof(ec);  // the client closed here
-    if (ec || (used == 0 && !parser.is_done())) return false;
+    if (ec) {
+      if (auto err = net::http::read_error(ec, kHeaderLimit)) reply(*err);  // 400 / 431
+      return false;
+    }
+    if (used == 0 && !parser.is_done()) return false;
+    if (!header_checked && parser.is_header_done()) {  // the session's framing checks
+      header_checked = true;
+      const Request& h = parser.get();
+      const net::http::HeaderFacts facts{h.version(), h.count(bhttp::field::content_length),
+                                         h.count(bhttp::field::transfer_encoding),
+                                         h.count(bhttp::field::host), parser.chunked()};
+      if (auto err = net::http::check_header(facts)) return reply(*err), false;
+    }
   }
+  if (auto err = net::http::check_json_body(parser.get().body())) return reply(*err), false;
   handle(parser.get());
   return parser.keep_alive();
 }

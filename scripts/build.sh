@@ -11,5 +11,8 @@ if [ ! -f "$build/build.ninja" ]; then
 fi
 targets=()
 for t in "$@"; do targets+=(--target "$t"); done
-cmake --build "$build" -j "$(nproc)" "${targets[@]}" | grep -vE '^\[[0-9]+/[0-9]+\] ' || true
-test "${PIPESTATUS[0]}" -eq 0
+# The build's own status, not grep's: with pipefail, `| grep ... || true` hid a failed build.
+rc=0
+cmake --build "$build" -j "$(nproc)" "${targets[@]}" > >(grep -vE '^\[[0-9]+/[0-9]+\] ' || true) || rc=$?
+wait  # for the output filter
+[ "$rc" -eq 0 ] || { echo "$(basename "$0"): the build failed (rc $rc)" >&2; exit "$rc"; }

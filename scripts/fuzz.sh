@@ -28,8 +28,11 @@ if [ ! -f "$build/build.ninja" ]; then
     -DTROUPE_FUZZ=ON -DTROUPE_TESTS=OFF -DTROUPE_CUDA=OFF >/dev/null
 fi
 build_start=$SECONDS
-cmake --build "$build" -j "$(nproc)" --target fuzz_all | grep -vE '^\[[0-9]+/[0-9]+\] ' || true
-test "${PIPESTATUS[0]}" -eq 0
+# The build's own status, not grep's: with pipefail, `| grep ... || true` hid a failed build.
+rc=0
+cmake --build "$build" -j "$(nproc)" --target fuzz_all > >(grep -vE '^\[[0-9]+/[0-9]+\] ' || true) || rc=$?
+wait  # for the output filter
+[ "$rc" -eq 0 ] || { echo "$(basename "$0"): the build failed (rc $rc)" >&2; exit "$rc"; }
 echo "fuzz.sh: fuzz targets built in $((SECONDS - build_start)) s"
 
 # Reports name their source lines; a UBSan report is already fatal (-fno-sanitize-recover).

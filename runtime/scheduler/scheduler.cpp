@@ -1,5 +1,7 @@
 #include "runtime/scheduler/scheduler.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -176,6 +178,8 @@ Request& Scheduler::preemption_victim() {
 }
 
 void Scheduler::preempt(Request& r, StepPlan& plan, StepBudget& budget) {
+  spdlog::debug("scheduler: preempting request {} at {} tokens (it recomputes)", r.id,
+                r.num_tokens());
   auto chunk = std::find_if(plan.chunks.begin(), plan.chunks.end(),
                             [&](const ScheduledChunk& c) { return c.id == r.id; });
   if (chunk != plan.chunks.end()) {
@@ -314,9 +318,12 @@ void Scheduler::fail(RequestId id, std::string why, ErrorCause cause) {
   fail(*it->second, std::move(why), cause);
 }
 
-std::vector<RequestOutput> Scheduler::take_finished() { return std::exchange(pending_, {}); }
+std::vector<RequestOutput> Scheduler::take_finished() {
+  return std::exchange(pending_, {});
+}
 
 void Scheduler::fail(Request& r, std::string why, ErrorCause cause) {
+  if (cause == ErrorCause::NoFit) spdlog::warn("scheduler: request {}: {}", r.id, why);
   r.error = std::move(why);
   r.error_cause = cause;
   finish_now(r, RequestStatus::FinishedError);
