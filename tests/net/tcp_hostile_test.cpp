@@ -634,18 +634,27 @@ class FlakyEngine : public net::http::EngineBridge {
   std::vector<std::thread> threads_;
 };
 
-TEST(TcpFaults, AnEngineThatThrowsGetsAnErrorFrameAndTheConnectionGoesOn) {
+// A TCP server on port 0 in front of a FlakyEngine and the golden tokenizer.
+struct FlakyServer {
+  FlakyServer() {
+    auto backend = std::make_shared<net::http::Backend>();
+    backend->tokenizer = &golden_tokenizer();
+    backend->info.model_name = "tiny";
+    backend->info.max_model_len = 64;
+    backend->engine = &engine;
+    port = server.listen();
+    server.set_backend(backend);
+  }
   FlakyEngine engine;
-  auto backend = std::make_shared<net::http::Backend>();
-  backend->tokenizer = &golden_tokenizer();
-  backend->info.model_name = "tiny";
-  backend->info.max_model_len = 64;
-  backend->engine = &engine;
-  net::tcp::TcpServerOptions o;
-  o.port = 0;
-  net::tcp::TcpServer server(o);
-  const uint16_t port = server.listen();
-  server.set_backend(backend);
+  net::tcp::TcpServer server{net::tcp::TcpServerOptions{"127.0.0.1", 0}};
+  uint16_t port = 0;
+};
+
+TEST(TcpFaults, AnEngineThatThrowsGetsAnErrorFrameAndTheConnectionGoesOn) {
+  FlakyServer f;
+  FlakyEngine& engine = f.engine;
+  net::tcp::TcpServer& server = f.server;
+  const uint16_t port = f.port;
 
   TcpClient c(port);
   auto by_ids = [](int id, int32_t token) {
@@ -673,17 +682,10 @@ TEST(TcpFaults, AnEngineThatThrowsGetsAnErrorFrameAndTheConnectionGoesOn) {
 // A 16 MB prompt takes the tokenizer a while: it is parsed off the I/O thread, so a small
 // request on another connection is answered first.
 TEST(TcpFaults, ALongPromptDoesNotStallOtherConnections) {
-  FlakyEngine engine;
-  auto backend = std::make_shared<net::http::Backend>();
-  backend->tokenizer = &golden_tokenizer();
-  backend->info.model_name = "tiny";
-  backend->info.max_model_len = 64;
-  backend->engine = &engine;
-  net::tcp::TcpServerOptions o;
-  o.port = 0;
-  net::tcp::TcpServer server(o);
-  const uint16_t port = server.listen();
-  server.set_backend(backend);
+  FlakyServer f;
+  FlakyEngine& engine = f.engine;
+  net::tcp::TcpServer& server = f.server;
+  const uint16_t port = f.port;
 
   TcpClient big(port), small(port);
   std::string prompt;
