@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "net/http_test_client.h"
+#include "net/tcp_test_client.h"
 #include "support/prometheus_text.h"
 #include "support/run_troupe.h"
 
@@ -96,6 +97,22 @@ TEST(ServeFaults, AFailedStepIsA500NotAnAbortAndIsCountedAndLogged) {
   EXPECT_NE(log.find("step 0 (rank step 1) failed: injected fault: step-throw; failing requests"),
             std::string::npos)
       << log;
+}
+
+TEST(ServeFaults, AFailingTokenizerCallOverTcpIsAnErrorFrameAndTheConnectionGoesOn) {
+  FaultyDaemon f({"--inject-faults", "tokenize-fail@1"});
+  ASSERT_TRUE(f.ready) << f.d.output();
+  TcpClient c(tcp_port_of(f.d));
+  ASSERT_TRUE(c.send(submit(1, kPrompt, kTokens)));
+  const std::optional<json> e = c.read();
+  ASSERT_TRUE(e);
+  EXPECT_EQ((*e)["type"], "error") << e->dump();
+  EXPECT_NE(e->dump().find("injected fault: tokenize-fail"), std::string::npos) << e->dump();
+  ASSERT_TRUE(c.send(submit(2, kPrompt, kTokens)));  // the same connection, served
+  std::map<std::string, TcpResult> r = {{"2", {}}};
+  read_until_done(c, r);
+  EXPECT_EQ(r["2"].text, reference_text());
+  EXPECT_EQ(r["2"].done["finish_reason"], "length");
 }
 
 TEST(ServeFaults, AFailedStepEndsAStreamWithAnErrorEventThenDone) {
