@@ -25,7 +25,7 @@ using scheduler_actor =
                      caf::reacts_to<abort_atom, runtime::RequestId>,
                      // not the client's doing (shutdown): FinishedError with the reason
                      caf::reacts_to<fail_atom, runtime::RequestId, std::string>,
-                     caf::replies_to<stats_atom>::with<EngineSnapshot>>;
+                     caf::replies_to<stats_atom>::with<runtime::EngineFigures>>;
 
 using router_actor = scheduler_actor;  // same interface: it forwards to a scheduler
 

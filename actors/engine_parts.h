@@ -3,7 +3,6 @@
 #pragma once
 
 #include <caf/all.hpp>
-#include <deque>
 #include <memory>
 #include <unordered_map>
 
@@ -18,7 +17,7 @@ using scheduler_core_actor =
     caf::typed_actor<caf::replies_to<generate_atom, GenerateRequest, caf::actor>::with<bool>,
                      caf::reacts_to<abort_atom, runtime::RequestId>,
                      caf::reacts_to<fail_atom, runtime::RequestId, std::string>,
-                     caf::replies_to<stats_atom>::with<EngineSnapshot>,
+                     caf::replies_to<stats_atom>::with<runtime::EngineFigures>,
                      caf::reacts_to<timeout_atom, runtime::RequestId>>;
 
 // What outlives one scheduler incarnation. The scheduler writes it while alive; the
@@ -27,8 +26,7 @@ using scheduler_core_actor =
 // counts, which the next incarnation continues so /metrics never goes backwards.
 struct EngineLedger {
   std::unordered_map<runtime::RequestId, caf::actor> clients;  // unfinished request -> client
-  EngineSnapshot counters;              // steps, preemptions, admitted, busy, failed, restarts
-  std::deque<StepSample> recent_steps;  // [<= kMaxRecentSteps] oldest first
+  runtime::EngineFigures counters;  // steps, preemptions, admitted, busy, failed, restarts, recent
   // Prefix-cache counts of the earlier incarnations (each KV manager counts from 0);
   // counters.prefix_* = these + the live manager's, as of its last step.
   int64_t prefix_query_base = 0;

@@ -2,7 +2,7 @@
 // scheduler, links to both and traps their exits. When either dies, every request the
 // scheduler held (EngineLedger::clients) ends with an error naming the cause, /health
 // turns 503 with the reason, and a fresh scheduler + rank start (counted in
-// EngineSnapshot::restarts); past max_restarts within the window the instance stays
+// runtime::EngineFigures::restarts); past max_restarts within the window the instance stays
 // down and answers new requests with an error.
 //
 //   rank dies ------> supervisor: send_exit(scheduler) --> scheduler's exit --+
@@ -34,6 +34,9 @@ struct SupervisorState {
   std::string rank_death;                  // why the rank died, until its scheduler's exit
   std::deque<Clock::time_point> restarts;  // within options.restart_window_seconds
   std::string down;                        // non-empty: restarted too often, not serving
+  // Earlier incarnations' actors: an exit of theirs still in the mailbox after a restart
+  // is old news, not a shutdown (the last few; a restart adds one or two).
+  std::deque<caf::actor_addr> retired;
 };
 
 using supervisor_pointer = scheduler_actor::stateful_pointer<SupervisorState>;
@@ -64,7 +67,9 @@ bool may_restart(SupervisorState& s) {
   return true;
 }
 
-// The scheduler is gone (on its own, or after its rank): end its requests, restart.
+// The scheduler is gone (on its own, or after its rank): report the instance unhealthy,
+// end its requests, restart. Health changes first, so a client that gets its error and
+// asks /health sees the restart, never the dead incarnation's "ready".
 void on_scheduler_down(supervisor_pointer self, const caf::error& reason) {
   auto& s = self->state;
   std::string why = "scheduler died: " + describe(self->home_system(), reason);
@@ -72,6 +77,20 @@ void on_scheduler_down(supervisor_pointer self, const caf::error& reason) {
   if (!s.rank_death.empty()) why = "rank died: " + std::exchange(s.rank_death, {});
   self->unlink_from(s.rank);  // its exit, if it comes, is not news
   self->send_exit(s.rank, caf::exit_reason::kill);
+  for (const caf::actor_addr& a : {s.rank.address(), s.scheduler.address()}) {
+    s.retired.push_back(a);
+    if (s.retired.size() > 8) s.retired.pop_front();
+  }
+  s.rank = nullptr;
+  s.scheduler = nullptr;
+  const bool restart = may_restart(s);
+  if (restart) {
+    s.options.health->set_restarting(why);
+  } else {
+    s.down = why + " (" + std::to_string(s.options.max_restarts) + " restarts within " +
+             std::to_string(static_cast<int>(s.options.restart_window_seconds)) + " s)";
+    s.options.health->set_down(s.down);
+  }
   auto clients = std::exchange(s.ledger->clients, {});
   spdlog::error("engine: {}; failing {} requests", why, clients.size());
   for (auto& [id, client] : clients)
@@ -79,16 +98,10 @@ void on_scheduler_down(supervisor_pointer self, const caf::error& reason) {
                runtime::ErrorCause::EngineDied);
   s.ledger->prefix_query_base = s.ledger->counters.prefix_query_tokens;
   s.ledger->prefix_hit_base = s.ledger->counters.prefix_hit_tokens;
-  s.rank = nullptr;
-  s.scheduler = nullptr;
-  if (!may_restart(s)) {
-    s.down = why + " (" + std::to_string(s.options.max_restarts) + " restarts within " +
-             std::to_string(static_cast<int>(s.options.restart_window_seconds)) + " s)";
+  if (!restart) {
     spdlog::critical("engine: down for good: {}", s.down);
-    s.options.health->set_down(s.down);
     return;
   }
-  s.options.health->set_restarting(why);
   s.ledger->counters.restarts += 1;
   spdlog::warn("engine: restarting scheduler and rank (restart {})", s.ledger->counters.restarts);
   start(self);
@@ -103,6 +116,8 @@ void on_exit(supervisor_pointer self, caf::exit_msg& msg) {
     self->send_exit(s.scheduler, msg.reason);  // its requests end once it has stopped
     return;
   }
+  for (const caf::actor_addr& a : s.retired)
+    if (msg.source == a) return;  // an earlier incarnation's, handled when it went down
   self->quit(msg.reason);  // shutdown: the links take the scheduler and the rank along
 }
 
@@ -151,7 +166,7 @@ scheduler_actor::behavior_type supervisor_fun(supervisor_pointer self,
         if (self->state.scheduler)
           self->send(self->state.scheduler, fail_atom::value, id, std::move(why));
       },
-      [=](stats_atom) -> caf::result<EngineSnapshot> {
+      [=](stats_atom) -> caf::result<runtime::EngineFigures> {
         auto& st = self->state;
         if (!st.scheduler) return st.ledger->counters;  // down: the counts so far
         return self->delegate(st.scheduler, stats_atom::value);

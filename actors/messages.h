@@ -22,6 +22,7 @@
 
 #include "runtime/request.h"
 #include "runtime/scheduler/step_plan.h"
+#include "runtime/step/engine_figures.h"
 
 namespace troupe::actors {
 
@@ -59,41 +60,13 @@ struct StepResult {
   int64_t rank_step = 0;   // the rank's own 1-based count of steps run (for logs)
 };
 
-// One planned (non-empty) step, as the scheduler saw it.
-struct StepSample {
-  int64_t step = 0;         // 1-based count of non-empty steps (EngineSnapshot::steps)
-  int64_t admitted = 0;     // requests admitted by the step
-  double plan_seconds = 0;  // wall time of Scheduler::schedule()
-};
-
-// The scheduler's state for health checks, metrics and tests. Counters are cumulative
-// since the engine started; readers take differences.
-struct EngineSnapshot {
-  int64_t running = 0;
-  int64_t waiting = 0;
-  int64_t used_blocks = 0;  // ref > 0; 0 once every request finished (cached blocks are free)
-  int64_t free_blocks = 0;
-  double kv_usage = 0;
-  int64_t steps = 0;
-  int64_t preemptions = 0;
-  int64_t admitted = 0;             // admissions (a preempted request is admitted again)
-  int64_t prefix_query_tokens = 0;  // prompt tokens looked up in the prefix cache
-  int64_t prefix_hit_tokens = 0;    // of those, served from it
-  int64_t failed_steps = 0;         // steps the rank threw on (their requests failed)
-  int64_t restarts = 0;             // times the supervisor restarted scheduler + rank
-  // Wall seconds the rank spent running steps; its rate over wall time is how busy the
-  // model is (the GPU-utilization figure; async scheduling removes the planning gaps).
-  double rank_busy_seconds = 0;
-  // The last steps (at most kMaxRecentSteps, oldest first), so a reader that polls less
-  // often than every step can still observe each one: it keeps the last `step` it saw.
-  std::vector<StepSample> recent_steps;
-  static constexpr size_t kMaxRecentSteps = 4096;
-};
+// stats_atom answers with runtime::EngineFigures (runtime/step/engine_figures.h): the
+// one struct of engine figures every reader shares.
 
 }  // namespace troupe::actors
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::GenerateRequest)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::TokenEvent)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::StepResult)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::EngineSnapshot)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::runtime::EngineFigures)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::runtime::StepPlan)

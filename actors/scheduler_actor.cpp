@@ -19,10 +19,9 @@ namespace {
 struct SchedulerState {
   std::unique_ptr<runtime::KvCacheManager> kv;
   std::unique_ptr<runtime::Scheduler> scheduler;
+  std::unique_ptr<runtime::StepPipeline> pipeline;  // counts into ledger->counters
   std::shared_ptr<EngineLedger> ledger;
   rank_actor rank;
-  int in_flight = 0;      // plans sent to the rank and not answered yet
-  int max_in_flight = 1;  // 2 with async scheduling: plan N+1 while the rank runs N
   double request_timeout = 0;
 };
 
@@ -39,15 +38,6 @@ void stream(scheduler_pointer self, std::vector<runtime::RequestOutput> outputs)
   }
 }
 
-void record_step(EngineLedger& ledger, const runtime::StepPlan& plan, double plan_seconds) {
-  EngineSnapshot& c = ledger.counters;
-  c.steps += 1;
-  c.preemptions += static_cast<int64_t>(plan.preempted.size());
-  c.admitted += plan.num_admitted;
-  ledger.recent_steps.push_back({c.steps, plan.num_admitted, plan_seconds});
-  if (ledger.recent_steps.size() > EngineSnapshot::kMaxRecentSteps) ledger.recent_steps.pop_front();
-}
-
 // The prefix-cache totals: the earlier incarnations' (the ledger's base) plus this one's.
 void count_prefix_cache(SchedulerState& s) {
   EngineLedger& l = *s.ledger;
@@ -56,49 +46,41 @@ void count_prefix_cache(SchedulerState& s) {
 }
 
 // The step threw: every request in it ends with the rank's error (never a silent abort).
-void fail_step(SchedulerState& st, const runtime::StepPlan& plan, const StepResult& result) {
-  st.ledger->counters.failed_steps += 1;
+std::vector<runtime::RequestOutput> fail_step(SchedulerState& st, const StepResult& result) {
+  const runtime::StepPlan& plan = st.pipeline->oldest();
   std::vector<runtime::RequestId> ids;
   for (const auto& c : plan.chunks) ids.push_back(c.id);
   spdlog::error("scheduler: step {} (rank step {}) failed: {}; failing requests {}", plan.step,
                 result.rank_step, result.error, ids);
   const std::string why = "step " + std::to_string(plan.step) + " failed: " + result.error;
-  for (runtime::RequestId id : ids) st.scheduler->fail(id, why, runtime::ErrorCause::StepFailed);
+  return st.pipeline->complete_failed(why, result.run_seconds);
 }
 
-// Plans steps while the rank has room for them (one, or two with async scheduling: the
-// next plan is made while the rank runs the current one). An empty plan still reports
-// requests that finished outside a step. The rank answers in order, so update() sees
-// the plans in the order they were made.
+void kick(scheduler_pointer self);
+
+void on_step_result(scheduler_pointer self, const StepResult& result) {
+  auto& s = self->state;
+  stream(self, result.error.empty() ? s.pipeline->complete(result.sampled, result.run_seconds)
+                                    : fail_step(s, result));
+  count_prefix_cache(s);
+  if (s.scheduler->has_unfinished()) kick(self);
+}
+
+// Sends the rank every plan the pipeline has room for (one, or two with async
+// scheduling: the next plan is made while the rank runs the current one). The rank
+// answers in order, so results complete the pipeline's plans oldest first.
 void kick(scheduler_pointer self) {
   auto& st = self->state;
-  while (st.in_flight < st.max_in_flight) {
-    const auto t0 = std::chrono::steady_clock::now();
-    runtime::StepPlan plan = st.scheduler->schedule();
-    const double plan_seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (plan.empty()) {
-      stream(self, st.scheduler->update(plan, {}));
-      return;
-    }
-    ++st.in_flight;
-    record_step(*st.ledger, plan, plan_seconds);
-    self->request(st.rank, caf::infinite, run_atom::value, plan)
-        .then(
-            [=](StepResult& result) {
-              auto& s = self->state;
-              --s.in_flight;
-              s.ledger->counters.rank_busy_seconds += result.run_seconds;
-              if (!result.error.empty()) fail_step(s, plan, result);
-              stream(self, s.scheduler->update(plan, result.sampled));
-              count_prefix_cache(s);
-              if (s.scheduler->has_unfinished()) kick(self);
-            },
-            [=](caf::error& err) {  // the rank is gone: the supervisor restarts us both
-              self->state.ledger->death = "rank died: " + describe(self->home_system(), err);
-              self->quit(err);
-            });
+  std::vector<runtime::RequestOutput> finished;  // outside a step: aborts, failures
+  while (const runtime::StepPlan* plan = st.pipeline->plan_next(finished)) {
+    self->request(st.rank, caf::infinite, run_atom::value, *plan)
+        .then([=](const StepResult& result) { on_step_result(self, result); },
+              [=](caf::error& err) {  // the rank is gone: the supervisor restarts us both
+                self->state.ledger->death = "rank died: " + describe(self->home_system(), err);
+                self->quit(err);
+              });
   }
+  stream(self, std::move(finished));
 }
 
 // Adds the request (and its n > 1 siblings) or answers each with the reason it was refused.
@@ -144,16 +126,9 @@ void time_out(scheduler_pointer self, runtime::RequestId id) {
   fail_now(self, id, why, runtime::ErrorCause::Timeout);
 }
 
-EngineSnapshot snapshot(SchedulerState& s) {
+runtime::EngineFigures figures(SchedulerState& s) {
   count_prefix_cache(s);
-  EngineSnapshot snap = s.ledger->counters;
-  snap.running = static_cast<int64_t>(s.scheduler->running_ids().size());
-  snap.waiting = static_cast<int64_t>(s.scheduler->waiting_ids().size());
-  snap.used_blocks = s.kv->num_used_blocks();
-  snap.free_blocks = s.kv->num_free_blocks();
-  snap.kv_usage = s.kv->usage();
-  snap.recent_steps.assign(s.ledger->recent_steps.begin(), s.ledger->recent_steps.end());
-  return snap;
+  return runtime::current_figures(s.ledger->counters, *s.scheduler, *s.kv);
 }
 
 scheduler_core_actor::behavior_type scheduler_fun(
@@ -164,9 +139,10 @@ scheduler_core_actor::behavior_type scheduler_fun(
   st.kv = std::make_unique<runtime::KvCacheManager>(kv);
   st.scheduler = std::make_unique<runtime::Scheduler>(
       config.scheduler, *st.kv, static_cast<int32_t>(forward->config().eos_token_id), tokenizer);
-  st.max_in_flight = config.async_scheduling ? 2 : 1;
   st.rank = std::move(rank);
   st.ledger = std::move(ledger);
+  st.pipeline = std::make_unique<runtime::StepPipeline>(*st.scheduler, st.ledger->counters,
+                                                        config.async_scheduling ? 2 : 1);
   st.request_timeout = request_timeout;
   return {
       [=](generate_atom, GenerateRequest& req, caf::actor client) {
@@ -181,7 +157,7 @@ scheduler_core_actor::behavior_type scheduler_fun(
         spdlog::warn("scheduler: request {} ended: {}", id, why);
         fail_now(self, id, std::move(why), runtime::ErrorCause::Shutdown);
       },
-      [=](stats_atom) { return snapshot(self->state); },
+      [=](stats_atom) { return figures(self->state); },
       [=](timeout_atom, runtime::RequestId id) { time_out(self, id); },
   };
 }

@@ -1,32 +1,18 @@
-// A small fork-join pool behind parallel_for. Chunks are claimed dynamically from an
-// atomic counter by the caller and by whichever workers are awake, and the caller
-// only waits for chunks that were actually claimed. On a machine where other
-// processes hold some cores, a worker that is not scheduled claims nothing and
-// costs nothing (a static OpenMP team would make every kernel call wait for it).
-// Every index is still computed by exactly one chunk, and kernels keep a fixed
-// order within an element, so results do not depend on threads or chunking.
+// parallel_for and the thread count, on the calling thread's execution context
+// (kernels/exec_context.h): a rank's own pool where the rank bound one, else the
+// process default.
 #include "kernels/parallel.h"
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
-#include <memory>
-#include <mutex>
 #include <thread>
-#include <vector>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#define TROUPE_PAUSE() _mm_pause()
-#else
-#define TROUPE_PAUSE() ((void)0)
-#endif
+#include "kernels/exec_context.h"
 
 namespace troupe::kernels {
 namespace {
 
 std::atomic<int> g_threads{0};
-thread_local bool t_inside_pool = false;
 
 // glibc answers hardware_concurrency() by reading /sys on every call: look it up once.
 int hardware_threads() {
@@ -34,124 +20,19 @@ int hardware_threads() {
   return n;
 }
 
-struct Job {
-  const std::function<void(int64_t, int64_t)>* fn = nullptr;
-  int64_t n = 0;
-  int64_t chunk = 1;
-  int64_t chunks = 0;
-  std::atomic<int64_t> next{0};      // next chunk to claim
-  std::atomic<int64_t> finished{0};  // chunks done
-
-  // Claims and runs chunks until none are left.
-  void work() {
-    for (int64_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < chunks;) {
-      const int64_t begin = c * chunk, end = std::min(n, begin + chunk);
-      (*fn)(begin, end);
-      finished.fetch_add(1, std::memory_order_release);
-    }
-  }
-};
-
-class Pool {
- public:
-  ~Pool() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    for (auto& t : workers_) t.join();
-  }
-
-  void run(const std::function<void(int64_t, int64_t)>& fn, int64_t n, int64_t chunk,
-           int helpers) {
-    auto job = std::make_shared<Job>();
-    job->fn = &fn;
-    job->n = n;
-    job->chunk = chunk;
-    job->chunks = (n + chunk - 1) / chunk;
-    bool wake = false;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      while (static_cast<int>(workers_.size()) < helpers)
-        workers_.emplace_back([this] { worker_loop(); });
-      job_ = job;
-      generation_.fetch_add(1, std::memory_order_release);
-      wake = sleeping_ > 0;
-    }
-    if (wake) cv_.notify_all();
-    t_inside_pool = true;
-    job->work();
-    t_inside_pool = false;
-    // Wait only for chunks someone claimed; yield so a descheduled claimer can finish.
-    for (int spins = 0; job->finished.load(std::memory_order_acquire) < job->chunks; ++spins) {
-      if (spins < 4096) TROUPE_PAUSE();
-      else std::this_thread::yield();
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    if (job_ == job) job_.reset();  // fn lives on the caller's stack: drop the reference
-  }
-
- private:
-  // Spins briefly for the next job (kernels come back to back within a forward pass),
-  // then sleeps on the condition variable.
-  void worker_loop() {
-    t_inside_pool = true;
-    uint64_t seen = 0;
-    for (;;) {
-      for (int spins = 0; spins < kSpins && generation_.load(std::memory_order_acquire) == seen;
-           ++spins)
-        TROUPE_PAUSE();
-      std::shared_ptr<Job> job;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        ++sleeping_;
-        cv_.wait(lock, [&] { return stop_ || generation_.load() != seen; });
-        --sleeping_;
-        if (stop_) return;
-        seen = generation_.load();
-        job = job_;
-      }
-      if (job) job->work();
-    }
-  }
-
-  static constexpr int kSpins = 20000;  // ~0.1-0.5 ms of pause instructions
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::thread> workers_;
-  std::shared_ptr<Job> job_;
-  std::atomic<uint64_t> generation_{0};
-  int sleeping_ = 0;
-  bool stop_ = false;
-};
-
-Pool& pool() {
-  static Pool p;
-  return p;
-}
-
 }  // namespace
 
-int num_threads() {
+int default_num_threads() {
   const int n = g_threads.load(std::memory_order_relaxed);
   return n > 0 ? n : hardware_threads();
 }
 
+int num_threads() { return current_context().threads(); }
+
 void set_num_threads(int n) { g_threads.store(n, std::memory_order_relaxed); }
 
 void parallel_for(int64_t n, int64_t min_chunk, const std::function<void(int64_t, int64_t)>& fn) {
-  if (n <= 0) return;
-  min_chunk = std::max<int64_t>(1, min_chunk);
-  const int threads = static_cast<int>(std::min<int64_t>(num_threads(), (n + min_chunk - 1) / min_chunk));
-  if (threads <= 1 || t_inside_pool) {
-    fn(0, n);
-    return;
-  }
-  // A few chunks per thread balance uneven progress without shrinking chunks below
-  // what the caller asked for.
-  const int64_t chunk = std::max(min_chunk, (n + 4 * threads - 1) / (4 * threads));
-  pool().run(fn, n, chunk, threads - 1);
+  current_context().parallel_for(n, min_chunk, fn);
 }
 
 }  // namespace troupe::kernels

@@ -1,5 +1,6 @@
 // The one way kernels use threads: parallel_for over [0, n) in contiguous chunks, run
-// by a small fork-join pool (kernels/parallel.cpp). Each output element is written by
+// by the fork-join pool of the calling thread's execution context (kernels/exec_context.h:
+// a rank's own, else the process default). Each output element is written by
 // exactly one chunk with a fixed summation order, so results do not depend on the
 // thread count or on how the range is chunked.
 #pragma once
@@ -13,7 +14,8 @@ namespace troupe::kernels {
 // min_chunk long. Runs inline when n is small or one thread is configured.
 void parallel_for(int64_t n, int64_t min_chunk, const std::function<void(int64_t, int64_t)>& fn);
 
-int num_threads();
-void set_num_threads(int n);  // <= 0: all hardware threads
+int num_threads();             // the calling thread's context's count
+int default_num_threads();     // the process default's
+void set_num_threads(int n);  // the process default; <= 0: all hardware threads
 
 }  // namespace troupe::kernels

@@ -1,27 +1,10 @@
 #include "runtime/engine.h"
 
-#include <time.h>
-
-#include <chrono>
-
 #include <algorithm>
 
 #include "runtime/kv_cache/kv_cache_config.h"
 
 namespace troupe::runtime {
-namespace {
-
-double thread_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
-
-double wall_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
 
 KvCacheConfig prepare_engine(const model::ModelConfig& m, EngineConfig& config) {
   config.scheduler.chunk_lookback_tokens = std::max<int64_t>(0, m.engram_max_ngram_size - 1);
@@ -47,6 +30,7 @@ Engine::Engine(const model::Forward& forward, const model::Tokenizer* tokenizer,
   scheduler_ = std::make_unique<Scheduler>(config.scheduler, *kv_,
                                            static_cast<int32_t>(m.eos_token_id), tokenizer);
   executor_ = std::make_unique<Executor>(forward, *storage_, config.executor);
+  pipeline_ = std::make_unique<StepPipeline>(*scheduler_, counts_, config.async_scheduling ? 2 : 1);
 }
 
 void Engine::add_request(RequestId id, std::span<const int32_t> prompt, RequestParams params,
@@ -56,31 +40,15 @@ void Engine::add_request(RequestId id, std::span<const int32_t> prompt, RequestP
 
 void Engine::abort(RequestId id) { scheduler_->abort(id); }
 
-StepPlan Engine::plan() {
-  const double t0 = thread_cpu_seconds();
-  StepPlan plan = scheduler_->schedule();
-  stats_.schedule_cpu_s += thread_cpu_seconds() - t0;
-  stats_.steps += plan.empty() ? 0 : 1;
-  stats_.preemptions += static_cast<int64_t>(plan.preempted.size());
-  stats_.scheduled_tokens += plan.num_tokens;
-  return plan;
+std::vector<RequestOutput> Engine::step() {
+  return pipeline_->step([this](const StepPlan& plan) { return executor_->run(plan); });
 }
 
-std::vector<RequestOutput> Engine::step() {
-  if (ahead_.empty()) ahead_.push_back(plan());
-  if (config_.async_scheduling && !ahead_.front().empty()) {
-    StepPlan next = plan();  // made before the step below runs, as the actors do
-    if (!next.empty()) ahead_.push_back(std::move(next));
-  }
-  const StepPlan now = std::move(ahead_.front());
-  ahead_.pop_front();
-  const double w1 = wall_seconds();
-  const auto sampled = executor_->run(now);
-  const double w2 = wall_seconds(), t2 = thread_cpu_seconds();
-  auto outputs = scheduler_->update(now, sampled);
-  stats_.execute_s += w2 - w1;
-  stats_.update_cpu_s += thread_cpu_seconds() - t2;
-  return outputs;
+EngineFigures Engine::figures() const {
+  EngineFigures f = current_figures(counts_, *scheduler_, *kv_);
+  f.prefix_query_tokens = kv_->stats().query_tokens;
+  f.prefix_hit_tokens = kv_->stats().hit_tokens;
+  return f;
 }
 
 }  // namespace troupe::runtime

@@ -4,13 +4,13 @@
 //   e.add_request(id, prompt, params);
 //   while (e.has_unfinished()) for (auto& out : e.step()) stream(out);
 //
-// step() is plan (Scheduler) -> run (Executor over the paged KV) -> update (Scheduler).
-// With async_scheduling the next plan is made before the step runs (one plan ahead), in
-// the order the actors overlap them, so tests of the Engine cover that path too.
+// step() is plan (Scheduler) -> run (Executor over the paged KV) -> update (Scheduler),
+// on the StepPipeline the actors use too. With async_scheduling the next plan is made
+// before the step runs (one plan ahead), in the order the actors overlap them, so tests
+// of the Engine cover that path too.
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <span>
 #include <vector>
@@ -21,20 +21,9 @@
 #include "runtime/kv_cache/kv_cache_manager.h"
 #include "runtime/kv_cache/paged_kv.h"
 #include "runtime/scheduler/scheduler.h"
+#include "runtime/step/step_pipeline.h"
 
 namespace troupe::runtime {
-
-struct EngineStats {
-  int64_t steps = 0;          // non-empty steps run
-  int64_t preemptions = 0;    // requests that lost their KV and will recompute
-  int64_t scheduled_tokens = 0;
-  // Where step() spends its time, summed over steps (for `troupe bench engine`): the
-  // scheduler's schedule() and update() in CPU seconds of the calling thread (single
-  // threaded, so immune to a busy machine), the executor's run in wall seconds.
-  double schedule_cpu_s = 0;
-  double update_cpu_s = 0;
-  double execute_s = 0;
-};
 
 struct EngineConfig {
   SchedulerConfig scheduler;
@@ -62,22 +51,21 @@ class Engine {
                    std::vector<Sibling> siblings = {});
   void abort(RequestId id);
   std::vector<RequestOutput> step();
-  bool has_unfinished() const { return scheduler_->has_unfinished() || !ahead_.empty(); }
+  bool has_unfinished() const { return pipeline_->busy(); }
 
   const KvCacheManager& kv_cache() const { return *kv_; }
   const Scheduler& scheduler() const { return *scheduler_; }
-  const EngineStats& stats() const { return stats_; }
+  // Steps, preemptions, tokens and where the time went, with the state as of now.
+  EngineFigures figures() const;
 
  private:
-  StepPlan plan();  // Scheduler::schedule, timed and counted
-
   EngineConfig config_;
-  std::deque<StepPlan> ahead_;  // planned, not run yet (<= 1)
-  EngineStats stats_;
+  EngineFigures counts_;
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<PagedKvStorage> storage_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<Executor> executor_;
+  std::unique_ptr<StepPipeline> pipeline_;
 };
 
 }  // namespace troupe::runtime

@@ -111,7 +111,7 @@ ReplayRun run_replay(const model::Forward& forward, const model::Tokenizer* toke
   run.wall_s = now_seconds() - t0;
   TROUPE_CHECK(workload.all_done(), "the engine went idle with turns left");
 
-  const runtime::EngineStats& s = engine.stats();
+  const runtime::EngineFigures s = engine.figures();
   run.computed_tokens = s.scheduled_tokens;
   run.replay_tokens = engine.kv_cache().stats().replay_tokens;
   run.steps = s.steps;

@@ -14,12 +14,12 @@ using runtime::RequestOutput;
 
 // One Engine::step; records its wall time and the engine's own split of it into `s`.
 std::vector<RequestOutput> timed_step(Engine& e, StepSamples& s) {
-  const runtime::EngineStats before = e.stats();
+  const runtime::EngineFigures before = e.figures();
   const double t0 = now_seconds();
   std::vector<RequestOutput> out = e.step();
   s.step_s.push_back(now_seconds() - t0);
-  const runtime::EngineStats& after = e.stats();
-  s.execute_s.push_back(after.execute_s - before.execute_s);
+  const runtime::EngineFigures after = e.figures();
+  s.execute_s.push_back(after.rank_busy_seconds - before.rank_busy_seconds);
   s.scheduler_cpu_s.push_back(after.schedule_cpu_s - before.schedule_cpu_s + after.update_cpu_s -
                               before.update_cpu_s);
   return out;
@@ -36,15 +36,15 @@ double prefill_repeat(Engine& e, const std::vector<int32_t>& prefix, const Engin
     r.prompt_tokens += int64_t(prompt.size());
     e.add_request(next_id++, prompt, greedy_params(1));
   }
-  const int64_t tokens_before = e.stats().scheduled_tokens, steps_before = e.stats().steps;
+  const int64_t tokens_before = e.figures().scheduled_tokens, steps_before = e.figures().steps;
   const double t0 = now_seconds();
   while (e.has_unfinished())
     for (const RequestOutput& out : timed_step(e, r.per_step)) {
       check_output(out);
       if (out.finished()) r.cached_tokens += out.num_cached_tokens;
     }
-  r.computed_tokens += e.stats().scheduled_tokens - tokens_before;
-  r.steps += e.stats().steps - steps_before;
+  r.computed_tokens += e.figures().scheduled_tokens - tokens_before;
+  r.steps += e.figures().steps - steps_before;
   return now_seconds() - t0;
 }
 

@@ -154,10 +154,6 @@ class ActorGeneration : public Generation {
   caf::actor actor_;
 };
 
-EngineState to_state(const actors::EngineSnapshot& s) {
-  return {s.running, s.waiting, s.used_blocks, s.free_blocks, s.kv_usage, s.preemptions};
-}
-
 class ActorBridge : public EngineBridge {
  public:
   ActorBridge(caf::actor_system& sys, actors::router_actor router, metrics::ServingMetrics& m,
@@ -183,14 +179,14 @@ class ActorBridge : public EngineBridge {
     return std::make_shared<ActorGeneration>(std::move(a));
   }
 
-  void engine_state(std::function<void(std::optional<EngineState>)> done) override {
+  void engine_state(std::function<void(std::optional<runtime::EngineFigures>)> done) override {
     auto router = router_;
     sys_.spawn([=, this](caf::event_based_actor* self) -> caf::behavior {
       self->request(router, std::chrono::seconds(5), actors::stats_atom::value)
           .then(
-              [=, this](const actors::EngineSnapshot& snap) {
+              [=, this](const runtime::EngineFigures& snap) {
                 update_metrics(snap);
-                done(to_state(snap));
+                done(snap);
                 self->quit();
               },
               [=](caf::error&) {
@@ -215,7 +211,7 @@ class ActorBridge : public EngineBridge {
  private:
   // Copies the scheduler's snapshot into the metrics: gauges as they are, cumulative
   // counts as the difference to the last scrape, each step not yet seen into the histograms.
-  void update_metrics(const actors::EngineSnapshot& s) {
+  void update_metrics(const runtime::EngineFigures& s) {
     std::lock_guard lock(mutex_);
     metrics_.num_requests_running.set(double(s.running));
     metrics_.num_requests_waiting.set(double(s.waiting));
@@ -229,7 +225,7 @@ class ActorBridge : public EngineBridge {
     seen_.rank_busy_seconds = std::max(seen_.rank_busy_seconds, s.rank_busy_seconds);
     advance(metrics_.prefix_cache_queries, s.prefix_query_tokens, seen_.prefix_query_tokens);
     advance(metrics_.prefix_cache_hits, s.prefix_hit_tokens, seen_.prefix_hit_tokens);
-    for (const actors::StepSample& step : s.recent_steps) {
+    for (const runtime::StepSample& step : s.recent_steps) {
       if (step.step <= seen_.steps) continue;
       metrics_.num_requests_admitted_per_step.observe(double(step.admitted));
       metrics_.scheduler_step_time.observe(step.plan_seconds);
@@ -249,7 +245,7 @@ class ActorBridge : public EngineBridge {
   std::atomic<runtime::RequestId> next_id_{0};
   Registry live_;
   std::mutex mutex_;
-  actors::EngineSnapshot seen_;  // the scheduler's cumulative counts at the last update
+  runtime::EngineFigures seen_;  // the scheduler's cumulative counts at the last update
 };
 
 }  // namespace

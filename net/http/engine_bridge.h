@@ -20,18 +20,9 @@
 
 #include "net/openai/request_parse.h"
 #include "runtime/scheduler/step_plan.h"
+#include "runtime/step/engine_figures.h"
 
 namespace troupe::net::http {
-
-// What /metrics and tests read of the engine (actors::EngineSnapshot without CAF).
-struct EngineState {
-  int64_t running = 0;
-  int64_t waiting = 0;
-  int64_t used_blocks = 0;
-  int64_t free_blocks = 0;
-  double kv_usage = 0;
-  int64_t preemptions = 0;
-};
 
 // A running generation; abort() is safe from any thread, any number of times, also after
 // it finished.
@@ -56,7 +47,7 @@ class EngineBridge {
 
   // Asks the scheduler for its state; `done` runs on a CAF thread (nullopt on timeout).
   // The implementation also copies the state into its metrics.
-  virtual void engine_state(std::function<void(std::optional<EngineState>)> done) = 0;
+  virtual void engine_state(std::function<void(std::optional<runtime::EngineFigures>)> done) = 0;
 
   // nullopt while the engine can serve; else why not ("restarting: rank died: ..."),
   // for /health's 503.

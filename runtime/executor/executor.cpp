@@ -15,7 +15,10 @@ int64_t exact_replay_tokens(const model::ModelConfig& m, bool bounded_replay) {
 }
 
 Executor::Executor(const model::Forward& forward, PagedKvStorage& storage, ExecutorOptions options)
-    : forward_(forward), storage_(storage), options_(options) {}
+    : forward_(forward),
+      storage_(storage),
+      options_(options),
+      context_(std::make_unique<kernels::ExecContext>(options.kernel_threads)) {}
 
 int64_t Executor::decoder_tail_start(const ScheduledChunk& c) const {
   const int64_t R = forward_.config().replay_tokens;
@@ -35,6 +38,7 @@ bool Executor::resolve_tokens(const ScheduledChunk& c, std::vector<int32_t>& tok
 }
 
 std::vector<SampledChunk> Executor::run(const StepPlan& plan) {
+  kernels::ScopedExecContext bind(*context_);
   for (RequestId id : plan.preempted) drop(id);
   for (RequestId id : plan.finished) drop(id);
   std::vector<std::unique_ptr<PagedSequence>> seqs;

@@ -1,13 +1,15 @@
 // Runs a StepPlan on the model: one batched Forward over every chunk, each reading
 // and writing its request's paged KV, then sampling for the chunks that end a prompt
-// or decode a token. The rank actor will own one of these.
+// or decode a token, on its own kernel threads. Each rank owns one.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <unordered_map>
 #include <vector>
 
+#include "kernels/exec_context.h"
 #include "model/forward.h"
 #include "runtime/kv_cache/paged_kv.h"
 #include "runtime/scheduler/step_plan.h"
@@ -36,6 +38,9 @@ struct ExecutorOptions {
   // (R = 0 in the model config, or false here: full compute, every layer every token).
   bool bounded_replay = true;
   PrefixReplay prefix_replay = PrefixReplay::Exact;
+  // Kernel threads of the executor's own execution context (kernels/exec_context.h): a
+  // rank's kernels never share a pool with another rank's. 0: the process default count.
+  int kernel_threads = 0;
 };
 
 class Executor {
@@ -46,6 +51,8 @@ class Executor {
   // logprobs when the chunk asks for them. Everything it needs travels in the plan
   // (tokens, lookback, tables, slots).
   std::vector<SampledChunk> run(const StepPlan& plan);
+
+  const kernels::ExecContext& context() const { return *context_; }
 
   // Forgets what it knew of requests that ended or lost their KV.
   void drop(RequestId id) {
@@ -75,6 +82,7 @@ class Executor {
   const model::Forward& forward_;
   PagedKvStorage& storage_;
   ExecutorOptions options_;
+  std::unique_ptr<kernels::ExecContext> context_;  // bound to the calling thread in run()
   std::unordered_map<RequestId, int64_t> started_;  // id -> generation whose slot is set up
   std::unordered_map<RequestId, Sampled> last_sampled_;
 };

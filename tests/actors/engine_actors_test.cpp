@@ -51,10 +51,10 @@ class EngineActors : public ::testing::Test {
     }
     return last;
   }
-  EngineSnapshot stats(caf::scoped_actor& self) {
-    EngineSnapshot snap;
+  runtime::EngineFigures stats(caf::scoped_actor& self) {
+    runtime::EngineFigures snap;
     self->request(engine_, std::chrono::seconds(10), stats_atom::value)
-        .receive([&](const EngineSnapshot& s) { snap = s; },
+        .receive([&](const runtime::EngineFigures& s) { snap = s; },
                  [&](caf::error& e) { ADD_FAILURE() << caf::to_string(e); });
     return snap;
   }
@@ -84,7 +84,7 @@ TEST_F(EngineActors, StreamsTheEnginesTokens) {
   const auto last = collect(self, prompts.size(), got);
   EXPECT_EQ(got, want);
   for (const auto& [id, out] : last) EXPECT_EQ(out.finish_reason(), "length") << id;
-  const EngineSnapshot snap = stats(self);
+  const runtime::EngineFigures snap = stats(self);
   EXPECT_EQ(snap.used_blocks, 0);
   EXPECT_GT(snap.rank_busy_seconds, 0.0);  // the rank reported the time it ran steps
   caf::anon_send_exit(router, caf::exit_reason::user_shutdown);

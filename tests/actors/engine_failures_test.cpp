@@ -78,11 +78,11 @@ class EngineFailures : public ::testing::Test {
     }
     return f;
   }
-  EngineSnapshot stats() {
+  runtime::EngineFigures stats() {
     caf::scoped_actor self{sys_};
-    EngineSnapshot snap;
+    runtime::EngineFigures snap;
     self->request(engine_, std::chrono::seconds(10), stats_atom::value)
-        .receive([&](const EngineSnapshot& s) { snap = s; },
+        .receive([&](const runtime::EngineFigures& s) { snap = s; },
                  [&](caf::error& e) { ADD_FAILURE() << caf::to_string(e); });
     return snap;
   }
@@ -113,7 +113,7 @@ TEST_F(EngineFailures, AFailedStepEndsItsRequestsWithTheErrorAndServingGoesOn) {
   const Finished good = run(2, prompt, 8);
   EXPECT_EQ(good.tokens, plain_tokens(prompt, 8));
   EXPECT_EQ(good.last.finish_reason(), "length");
-  const EngineSnapshot s = stats();
+  const runtime::EngineFigures s = stats();
   EXPECT_EQ(s.failed_steps, 1);
   EXPECT_EQ(s.restarts, 0);
   EXPECT_EQ(s.used_blocks, 0);
@@ -131,7 +131,7 @@ TEST_F(EngineFailures, ADeadRankFailsItsRequestsAndTheInstanceRestarts) {
   EXPECT_EQ(health_->restarts(), 1);
   const Finished good = run(2, prompt, 20);
   EXPECT_EQ(good.tokens, plain_tokens(prompt, 20));
-  const EngineSnapshot s = stats();
+  const runtime::EngineFigures s = stats();
   EXPECT_EQ(s.restarts, 1);
   EXPECT_GE(s.steps, 3);  // the counts go on across the restart
   EXPECT_EQ(s.used_blocks, 0);

@@ -55,8 +55,8 @@ class FakeEngine : public http::EngineBridge {
     }
     return g;
   }
-  void engine_state(std::function<void(std::optional<http::EngineState>)> done) override {
-    done(http::EngineState{});
+  void engine_state(std::function<void(std::optional<runtime::EngineFigures>)> done) override {
+    done(runtime::EngineFigures{});
   }
   int64_t in_flight() const override { return 0; }
   void fail_all(const std::string&) override {}

@@ -623,7 +623,7 @@ class FlakyEngine : public net::http::EngineBridge {
     for (std::thread& t : threads_) t.join();
     threads_.clear();
   }
-  void engine_state(std::function<void(std::optional<net::http::EngineState>)> done) override {
+  void engine_state(std::function<void(std::optional<runtime::EngineFigures>)> done) override {
     done(std::nullopt);
   }
   int64_t in_flight() const override { return 0; }

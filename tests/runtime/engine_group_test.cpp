@@ -19,7 +19,7 @@ using Ids = std::vector<int32_t>;
 struct GroupRun {
   std::map<RequestId, Ids> tokens;
   std::map<RequestId, std::string> reasons;
-  EngineStats stats;
+  EngineFigures stats;
 };
 
 EngineConfig engine_config(bool async, int64_t budget_bytes) {
@@ -55,7 +55,7 @@ GroupRun run_group(const EngineConfig& c, const Ids& prompt, RequestId first, in
   }
   EXPECT_FALSE(e.has_unfinished());
   EXPECT_EQ(e.kv_cache().num_used_blocks(), 0);
-  r.stats = e.stats();
+  r.stats = e.figures();
   return r;
 }
 

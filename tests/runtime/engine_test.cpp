@@ -78,7 +78,7 @@ TEST(Engine, MixedWorkloadMatchesPlainForward) {
   for (const auto& [id, prompt] : prompts)
     EXPECT_EQ(out.at(id), reference_greedy(prompt, 6)) << "request " << id;
   EXPECT_EQ(e.kv_cache().num_used_blocks(), 0);
-  EXPECT_GT(e.stats().preemptions, 0);  // the budget was tight enough to preempt
+  EXPECT_GT(e.figures().preemptions, 0);  // the budget was tight enough to preempt
 }
 
 TEST(Engine, AbortFreesBlocksAndOthersFinish) {

@@ -1,0 +1,154 @@
+// The fork-join pool behind each ExecContext. Chunks are claimed dynamically from an
+// atomic counter by the caller and by whichever workers are awake, and the caller
+// only waits for chunks that were actually claimed. On a machine where other
+// processes hold some cores, a worker that is not scheduled claims nothing and
+// costs nothing (a static OpenMP team would make every kernel call wait for it).
+// Every index is still computed by exactly one chunk, and kernels keep a fixed
+// order within an element, so results do not depend on threads or chunking.
+#include "kernels/exec_context.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "kernels/parallel.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define TROUPE_PAUSE() _mm_pause()
+#else
+#define TROUPE_PAUSE() ((void)0)
+#endif
+
+namespace troupe::kernels {
+namespace {
+
+thread_local bool t_inside_pool = false;  // a pool's worker, or a caller running its chunks
+thread_local ExecContext* t_bound = nullptr;
+
+struct Job {
+  const std::function<void(int64_t, int64_t)>* fn = nullptr;
+  int64_t n = 0;
+  int64_t chunk = 1;
+  int64_t chunks = 0;
+  std::atomic<int64_t> next{0};      // next chunk to claim
+  std::atomic<int64_t> finished{0};  // chunks done
+
+  // Claims and runs chunks until none are left.
+  void work() {
+    for (int64_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < chunks;) {
+      const int64_t begin = c * chunk, end = std::min(n, begin + chunk);
+      (*fn)(begin, end);
+      finished.fetch_add(1, std::memory_order_release);
+    }
+  }
+};
+
+}  // namespace
+
+struct ExecContext::Pool {
+  ~Pool() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : workers_) t.join();
+  }
+
+  void run(const std::function<void(int64_t, int64_t)>& fn, int64_t n, int64_t chunk,
+           int helpers) {
+    auto job = std::make_shared<Job>();
+    job->fn = &fn;
+    job->n = n;
+    job->chunk = chunk;
+    job->chunks = (n + chunk - 1) / chunk;
+    bool wake = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      while (static_cast<int>(workers_.size()) < helpers)
+        workers_.emplace_back([this] { worker_loop(); });
+      job_ = job;
+      generation_.fetch_add(1, std::memory_order_release);
+      wake = sleeping_ > 0;
+    }
+    if (wake) cv_.notify_all();
+    t_inside_pool = true;
+    job->work();
+    t_inside_pool = false;
+    // Wait only for chunks someone claimed; yield so a descheduled claimer can finish.
+    for (int spins = 0; job->finished.load(std::memory_order_acquire) < job->chunks; ++spins) {
+      if (spins < 4096) TROUPE_PAUSE();
+      else std::this_thread::yield();
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (job_ == job) job_.reset();  // fn lives on the caller's stack: drop the reference
+  }
+
+ private:
+  // Spins briefly for the next job (kernels come back to back within a forward pass),
+  // then sleeps on the condition variable.
+  void worker_loop() {
+    t_inside_pool = true;
+    uint64_t seen = 0;
+    for (;;) {
+      for (int spins = 0; spins < kSpins && generation_.load(std::memory_order_acquire) == seen;
+           ++spins)
+        TROUPE_PAUSE();
+      std::shared_ptr<Job> job;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        ++sleeping_;
+        cv_.wait(lock, [&] { return stop_ || generation_.load() != seen; });
+        --sleeping_;
+        if (stop_) return;
+        seen = generation_.load();
+        job = job_;
+      }
+      if (job) job->work();
+    }
+  }
+
+  static constexpr int kSpins = 20000;  // ~0.1-0.5 ms of pause instructions
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::thread> workers_;
+  std::shared_ptr<Job> job_;
+  std::atomic<uint64_t> generation_{0};
+  int sleeping_ = 0;
+  bool stop_ = false;
+};
+
+ExecContext::ExecContext(int threads) : threads_(threads), pool_(std::make_unique<Pool>()) {}
+ExecContext::~ExecContext() = default;
+
+int ExecContext::threads() const { return threads_ > 0 ? threads_ : default_num_threads(); }
+
+void ExecContext::parallel_for(int64_t n, int64_t min_chunk,
+                               const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  min_chunk = std::max<int64_t>(1, min_chunk);
+  const int threads = static_cast<int>(std::min<int64_t>(this->threads(), (n + min_chunk - 1) / min_chunk));
+  if (threads <= 1 || t_inside_pool) {
+    fn(0, n);
+    return;
+  }
+  // A few chunks per thread balance uneven progress without shrinking chunks below
+  // what the caller asked for.
+  const int64_t chunk = std::max(min_chunk, (n + 4 * threads - 1) / (4 * threads));
+  pool_->run(fn, n, chunk, threads - 1);
+}
+
+ExecContext& current_context() {
+  if (t_bound != nullptr) return *t_bound;
+  static ExecContext process_default(0);
+  return process_default;
+}
+
+ScopedExecContext::ScopedExecContext(ExecContext& ctx) : saved_(t_bound) { t_bound = &ctx; }
+ScopedExecContext::~ScopedExecContext() { t_bound = saved_; }
+
+}  // namespace troupe::kernels

@@ -1,0 +1,52 @@
+// The figures of one engine instance, in one struct for every reader: the Engine's
+// callers and benches, the actors' stats message, /metrics and /health. Counters are
+// cumulative since the instance started (readers take differences); the state fields
+// are as of the moment the figures were taken.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+
+namespace troupe::runtime {
+
+// One planned (non-empty) step, as the scheduler saw it.
+struct StepSample {
+  int64_t step = 0;         // 1-based count of non-empty steps (EngineFigures::steps)
+  int64_t admitted = 0;     // requests admitted by the step
+  double plan_seconds = 0;  // CPU seconds of Scheduler::schedule() on the planning thread
+};
+
+struct EngineFigures {
+  // --- state now
+  int64_t running = 0;
+  int64_t waiting = 0;
+  int64_t used_blocks = 0;  // ref > 0; 0 once every request finished (cached blocks are free)
+  int64_t free_blocks = 0;
+  double kv_usage = 0;
+
+  // --- cumulative counts
+  int64_t steps = 0;                // non-empty steps planned
+  int64_t preemptions = 0;          // requests that lost their KV and will recompute
+  int64_t admitted = 0;             // admissions (a preempted request is admitted again)
+  int64_t scheduled_tokens = 0;     // Σ plan.num_tokens
+  int64_t prefix_query_tokens = 0;  // prompt tokens looked up in the prefix cache
+  int64_t prefix_hit_tokens = 0;    // of those, served from it
+  int64_t failed_steps = 0;         // steps that threw (their requests failed)
+  int64_t restarts = 0;             // times the supervisor restarted scheduler + rank
+
+  // --- where the time went, summed over steps. Planning and updating in CPU seconds of
+  // the thread that does them (single threaded, so immune to a busy machine); running in
+  // wall seconds of whoever ran the step: its rate over wall time is how busy the model
+  // is (the GPU-utilization figure; async scheduling removes the planning gaps).
+  double schedule_cpu_s = 0;
+  double update_cpu_s = 0;
+  double rank_busy_seconds = 0;
+
+  // The last steps (at most kMaxRecentSteps, oldest first), so a reader that polls less
+  // often than every step can still observe each one: it keeps the last `step` it saw.
+  std::deque<StepSample> recent_steps;
+  static constexpr size_t kMaxRecentSteps = 4096;
+};
+
+}  // namespace troupe::runtime

@@ -1,0 +1,95 @@
+#include "runtime/step/step_pipeline.h"
+
+#include <time.h>
+
+#include <chrono>
+#include <utility>
+
+#include "kernels/check.h"
+
+namespace troupe::runtime {
+namespace {
+
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+void record_plan(EngineFigures& f, const StepPlan& plan, double plan_seconds) {
+  f.schedule_cpu_s += plan_seconds;
+  if (plan.empty()) return;
+  f.steps += 1;
+  f.preemptions += static_cast<int64_t>(plan.preempted.size());
+  f.admitted += plan.num_admitted;
+  f.scheduled_tokens += plan.num_tokens;
+  f.recent_steps.push_back({f.steps, plan.num_admitted, plan_seconds});
+  if (f.recent_steps.size() > EngineFigures::kMaxRecentSteps) f.recent_steps.pop_front();
+}
+
+}  // namespace
+
+StepPipeline::StepPipeline(Scheduler& scheduler, EngineFigures& figures, int depth)
+    : scheduler_(scheduler), figures_(figures), depth_(depth) {
+  TROUPE_CHECK(depth >= 1, "StepPipeline: depth must be >= 1, got ", depth);
+}
+
+const StepPlan* StepPipeline::plan_next(std::vector<RequestOutput>& outputs) {
+  if (in_flight() >= depth_) return nullptr;
+  const double t0 = thread_cpu_seconds();
+  StepPlan plan = scheduler_.schedule();
+  record_plan(figures_, plan, thread_cpu_seconds() - t0);
+  if (plan.empty()) {
+    // Nothing to run; update() still reports requests that finished outside a step.
+    for (RequestOutput& o : scheduler_.update(plan, {})) outputs.push_back(std::move(o));
+    return nullptr;
+  }
+  in_flight_.push_back(std::move(plan));
+  return &in_flight_.back();
+}
+
+std::vector<RequestOutput> StepPipeline::complete(std::span<const SampledChunk> sampled,
+                                                  double run_seconds) {
+  TROUPE_CHECK(!in_flight_.empty(), "StepPipeline::complete: no plan in flight");
+  figures_.rank_busy_seconds += run_seconds;
+  const double t0 = thread_cpu_seconds();
+  std::vector<RequestOutput> outputs = scheduler_.update(in_flight_.front(), sampled);
+  figures_.update_cpu_s += thread_cpu_seconds() - t0;
+  in_flight_.pop_front();
+  return outputs;
+}
+
+std::vector<RequestOutput> StepPipeline::complete_failed(const std::string& why,
+                                                         double run_seconds) {
+  TROUPE_CHECK(!in_flight_.empty(), "StepPipeline::complete_failed: no plan in flight");
+  figures_.failed_steps += 1;
+  const StepPlan& plan = in_flight_.front();
+  for (const ScheduledChunk& c : plan.chunks) scheduler_.fail(c.id, why, ErrorCause::StepFailed);
+  const std::vector<SampledChunk> none(plan.chunks.size());
+  return complete(none, run_seconds);
+}
+
+std::vector<RequestOutput> StepPipeline::step(const RunPlan& run) {
+  std::vector<RequestOutput> outputs;
+  while (plan_next(outputs) != nullptr) {
+  }
+  if (in_flight_.empty()) return outputs;
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<SampledChunk> sampled = run(in_flight_.front());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (RequestOutput& o : complete(sampled, seconds)) outputs.push_back(std::move(o));
+  return outputs;
+}
+
+EngineFigures current_figures(const EngineFigures& counts, const Scheduler& scheduler,
+                              const KvCacheManager& kv) {
+  EngineFigures f = counts;
+  f.running = static_cast<int64_t>(scheduler.running_ids().size());
+  f.waiting = static_cast<int64_t>(scheduler.waiting_ids().size());
+  f.used_blocks = kv.num_used_blocks();
+  f.free_blocks = kv.num_free_blocks();
+  f.kv_usage = kv.usage();
+  return f;
+}
+
+}  // namespace troupe::runtime

@@ -1,0 +1,74 @@
+// Execution contexts: each has its own workers, a thread's binding decides which one
+// parallel_for uses, and every index is still covered exactly once.
+#include "kernels/exec_context.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "kernels/parallel.h"
+
+namespace troupe::kernels {
+namespace {
+
+// Runs parallel_for over n on the calling thread's context; returns the ids of the threads
+// that ran chunks and checks each index was visited once.
+std::set<std::thread::id> threads_used(int64_t n) {
+  std::vector<std::atomic<int>> visits(static_cast<size_t>(n));
+  std::mutex mu;
+  std::set<std::thread::id> ids;
+  parallel_for(n, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) visits[size_t(i)].fetch_add(1);
+    // Long enough that the context's workers wake up and claim chunks too.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    std::lock_guard lock(mu);
+    ids.insert(std::this_thread::get_id());
+  });
+  for (int64_t i = 0; i < n; ++i) EXPECT_EQ(visits[size_t(i)].load(), 1) << "index " << i;
+  return ids;
+}
+
+TEST(ExecContext, BindingDecidesTheThreadCount) {
+  ExecContext three(3), one(1);
+  {
+    ScopedExecContext bind(three);
+    EXPECT_EQ(num_threads(), 3);
+    {
+      ScopedExecContext inner(one);
+      EXPECT_EQ(num_threads(), 1);
+      EXPECT_EQ(threads_used(64).size(), 1u);  // inline on the caller
+    }
+    EXPECT_EQ(num_threads(), 3);  // the outer binding is back
+  }
+  EXPECT_EQ(num_threads(), default_num_threads());
+}
+
+TEST(ExecContext, TwoRanksRunOnDisjointWorkers) {
+  ExecContext a(3), b(3);
+  std::set<std::thread::id> seen_a, seen_b;
+  // Two "ranks" run kernels at the same time, each on its own context.
+  std::thread ta([&] {
+    ScopedExecContext bind(a);
+    for (int k = 0; k < 20; ++k)
+      for (auto id : threads_used(256)) seen_a.insert(id);
+  });
+  std::thread tb([&] {
+    ScopedExecContext bind(b);
+    for (int k = 0; k < 20; ++k)
+      for (auto id : threads_used(256)) seen_b.insert(id);
+  });
+  ta.join();
+  tb.join();
+  for (auto id : seen_a) EXPECT_EQ(seen_b.count(id), 0u) << "a thread ran chunks of both contexts";
+  EXPECT_LE(seen_a.size(), 3u);  // the caller + at most 2 workers
+  EXPECT_LE(seen_b.size(), 3u);
+}
+
+}  // namespace
+}  // namespace troupe::kernels
