@@ -2,7 +2,10 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
+
+#include "kernels/check.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -24,7 +27,12 @@ bool request_amx_permission() {
 CpuFeatures detect() {
   CpuFeatures f;
   unsigned a, b, c, d;
+  if (__get_cpuid(1, &a, &b, &c, &d)) {
+    f.fma = c & (1u << 12);
+    f.f16c = c & (1u << 29);
+  }
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return f;
+  f.avx2 = b & (1u << 5);
   f.avx512f = b & (1u << 16);
   f.avx512dq = b & (1u << 17);
   f.avx512bw = b & (1u << 30);
@@ -45,13 +53,31 @@ CpuFeatures detect() {
 CpuFeatures detect() { return {}; }
 #endif
 
+// TROUPE_CPU caps the rung: "portable" hides every extension, "avx2" the AVX-512 and
+// AMX ones; "avx512" or unset keeps what the CPU has.
 CpuFeatures detect_with_override() {
   const char* forced = std::getenv("TROUPE_CPU");
   if (forced && std::strcmp(forced, "portable") == 0) return {};
-  return detect();
+  CpuFeatures f = detect();
+  if (forced && std::strcmp(forced, "avx2") == 0) {
+    CpuFeatures capped;
+    capped.avx2 = f.avx2;
+    capped.fma = f.fma;
+    capped.f16c = f.f16c;
+    return capped;
+  }
+  if (forced && *forced && std::strcmp(forced, "avx512") != 0)
+    std::fprintf(stderr, "troupe: TROUPE_CPU=%s is not avx512, avx2 or portable; ignored\n",
+                 forced);
+  return f;
 }
 
 std::atomic<Backend> g_backend{Backend::Cpu};
+// First use, not static initialization: other translation units' initializers may ask.
+std::atomic<CpuPath>& cpu_path_slot() {
+  static std::atomic<CpuPath> path{best_cpu_path()};
+  return path;
+}
 
 }  // namespace
 
@@ -62,6 +88,43 @@ const CpuFeatures& cpu_features() {
 
 Backend active_backend() { return g_backend.load(std::memory_order_relaxed); }
 void set_active_backend(Backend b) { g_backend.store(b, std::memory_order_relaxed); }
+
+bool cpu_supports(CpuPath p) {
+  switch (p) {
+    case CpuPath::Portable: return true;
+    case CpuPath::Avx2: return cpu_features().has_avx2();
+    case CpuPath::Avx512: return cpu_features().has_avx512();
+  }
+  return false;
+}
+
+const char* missing_reason(CpuPath p) {
+  if (cpu_supports(p)) return "";
+  return p == CpuPath::Avx2 ? "this CPU (or TROUPE_CPU) lacks AVX2+FMA"
+                            : "this CPU (or TROUPE_CPU) lacks AVX-512 F/BW/VL/DQ";
+}
+
+CpuPath best_cpu_path() {
+  if (cpu_supports(CpuPath::Avx512)) return CpuPath::Avx512;
+  if (cpu_supports(CpuPath::Avx2)) return CpuPath::Avx2;
+  return CpuPath::Portable;
+}
+
+CpuPath active_cpu_path() { return cpu_path_slot().load(std::memory_order_relaxed); }
+
+void set_active_cpu_path(CpuPath p) {
+  TROUPE_CHECK(cpu_supports(p), "set_active_cpu_path: ", missing_reason(p));
+  cpu_path_slot().store(p, std::memory_order_relaxed);
+}
+
+const char* to_string(CpuPath p) {
+  switch (p) {
+    case CpuPath::Portable: return "portable";
+    case CpuPath::Avx2: return "avx2";
+    case CpuPath::Avx512: return "avx512";
+  }
+  return "?";
+}
 
 const char* to_string(Backend b) {
   switch (b) {

@@ -2,8 +2,12 @@
 // validates its Params and then dispatches on active_backend():
 //
 //   Backend::Ref  -> ref::op   scalar reference, the definition tests compare against
-//   Backend::Cpu  -> cpu::op   fast path; inside, one if/else on cpu_features() picks
-//                              AMX / AVX-512 code or the portable C++ fallback
+//   Backend::Cpu  -> cpu::op   fast path; inside, one switch on active_cpu_path() picks
+//                              the AVX-512, AVX2+FMA or portable C++ kernels
+//
+// The CPU path defaults to the best the CPU has (AVX-512 > AVX2+FMA > portable);
+// TROUPE_CPU=avx2|portable caps it for the process (the features above the cap read as
+// absent), and tests and benchmarks switch it with ScopedCpuPath.
 //
 // (Backend::Cuda joins when kernels/cuda is built.) The default is Cpu; tests and
 // benchmarks switch it with ScopedBackend.
@@ -23,10 +27,23 @@ struct CpuFeatures {
   bool avx512fp16 = false;
   bool amx_bf16 = false;   // also requires the OS permission (arch_prctl), checked here
   bool amx_int8 = false;
-  // The AVX-512 kernels need F+BW+VL+DQ; TROUPE_CPU=portable forces the fallback.
+  bool avx2 = false;
+  bool fma = false;
+  bool f16c = false;
+  // The AVX-512 kernels need F+BW+VL+DQ; the AVX2 kernels AVX2+FMA.
   bool has_avx512() const { return avx512f && avx512bw && avx512vl && avx512dq; }
+  bool has_avx2() const { return avx2 && fma; }
 };
-const CpuFeatures& cpu_features();
+const CpuFeatures& cpu_features();  // after the TROUPE_CPU cap
+
+// The CPU kernels' instruction-set rungs, best last.
+enum class CpuPath : uint8_t { Portable, Avx2, Avx512 };
+const char* to_string(CpuPath p);           // "portable", "avx2", "avx512"
+bool cpu_supports(CpuPath p);               // this CPU (after the TROUPE_CPU cap) has it
+const char* missing_reason(CpuPath p);      // why not, for skips ("" when supported)
+CpuPath best_cpu_path();                    // the default: the best supported rung
+CpuPath active_cpu_path();
+void set_active_cpu_path(CpuPath p);        // TROUPE_CHECKs cpu_supports(p)
 
 enum class Backend : uint8_t { Ref, Cpu };
 Backend active_backend();
@@ -42,6 +59,17 @@ class ScopedBackend {
 
  private:
   Backend saved_;
+};
+
+class ScopedCpuPath {
+ public:
+  explicit ScopedCpuPath(CpuPath p) : saved_(active_cpu_path()) { set_active_cpu_path(p); }
+  ~ScopedCpuPath() { set_active_cpu_path(saved_); }
+  ScopedCpuPath(const ScopedCpuPath&) = delete;
+  ScopedCpuPath& operator=(const ScopedCpuPath&) = delete;
+
+ private:
+  CpuPath saved_;
 };
 
 }  // namespace troupe::kernels

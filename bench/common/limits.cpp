@@ -1,6 +1,7 @@
-// Measures DRAM read bandwidth and the fp32 / bf16 arithmetic peaks with 1 and all
-// threads. The AVX-512 loops carry their own target attributes (bench files are built
-// without -mavx512*) and run only after a run-time feature check.
+// Measures DRAM read bandwidth and the fp32 / bf16 / int8 arithmetic peaks of the
+// instructions this CPU has, with 1 and all threads. The SIMD loops carry their own
+// target attributes (bench files are built for the baseline ISA) and run only after a
+// run-time feature check.
 #include "bench/common/limits.h"
 
 #include <immintrin.h>
@@ -42,6 +43,21 @@ __attribute__((target("avx512f"))) float sum_avx512(const float* p, int64_t n) {
   return hsum(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
 }
 
+__attribute__((target("avx2"))) float sum_avx2(const float* p, int64_t n) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (int64_t i = 0; i + 32 <= n; i += 32) {
+    a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
+    a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));
+    a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16));
+    a3 = _mm256_add_ps(a3, _mm256_load_ps(p + i + 24));
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+  float s = 0;
+  for (float x : lanes) s += x;
+  return s;
+}
+
 float sum_portable(const float* p, int64_t n) {
   float part[16] = {};
   for (int64_t i = 0; i + 16 <= n; i += 16)
@@ -55,13 +71,15 @@ float sum_portable(const float* p, int64_t n) {
 double read_bandwidth(const float* buf, int64_t n, int threads, int passes) {
   kernels::set_num_threads(threads);
   const bool avx512 = kernels::cpu_features().has_avx512();
+  const bool avx2 = kernels::cpu_features().has_avx2();
   double best = 0;
   for (int pass = 0; pass < passes; ++pass) {
     std::atomic<float> total{0};
     const double t0 = now_seconds();
     parallel_for(n / 64, 1 << 16, [&](int64_t b, int64_t e) {
-      const float s = avx512 ? sum_avx512(buf + b * 64, (e - b) * 64)
-                             : sum_portable(buf + b * 64, (e - b) * 64);
+      const float* p = buf + b * 64;
+      const int64_t len = (e - b) * 64;
+      const float s = avx512 ? sum_avx512(p, len) : avx2 ? sum_avx2(p, len) : sum_portable(p, len);
       total.fetch_add(s);
     });
     const double dt = now_seconds() - t0;
@@ -85,6 +103,31 @@ __attribute__((target("avx512f,fma"))) float fma_loop(int64_t iters) {
   return hsum(s);
 }
 
+__attribute__((target("avx2,fma"))) float fma_loop_avx2(int64_t iters) {
+  __m256 acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm256_set1_ps(static_cast<float>(c));
+  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+  for (int64_t i = 0; i < iters; ++i)
+    for (int c = 0; c < kChains; ++c) acc[c] = _mm256_fmadd_ps(acc[c], a, b);
+  alignas(32) float lanes[8];
+  __m256 s = acc[0];
+  for (int c = 1; c < kChains; ++c) s = _mm256_add_ps(s, acc[c]);
+  _mm256_store_ps(lanes, s);
+  return lanes[0] + lanes[7];
+}
+
+// Baseline x86-64: SSE2 mul + add (no FMA), 4 lanes.
+float fma_loop_sse2(int64_t iters) {
+  __m128 acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm_set1_ps(static_cast<float>(c));
+  const __m128 a = _mm_set1_ps(0.999999f), b = _mm_set1_ps(1e-7f);
+  for (int64_t i = 0; i < iters; ++i)
+    for (int c = 0; c < kChains; ++c) acc[c] = _mm_add_ps(_mm_mul_ps(acc[c], a), b);
+  __m128 s = acc[0];
+  for (int c = 1; c < kChains; ++c) s = _mm_add_ps(s, acc[c]);
+  return _mm_cvtss_f32(s);
+}
+
 __attribute__((target("avx512f,avx512bf16"))) float bf16_loop(int64_t iters) {
   __m512 acc[kChains];
   for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(static_cast<float>(c));
@@ -95,6 +138,35 @@ __attribute__((target("avx512f,avx512bf16"))) float bf16_loop(int64_t iters) {
   __m512 s = acc[0];
   for (int c = 1; c < kChains; ++c) s = _mm512_add_ps(s, acc[c]);
   return hsum(s);
+}
+
+// int8 multiply-adds, u8 x s8 products summed into i32 lanes (what a q8_0 / q4_0
+// GEMM runs): vpdpbusd does 64 products per instruction; AVX2 without VNNI needs
+// vpmaddubsw (32 products into i16 pairs) + vpmaddwd (into i32) + vpaddd.
+__attribute__((target("avx512f,avx512vnni"))) float int8_loop_vnni(int64_t iters) {
+  __m512i acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_epi32(c);
+  const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
+  for (int64_t i = 0; i < iters; ++i)
+    for (int c = 0; c < kChains; ++c) acc[c] = _mm512_dpbusd_epi32(acc[c], a, b);
+  __m512i s = acc[0];
+  for (int c = 1; c < kChains; ++c) s = _mm512_add_epi32(s, acc[c]);
+  return static_cast<float>(_mm_cvtsi128_si32(_mm512_castsi512_si128(s)));
+}
+
+// Each product reads its chain's accumulator as the u8 operand, so no product can be
+// hoisted out of the loop; 12 chains cover the three instructions' latency.
+constexpr int kInt8Chains = 12;
+__attribute__((target("avx2"))) float int8_loop_avx2(int64_t iters) {
+  __m256i acc[kInt8Chains];
+  for (int c = 0; c < kInt8Chains; ++c) acc[c] = _mm256_set1_epi32(c);
+  const __m256i b = _mm256_set1_epi8(-2), ones = _mm256_set1_epi16(1);
+  for (int64_t i = 0; i < iters; ++i)
+    for (int c = 0; c < kInt8Chains; ++c)
+      acc[c] = _mm256_add_epi32(acc[c], _mm256_madd_epi16(_mm256_maddubs_epi16(acc[c], b), ones));
+  __m256i s = acc[0];
+  for (int c = 1; c < kInt8Chains; ++c) s = _mm256_add_epi32(s, acc[c]);
+  return static_cast<float>(_mm_cvtsi128_si32(_mm256_castsi256_si128(s)));
 }
 
 // GFLOP/s of `loop` (flops_per_iter per iteration) run on `threads` threads at once.
@@ -134,24 +206,38 @@ MachineLimits measure_limits(bool quick) {
 
   const auto& f = kernels::cpu_features();
   const int64_t iters = quick ? 2'000'000 : 5'000'000;
+  auto measure = [&](const char* what, float (*loop)(int64_t), double flops_per_iter) {
+    return Peak{what, peak(loop, flops_per_iter, 1, iters),
+                peak(loop, flops_per_iter, l.threads, iters)};
+  };
   if (f.has_avx512()) {
-    l.fp32_gflops_1 = peak(fma_loop, kChains * 32.0, 1, iters);
-    l.fp32_gflops_all = peak(fma_loop, kChains * 32.0, l.threads, iters);
+    l.fp32 = measure("fp32 FMA (avx512)", fma_loop, kChains * 32.0);
+    l.fp32_avx2 = measure("fp32 FMA (avx2)", fma_loop_avx2, kChains * 16.0);
+  } else if (f.has_avx2()) {
+    l.fp32 = measure("fp32 FMA (avx2)", fma_loop_avx2, kChains * 16.0);
+  } else {
+    l.fp32 = measure("fp32 mul+add (sse2)", fma_loop_sse2, kChains * 8.0);
   }
-  if (f.has_avx512() && f.avx512bf16) {
-    l.bf16_gflops_1 = peak(bf16_loop, kChains * 64.0, 1, iters);
-    l.bf16_gflops_all = peak(bf16_loop, kChains * 64.0, l.threads, iters);
+  if (f.has_avx512() && f.avx512bf16)
+    l.bf16 = measure("bf16 dot (avx512)", bf16_loop, kChains * 64.0);
+  if (f.has_avx512() && f.avx512vnni) {
+    l.int8 = measure("int8 dot (vnni)", int8_loop_vnni, kChains * 128.0);
+  } else if (f.has_avx2()) {
+    l.int8 = measure("int8 dot (avx2)", int8_loop_avx2, kInt8Chains * 64.0);
   }
   return l;
 }
 
 void print_limits(const MachineLimits& l) {
   std::printf("machine limits (measured now)       1 thread   %d threads\n", l.threads);
-  std::printf("  DRAM read bandwidth   GB/s     %10.1f %10.1f\n", l.dram_gbs_1, l.dram_gbs_all);
-  std::printf("  fp32 AVX-512 FMA      GFLOP/s  %10.1f %10.1f\n", l.fp32_gflops_1,
-              l.fp32_gflops_all);
-  std::printf("  AVX512_BF16 dot       GFLOP/s  %10.1f %10.1f\n\n", l.bf16_gflops_1,
-              l.bf16_gflops_all);
+  std::printf("  %-22s GB/s     %10.1f %10.1f\n", "DRAM read bandwidth", l.dram_gbs_1,
+              l.dram_gbs_all);
+  for (const Peak* p : {&l.fp32, &l.fp32_avx2, &l.bf16, &l.int8})
+    if (*p->what)
+      std::printf("  %-22s %-8s %10.1f %10.1f\n", p->what, p == &l.int8 ? "GOP/s" : "GFLOP/s",
+                  p->gflops_1, p->gflops_all);
+  if (!*l.bf16.what) std::printf("  (no bf16 dot on this CPU: bf16 cases are judged on fp32 FMA)\n");
+  std::printf("\n");
 }
 
 const char* bound_name(Bound b) {
@@ -162,6 +248,8 @@ const char* bound_name(Bound b) {
       return "fp32";
     case Bound::Bf16:
       return "bf16";
+    case Bound::Int8:
+      return "int8";
   }
   return "?";
 }
@@ -171,9 +259,11 @@ double limit_for(const MachineLimits& l, Bound b) {
     case Bound::Memory:
       return l.dram_gbs_all;
     case Bound::Fp32:
-      return l.fp32_gflops_all;
-    case Bound::Bf16:
-      return l.bf16_gflops_all;
+      return l.fp32.gflops_all;
+    case Bound::Bf16:  // Bf16 precision runs f32 FMAs where there is no bf16 dot
+      return *l.bf16.what ? l.bf16.gflops_all : l.fp32.gflops_all;
+    case Bound::Int8:
+      return l.int8.gflops_all;
   }
   return 0;
 }

@@ -10,18 +10,28 @@ namespace troupe::bench {
 // The machine limit a figure is judged against.
 enum class Bound : uint8_t {
   Memory,  // bytes / DRAM read bandwidth (all threads)
-  Fp32,    // flops / fp32 AVX-512 FMA peak (all threads)
-  Bf16,    // flops / AVX512_BF16 dot peak (all threads)
+  Fp32,    // flops / the widest fp32 FMA's peak (all threads)
+  Bf16,    // flops / AVX512_BF16 dot peak; the fp32 FMA peak on CPUs without one
+  Int8,    // ops / the widest int8 multiply-add's peak (2 ops per product)
+};
+
+// Peaks of the instructions this CPU has, each with 1 and all threads. A probe the CPU
+// cannot run is left out (never reported as 0): an AVX2 machine gets the 256-bit FMA
+// and vpmaddubsw peaks, an AVX-512 one also the 512-bit FMA, vdpbf16ps and vpdpbusd.
+struct Peak {
+  const char* what = "";  // "fp32 FMA (avx512)", ...
+  double gflops_1 = 0;    // GFLOP/s (GOP/s for int8) with 1 thread
+  double gflops_all = 0;
 };
 
 struct MachineLimits {
   int threads = 1;        // "all threads" below = kernels::num_threads()
   double dram_gbs_1 = 0;  // DRAM read bandwidth, GB/s (sum over a 1 GiB buffer)
   double dram_gbs_all = 0;
-  double fp32_gflops_1 = 0;  // AVX-512 fp32 FMA peak (0 without AVX-512)
-  double fp32_gflops_all = 0;
-  double bf16_gflops_1 = 0;  // vdpbf16ps peak, 2 flops per bf16 pair (0 without AVX512_BF16)
-  double bf16_gflops_all = 0;
+  Peak fp32;  // the widest fp32 FMA the CPU has (scalar-free SSE2 loop without AVX2)
+  Peak bf16;  // vdpbf16ps, 2 flops per bf16 pair (what empty: no AVX512_BF16)
+  Peak int8;  // vpdpbusd (AVX512_VNNI) or vpmaddubsw+vpmaddwd (AVX2)
+  Peak fp32_avx2;  // the 256-bit FMA as well, when the widest is 512-bit
 };
 
 // Runs the probes with 1 and kernels::num_threads() threads; leaves the thread count

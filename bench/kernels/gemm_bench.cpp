@@ -7,7 +7,9 @@
 // once per step and the model's weights never fit in cache) and prefill M = 512, 2048
 // (4096 under --full), in f32 and bf16 precision (judged against the matching peak).
 // Decode cases rotate over enough copies of the weights (>= 128 MiB) that every call
-// reads them from DRAM rather than the 32 MiB L3.
+// reads them from DRAM rather than the 32 MiB L3. Every case runs on each CPU path
+// (avx512, avx2, portable: the name's last part) so they read side by side; a path the
+// CPU lacks is a skipped row, and portable prefill beyond M = 512 needs --full.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "bench/kernels/bench.h"
+#include "kernels/dispatch.h"
 #include "kernels/gemm.h"
 
 namespace troupe::bench {
@@ -87,9 +90,14 @@ const WeightSet& weights_for(const Shape& sh, WeightFormat f) {
   return *cached;
 }
 
-void run_case(State& s, const Shape& sh, WeightFormat f, int64_t m, GemmPrecision prec) {
+void run_case(State& s, const Shape& sh, WeightFormat f, int64_t m, GemmPrecision prec,
+              kernels::CpuPath path) {
   const bool decode = m <= 16;
+  if (!kernels::cpu_supports(path)) return s.skip(kernels::missing_reason(path));
   if (m > 2048 && !s.full()) return s.skip("needs --full");
+  if (m > 512 && path == kernels::CpuPath::Portable && !s.full())
+    return s.skip("portable prefill: slow, needs --full");
+  kernels::ScopedCpuPath scoped(path);
   const WeightSet& ws = weights_for(sh, f);
   std::vector<float> x(static_cast<size_t>(m * sh.k)), y(static_cast<size_t>(m * sh.n));
   uint64_t seed = 7;
@@ -129,9 +137,13 @@ const bool registered = [] {
           if (m <= 16 && prec == GemmPrecision::Bf16) continue;  // decode: f32 only
           char mm[16];
           std::snprintf(mm, sizeof mm, "m%04lld", static_cast<long long>(m));
-          const std::string name = std::string("gemm/") + sh.name + "/" + kernels::to_string(f) +
-                                   "/" + mm + (prec == GemmPrecision::Bf16 ? "/bf16" : "/f32");
-          add(name, [sh, f, m, prec](State& s) { run_case(s, sh, f, m, prec); });
+          for (kernels::CpuPath path :
+               {kernels::CpuPath::Avx512, kernels::CpuPath::Avx2, kernels::CpuPath::Portable}) {
+            const std::string name = std::string("gemm/") + sh.name + "/" + kernels::to_string(f) +
+                                     "/" + mm + (prec == GemmPrecision::Bf16 ? "/bf16/" : "/f32/") +
+                                     kernels::to_string(path);
+            add(name, [sh, f, m, prec, path](State& s) { run_case(s, sh, f, m, prec, path); });
+          }
         }
   return true;
 }();

@@ -133,7 +133,7 @@ void attention(const AttentionParams& p, const AttentionKernels& k) {
 
 void attention(const AttentionParams& p) {
   attention(
-      p, cpu_features().has_avx512() ? avx512_attention_kernels() : portable_attention_kernels());
+      p, active_cpu_path() == CpuPath::Avx512 ? avx512_attention_kernels() : portable_attention_kernels());
 }
 
 }  // namespace troupe::kernels::cpu

@@ -1,9 +1,10 @@
-// cpu::gemm: the AVX-512 path (kernels/cpu/gemm_avx512.cpp) when the CPU has it, else
-// the portable blocked loops below. Both thread over output columns, so every y element
-// is computed by one thread in a fixed order.
+// cpu::gemm: the AVX-512 (kernels/cpu/gemm_avx512.cpp), AVX2+FMA (gemm_avx2.cpp) or
+// portable path (the blocked loops below), per active_cpu_path(). All thread over output
+// columns, so every y element is computed by one thread in a fixed order.
 #include <vector>
 
 #include "kernels/cpu/gemm_internal.h"
+#include "kernels/cpu/gemm_weight_src.h"
 #include "kernels/dispatch.h"
 #include "kernels/parallel.h"
 #include "kernels/quant.h"
@@ -27,9 +28,45 @@ float dot(const float* a, const float* b, int64_t n) {
 
 }  // namespace
 
+WeightSrc weight_src(const WeightView& w) {
+  static const float* ue8m0 = [] {
+    static float t[256];
+    for (int c = 0; c < 256; ++c) t[c] = ue8m0_decode(static_cast<uint8_t>(c));
+    return t;
+  }();
+  static const float* e4m3_scale = [] {
+    static float t[256] = {};
+    for (int c = 0; c <= kMaxFoldedScale; ++c)
+      t[c] = 0x1p120f * ue8m0_decode(static_cast<uint8_t>(c));
+    return t;
+  }();
+  const int64_t k = w.cols;
+  int64_t row_bytes = k, scale_ld = k / 32;
+  if (w.format == WeightFormat::F32) row_bytes = 4 * k;
+  if (w.format == WeightFormat::BF16) row_bytes = 2 * k;
+  if (w.format == WeightFormat::FP4) row_bytes = k / 2;
+  if (w.format == WeightFormat::FP8) scale_ld = (k + 31) / 32;
+  return {static_cast<const uint8_t*>(w.data),
+          w.scale,
+          k,
+          row_bytes,
+          scale_ld,
+          ue8m0,
+          e4m3_scale,
+          e2m1_table()};
+}
+
+bool gemm_trivial(const GemmParams& p, const GemmShape& sh) {
+  if (sh.m == 0 || sh.n == 0) return true;
+  if (sh.k > 0) return false;
+  if (!p.accumulate)  // empty sums
+    for (int64_t m = 0; m < sh.m; ++m) std::fill(p.y + m * sh.ldy, p.y + m * sh.ldy + sh.n, 0.0f);
+  return true;
+}
+
 void gemm_portable(const GemmParams& p) {
   const GemmShape sh = gemm_shape(p);
-  if (sh.m == 0 || sh.n == 0) return;
+  if (gemm_trivial(p, sh)) return;
   const float* x = p.x;
   int64_t ldx = sh.ldx;
   std::vector<float> rounded;  // GemmPrecision::Bf16: the activations as bf16 values
@@ -58,11 +95,13 @@ void gemm_portable(const GemmParams& p) {
 }
 
 void gemm(const GemmParams& p) {
-  const CpuFeatures& f = cpu_features();
-  if (f.has_avx512()) {
-    gemm_avx512(p, f.avx512bf16);
-  } else {
-    gemm_portable(p);
+  switch (active_cpu_path()) {
+    case CpuPath::Avx512:
+      return gemm_avx512(p, cpu_features().avx512bf16);
+    case CpuPath::Avx2:
+      return gemm_avx2(p);
+    case CpuPath::Portable:
+      return gemm_portable(p);
   }
 }
 

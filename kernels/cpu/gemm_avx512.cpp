@@ -19,8 +19,6 @@
 //
 // Weights decode into a per-format column order and the activations are permuted to
 // match (kernels/cpu/gemm_blocks_avx512.h).
-#include <sys/mman.h>
-
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
@@ -42,46 +40,6 @@ constexpr int64_t kPrefillPanel = 64;    // weight rows dequantized together for
 constexpr int64_t kPrefillSlab = 516;    // x rows per prefill slab (a multiple of kMR)
 constexpr int64_t kChunkBytes = 4096;    // bytes of one buffered panel row (kc columns)
 constexpr int64_t kPrefetchBytes = 512;  // FP8 direct decode: how far ahead of the loads
-constexpr size_t kKeepScratchBytes = size_t{16} << 20;  // activation copy kept between calls
-
-// Per-thread scratch, grown on demand and reused across calls (at least 64-byte aligned).
-class Scratch {
- public:
-  ~Scratch() { std::free(p_); }
-  template <class T>
-  T* get(int64_t count) {
-    const size_t bytes = (static_cast<size_t>(count) * sizeof(T) + 63) / 64 * 64;
-    if (bytes > cap_) {
-      std::free(p_);
-      // A prefill's activation copy spans thousands of 4 KiB pages; 2 MiB pages keep
-      // the TLB out of the way (measured ~8% on M = 2048).
-      constexpr size_t kHuge = size_t{2} << 20;
-      if (bytes >= 2 * kHuge) {
-        cap_ = (bytes + kHuge - 1) / kHuge * kHuge;
-        p_ = std::aligned_alloc(kHuge, cap_);
-        if (p_) madvise(p_, cap_, MADV_HUGEPAGE);
-      } else {
-        cap_ = bytes;
-        p_ = std::aligned_alloc(64, cap_);
-      }
-      TROUPE_CHECK(p_ != nullptr, "gemm: out of memory for ", bytes, " bytes of scratch");
-    }
-    return static_cast<T*>(p_);
-  }
-  // Returns memory above `keep` bytes (a long prefill's activations) to the allocator.
-  void trim(size_t keep) {
-    if (cap_ <= keep) return;
-    std::free(p_);
-    p_ = nullptr;
-    cap_ = 0;
-  }
-
- private:
-  void* p_ = nullptr;
-  size_t cap_ = 0;
-};
-thread_local Scratch t_xbuf;  // activations: written before, read inside parallel_for
-thread_local Scratch t_wbuf;  // each thread's dequantized panel
 
 // --- vector helpers ------------------------------------------------------------------
 
@@ -290,7 +248,7 @@ Plan make_plan(const GemmParams& p, const GemmShape& sh, bool round_x) {
           p.y,
           p.accumulate,
           decode};
-  T* xb = t_xbuf.get<T>(sh.m * pl.kp);
+  T* xb = gemm_x_scratch().get<T>(sh.m * pl.kp);
   prepare_x(sh, p.x, col_order(p.w.format), round_x, xb, pl.kp);
   pl.xb = xb;
   return pl;
@@ -355,7 +313,7 @@ void run_block(const Plan& pl, const Block& b, typename D::T* wbuf) {
 // per slab, ~2% of the slab's FMAs).
 template <WeightFormat F, class D>
 void run_buffered(const Plan& pl, int64_t nb, int64_t ne) {
-  typename D::T* wbuf = t_wbuf.get<typename D::T>(pl.panel * pl.kc);
+  typename D::T* wbuf = gemm_w_scratch().get<typename D::T>(pl.panel * pl.kc);
   auto rows = [&](int64_t n0) { return static_cast<int>(std::min(pl.panel, ne - n0)); };
   const int64_t m = pl.sh.m;
   if (pl.decode) {
@@ -406,12 +364,7 @@ void run(const GemmParams& p, const GemmShape& sh, bool round_x, bool direct) {
 
 void gemm_avx512(const GemmParams& p, bool use_bf16_dot) {
   const GemmShape sh = gemm_shape(p);
-  if (sh.m == 0 || sh.n == 0) return;
-  if (sh.k == 0) {  // empty sums
-    if (!p.accumulate)
-      for (int64_t m = 0; m < sh.m; ++m) std::fill(p.y + m * sh.ldy, p.y + m * sh.ldy + sh.n, 0.0f);
-    return;
-  }
+  if (gemm_trivial(p, sh)) return;
   const bool bf16 = p.precision == GemmPrecision::Bf16;
   // Memory-bound decode gains nothing from bf16 dots: f32 FMAs on the rounded x are the
   // same Bf16 definition. F32-format weights are not bf16 values and Bf16 rounds only
@@ -423,7 +376,7 @@ void gemm_avx512(const GemmParams& p, bool use_bf16_dot) {
   } else {
     run<F32Dot>(p, sh, bf16, false);
   }
-  t_xbuf.trim(kKeepScratchBytes);
+  gemm_x_scratch().trim(kKeepScratchBytes);
 }
 
 }  // namespace troupe::kernels::cpu

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/avx512_vec.h"  // also silences GCC 12 intrinsic-header warnings
+#include "kernels/cpu/gemm_weight_src.h"
 #include "kernels/quant.h"
 #include "kernels/weights.h"
 
@@ -33,48 +34,6 @@ constexpr ColOrder col_order(WeightFormat f) {
 struct Block32 {
   __m512 lo, hi;  // 32 columns in the format's ColOrder
 };
-
-// Largest UE8M0 code whose 2^120·2^(code-127) is still a finite f32.
-constexpr int kMaxFoldedScale = 134;
-
-struct WeightSrc {
-  const uint8_t* data;
-  const uint8_t* scale;
-  int64_t k;                // columns
-  int64_t row_bytes;        // bytes per stored row
-  int64_t scale_ld;         // scale codes per scale row
-  const float* ue8m0;       // [256] scale values
-  const float* e4m3_scale;  // [256] 2^120 · scale value, for codes <= kMaxFoldedScale
-  const float* e2m1;        // [16] FP4 values
-};
-
-inline WeightSrc weight_src(const WeightView& w) {
-  static const float* ue8m0 = [] {
-    static float t[256];
-    for (int c = 0; c < 256; ++c) t[c] = ue8m0_decode(static_cast<uint8_t>(c));
-    return t;
-  }();
-  static const float* e4m3_scale = [] {
-    static float t[256] = {};
-    for (int c = 0; c <= kMaxFoldedScale; ++c)
-      t[c] = 0x1p120f * ue8m0_decode(static_cast<uint8_t>(c));
-    return t;
-  }();
-  const int64_t k = w.cols;
-  int64_t row_bytes = k, scale_ld = k / 32;
-  if (w.format == WeightFormat::F32) row_bytes = 4 * k;
-  if (w.format == WeightFormat::BF16) row_bytes = 2 * k;
-  if (w.format == WeightFormat::FP4) row_bytes = k / 2;
-  if (w.format == WeightFormat::FP8) scale_ld = (k + 31) / 32;
-  return {static_cast<const uint8_t*>(w.data),
-          w.scale,
-          k,
-          row_bytes,
-          scale_ld,
-          ue8m0,
-          e4m3_scale,
-          e2m1_table()};
-}
 
 // Columns [0, valid) of a 32-column block.
 GEMM_INLINE __mmask32 columns_below(int64_t valid) {

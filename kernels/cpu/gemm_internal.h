@@ -1,5 +1,5 @@
-// Pieces of cpu::gemm shared by kernels/cpu/gemm.cpp (dispatch + portable path) and
-// kernels/cpu/gemm_avx512.cpp, exposed so tests can run each path directly.
+// Pieces of cpu::gemm shared by kernels/cpu/gemm.cpp (dispatch + portable path),
+// gemm_avx512.cpp and gemm_avx2.cpp, exposed so tests can run each path directly.
 #pragma once
 
 #include <algorithm>
@@ -25,6 +25,10 @@ inline int64_t gemm_min_chunk(const GemmShape& s, int64_t tile) {
   return (cols + tile - 1) / tile * tile;
 }
 
+// Handles the calls with nothing to multiply (M = 0, N = 0, or K = 0: y = 0 unless
+// accumulating); returns true when it did, so a path returns at once.
+bool gemm_trivial(const GemmParams& p, const GemmShape& sh);
+
 // Blocked C++ the compiler vectorises; GemmPrecision::Bf16 rounds x to bf16 first.
 void gemm_portable(const GemmParams& p);
 
@@ -33,5 +37,9 @@ void gemm_portable(const GemmParams& p);
 // which is the same definition (weights are exact in bf16 except F32-format weights,
 // which Bf16 never rounds; see gemm_avx512.cpp).
 void gemm_avx512(const GemmParams& p, bool use_bf16_dot);
+
+// AVX2+FMA path (call only when cpu_features().has_avx2()): f32 FMAs for both
+// precisions (Bf16 rounds x to bf16 first, the same definition).
+void gemm_avx2(const GemmParams& p);
 
 }  // namespace troupe::kernels::cpu

@@ -102,7 +102,7 @@ void indexer_score(const IndexerScoreParams& p, IndexerRowsFn rows_fn) {
 }
 
 void indexer_score(const IndexerScoreParams& p) {
-  indexer_score(p, cpu_features().has_avx512() ? avx512_indexer_rows() : portable_indexer_rows());
+  indexer_score(p, active_cpu_path() == CpuPath::Avx512 ? avx512_indexer_rows() : portable_indexer_rows());
 }
 
 }  // namespace troupe::kernels::cpu

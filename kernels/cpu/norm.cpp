@@ -74,11 +74,11 @@ void softmax(const SoftmaxParams& p, const NormRowKernels& k) {
 }
 
 void rms_norm(const RmsNormParams& p) {
-  rms_norm(p, cpu_features().has_avx512() ? avx512_norm_kernels() : portable_norm_kernels());
+  rms_norm(p, active_cpu_path() == CpuPath::Avx512 ? avx512_norm_kernels() : portable_norm_kernels());
 }
 
 void softmax(const SoftmaxParams& p) {
-  softmax(p, cpu_features().has_avx512() ? avx512_norm_kernels() : portable_norm_kernels());
+  softmax(p, active_cpu_path() == CpuPath::Avx512 ? avx512_norm_kernels() : portable_norm_kernels());
 }
 
 }  // namespace troupe::kernels::cpu

@@ -60,7 +60,7 @@ void rope(const RopeParams& p, RopeRotateFn rotate) {
 }
 
 void rope(const RopeParams& p) {
-  rope(p, cpu_features().has_avx512() ? avx512_rope_rotate() : portable_rope_rotate());
+  rope(p, active_cpu_path() == CpuPath::Avx512 ? avx512_rope_rotate() : portable_rope_rotate());
 }
 
 }  // namespace troupe::kernels::cpu

@@ -19,15 +19,11 @@ namespace {
 
 using testing::kNaN;
 
-std::vector<testing::Variant<AttentionParams>> attention_variants(bool with_ref) {
-  auto v = testing::fast_variants<AttentionParams, const cpu::AttentionKernels&>(
-      attention, cpu::attention, cpu::portable_attention_kernels(), cpu::avx512_attention_kernels);
-  if (with_ref)
-    v.push_back({"ref", [](const AttentionParams& p) { testing::run_ref(attention, p); }});
-  return v;
-}
+// HandWorked suites run the reference too; FastPaths suites compare with it.
+class AttentionHandWorked : public testing::ImplTest {};
+class AttentionFastPaths : public testing::ImplTest {};
 
-TEST(Attention, HandWorked) {
+TEST_P(AttentionHandWorked, Values) {
   // One head, dim 2, K1 = [1, 0], K2 = [0, 1], q = [ln 3, 0], scale 1:
   // logits ln3 and 0, max ln3, weights 1 and 1/3. Sink logit 0 adds e^{-ln3} = 1/3:
   //   with sink:    ([1,0] + [0,1]/3) / (5/3) = [0.6, 0.2]
@@ -35,7 +31,7 @@ TEST(Attention, HandWorked) {
   const float k1[] = {1, 0}, k2[] = {0, 1};
   const float* keys[] = {k1, nullptr, k2};  // the null slot is skipped
   const float q[] = {std::log(3.0f), 0}, sink = 0;
-  for (const auto& v : attention_variants(true)) {
+  for (const auto& v : variants(attention)) {
     float out[2] = {kNaN, kNaN};
     AttentionParams p{.q = q,
                       .keys = keys,
@@ -56,11 +52,11 @@ TEST(Attention, HandWorked) {
   }
 }
 
-TEST(Attention, NoKeysGivesZero) {
+TEST_P(AttentionHandWorked, NoKeysGivesZero) {
   // With only the sink (zero value) or nothing at all, the output is exactly 0.
   const float q[4] = {1, 2, 3, 4}, sink[2] = {0.5f, -1};
   const float* keys[2] = {nullptr, nullptr};
-  for (const auto& v : attention_variants(true))
+  for (const auto& v : variants(attention))
     for (const float* s : {static_cast<const float*>(sink), static_cast<const float*>(nullptr)})
       for (int64_t max_keys : {0, 2}) {
         float out[4] = {kNaN, kNaN, kNaN, kNaN};
@@ -92,7 +88,7 @@ std::vector<const float*> gather(const std::vector<float>& pool, int64_t pool_ro
   return keys;
 }
 
-TEST(Attention, FastPathsMatchReference) {
+TEST_P(AttentionFastPaths, MatchReference) {
   const AttnCase cases[] = {
       {1, 1, 32, 1, true, 1},       {3, 4, 64, 17, false, 1}, {2, 9, 96, 300, true, 1},
       {1, 64, 512, 300, true, 1},   {3, 4, 128, 0, true, 1},  {2, 3, 17, 33, true, 8},
@@ -114,7 +110,7 @@ TEST(Attention, FastPathsMatchReference) {
     std::vector<float> want(c.m * c.heads * c.dim, kNaN);
     p.out = want.data();
     testing::run_ref(attention, p);
-    for (const auto& v : attention_variants(false)) {
+    for (const auto& v : variants(attention)) {
       std::vector<float> got(want.size(), kNaN);
       p.out = got.data();
       v.run(p);
@@ -146,6 +142,9 @@ TEST(Attention, RejectsBadParams) {
   p.scale = std::nanf("");
   EXPECT_THROW(attention(p), Error);
 }
+
+INSTANTIATE_TEST_SUITE_P(Impls, AttentionHandWorked, testing::impls_and_ref(), testing::impl_name);
+INSTANTIATE_TEST_SUITE_P(Impls, AttentionFastPaths, testing::fast_impls(), testing::impl_name);
 
 }  // namespace
 }  // namespace troupe::kernels

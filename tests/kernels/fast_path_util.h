@@ -1,8 +1,11 @@
 // Shared pieces of the norm / rope / attention / indexer kernel tests: seeded
-// random inputs, poisoned outputs, and the list of fast-path variants each test
-// runs against the scalar reference (the dispatched Cpu backend, the portable
-// fallback, and the AVX-512 kernels when this CPU has them).
+// random inputs, poisoned outputs, and the implementations each test runs: the scalar
+// reference and the CPU paths a family has kernels of its own for, one test instance
+// each, run through the family's entry under ScopedCpuPath. A path this CPU lacks is
+// skipped with the reason, never run as a twin of another path.
 #pragma once
+
+#include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
@@ -34,22 +37,47 @@ struct Variant {
   std::function<void(const Params&)> run;
 };
 
-// {"cpu" through dispatch, "portable", and "avx512" when the CPU has it}; the
-// kernel set arguments are the family's cpu::*_kernels() pair.
-template <class Params, class Kernels>
-std::vector<Variant<Params>> fast_variants(void (*entry)(const Params&),
-                                           void (*with)(const Params&, Kernels), Kernels portable,
-                                           Kernels (*avx512)()) {
-  std::vector<Variant<Params>> v;
-  v.push_back({"cpu", [entry](const Params& p) {
-                 ScopedBackend s(Backend::Cpu);
-                 entry(p);
-               }});
-  v.push_back({"portable", [with, portable](const Params& p) { with(p, portable); }});
-  if (cpu_features().has_avx512())
-    v.push_back({"avx512", [with, avx512](const Params& p) { with(p, avx512()); }});
-  return v;
+// One implementation under test: the reference, or a CPU path through dispatch.
+struct Impl {
+  const char* name;  // also the gtest parameter name
+  bool ref;
+  CpuPath path;
+};
+constexpr Impl kRefImpl{"ref", true, CpuPath::Portable};
+constexpr Impl kPortableImpl{"portable", false, CpuPath::Portable};
+constexpr Impl kAvx512Impl{"avx512", false, CpuPath::Avx512};
+
+inline std::string impl_name(const ::testing::TestParamInfo<Impl>& info) {
+  return info.param.name;
 }
+
+// Parameter lists for INSTANTIATE_TEST_SUITE_P(Impls, Suite, list, impl_name): the
+// family's CPU paths (a family with AVX2 kernels adds its own kAvx2Impl), with or
+// without the reference.
+inline auto fast_impls() {
+  return ::testing::Values(kPortableImpl, kAvx512Impl);
+}
+inline auto impls_and_ref() {
+  return ::testing::Values(kRefImpl, kPortableImpl, kAvx512Impl);
+}
+
+class ImplTest : public ::testing::TestWithParam<Impl> {
+ protected:
+  void SetUp() override {
+    const Impl& i = GetParam();
+    if (!i.ref && !cpu_supports(i.path)) GTEST_SKIP() << i.name << ": " << missing_reason(i.path);
+  }
+  // The op under this instance's implementation, as a one-element list for the loops.
+  template <class Params>
+  static std::vector<Variant<Params>> variants(void (*entry)(const Params&)) {
+    const Impl i = GetParam();
+    return {{i.name, [entry, i](const Params& p) {
+               ScopedBackend b(i.ref ? Backend::Ref : Backend::Cpu);
+               ScopedCpuPath c(i.ref ? active_cpu_path() : i.path);
+               entry(p);
+             }}};
+  }
+};
 
 // Runs the op under the scalar reference backend.
 template <class Params>

@@ -1,8 +1,9 @@
 // GEMM tests: hand-worked values, exact single-element decode of every code, then a
-// grid of shapes x formats comparing every CPU path (dispatch, AVX-512 with and without
-// vdpbf16ps, portable) with ref::gemm. Outputs are poisoned (NaN) before each call and
-// guarded by sentinel columns/rows that must stay untouched; x row padding is NaN so a
-// read past K shows up as NaN in y.
+// grid of shapes x formats comparing every CPU path (portable, AVX2+FMA, AVX-512 with
+// and without vdpbf16ps) with ref::gemm. Each test is instantiated once per path; a
+// path this CPU lacks is skipped with the reason (never run as another path's twin). Outputs are
+// poisoned (NaN) before each call and guarded by sentinel columns/rows that must stay untouched; x
+// row padding is NaN so a read past K shows up as NaN in y.
 #include "kernels/gemm.h"
 
 #include <gtest/gtest.h>
@@ -96,23 +97,35 @@ TestWeight random_weight(WeightFormat f, int64_t rows, int64_t cols, std::mt1993
 
 // The CPU paths under test; each computes y like kernels::gemm on Backend::Cpu.
 struct Path {
-  std::string name;
-  std::function<void(const GemmParams&)> run;
+  const char* name;  // also the gtest parameter name
+  CpuPath isa;
+  bool needs_bf16_dot;
+  void (*run)(const GemmParams&);
 };
 
-std::vector<Path> cpu_paths() {
-  std::vector<Path> paths{{"cpu-dispatch",
-                           [](const GemmParams& p) {
-                             ScopedBackend b(Backend::Cpu);
-                             gemm(p);
-                           }},
-                          {"portable", [](const GemmParams& p) { cpu::gemm_portable(p); }}};
-  if (cpu_features().has_avx512()) {
-    paths.push_back({"avx512-f32fma", [](const GemmParams& p) { cpu::gemm_avx512(p, false); }});
-    if (cpu_features().avx512bf16)
-      paths.push_back({"avx512-bf16dot", [](const GemmParams& p) { cpu::gemm_avx512(p, true); }});
+const Path kPaths[] = {
+    {"portable", CpuPath::Portable, false, [](const GemmParams& p) { cpu::gemm_portable(p); }},
+    {"avx2", CpuPath::Avx2, false, [](const GemmParams& p) { cpu::gemm_avx2(p); }},
+    {"avx512_f32fma", CpuPath::Avx512, false,
+     [](const GemmParams& p) { cpu::gemm_avx512(p, false); }},
+    {"avx512_bf16dot", CpuPath::Avx512, true,
+     [](const GemmParams& p) { cpu::gemm_avx512(p, true); }},
+};
+
+// One test per path: the fixture skips a path the CPU lacks, saying why.
+class GemmPath : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override {
+    if (!cpu_supports(path().isa))
+      GTEST_SKIP() << path().name << ": " << missing_reason(path().isa);
+    if (path().needs_bf16_dot && !cpu_features().avx512bf16)
+      GTEST_SKIP() << path().name << ": this CPU lacks AVX512_BF16";
   }
-  return paths;
+  static const Path& path() { return kPaths[GetParam()]; }
+};
+
+std::string path_name(const ::testing::TestParamInfo<int>& info) {
+  return kPaths[info.param].name;
 }
 
 struct Case {
@@ -211,21 +224,20 @@ std::vector<float> run_ref(const Problem& pr) {
 // Reordered f32 sums: each is within ~K·2^-24·Σ|x·w| of exact, in practice ~√K·2^-24.
 constexpr double kF32Tol = 1e-5;
 
-void check_case(const Case& c, uint32_t seed) {
+void check_case(const Path& path, const Case& c, uint32_t seed) {
   SCOPED_TRACE(c.str());
   const Problem pr = make_problem(c, seed);
   const std::vector<float> ref = run_ref(pr);
   const std::vector<double> mag = magnitudes(pr);
-  for (const Path& path : cpu_paths()) {
-    std::vector<float> y = pr.y0;
-    path.run(pr.params(y.data()));
-    expect_close(pr, mag, y, ref, kF32Tol, path.name);
-  }
+  std::vector<float> y = pr.y0;
+  path.run(pr.params(y.data()));
+  expect_close(pr, mag, y, ref, kF32Tol, path.name);
 }
 
 // --- hand-worked and exact values -------------------------------------------------------
 
-TEST(Gemm, HandWorkedSmall) {
+TEST_P(GemmPath, HandWorkedSmall) {
+  const Path& path = this->path();
   // y = x·Wᵀ with x = [[1, 2], [3, 4]] and W = [[1, 0], [0, 1], [1, 1]] (3 outputs).
   const std::vector<float> x{1, 2, 3, 4};
   const std::vector<float> wf{1, 0, 0, 1, 1, 1};
@@ -233,7 +245,7 @@ TEST(Gemm, HandWorkedSmall) {
   for (float v : wf) wb.push_back(bf16_encode(v));
   for (const WeightView& w : {WeightView{WeightFormat::F32, 3, 2, wf.data(), nullptr},
                               WeightView{WeightFormat::BF16, 3, 2, wb.data(), nullptr}}) {
-    for (const Path& path : cpu_paths()) {
+    {
       std::vector<float> y(6, NAN);
       GemmParams p;
       p.x = x.data();
@@ -253,7 +265,8 @@ TEST(Gemm, HandWorkedSmall) {
 // exactly the dequantized code: every E4M3 code incl. subnormals and NaN, at extreme
 // scales, through the direct (M = 1), blocked decode (M = 5) and prefill (M = 20)
 // loops, and through the bf16 kernels (where the values are normal bf16 values).
-TEST(Gemm, Fp8DecodesEveryCodeExactly) {
+TEST_P(GemmPath, Fp8DecodesEveryCodeExactly) {
+  const Path& path = this->path();
   for (uint8_t scale_code : {uint8_t{127}, uint8_t{1}, uint8_t{134}, uint8_t{200}}) {
     for (WeightFormat f : {WeightFormat::FP8, WeightFormat::ROWFP8}) {
       TestWeight w{f, 256, 32, std::vector<uint8_t>(256 * 32, 0),
@@ -264,7 +277,7 @@ TEST(Gemm, Fp8DecodesEveryCodeExactly) {
           if (prec == GemmPrecision::Bf16 && scale_code == 1) continue;  // f32 subnormals
           std::vector<float> x(32 * m, 0.0f);
           for (int64_t i = 0; i < m; ++i) x[i * 32] = 1.0f;
-          for (const Path& path : cpu_paths()) {
+          {
             std::vector<float> y(256 * m, kSentinel);
             GemmParams p;
             p.x = x.data();
@@ -292,7 +305,8 @@ TEST(Gemm, Fp8DecodesEveryCodeExactly) {
   EXPECT_EQ(e4m3_decode(0x01), 0x1p-9f);
 }
 
-TEST(Gemm, Fp4DecodesEveryCodeExactly) {
+TEST_P(GemmPath, Fp4DecodesEveryCodeExactly) {
+  const Path& path = this->path();
   const float grid[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};  // MODEL.md §3 E2M1
   TestWeight w{WeightFormat::FP4, 32, 32, std::vector<uint8_t>(32 * 16, 0),
                std::vector<uint8_t>(32, 127)};
@@ -302,7 +316,7 @@ TEST(Gemm, Fp4DecodesEveryCodeExactly) {
   for (int col = 0; col < 2; ++col) {
     std::vector<float> x(32, 0.0f);
     x[col] = 1.0f;
-    for (const Path& path : cpu_paths()) {
+    {
       std::vector<float> y(32, kSentinel);
       GemmParams p;
       p.x = x.data();
@@ -321,10 +335,10 @@ TEST(Gemm, Fp4DecodesEveryCodeExactly) {
 
 // --- the grid ---------------------------------------------------------------------------
 
-class GemmGrid : public ::testing::TestWithParam<WeightFormat> {};
+class GemmGrid : public GemmPath {};
 
-TEST_P(GemmGrid, AllPathsMatchRef) {
-  const WeightFormat f = GetParam();
+// One test per (path, format): the formats decode differently on every path.
+void check_grid(const Path& path, WeightFormat f) {
   std::vector<int64_t> ks{32, 64, 96, 160, 544};
   if (f != WeightFormat::FP4 && f != WeightFormat::ROWFP8) ks.insert(ks.end(), {1, 17, 48, 100});
   uint32_t i = 0;
@@ -341,18 +355,29 @@ TEST_P(GemmGrid, AllPathsMatchRef) {
                ((i / 3) % 2) * 3,
                (i / 2) % 2 == 1,
                (i / 4) % 3 == 2 ? GemmPrecision::Bf16 : GemmPrecision::F32};
-        check_case(c, 1000 + i++);
+        check_case(path, c, 1000 + i++);
       }
 }
 
-INSTANTIATE_TEST_SUITE_P(Formats, GemmGrid,
-                         ::testing::Values(WeightFormat::F32, WeightFormat::BF16, WeightFormat::FP8,
-                                           WeightFormat::FP4, WeightFormat::ROWFP8),
-                         [](const auto& info) { return std::string(to_string(info.param)); });
+TEST_P(GemmGrid, F32MatchesRef) {
+  check_grid(path(), WeightFormat::F32);
+}
+TEST_P(GemmGrid, BF16MatchesRef) {
+  check_grid(path(), WeightFormat::BF16);
+}
+TEST_P(GemmGrid, FP8MatchesRef) {
+  check_grid(path(), WeightFormat::FP8);
+}
+TEST_P(GemmGrid, FP4MatchesRef) {
+  check_grid(path(), WeightFormat::FP4);
+}
+TEST_P(GemmGrid, ROWFP8MatchesRef) {
+  check_grid(path(), WeightFormat::ROWFP8);
+}
 
 // K longer than one buffered block (1024 f32 / 2048 bf16 columns): partial sums of
 // several k blocks must add up, in decode (M <= 16) and prefill order.
-TEST(Gemm, LongKSpansSeveralBlocks) {
+TEST_P(GemmPath, LongKSpansSeveralBlocks) {
   uint32_t seed = 500;
   for (WeightFormat f : {WeightFormat::F32, WeightFormat::BF16, WeightFormat::FP8,
                          WeightFormat::FP4, WeightFormat::ROWFP8})
@@ -361,12 +386,12 @@ TEST(Gemm, LongKSpansSeveralBlocks) {
         Case c{f, m, 9, k};
         c.accumulate = seed % 2;
         c.precision = (seed / 2) % 2 ? GemmPrecision::Bf16 : GemmPrecision::F32;
-        check_case(c, seed++);
+        check_case(path(), c, seed++);
       }
 }
 
 // M larger than one prefill slab of x rows (516): slabs must cover every row once.
-TEST(Gemm, TallMSpansSeveralSlabs) {
+TEST_P(GemmPath, TallMSpansSeveralSlabs) {
   uint32_t seed = 900;
   for (WeightFormat f : {WeightFormat::FP8, WeightFormat::FP4})
     for (GemmPrecision prec : {GemmPrecision::F32, GemmPrecision::Bf16}) {
@@ -374,14 +399,15 @@ TEST(Gemm, TallMSpansSeveralSlabs) {
       c.precision = prec;
       c.accumulate = prec == GemmPrecision::Bf16;
       c.y_pad = 3;
-      check_case(c, seed++);
+      check_case(path(), c, seed++);
     }
 }
 
-TEST(Gemm, EmptyK) {
+TEST_P(GemmPath, EmptyK) {
+  const Path& path = this->path();
   for (bool acc : {false, true}) {
     TestWeight w{WeightFormat::F32, 5, 0, {}, {}};
-    for (const Path& path : cpu_paths()) {
+    {
       std::vector<float> y(10, 2.5f);
       GemmParams p;
       p.w = w.view();
@@ -396,7 +422,8 @@ TEST(Gemm, EmptyK) {
 
 // Bf16 precision rounds x to bf16 (relative error <= 2^-9 per element), so against the
 // exact f32 product it stays within 2^-8·Σ|x·w| (the documented Bf16 tolerance).
-TEST(Gemm, Bf16PrecisionWithinStatedBoundOfF32) {
+TEST_P(GemmPath, Bf16PrecisionWithinStatedBoundOfF32) {
+  const Path& path = this->path();
   uint32_t seed = 77;
   for (WeightFormat f : {WeightFormat::F32, WeightFormat::BF16, WeightFormat::FP8,
                          WeightFormat::FP4, WeightFormat::ROWFP8})
@@ -406,7 +433,7 @@ TEST(Gemm, Bf16PrecisionWithinStatedBoundOfF32) {
       const Problem pr = make_problem(c, seed++);
       const std::vector<float> ref = run_ref(pr);
       const std::vector<double> mag = magnitudes(pr);
-      for (const Path& path : cpu_paths()) {
+      {
         std::vector<float> y = pr.y0;
         GemmParams p = pr.params(y.data());
         p.precision = GemmPrecision::Bf16;
@@ -418,7 +445,7 @@ TEST(Gemm, Bf16PrecisionWithinStatedBoundOfF32) {
 
 // Each y element is computed by one thread in a fixed order: bit-identical results for
 // any thread count, in decode (small M) and prefill (large M) shapes.
-TEST(Gemm, ResultsDoNotDependOnThreadCount) {
+TEST_P(GemmPath, ResultsDoNotDependOnThreadCount) {
   for (int64_t m : {3, 40})
     for (GemmPrecision prec : {GemmPrecision::F32, GemmPrecision::Bf16}) {
       Case c{WeightFormat::FP8, m, 301, 1100};
@@ -429,8 +456,7 @@ TEST(Gemm, ResultsDoNotDependOnThreadCount) {
       for (int threads : {1, 2, 3}) {
         set_num_threads(threads);
         std::vector<float> y = pr.y0;
-        ScopedBackend b(Backend::Cpu);
-        gemm(pr.params(y.data()));
+        path().run(pr.params(y.data()));
         outs.push_back(y);
       }
       set_num_threads(0);
@@ -438,6 +464,26 @@ TEST(Gemm, ResultsDoNotDependOnThreadCount) {
       EXPECT_EQ(std::memcmp(outs[0].data(), outs[2].data(), outs[0].size() * 4), 0);
     }
 }
+
+// The dispatched entry runs the active path: forcing each supported path through
+// ScopedCpuPath gives that path's own result bit for bit.
+TEST_P(GemmPath, DispatchRunsTheActivePath) {
+  if (path().needs_bf16_dot != cpu_features().avx512bf16 && path().isa == CpuPath::Avx512)
+    GTEST_SKIP() << "dispatch picks the other AVX-512 variant on this CPU";
+  const Problem pr =
+      make_problem({WeightFormat::FP4, 5, 33, 96, 0, 0, false, GemmPrecision::Bf16}, 9);
+  std::vector<float> direct = pr.y0, dispatched = pr.y0;
+  path().run(pr.params(direct.data()));
+  {
+    ScopedBackend b(Backend::Cpu);
+    ScopedCpuPath c(path().isa);
+    gemm(pr.params(dispatched.data()));
+  }
+  EXPECT_EQ(std::memcmp(direct.data(), dispatched.data(), direct.size() * 4), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, GemmPath, ::testing::Range(0, 4), path_name);
+INSTANTIATE_TEST_SUITE_P(Paths, GemmGrid, ::testing::Range(0, 4), path_name);
 
 // --- validation ---------------------------------------------------------------------------
 

@@ -25,15 +25,11 @@ namespace {
 using testing::kInf;
 using testing::kNaN;
 
-std::vector<testing::Variant<IndexerScoreParams>> score_variants(bool with_ref) {
-  auto v = testing::fast_variants<IndexerScoreParams, cpu::IndexerRowsFn>(
-      indexer_score, cpu::indexer_score, cpu::portable_indexer_rows(), cpu::avx512_indexer_rows);
-  if (with_ref)
-    v.push_back({"ref", [](const IndexerScoreParams& p) { testing::run_ref(indexer_score, p); }});
-  return v;
-}
+// HandWorked suites run the reference too; FastPaths suites compare with it.
+class IndexerScoreHandWorked : public testing::ImplTest {};
+class IndexerScoreFastPaths : public testing::ImplTest {};
 
-TEST(IndexerScore, HandWorked) {
+TEST_P(IndexerScoreHandWorked, Values) {
   // Heads q0 = [1, 0], q1 = [0, 1] with weights 2 and -1.
   //   K0 = [1, 1]:   2·1 - 1·1 = 1        K1 = [-1, 2]: 2·0 - 1·2 = -2
   //   K2 = [-1, -1]: both relu 0 -> 0     K3 = [3, 0]:  6, but not visible
@@ -41,7 +37,7 @@ TEST(IndexerScore, HandWorked) {
   const float keys[] = {1, 1, -1, 2, -1, -1, 3, 0};
   const int64_t visible = 3;
   const int32_t cand[] = {2, 3, -1, 0, 2};  // a run crossing `visible`, none, a repeat
-  for (const auto& v : score_variants(true)) {
+  for (const auto& v : variants(indexer_score)) {
     std::vector<float> score(4, kNaN);
     IndexerScoreParams p{.q = q,
                          .w = w,
@@ -101,7 +97,7 @@ ScoreInputs make_inputs(const ScoreCase& c, uint32_t seed) {
   return in;
 }
 
-TEST(IndexerScore, FastPathsMatchReference) {
+TEST_P(IndexerScoreFastPaths, MatchReference) {
   const ScoreCase cases[] = {{1, 1, 32, 1, 0},     {3, 4, 64, 17, 0},    {2, 17, 96, 300, 0},
                              {3, 32, 128, 300, 0}, {3, 4, 64, 300, 40},  {2, 32, 128, 1000, 64},
                              {4, 3, 32, 17, 17},   {1, 64, 128, 129, 0}, {3, 1, 33, 5, 3}};
@@ -120,7 +116,7 @@ TEST(IndexerScore, FastPathsMatchReference) {
     std::vector<float> want(c.m * c.rows, kNaN);
     p.score = want.data();
     testing::run_ref(indexer_score, p);
-    for (const auto& v : score_variants(false)) {
+    for (const auto& v : variants(indexer_score)) {
       std::vector<float> got(want.size(), kNaN);
       p.score = got.data();
       v.run(p);
@@ -302,6 +298,10 @@ TEST(TopK, RejectsBadParams) {
   EXPECT_THROW(topk(nullptr, 2, 1, out), Error);
   EXPECT_EQ(topk(nullptr, 0, 1, nullptr), 0);
 }
+
+INSTANTIATE_TEST_SUITE_P(Impls, IndexerScoreHandWorked, testing::impls_and_ref(),
+                         testing::impl_name);
+INSTANTIATE_TEST_SUITE_P(Impls, IndexerScoreFastPaths, testing::fast_impls(), testing::impl_name);
 
 }  // namespace
 }  // namespace troupe::kernels

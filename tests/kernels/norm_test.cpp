@@ -18,24 +18,16 @@ namespace {
 using testing::kInf;
 using testing::kNaN;
 
-std::vector<testing::Variant<RmsNormParams>> rms_variants() {
-  return testing::fast_variants<RmsNormParams, const cpu::NormRowKernels&>(
-      rms_norm, cpu::rms_norm, cpu::portable_norm_kernels(), cpu::avx512_norm_kernels);
-}
+// HandWorked suites run the reference too; FastPaths suites compare with it.
+class RmsNormHandWorked : public testing::ImplTest {};
+class RmsNormFastPaths : public testing::ImplTest {};
+class SoftmaxHandWorked : public testing::ImplTest {};
+class SoftmaxFastPaths : public testing::ImplTest {};
 
-std::vector<testing::Variant<SoftmaxParams>> softmax_variants() {
-  auto v = testing::fast_variants<SoftmaxParams, const cpu::NormRowKernels&>(
-      softmax, cpu::softmax, cpu::portable_norm_kernels(), cpu::avx512_norm_kernels);
-  v.push_back({"ref", [](const SoftmaxParams& p) { testing::run_ref(softmax, p); }});
-  return v;
-}
-
-TEST(RmsNorm, HandWorked) {
+TEST_P(RmsNormHandWorked, Values) {
   // mean(3², 4²) = 12.5; 1/sqrt(12.5) = 0.28284271
   const std::vector<float> x = {3, 4}, w = {2, 0.5f};
-  auto variants = rms_variants();
-  variants.push_back({"ref", [](const RmsNormParams& p) { testing::run_ref(rms_norm, p); }});
-  for (const auto& v : variants) {
+  for (const auto& v : variants(rms_norm)) {
     std::vector<float> out(2, kNaN);
     v.run({.x = x.data(), .weight = w.data(), .out = out.data(), .rows = 1, .n = 2, .eps = 0});
     EXPECT_NEAR(out[0], 2 * 3 * 0.28284271f, 1e-6) << v.name;
@@ -52,7 +44,7 @@ struct RmsCase {
   bool weight, in_place;
 };
 
-TEST(RmsNorm, FastPathsMatchReference) {
+TEST_P(RmsNormFastPaths, MatchReference) {
   const RmsCase cases[] = {{1, 1, 0, true, false},    {3, 3, 1, false, false},
                            {17, 17, 0, true, true},   {2, 31, 5, true, false},
                            {5, 33, 0, false, true},   {4, 64, 3, true, false},
@@ -73,7 +65,7 @@ TEST(RmsNorm, FastPathsMatchReference) {
     RmsNormParams p = base;
     p.out = want.data();
     testing::run_ref(rms_norm, p);
-    for (const auto& v : rms_variants()) {
+    for (const auto& v : variants(rms_norm)) {
       std::vector<float> got = c.in_place ? x : std::vector<float>(c.rows * ld, kNaN);
       for (int64_t r = 0; r < c.rows; ++r)  // padding holds a sentinel that must survive
         for (int64_t i = c.n; i < ld; ++i) got[r * ld + i] = -7.0f;
@@ -97,9 +89,9 @@ TEST(RmsNorm, RejectsBadParams) {
   rms_norm({.x = nullptr, .out = nullptr, .rows = 0, .n = 4});  // no rows: nothing to do
 }
 
-TEST(Softmax, HandWorked) {
+TEST_P(SoftmaxHandWorked, Values) {
   const float ln2 = std::log(2.0f);
-  for (const auto& v : softmax_variants()) {
+  for (const auto& v : variants(softmax)) {
     // Row 0: [0, ln2, -inf] -> [1/3, 2/3, 0]. Row 1: all masked -> zeros.
     // Row 2: huge equal logits stay finite thanks to max subtraction.
     std::vector<float> x = {0, ln2, -kInf, -kInf, -kInf, -kInf, 1e30f, 1e30f, -kInf};
@@ -112,7 +104,7 @@ TEST(Softmax, HandWorked) {
   }
 }
 
-TEST(Softmax, FastPathsMatchReference) {
+TEST_P(SoftmaxFastPaths, MatchReference) {
   const int64_t sizes[][3] = {{1, 1, 0},  {3, 3, 2},   {17, 17, 0},  {2, 31, 1},
                               {5, 33, 7}, {4, 100, 0}, {2, 1000, 0}, {1, 4096, 3}};
   for (const auto& s : sizes) {
@@ -123,7 +115,7 @@ TEST(Softmax, FastPathsMatchReference) {
       for (int64_t i = n; i < ld; ++i) x[r * ld + i] = -7.0f;  // padding sentinel
     std::vector<float> want = x;
     testing::run_ref(softmax, SoftmaxParams{.x = want.data(), .rows = rows, .n = n, .ld = ld});
-    for (const auto& v : softmax_variants()) {
+    for (const auto& v : variants(softmax)) {
       std::vector<float> got = x;
       v.run({.x = got.data(), .rows = rows, .n = n, .ld = ld});
       for (int64_t i = 0; i < rows * ld; ++i)
@@ -133,6 +125,11 @@ TEST(Softmax, FastPathsMatchReference) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Impls, RmsNormHandWorked, testing::impls_and_ref(), testing::impl_name);
+INSTANTIATE_TEST_SUITE_P(Impls, SoftmaxHandWorked, testing::impls_and_ref(), testing::impl_name);
+INSTANTIATE_TEST_SUITE_P(Impls, RmsNormFastPaths, testing::fast_impls(), testing::impl_name);
+INSTANTIATE_TEST_SUITE_P(Impls, SoftmaxFastPaths, testing::fast_impls(), testing::impl_name);
 
 }  // namespace
 }  // namespace troupe::kernels

@@ -20,12 +20,9 @@ namespace {
 
 using testing::kNaN;
 
-std::vector<testing::Variant<RopeParams>> rope_variants() {
-  auto v = testing::fast_variants<RopeParams, cpu::RopeRotateFn>(
-      rope, cpu::rope, cpu::portable_rope_rotate(), cpu::avx512_rope_rotate);
-  v.push_back({"ref", [](const RopeParams& p) { testing::run_ref(rope, p); }});
-  return v;
-}
+// HandWorked suites run the reference too; FastPaths suites compare with it.
+class RopeHandWorked : public testing::ImplTest {};
+class RopeFastPaths : public testing::ImplTest {};
 
 // Expected YaRN blend for pair i given the ramp's low and high ends.
 double yarn(double theta, int64_t dr, double factor, double low, double high, int64_t i) {
@@ -72,9 +69,9 @@ TEST(RopeFrequencies, FactorOneMeansNoYarn) {
   EXPECT_THROW(rope_frequencies(10000.0, 32, {.factor = 4}), Error);  // no original length
 }
 
-TEST(Rope, HandWorked) {
+TEST_P(RopeHandWorked, Values) {
   const double freqs[] = {1.0, 0.5};
-  for (const auto& v : rope_variants()) {
+  for (const auto& v : variants(rope)) {
     // n = 6, Dr = 4: channels 0,1 untouched; pairs (2,3) by 1·p and (4,5) by 0.5·p.
     std::vector<float> x = {5, 6, 1, 0, 0, 2};
     const int64_t pos = 2;
@@ -102,12 +99,12 @@ TEST(Rope, HandWorked) {
   }
 }
 
-TEST(Rope, AngleIsF64AtLargePositions) {
+TEST_P(RopeHandWorked, AngleIsF64AtLargePositions) {
   // φ = 1e6·f in f64, then cos/sin rounded to f32. An f32 angle would be off by
   // up to 0.03 rad at this position, far outside one f32 ulp of cos.
   const double freqs[] = {0.7853981633974483};
   const int64_t pos = 999999;
-  for (const auto& v : rope_variants()) {
+  for (const auto& v : variants(rope)) {
     std::vector<float> x = {1, 0};
     v.run({.x = x.data(), .count = 1, .n = 2, .rope_dim = 2, .positions = &pos, .freqs = freqs});
     EXPECT_EQ(x[0], static_cast<float>(std::cos(999999 * freqs[0]))) << v.name;
@@ -120,7 +117,7 @@ struct RopeCase {
   bool inverse;
 };
 
-TEST(Rope, FastPathsMatchReference) {
+TEST_P(RopeFastPaths, MatchReference) {
   const RopeCase cases[] = {{1, 1, 32, 32, 0, false},   {3, 4, 64, 32, 1, true},
                             {17, 1, 128, 32, 0, false}, {2, 64, 512, 64, 0, true},
                             {5, 3, 96, 32, 7, false},   {31, 2, 64, 64, 0, false},
@@ -154,7 +151,7 @@ TEST(Rope, FastPathsMatchReference) {
     RopeParams p = base;
     p.x = want.data();
     testing::run_ref(rope, p);
-    for (const auto& v : rope_variants()) {
+    for (const auto& v : variants(rope)) {
       std::vector<float> got = x;
       p.x = got.data();
       v.run(p);
@@ -196,6 +193,9 @@ TEST(Rope, RejectsBadParams) {
   p.freqs = nullptr;
   EXPECT_THROW(rope(p), Error);
 }
+
+INSTANTIATE_TEST_SUITE_P(Impls, RopeHandWorked, testing::impls_and_ref(), testing::impl_name);
+INSTANTIATE_TEST_SUITE_P(Impls, RopeFastPaths, testing::fast_impls(), testing::impl_name);
 
 }  // namespace
 }  // namespace troupe::kernels

@@ -1,0 +1,426 @@
+// AVX2+FMA GEMM y[M, N] (+)= x[M, K] · Wᵀ for every weight format (kernels/gemm.h), the
+// path of x86 CPUs without AVX-512 (Zen 2/3, Haswell..Alder Lake). The loop nests are
+// gemm_avx512.cpp's, fitted to 16 ymm registers:
+//
+//   direct  (M <= 4): no buffer; each 32-column block of a weight row is decoded into
+//           registers once and FMA'd into every x row (tiles of 1x4, 2x2, 3x1, 4x1
+//           x rows by weight rows, two accumulators each to cover FMA latency).
+//   blocked (M > 4): W[n0 : n0+panel, k0 : k0+1024] is dequantized once to f32 in a
+//           cache-resident buffer and serves every x row through a 3x4 micro-kernel
+//           (12 ymm accumulators of dot products along k). Decode order (M <= 16)
+//           streams each weight row once through a 4-row, 16 KiB panel; prefill
+//           order keeps a 64-row panel (256 KiB) in L2 for a slab of 516 x rows.
+//
+// Both precisions run f32 FMAs (no bf16 dot on AVX2): Bf16 rounds x to bf16 first,
+// which is its definition. Every y element is one pair of accumulators summed over k
+// in a fixed order and reduced by one tree, so results do not depend on the thread
+// count or the tile an element lands in.
+//
+// Decoding (32 columns -> four 8-float vectors): FP4 nibbles through vpshufb on a
+// 16-byte register table of 2·E2M1 as int8 (exact small integers), widened and
+// converted, times scale/2; E4M3 by sign extension, shifts and a mask into the f32 bit
+// pattern times 2^120·scale (as gemm_blocks_avx512.h explains); BF16 by a shift. Two
+// 16-bit (or 4-bit) values share a 32-bit lane, so these formats yield even and odd
+// columns apart ("pairs" order below) and the activations are permuted to match; a dot
+// product does not care about the order of its terms.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/cpu/gemm_internal.h"
+#include "kernels/cpu/gemm_weight_src.h"
+#include "kernels/parallel.h"
+
+// Innermost-loop helpers returning several vectors: GCC does not always inline them.
+#define AVX2_INLINE inline __attribute__((always_inline))
+
+namespace troupe::kernels::cpu {
+namespace {
+
+constexpr int kNR = 4;                   // weight rows per blocked micro-tile
+constexpr int kMR = 3;                   // x rows per blocked micro-tile (12 accumulators)
+constexpr int64_t kDirectMaxM = 4;       // up to here: weights decoded in registers
+constexpr int64_t kDecodeMaxM = 16;      // up to here: stream weights, panel = one tile
+constexpr int64_t kPrefillPanel = 64;    // weight rows dequantized together for prefill
+constexpr int64_t kPrefillSlab = 516;    // x rows per prefill slab (a multiple of kMR)
+constexpr int64_t kChunkCols = 1024;     // columns of one buffered panel row (4 KiB)
+constexpr int64_t kPrefetchBytes = 512;  // FP8 direct decode: how far ahead of the loads
+
+// 32 columns as four vectors, in the format's order:
+//   natural (F32): v[0] = columns 0..7, v[1] = 8..15, v[2] = 16..23, v[3] = 24..31
+//   pairs (BF16, FP8, ROWFP8, FP4): v[0] = even columns of 0..15, v[1] = odd columns of
+//           0..15, v[2] = even of 16..31, v[3] = odd of 16..31
+struct Vec32 {
+  __m256 v[4];
+};
+
+constexpr bool pairs_order(WeightFormat f) {
+  return f != WeightFormat::F32;
+}
+
+// Stored bytes per 32 columns.
+constexpr int64_t block_bytes(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::F32:
+      return 128;
+    case WeightFormat::BF16:
+      return 64;
+    case WeightFormat::FP4:
+      return 16;
+    default:
+      return 32;
+  }
+}
+
+AVX2_INLINE __m256 bits(__m256i v) {
+  return _mm256_castsi256_ps(v);
+}
+
+// Even / odd 16-bit halves of each 32-bit lane as f32 (a bf16 is the upper half of its f32).
+AVX2_INLINE __m256 bf16_even(__m256i h) {
+  return bits(_mm256_slli_epi32(h, 16));
+}
+AVX2_INLINE __m256 bf16_odd(__m256i h) {
+  return bits(_mm256_and_si256(h, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
+}
+
+// 16 E4M3 codes -> [even, odd] columns as f32 up to the factor 2^120 (see
+// e4m3x32_unscaled in gemm_blocks_avx512.h for the bit layout); NaN codes (0x7F/0xFF)
+// come out finite and set their 16-bit lane in `nan`.
+AVX2_INLINE void e4m3x16_unscaled(__m128i codes, __m256& even, __m256& odd, __m256i& nan) {
+  const __m256i w = _mm256_cvtepi8_epi16(codes);
+  const __m256i m7f = _mm256_set1_epi16(0x7F);
+  nan = _mm256_or_si256(nan, _mm256_cmpeq_epi16(_mm256_and_si256(w, m7f), m7f));
+  const __m256i keep = _mm256_set1_epi32(static_cast<int>(0x87F00000u));
+  even = bits(_mm256_and_si256(_mm256_slli_epi32(w, 20), keep));
+  odd = bits(_mm256_and_si256(_mm256_slli_epi32(w, 4), keep));
+}
+
+// 2·E2M1 for codes 0..15 (bit 3 = sign): exact int8 values, so vpshufb is the decode.
+// Code 8 (-0) becomes +0, which no sum can tell apart from -0 once added to +0.
+AVX2_INLINE __m128i e2m1_twice_table() {
+  return _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+}
+
+AVX2_INLINE __m256 int8x8_to_f32(__m128i v) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v));
+}
+
+// Columns kb..kb+31 of row r as f32 in the format's order; columns at or past K read
+// as 0 (FP4 has whole blocks only: K % 32 == 0). FP8/ROWFP8 NaN codes decode finite
+// and set lanes of `nan`; callers make the row's dot products NaN.
+template <WeightFormat F>
+AVX2_INLINE Vec32 load_block(const WeightSrc& s, int64_t r, int64_t kb, __m256i& nan) {
+  const uint8_t* p = s.data + r * s.row_bytes + kb * block_bytes(F) / 32;
+  alignas(32) uint8_t tail[128];
+  if (F != WeightFormat::FP4 && kb + 32 > s.k) [[unlikely]] {  // the ragged last block
+    const size_t have = static_cast<size_t>((s.k - kb) * block_bytes(F) / 32);
+    std::memcpy(tail, p, have);
+    std::memset(tail + have, 0, sizeof tail - have);
+    p = tail;
+  }
+  Vec32 b;
+  if constexpr (F == WeightFormat::F32) {
+    const float* f = reinterpret_cast<const float*>(p);
+    for (int i = 0; i < 4; ++i) b.v[i] = _mm256_loadu_ps(f + 8 * i);
+  } else if constexpr (F == WeightFormat::BF16) {
+    const __m256i h0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    const __m256i h1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32));
+    b = {{bf16_even(h0), bf16_odd(h0), bf16_even(h1), bf16_odd(h1)}};
+  } else if constexpr (F == WeightFormat::FP4) {
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m128i low4 = _mm_set1_epi8(0x0F);
+    const __m128i ev = _mm_shuffle_epi8(e2m1_twice_table(), _mm_and_si128(q, low4));
+    const __m128i od =
+        _mm_shuffle_epi8(e2m1_twice_table(), _mm_and_si128(_mm_srli_epi16(q, 4), low4));
+    const __m256 half_scale = _mm256_set1_ps(0.5f * s.ue8m0[s.scale[r * s.scale_ld + kb / 32]]);
+    b = {{_mm256_mul_ps(int8x8_to_f32(ev), half_scale),
+          _mm256_mul_ps(int8x8_to_f32(od), half_scale),
+          _mm256_mul_ps(int8x8_to_f32(_mm_srli_si128(ev, 8)), half_scale),
+          _mm256_mul_ps(int8x8_to_f32(_mm_srli_si128(od, 8)), half_scale)}};
+  } else {  // FP8 (32x32 scale tiles) or ROWFP8 (scale per 32 columns of a row)
+    const int64_t scale_row = F == WeightFormat::FP8 ? r / 32 : r;
+    const uint8_t code = s.scale[scale_row * s.scale_ld + kb / 32];
+    e4m3x16_unscaled(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), b.v[0], b.v[1], nan);
+    e4m3x16_unscaled(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)), b.v[2], b.v[3],
+                     nan);
+    if (code <= kMaxFoldedScale) {  // one multiply by 2^120·scale: code·scale's one rounding
+      const __m256 f = _mm256_set1_ps(s.e4m3_scale[code]);
+      for (__m256& v : b.v) v = _mm256_mul_ps(v, f);
+    } else {  // 2^120·scale would overflow: the exact 2^120 first, then the scale
+      const __m256 big = _mm256_set1_ps(0x1p120f), f = _mm256_set1_ps(s.ue8m0[code]);
+      for (__m256& v : b.v) v = _mm256_mul_ps(_mm256_mul_ps(v, big), f);
+    }
+  }
+  return b;
+}
+
+AVX2_INLINE bool any_nan(__m256i nan) {
+  return !_mm256_testz_si256(nan, nan);
+}
+
+// Round to the nearest bf16 value (RNE, NaN kept quiet), as bf16_encode/bf16_decode.
+AVX2_INLINE __m256 round_to_bf16(__m256 v) {
+  const __m256i b = _mm256_castps_si256(v);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1));
+  const __m256i r = _mm256_add_epi32(b, _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), lsb));
+  const __m256 quiet = bits(_mm256_or_si256(b, _mm256_set1_epi32(0x00400000)));
+  const __m256 out = _mm256_blendv_ps(bits(r), quiet, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  return bits(
+      _mm256_and_si256(_mm256_castps_si256(out), _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
+}
+
+// [Σa, Σb, Σc, Σd] of four accumulators, each through the same hadd tree.
+AVX2_INLINE __m128 reduce4(__m256 a, __m256 b, __m256 c, __m256 d) {
+  const __m256 s = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+  return _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+}
+
+// y[i][0 : nr] (+)= out[i] for i < mr; never touches y past nr columns.
+void store_tile(const __m128* out, int mr, int nr, float* y, int64_t ldy, bool add) {
+  for (int i = 0; i < mr; ++i) {
+    alignas(16) float v[4];
+    _mm_store_ps(v, out[i]);
+    for (int j = 0; j < nr; ++j) y[i * ldy + j] = add ? y[i * ldy + j] + v[j] : v[j];
+  }
+}
+
+// --- activations ----------------------------------------------------------------------
+
+// xb[M, kp] = x in the format's column order, zero-padded to kp (K rounded up to 32),
+// rounded to bf16 values when `round`.
+void prepare_x(const GemmShape& sh, const float* x, bool pairs, bool round, float* xb, int64_t kp) {
+  parallel_for(sh.m, std::max<int64_t>(1, 65536 / kp), [&](int64_t b, int64_t e) {
+    for (int64_t m = b; m < e; ++m) {
+      const float* xr = x + m * sh.ldx;
+      float* o = xb + m * kp;
+      for (int64_t kb = 0; kb < kp; kb += 16) {
+        alignas(32) float tail[16];
+        const float* src = xr + kb;
+        if (kb + 16 > sh.k) {  // the ragged end of K
+          const int64_t have = std::max<int64_t>(0, sh.k - kb);
+          std::fill(tail, tail + 16, 0.0f);
+          std::copy(src, src + have, tail);
+          src = tail;
+        }
+        __m256 a = _mm256_loadu_ps(src), c = _mm256_loadu_ps(src + 8);
+        if (pairs) {  // [a0 a2 c0 c2 | a4 a6 c4 c6] -> quads 0, 2, 1, 3 = the even columns
+          const __m256 ev = _mm256_shuffle_ps(a, c, 0x88), od = _mm256_shuffle_ps(a, c, 0xDD);
+          a = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xD8));
+          c = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(od), 0xD8));
+        }
+        if (round) {
+          a = round_to_bf16(a);
+          c = round_to_bf16(c);
+        }
+        _mm256_store_ps(o + kb, a);
+        _mm256_store_ps(o + kb + 8, c);
+      }
+    }
+  });
+}
+
+// --- decode, M <= 4: weights decoded in registers ---------------------------------------
+
+// x rows x weight rows per direct tile, two accumulators each (<= 8 ymm in all).
+constexpr int direct_rows(int mr) {
+  return mr == 1 ? 4 : mr == 2 ? 2 : 1;
+}
+
+// out[i] = [Σ_k x[i][k]·W[r[j]][k] for j < NR] over all of K (lanes past NR unused).
+template <WeightFormat F, int MR>
+void direct_tile(const WeightSrc& s, const float* x, int64_t ldx, const int64_t* r, __m128* out) {
+  constexpr int NR = direct_rows(MR);
+  __m256 acc[MR][NR][2];
+  for (auto& row : acc)
+    for (auto& pair : row) pair[0] = pair[1] = _mm256_setzero_ps();
+  __m256i nan[NR];
+  for (__m256i& v : nan) v = _mm256_setzero_si256();
+  for (int64_t kb = 0; kb < s.k; kb += 32) {
+    for (int j = 0; j < NR; ++j) {
+      if constexpr (F == WeightFormat::FP8 || F == WeightFormat::ROWFP8)  // see gemm_avx512.cpp
+        _mm_prefetch(
+            reinterpret_cast<const char*>(s.data + r[j] * s.row_bytes + kb) + kPrefetchBytes,
+            _MM_HINT_T0);
+      const Vec32 w = load_block<F>(s, r[j], kb, nan[j]);
+      for (int i = 0; i < MR; ++i) {
+        const float* xi = x + i * ldx + kb;
+        acc[i][j][0] = _mm256_fmadd_ps(_mm256_load_ps(xi), w.v[0], acc[i][j][0]);
+        acc[i][j][1] = _mm256_fmadd_ps(_mm256_load_ps(xi + 8), w.v[1], acc[i][j][1]);
+        acc[i][j][0] = _mm256_fmadd_ps(_mm256_load_ps(xi + 16), w.v[2], acc[i][j][0]);
+        acc[i][j][1] = _mm256_fmadd_ps(_mm256_load_ps(xi + 24), w.v[3], acc[i][j][1]);
+      }
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    __m256 sum[4];
+    for (int j = 0; j < 4; ++j) {
+      const int jj = std::min(j, NR - 1);
+      // A NaN weight code makes its whole dot product NaN (NaN·x is NaN for every x).
+      sum[j] = any_nan(nan[jj]) ? _mm256_set1_ps(NAN) : _mm256_add_ps(acc[i][jj][0], acc[i][jj][1]);
+    }
+    out[i] = reduce4(sum[0], sum[1], sum[2], sum[3]);
+  }
+}
+
+struct Plan {  // one call, shared read-only by the threads
+  GemmShape sh;
+  WeightSrc src;
+  const float* xb;  // [M, kp] prepared activations
+  int64_t kp;       // K rounded up to 32
+  int64_t panel;    // weight rows per buffered block
+  float* y;
+  bool accumulate;
+};
+
+template <WeightFormat F, int MR>
+void run_direct(const Plan& pl, int64_t nb, int64_t ne) {
+  constexpr int NR = direct_rows(MR);
+  for (int64_t n0 = nb; n0 < ne; n0 += NR) {
+    const int nr = static_cast<int>(std::min<int64_t>(NR, ne - n0));
+    int64_t r[NR];  // rows past the range repeat the last one; their sums are dropped
+    for (int j = 0; j < NR; ++j) r[j] = n0 + std::min(j, nr - 1);
+    __m128 out[MR];
+    direct_tile<F, MR>(pl.src, pl.xb, pl.kp, r, out);
+    store_tile(out, MR, nr, pl.y + n0, pl.sh.ldy, pl.accumulate);
+  }
+}
+
+// --- blocked, M > 4 ---------------------------------------------------------------------
+
+// out[rows_pad, kc] = W[r0 : r0+rows, k0 : k0+kc] as f32; rows past `rows` are zero.
+template <WeightFormat F>
+void dequant_panel(const WeightSrc& s, int64_t r0, int rows, int rows_pad, int64_t k0, int64_t kc,
+                   float* out) {
+  for (int i = 0; i < rows; ++i) {
+    float* o = out + i * kc;
+    __m256i nan = _mm256_setzero_si256();
+    for (int64_t kb = k0; kb < k0 + kc; kb += 32) {
+      const Vec32 b = load_block<F>(s, r0 + i, kb, nan);
+      for (int v = 0; v < 4; ++v) _mm256_store_ps(o + (kb - k0) + 8 * v, b.v[v]);
+    }
+    if (any_nan(nan)) [[unlikely]]
+      o[0] = NAN;  // one NaN makes every dot product with the row NaN, as in ref
+  }
+  std::fill(out + rows * kc, out + rows_pad * kc, 0.0f);
+}
+
+// out[i] = [Σ_k x[i][k]·w[j][k] for j < 4], i < MR, k < kc (a multiple of 8).
+template <int MR>
+void tile(const float* x, int64_t ldx, const float* w, int64_t ldw, int64_t kc, __m128* out) {
+  __m256 acc[MR][kNR];
+  for (auto& row : acc)
+    for (__m256& a : row) a = _mm256_setzero_ps();
+  for (int64_t k = 0; k < kc; k += 8) {
+    __m256 xv[MR];
+    for (int i = 0; i < MR; ++i) xv[i] = _mm256_load_ps(x + i * ldx + k);
+    for (int j = 0; j < kNR; ++j) {
+      const __m256 wv = _mm256_load_ps(w + j * ldw + k);
+      for (int i = 0; i < MR; ++i) acc[i][j] = _mm256_fmadd_ps(xv[i], wv, acc[i][j]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) out[i] = reduce4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+}
+
+// Rows [m_begin, m_end) of y, columns [n0, n0 + rows), k block [k0, k0 + kc).
+struct Block {
+  int64_t m_begin, m_end, n0;
+  int rows;
+  int64_t k0;
+};
+
+template <WeightFormat F>
+void run_block(const Plan& pl, const Block& b, float* wbuf) {
+  const int64_t kc = std::min(kChunkCols, pl.kp - b.k0);
+  const int rows_pad = (b.rows + kNR - 1) / kNR * kNR;
+  dequant_panel<F>(pl.src, b.n0, b.rows, rows_pad, b.k0, kc, wbuf);
+  const bool add = pl.accumulate || b.k0 > 0;
+  using TileFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, __m128*);
+  static constexpr TileFn kTiles[kMR + 1] = {nullptr, tile<1>, tile<2>, tile<3>};
+  for (int64_t m0 = b.m_begin; m0 < b.m_end; m0 += kMR) {
+    const int mr = static_cast<int>(std::min<int64_t>(kMR, b.m_end - m0));
+    for (int t = 0; t < b.rows; t += kNR) {
+      __m128 out[kMR];
+      kTiles[mr](pl.xb + m0 * pl.kp + b.k0, pl.kp, wbuf + t * kc, kc, kc, out);
+      store_tile(out, mr, std::min(kNR, b.rows - t), pl.y + m0 * pl.sh.ldy + b.n0 + t, pl.sh.ldy,
+                 add);
+    }
+  }
+}
+
+// Decode order streams each weight row once (k inner); prefill order keeps a panel in
+// L2 for a slab of x rows (k outer), as in gemm_avx512.cpp.
+template <WeightFormat F>
+void run_buffered(const Plan& pl, int64_t nb, int64_t ne) {
+  float* wbuf = gemm_w_scratch().get<float>(pl.panel * kChunkCols);
+  auto rows = [&](int64_t n0) { return static_cast<int>(std::min(pl.panel, ne - n0)); };
+  const int64_t m = pl.sh.m;
+  if (m <= kDecodeMaxM) {
+    for (int64_t n0 = nb; n0 < ne; n0 += pl.panel)
+      for (int64_t k0 = 0; k0 < pl.kp; k0 += kChunkCols)
+        run_block<F>(pl, {0, m, n0, rows(n0), k0}, wbuf);
+    return;
+  }
+  for (int64_t m0 = 0; m0 < m; m0 += kPrefillSlab)
+    for (int64_t k0 = 0; k0 < pl.kp; k0 += kChunkCols)
+      for (int64_t n0 = nb; n0 < ne; n0 += pl.panel)
+        run_block<F>(pl, {m0, std::min(m, m0 + kPrefillSlab), n0, rows(n0), k0}, wbuf);
+}
+
+template <WeightFormat F>
+void run_range(const Plan& pl, int64_t nb, int64_t ne) {
+  switch (pl.sh.m) {
+    case 1:
+      return run_direct<F, 1>(pl, nb, ne);
+    case 2:
+      return run_direct<F, 2>(pl, nb, ne);
+    case 3:
+      return run_direct<F, 3>(pl, nb, ne);
+    case 4:
+      return run_direct<F, 4>(pl, nb, ne);
+    default:
+      return run_buffered<F>(pl, nb, ne);
+  }
+}
+
+void run_format(const Plan& pl, WeightFormat f, int64_t nb, int64_t ne) {
+  switch (f) {
+    case WeightFormat::F32:
+      return run_range<WeightFormat::F32>(pl, nb, ne);
+    case WeightFormat::BF16:
+      return run_range<WeightFormat::BF16>(pl, nb, ne);
+    case WeightFormat::FP8:
+      return run_range<WeightFormat::FP8>(pl, nb, ne);
+    case WeightFormat::FP4:
+      return run_range<WeightFormat::FP4>(pl, nb, ne);
+    case WeightFormat::ROWFP8:
+      return run_range<WeightFormat::ROWFP8>(pl, nb, ne);
+  }
+}
+
+static_assert(kDirectMaxM == 4, "run_range instantiates direct tiles for M = 1..4");
+static_assert(kPrefillSlab % kMR == 0, "slabs end on micro-tile edges");
+
+}  // namespace
+
+void gemm_avx2(const GemmParams& p) {
+  const GemmShape sh = gemm_shape(p);
+  if (gemm_trivial(p, sh)) return;
+  const int64_t kp = (sh.k + 31) / 32 * 32;
+  float* xb = gemm_x_scratch().get<float>(sh.m * kp);
+  prepare_x(sh, p.x, pairs_order(p.w.format), p.precision == GemmPrecision::Bf16, xb, kp);
+  const bool direct = sh.m <= kDirectMaxM;
+  const Plan pl{sh,  weight_src(p.w), xb, kp, sh.m <= kDecodeMaxM ? kNR : kPrefillPanel,
+                p.y, p.accumulate};
+  const int64_t tile_rows = direct ? direct_rows(static_cast<int>(sh.m)) : kNR;
+  parallel_for(sh.n, gemm_min_chunk(sh, tile_rows),
+               [&](int64_t nb, int64_t ne) { run_format(pl, p.w.format, nb, ne); });
+  gemm_x_scratch().trim(kKeepScratchBytes);
+}
+
+}  // namespace troupe::kernels::cpu
+
+#undef AVX2_INLINE
