@@ -127,8 +127,10 @@ void time_out(scheduler_pointer self, runtime::RequestId id) {
 }
 
 runtime::EngineFigures figures(SchedulerState& s) {
-  count_prefix_cache(s);
-  return runtime::current_figures(s.ledger->counters, *s.scheduler, *s.kv);
+  runtime::EngineFigures earlier = s.ledger->counters;  // prefix counts: earlier incarnations'
+  earlier.prefix_query_tokens = s.ledger->prefix_query_base;
+  earlier.prefix_hit_tokens = s.ledger->prefix_hit_base;
+  return runtime::current_figures(earlier, *s.scheduler, *s.kv);
 }
 
 scheduler_core_actor::behavior_type scheduler_fun(

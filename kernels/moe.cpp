@@ -15,6 +15,12 @@ void check_weight(const WeightView& w, int64_t rows, int64_t cols, int64_t e, co
                w.cols, "], expected [", rows, ", ", cols, "]");
 }
 
+void check_expert(const ExpertWeights& w, int64_t inter, int64_t hidden, int64_t e) {
+  check_weight(w.w1, inter, hidden, e, "w1");
+  check_weight(w.w3, inter, hidden, e, "w3");
+  check_weight(w.w2, hidden, inter, e, "w2");
+}
+
 }  // namespace
 
 void moe_gate(const MoeGateParams& p) {
@@ -55,14 +61,45 @@ void moe_experts(const MoeExpertsParams& p) {
     TROUPE_CHECK(e >= -1 && e < p.experts_count, "pick[", i / p.top_k, ", ", i % p.top_k,
                  "] = ", e, " with experts_count = ", p.experts_count);
     if (e < 0) continue;
-    const ExpertWeights& w = p.experts[e];
-    check_weight(w.w1, p.inter, p.hidden, e, "w1");
-    check_weight(w.w3, p.inter, p.hidden, e, "w3");
-    check_weight(w.w2, p.hidden, p.inter, e, "w2");
+    check_expert(p.experts[e], p.inter, p.hidden, e);
   }
   switch (active_backend()) {
     case Backend::Ref: return ref::moe_experts(p);
     case Backend::Cpu: return cpu::moe_experts(p);
+  }
+}
+
+void moe_expert_rows(const MoeExpertRowsParams& p) {
+  TROUPE_CHECK(p.n >= 0, "n = ", p.n);
+  TROUPE_CHECK(p.hidden > 0 && p.inter > 0, "hidden = ", p.hidden, ", inter = ", p.inter);
+  TROUPE_CHECK(p.experts_count > 0, "experts_count = ", p.experts_count);
+  TROUPE_CHECK(std::isfinite(p.swiglu_limit) && p.swiglu_limit >= 0,
+               "swiglu_limit = ", p.swiglu_limit);
+  if (p.n == 0) return;
+  TROUPE_CHECK(p.x != nullptr && p.pick != nullptr && p.y != nullptr && p.experts != nullptr,
+               "moe_expert_rows: a null pointer");
+  for (int64_t i = 0; i < p.n; ++i) {
+    const int32_t e = p.pick[i];
+    TROUPE_CHECK(e >= -1 && e < p.experts_count, "pick[", i, "] = ", e,
+                 " with experts_count = ", p.experts_count);
+    if (e < 0) continue;
+    check_expert(p.experts[e], p.inter, p.hidden, e);
+  }
+  switch (active_backend()) {
+    case Backend::Ref: return ref::moe_expert_rows(p);
+    case Backend::Cpu: return cpu::moe_expert_rows(p);
+  }
+}
+
+void moe_combine(const MoeCombineParams& p) {
+  TROUPE_CHECK(p.m >= 0 && p.top_k >= 1 && p.hidden > 0, "m = ", p.m, ", top_k = ", p.top_k,
+               ", hidden = ", p.hidden);
+  if (p.m == 0) return;
+  TROUPE_CHECK(p.out != nullptr && p.row_of != nullptr && p.weight != nullptr,
+               "moe_combine: a null pointer");
+  switch (active_backend()) {
+    case Backend::Ref: return ref::moe_combine(p);
+    case Backend::Cpu: return cpu::moe_combine(p);
   }
 }
 

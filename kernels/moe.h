@@ -48,13 +48,47 @@ struct MoeExpertsParams {
 // h = silu(a) ⊙ b; w2·h. Tokens are grouped per expert so each expert is one GEMM.
 void moe_experts(const MoeExpertsParams& p);
 
+// The two halves of moe_experts for expert parallelism (route -> dispatch -> experts ->
+// combine): a rank runs the rows dispatched to its experts (moe_expert_rows), sends the
+// results home, and the home rank sums them (moe_combine). moe_expert_rows gives each
+// row the bits moe_experts computes for it, and moe_combine adds in the same order with
+// the same sum, so DEP-R equals DEP-1 bit for bit.
+struct MoeExpertRowsParams {
+  const float* x = nullptr;               // [n, H]
+  const int32_t* pick = nullptr;          // [n] the expert of each row, -1 = none (y row 0)
+  const ExpertWeights* experts = nullptr; // [experts_count]
+  float* y = nullptr;                     // [n, H] = Expert_pick(x)
+  int64_t n = 0;
+  int64_t hidden = 0;
+  int64_t inter = 0;
+  int64_t experts_count = 0;
+  float swiglu_limit = 0;
+  GemmPrecision precision = GemmPrecision::F32;
+};
+void moe_expert_rows(const MoeExpertRowsParams& p);
+
+struct MoeCombineParams {
+  float* out = nullptr;             // [M, H] += Σ_k weight[t, k] · y[row_of[t, k]], k ascending
+  const float* y = nullptr;         // [rows, H] expert outputs
+  const int64_t* row_of = nullptr;  // [M, top_k] row of y, -1 = skipped slot
+  const float* weight = nullptr;    // [M, top_k]
+  int64_t m = 0;
+  int64_t top_k = 0;
+  int64_t hidden = 0;
+};
+void moe_combine(const MoeCombineParams& p);
+
 namespace ref {
 void moe_gate(const MoeGateParams& p);
 void moe_experts(const MoeExpertsParams& p);
+void moe_expert_rows(const MoeExpertRowsParams& p);
+void moe_combine(const MoeCombineParams& p);
 }  // namespace ref
 namespace cpu {
 void moe_gate(const MoeGateParams& p);
 void moe_experts(const MoeExpertsParams& p);
+void moe_expert_rows(const MoeExpertRowsParams& p);
+void moe_combine(const MoeCombineParams& p);
 }  // namespace cpu
 
 }  // namespace troupe::kernels

@@ -32,4 +32,10 @@ inline float swiglu(float a, float b, float limit) {
   return a / (1.0f + std::exp(-a)) * b;
 }
 
+// The combine's one sum, shared by every backend and by single- and multi-rank MoE, so
+// where an expert ran never changes the bits: out[j] += weight · y[j].
+inline void combine_row(float* out, float weight, const float* y, int64_t hidden) {
+  for (int64_t j = 0; j < hidden; ++j) out[j] += weight * y[j];
+}
+
 }  // namespace troupe::kernels::moe_detail

@@ -6,14 +6,16 @@
 #include "model/batch.h"
 #include "model/config.h"
 #include "model/engram_hash.h"
+#include "model/routed_experts.h"
 #include "model/weights.h"
 
 namespace troupe::model {
 
 // out[rows, H] = Shared(x) + Σ_pick w_e Expert_e(x); x: [rows, H]. top_k: experts per
-// token, 0 = the target's c.top_k (the DSpark stages pass dspark_top_k).
+// token, 0 = the target's c.top_k (the DSpark stages pass dspark_top_k). routed: where
+// the routed experts run (model/routed_experts.h); nullptr: all of them here.
 void moe_layer(const ModelConfig& c, const MoeWeights& w, int64_t layer, const Batch& b,
-               const float* x, float* out, int64_t top_k = 0);
+               const float* x, float* out, int64_t top_k = 0, RoutedExperts* routed = nullptr);
 
 // X[rows, hc, H] += gate_s · value per stream, from the hashed n-gram table rows.
 void engram_layer(const ModelConfig& c, const ModelWeights& mw, const EngramWeights& w,

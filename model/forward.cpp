@@ -162,8 +162,19 @@ std::vector<int64_t> decoder_rows(std::span<SequenceInput> inputs, const Batch& 
 
 }  // namespace
 
+void Forward::run_idle(RoutedExperts& routed) const {
+  for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
+    RoutedBatch none;
+    none.config = &cfg_;
+    none.weights = &w_.layers[l].ffn;
+    none.layer = l;
+    none.top_k = cfg_.top_k;
+    routed.run(none);
+  }
+}
+
 std::vector<std::vector<float>> Forward::run(std::span<SequenceInput> inputs,
-                                             const TraceFn& trace) const {
+                                             const TraceFn& trace, RoutedExperts* routed) const {
   validate(cfg_, inputs);
   const ModelConfig& c = cfg_;
   const int64_t H = c.hidden_size, hc = c.hc_mult;
@@ -209,7 +220,7 @@ std::vector<std::vector<float>> Forward::run(std::span<SequenceInput> inputs,
     const HcMix f = hc_mix(c, L.hc_ffn, X.data(), b.rows);
     hc_premix(c, X.data(), a.pre.data(), b.rows, x.data());
     rms_norm_rows(x.data(), b.rows, H, L.ffn_norm, c.rms_norm_eps);
-    moe_layer(c, L.ffn, l, b, x.data(), y.data());
+    moe_layer(c, L.ffn, l, b, x.data(), y.data(), 0, routed);
     hc_expand(c, y.data(), f, b.rows, X.data());
     pre = f.pre;
     features.after_layer(l, X.data(), pre.data(), b.rows);

@@ -13,6 +13,7 @@
 #include "model/config.h"
 #include "model/engram_hash.h"
 #include "model/kv_store.h"
+#include "model/routed_experts.h"
 #include "model/state.h"
 #include "model/weights.h"
 
@@ -56,8 +57,14 @@ class Forward {
   // Runs the batch; returns per sequence its logits, [rows, V] flattened (rows = 1 or
   // the number of new tokens). Bad input (empty tokens, ids out of range, positions
   // beyond max_position_embeddings) throws troupe::Error before any state changes.
+  // routed: where the routed experts run (an expert-parallel rank's exchange); nullptr:
+  // all of them here.
   std::vector<std::vector<float>> run(std::span<SequenceInput> batch,
-                                      const TraceFn& trace = nullptr) const;
+                                      const TraceFn& trace = nullptr,
+                                      RoutedExperts* routed = nullptr) const;
+  // A step with no tokens on an expert-parallel rank: joins every MoE layer's exchange
+  // with zero rows, so the ranks with work never wait for this one (DESIGN.md).
+  void run_idle(RoutedExperts& routed) const;
 
   const ModelConfig& config() const { return cfg_; }
 

@@ -7,7 +7,7 @@
 namespace troupe::model {
 
 void moe_layer(const ModelConfig& c, const MoeWeights& w, int64_t layer, const Batch& b,
-               const float* x, float* out, int64_t top_k) {
+               const float* x, float* out, int64_t top_k, RoutedExperts* routed) {
   const int64_t rows = b.rows, H = c.hidden_size, kE = top_k > 0 ? top_k : c.top_k;
   const int64_t nE = static_cast<int64_t>(w.experts.size());
   std::vector<float> logits = linear(x, rows, w.gate);
@@ -43,6 +43,10 @@ void moe_layer(const ModelConfig& c, const MoeWeights& w, int64_t layer, const B
   e.top_k = 1;
   e.swiglu_limit = 0.0f;
   kernels::moe_experts(e);
+  if (routed != nullptr) {
+    routed->run({&c, &w, layer, x, rows, pick.data(), weight.data(), kE, out});
+    return;
+  }
   e.pick = pick.data();
   e.weight = weight.data();
   e.experts = w.experts.data();

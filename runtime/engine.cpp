@@ -44,11 +44,6 @@ std::vector<RequestOutput> Engine::step() {
   return pipeline_->step([this](const StepPlan& plan) { return executor_->run(plan); });
 }
 
-EngineFigures Engine::figures() const {
-  EngineFigures f = current_figures(counts_, *scheduler_, *kv_);
-  f.prefix_query_tokens = kv_->stats().query_tokens;
-  f.prefix_hit_tokens = kv_->stats().hit_tokens;
-  return f;
-}
+EngineFigures Engine::figures() const { return current_figures(counts_, *scheduler_, *kv_); }
 
 }  // namespace troupe::runtime

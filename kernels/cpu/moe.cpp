@@ -7,7 +7,7 @@
 //   pick [M, top_k] --group_by_expert--> expert e owns grouped rows [offset[e], offset[e+1])
 //   x rows of those tokens --gather--> xg [c, H] --w1, w3--> a, b [c, I] --swiglu--> h [c, I]
 //   h --w2--> ys[offset[e] .. offset[e+1]) of ys [R, H]
-//   out[t] += Σ_k weight[t, k] · ys[row_of[t, k]]       (k ascending, as in ref)
+//   out[t] += Σ_k weight[t, k] · ys[row_of[t, k]]       (k ascending, as in ref: moe_combine)
 //
 // Every ys row is produced by one GEMM call and the reduction order is fixed, so the
 // result does not depend on the thread count or on how experts are spread over threads.
@@ -165,22 +165,55 @@ void moe_gate(const MoeGateParams& p) {
   });
 }
 
+void moe_combine(const MoeCombineParams& p) {
+  parallel_for(p.m, 4, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t)
+      for (int64_t k = 0; k < p.top_k; ++k) {
+        const int64_t row = p.row_of[t * p.top_k + k];
+        if (row >= 0)
+          moe_detail::combine_row(p.out + t * p.hidden, p.weight[t * p.top_k + k],
+                                  p.y + row * p.hidden, p.hidden);
+      }
+  });
+}
+
 void moe_experts(const MoeExpertsParams& p) {
   const Routing r = group_by_expert(p);
   std::vector<float> ys(r.entry.size() * p.hidden);
   run_all_experts(p, r, ys.data());
-  parallel_for(p.m, 4, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      float* out = p.out + t * p.hidden;
-      for (int64_t k = 0; k < p.top_k; ++k) {
-        const int64_t row = r.row_of[t * p.top_k + k];
-        if (row < 0) continue;
-        const float wt = p.weight[t * p.top_k + k];
-        const float* y = &ys[row * p.hidden];
-        for (int64_t j = 0; j < p.hidden; ++j) out[j] += wt * y[j];
-      }
-    }
-  });
+  MoeCombineParams c;
+  c.out = p.out;
+  c.y = ys.data();
+  c.row_of = r.row_of.data();
+  c.weight = p.weight;
+  c.m = p.m;
+  c.top_k = p.top_k;
+  c.hidden = p.hidden;
+  cpu::moe_combine(c);
+}
+
+// The rows as tokens with one pick each: grouped and run exactly as moe_experts would,
+// then put back in row order.
+void moe_expert_rows(const MoeExpertRowsParams& p) {
+  MoeExpertsParams e;
+  e.x = p.x;
+  e.pick = p.pick;
+  e.experts = p.experts;
+  e.m = p.n;
+  e.hidden = p.hidden;
+  e.inter = p.inter;
+  e.experts_count = p.experts_count;
+  e.top_k = 1;
+  e.swiglu_limit = p.swiglu_limit;
+  e.precision = p.precision;
+  const Routing r = group_by_expert(e);
+  std::vector<float> ys(r.entry.size() * p.hidden);
+  run_all_experts(e, r, ys.data());
+  for (int64_t i = 0; i < p.n; ++i) {
+    float* y = p.y + i * p.hidden;
+    if (r.row_of[i] < 0) std::fill(y, y + p.hidden, 0.0f);
+    else std::memcpy(y, &ys[r.row_of[i] * p.hidden], p.hidden * sizeof(float));
+  }
 }
 
 }  // namespace troupe::kernels::cpu

@@ -1,4 +1,5 @@
 // Scalar reference of the MoE family: the definition the fast path is tested against.
+#include <algorithm>
 #include <vector>
 
 #include "kernels/moe.h"
@@ -70,10 +71,32 @@ void moe_experts(const MoeExpertsParams& p) {
       const int32_t e = p.pick[t * p.top_k + k];
       if (e < 0) continue;
       expert_row(p, p.experts[e], p.x + t * p.hidden, y.data());
-      const float wt = p.weight[t * p.top_k + k];
-      for (int64_t j = 0; j < p.hidden; ++j) out[j] += wt * y[j];
+      moe_detail::combine_row(out, p.weight[t * p.top_k + k], y.data(), p.hidden);
     }
   }
+}
+
+void moe_expert_rows(const MoeExpertRowsParams& p) {
+  MoeExpertsParams e;
+  e.hidden = p.hidden;
+  e.inter = p.inter;
+  e.swiglu_limit = p.swiglu_limit;
+  e.precision = p.precision;
+  for (int64_t i = 0; i < p.n; ++i) {
+    float* y = p.y + i * p.hidden;
+    std::fill(y, y + p.hidden, 0.0f);
+    if (p.pick[i] >= 0) expert_row(e, p.experts[p.pick[i]], p.x + i * p.hidden, y);
+  }
+}
+
+void moe_combine(const MoeCombineParams& p) {
+  for (int64_t t = 0; t < p.m; ++t)
+    for (int64_t k = 0; k < p.top_k; ++k) {
+      const int64_t row = p.row_of[t * p.top_k + k];
+      if (row >= 0)
+        moe_detail::combine_row(p.out + t * p.hidden, p.weight[t * p.top_k + k],
+                                p.y + row * p.hidden, p.hidden);
+    }
 }
 
 }  // namespace troupe::kernels::ref

@@ -1,5 +1,6 @@
 #include "runtime/eplb/static_placement.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "kernels/check.h"
@@ -25,6 +26,24 @@ ExpertPlacement neighbor_copy_placement(int64_t num_layers, int64_t num_logical,
         phy2log.push_back(next * own + k), rank.push_back(1);
     }
   return make_placement(num_layers, num_logical, num_gpus * per_gpu, phy2log, rank);
+}
+
+ExpertPlacement ep_default_placement(int64_t num_layers, int64_t num_logical, int64_t ranks,
+                                     int64_t redundant) {
+  TROUPE_CHECK(ranks >= 1, "ranks must be >= 1, got ", ranks);
+  TROUPE_CHECK(redundant >= 0, "num-redundant-experts must be >= 0, got ", redundant);
+  const int64_t physical = (num_logical + redundant + ranks - 1) / ranks * ranks;
+  std::vector<int64_t> phy2log, rank;
+  std::vector<int64_t> copies(num_logical, 0);
+  for (int64_t l = 0; l < num_layers; ++l) {
+    std::fill(copies.begin(), copies.end(), 0);
+    for (int64_t slot = 0; slot < physical; ++slot) {
+      const int64_t e = slot % num_logical;
+      phy2log.push_back(e);
+      rank.push_back(copies[e]++);
+    }
+  }
+  return make_placement(num_layers, num_logical, physical, phy2log, rank);
 }
 
 }  // namespace troupe::runtime::eplb

@@ -19,4 +19,12 @@ namespace troupe::runtime::eplb {
 ExpertPlacement neighbor_copy_placement(int64_t num_layers, int64_t num_logical, int64_t num_gpus,
                                         int64_t copies_per_gpu);
 
+// The default layout of an instance of R ranks (--data-parallel-size R with
+// --enable-expert-parallel): Nphy = Nlog + redundant, rounded up to a multiple of R, so R
+// need not divide Nlog; slot e < Nlog holds expert e (replica rank 0), and extra slot
+// Nlog + j holds a copy of expert j mod Nlog. Rank r owns slots [r·S, (r+1)·S), S = Nphy / R.
+// For 32 experts on 3 ranks: 33 slots, 11 per rank, slot 32 a copy of expert 0.
+ExpertPlacement ep_default_placement(int64_t num_layers, int64_t num_logical, int64_t ranks,
+                                     int64_t redundant);
+
 }  // namespace troupe::runtime::eplb

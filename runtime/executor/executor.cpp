@@ -14,11 +14,13 @@ int64_t exact_replay_tokens(const model::ModelConfig& m, bool bounded_replay) {
   return layers * std::max<int64_t>(0, m.sliding_window - 1);
 }
 
-Executor::Executor(const model::Forward& forward, PagedKvStorage& storage, ExecutorOptions options)
+Executor::Executor(const model::Forward& forward, PagedKvStorage& storage, ExecutorOptions options,
+                   model::RoutedExperts* routed)
     : forward_(forward),
       storage_(storage),
       options_(options),
-      context_(std::make_unique<kernels::ExecContext>(options.kernel_threads)) {}
+      context_(std::make_unique<kernels::ExecContext>(options.kernel_threads)),
+      routed_(routed) {}
 
 int64_t Executor::decoder_tail_start(const ScheduledChunk& c) const {
   const int64_t R = forward_.config().replay_tokens;
@@ -66,8 +68,11 @@ std::vector<SampledChunk> Executor::run(const StepPlan& plan) {
     ran.push_back(i);
   }
   std::vector<SampledChunk> sampled(plan.chunks.size());
-  if (inputs.empty()) return sampled;
-  const auto logits = forward_.run(inputs);
+  if (inputs.empty()) {
+    if (routed_ != nullptr) forward_.run_idle(*routed_);  // a dummy step: join the exchange
+    return sampled;
+  }
+  const auto logits = forward_.run(inputs, nullptr, routed_);
 
   const int64_t V = forward_.config().vocab_size;
   std::unordered_map<RequestId, size_t> logits_of;  // request id -> its row in logits

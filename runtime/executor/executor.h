@@ -45,7 +45,10 @@ struct ExecutorOptions {
 
 class Executor {
  public:
-  Executor(const model::Forward& forward, PagedKvStorage& storage, ExecutorOptions options);
+  // routed: an expert-parallel rank's exchange (runtime/dep/expert_parallel.h); then every
+  // run() joins it, an empty plan with zero rows; nullptr: all experts run here.
+  Executor(const model::Forward& forward, PagedKvStorage& storage, ExecutorOptions options,
+           model::RoutedExperts* routed = nullptr);
 
   // Returns the sampled tokens of each chunk ([1] if chunk.sample, else empty), with their
   // logprobs when the chunk asks for them. Everything it needs travels in the plan
@@ -83,6 +86,7 @@ class Executor {
   PagedKvStorage& storage_;
   ExecutorOptions options_;
   std::unique_ptr<kernels::ExecContext> context_;  // bound to the calling thread in run()
+  model::RoutedExperts* routed_;
   std::unordered_map<RequestId, int64_t> started_;  // id -> generation whose slot is set up
   std::unordered_map<RequestId, Sampled> last_sampled_;
 };

@@ -89,6 +89,8 @@ EngineFigures current_figures(const EngineFigures& counts, const Scheduler& sche
   f.used_blocks = kv.num_used_blocks();
   f.free_blocks = kv.num_free_blocks();
   f.kv_usage = kv.usage();
+  f.prefix_query_tokens += kv.stats().query_tokens;
+  f.prefix_hit_tokens += kv.stats().hit_tokens;
   return f;
 }
 

@@ -60,7 +60,8 @@ class StepPipeline {
   std::deque<StepPlan> in_flight_;  // planned and handed out, not completed; oldest first
 };
 
-// The figures with the state fields filled in from the scheduler and its KV cache.
+// The figures with the state fields filled in from the scheduler and its KV cache, and
+// the KV cache's prefix counts added to counts' (which hold earlier incarnations', if any).
 EngineFigures current_figures(const EngineFigures& counts, const Scheduler& scheduler,
                               const KvCacheManager& kv);
 

@@ -1,0 +1,153 @@
+#include "runtime/dep/dep_engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+#include <exception>
+#include <string>
+#include <thread>
+
+#include "kernels/check.h"
+#include "runtime/eplb/static_placement.h"
+
+namespace troupe::runtime {
+
+struct DepEngine::Rank {
+  Rank(const model::Forward& forward, const model::Tokenizer* tokenizer, const EngineConfig& c,
+       const KvCacheConfig& kv_config, Communicator& comm,
+       std::shared_ptr<const eplb::ExpertPlacement> placement)
+      : kv(kv_config),
+        storage(forward.config(), kv_config.block_size, kv_config.num_blocks, kv_config.swa_slots),
+        scheduler(c.scheduler, kv, static_cast<int32_t>(forward.config().eos_token_id), tokenizer),
+        experts(comm, std::move(placement)),
+        executor(forward, storage, c.executor, &experts),
+        pipeline(scheduler, counts, c.async_scheduling ? 2 : 1) {}
+
+  KvCacheManager kv;
+  PagedKvStorage storage;
+  Scheduler scheduler;
+  ExpertParallel experts;
+  Executor executor;
+  EngineFigures counts;
+  StepPipeline pipeline;
+  // This step's result, written by the rank's thread.
+  std::vector<SampledChunk> sampled;
+  std::string error;
+  double seconds = 0;
+};
+
+DepEngine::DepEngine(const model::Forward& forward, const model::Tokenizer* tokenizer,
+                     EngineConfig config, DepConfig dep)
+    : config_(config), dep_(dep) {
+  TROUPE_CHECK(dep.ranks >= 1, "data-parallel-size must be >= 1, got ", dep.ranks);
+  const model::ModelConfig& m = forward.config();
+  const KvCacheConfig kv = prepare_engine(m, config_);
+  placement_ = std::make_shared<const eplb::ExpertPlacement>(eplb::ep_default_placement(
+      m.num_hidden_layers, m.n_routed_experts, dep.ranks, dep.num_redundant_experts));
+  group_ = std::make_unique<InProcessGroup>(dep.ranks);
+  for (int r = 0; r < dep.ranks; ++r)
+    ranks_.push_back(std::make_unique<Rank>(forward, tokenizer, config_, kv, group_->communicator(r),
+                                            placement_));
+}
+
+DepEngine::~DepEngine() = default;
+
+int DepEngine::pick_rank(std::span<const int32_t> prompt) const {
+  std::vector<int64_t> load;
+  for (const auto& r : ranks_)
+    load.push_back(static_cast<int64_t>(r->scheduler.running_ids().size() +
+                                        r->scheduler.waiting_ids().size()));
+  const int64_t least = *std::min_element(load.begin(), load.end());
+  int best = -1;
+  int64_t best_prefix = -1;
+  for (int r = 0; r < ranks(); ++r) {
+    if (load[r] > least + dep_.prefix_load_margin) continue;
+    const int64_t prefix = ranks_[r]->kv.find_cached_prefix(prompt).num_tokens;
+    // Longer prefix first, then lighter load, then the lower rank.
+    if (best < 0 || prefix > best_prefix || (prefix == best_prefix && load[r] < load[best])) {
+      best = r;
+      best_prefix = prefix;
+    }
+  }
+  return best;
+}
+
+void DepEngine::add_request(RequestId id, std::span<const int32_t> prompt, RequestParams params,
+                            std::vector<Sibling> siblings) {
+  TROUPE_CHECK(!rank_of_.count(id), "request ", id, " is already known");
+  const int r = pick_rank(prompt);
+  std::vector<RequestId> ids{id};
+  for (const Sibling& s : siblings) ids.push_back(s.id);
+  ranks_[r]->scheduler.add_request(id, prompt, std::move(params), std::move(siblings));
+  for (RequestId i : ids) rank_of_[i] = r;
+}
+
+void DepEngine::abort(RequestId id) {
+  const int r = rank_of(id);
+  if (r >= 0) ranks_[r]->scheduler.abort(id);
+}
+
+int DepEngine::rank_of(RequestId id) const {
+  auto it = rank_of_.find(id);
+  return it == rank_of_.end() ? -1 : it->second;
+}
+
+bool DepEngine::has_unfinished() const {
+  for (const auto& r : ranks_)
+    if (r->pipeline.busy()) return true;
+  return false;
+}
+
+std::vector<RequestOutput> DepEngine::step() {
+  std::vector<RequestOutput> outputs;
+  bool any_work = false;
+  for (auto& r : ranks_) {
+    while (r->pipeline.plan_next(outputs) != nullptr) {
+    }
+    any_work = any_work || r->pipeline.in_flight() > 0;
+  }
+  if (any_work) {
+    // Lockstep: every rank runs at once, its oldest plan or a dummy step.
+    const StepPlan idle;
+    std::vector<std::thread> threads;
+    for (int i = 0; i < ranks(); ++i)
+      threads.emplace_back([&, i] {
+        Rank& r = *ranks_[i];
+        const StepPlan& plan = r.pipeline.in_flight() > 0 ? r.pipeline.oldest() : idle;
+        const auto t0 = std::chrono::steady_clock::now();
+        r.error.clear();
+        try {
+          if (dep_.faults && i == dep_.fault_rank && dep_.faults->next_step().fail)
+            throw std::runtime_error("injected fault: step-throw");
+          r.sampled = r.executor.run(plan);
+        } catch (const std::exception& e) {  // its peers would wait forever: abort them
+          r.error = e.what();
+          group_->communicator(i).abort(r.error);
+        }
+        r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      });
+    for (std::thread& t : threads) t.join();
+    group_->reset();
+    for (auto& r : ranks_) {
+      if (r->pipeline.in_flight() == 0) continue;
+      auto done = r->error.empty()
+                      ? r->pipeline.complete(r->sampled, r->seconds)
+                      : r->pipeline.complete_failed("step " + std::to_string(r->pipeline.oldest().step) +
+                                                        " failed: " + r->error,
+                                                    r->seconds);
+      for (RequestOutput& o : done) outputs.push_back(std::move(o));
+    }
+  }
+  for (const RequestOutput& o : outputs)
+    if (o.finished()) rank_of_.erase(o.id);
+  return outputs;
+}
+
+EngineFigures DepEngine::figures(int rank) const {
+  const Rank& r = *ranks_.at(rank);
+  return current_figures(r.counts, r.scheduler, r.kv);
+}
+
+const KvCacheManager& DepEngine::kv_cache(int rank) const { return ranks_.at(rank)->kv; }
+
+}  // namespace troupe::runtime

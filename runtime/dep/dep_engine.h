@@ -1,0 +1,69 @@
+// One engine instance of R ranks in one process, no actors (DEP-R, DESIGN.md): attention
+// data-parallel (each rank its own scheduler, requests and paged KV), MoE expert-parallel
+// over the R ranks (ExpertParallel on an InProcessGroup), the ranks in lockstep: every
+// step each rank runs its oldest plan, and a rank with none runs a dummy step that joins
+// every MoE exchange with zero rows. Same interface as Engine, which it equals bit for
+// bit (the tests run both). The actors drive the same pieces per rank.
+//
+//   DepEngine e(forward, &tokenizer, engine_config, dep_config);   // dep_config.ranks = 3
+//   e.add_request(id, prompt, params);          // to the least loaded rank
+//   while (e.has_unfinished()) for (auto& out : e.step()) stream(out);
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/dep/expert_parallel.h"
+#include "runtime/dep/in_process_group.h"
+#include "runtime/engine.h"
+#include "runtime/faults/fault_plan.h"
+
+namespace troupe::runtime {
+
+struct DepConfig {
+  int ranks = 1;                      // --data-parallel-size
+  int64_t num_redundant_experts = 0;  // --num-redundant-experts (padded up to a multiple of R)
+  // A new request goes to the rank with the fewest running + waiting requests; among
+  // ranks within this many of the least loaded, the one whose prefix cache holds the
+  // longest prefix of its prompt wins.
+  int64_t prefix_load_margin = 1;
+  // Injected faults (runtime/faults) for the steps of rank `fault_rank` only: a
+  // step-throw there must fail the step on every rank without hanging the group.
+  std::shared_ptr<const FaultPlan> faults;
+  int fault_rank = 0;
+};
+
+class DepEngine {
+ public:
+  DepEngine(const model::Forward& forward, const model::Tokenizer* tokenizer, EngineConfig config,
+            DepConfig dep);
+  ~DepEngine();
+
+  void add_request(RequestId id, std::span<const int32_t> prompt, RequestParams params,
+                   std::vector<Sibling> siblings = {});
+  void abort(RequestId id);
+  std::vector<RequestOutput> step();
+  bool has_unfinished() const;
+
+  int ranks() const { return static_cast<int>(ranks_.size()); }
+  int rank_of(RequestId id) const;  // -1: not known (finished, or never added)
+  EngineFigures figures(int rank) const;
+  const KvCacheManager& kv_cache(int rank) const;
+  const eplb::ExpertPlacement& placement() const { return *placement_; }
+
+ private:
+  struct Rank;
+  int pick_rank(std::span<const int32_t> prompt) const;
+
+  EngineConfig config_;
+  std::shared_ptr<const eplb::ExpertPlacement> placement_;
+  std::unique_ptr<InProcessGroup> group_;
+  std::vector<std::unique_ptr<Rank>> ranks_;
+  std::unordered_map<RequestId, int> rank_of_;
+  DepConfig dep_;
+};
+
+}  // namespace troupe::runtime

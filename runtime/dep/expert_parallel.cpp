@@ -1,0 +1,133 @@
+#include "runtime/dep/expert_parallel.h"
+
+#include <cstring>
+#include <utility>
+
+#include "kernels/check.h"
+#include "runtime/eplb/dispatch.h"
+
+namespace troupe::runtime {
+namespace {
+
+template <class T>
+void append(Bytes& b, const T* values, size_t count) {
+  const size_t at = b.size();
+  b.resize(at + count * sizeof(T));
+  std::memcpy(b.data() + at, values, count * sizeof(T));
+}
+
+// The rows other ranks sent here, as one batch for this rank's experts.
+struct Arrived {
+  std::vector<float> x;        // [n, H]
+  std::vector<int32_t> slot;   // [n] local slot
+  std::vector<int64_t> count;  // [R] rows from each rank, in rank order
+};
+
+Arrived unpack_dispatch(const std::vector<Bytes>& recv, int64_t H, int64_t slots_per_rank) {
+  Arrived a;
+  const size_t row_bytes = sizeof(int32_t) + H * sizeof(float);
+  for (const Bytes& b : recv) {
+    TROUPE_CHECK(b.size() % row_bytes == 0, "dispatch: a buffer of ", b.size(),
+                 " bytes is not whole rows of ", row_bytes);
+    const int64_t n = static_cast<int64_t>(b.size() / row_bytes);
+    a.count.push_back(n);
+    for (int64_t i = 0; i < n; ++i) {
+      const std::byte* row = b.data() + i * row_bytes;
+      int32_t slot;
+      std::memcpy(&slot, row, sizeof slot);
+      TROUPE_CHECK(slot >= 0 && slot < slots_per_rank, "dispatch: slot ", slot, " out of range");
+      a.slot.push_back(slot);
+      const size_t at = a.x.size();
+      a.x.resize(at + H);
+      std::memcpy(&a.x[at], row + sizeof slot, H * sizeof(float));
+    }
+  }
+  return a;
+}
+
+}  // namespace
+
+ExpertParallel::ExpertParallel(Communicator& comm,
+                               std::shared_ptr<const eplb::ExpertPlacement> placement)
+    : comm_(comm) {
+  set_placement(std::move(placement));
+}
+
+void ExpertParallel::set_placement(std::shared_ptr<const eplb::ExpertPlacement> placement) {
+  TROUPE_CHECK(placement && placement->num_physical % comm_.size() == 0, "the placement's ",
+               placement ? placement->num_physical : 0, " slots do not split over ", comm_.size(),
+               " ranks");
+  slots_per_rank_ = placement->num_physical / comm_.size();
+  placement_ = std::move(placement);
+}
+
+void ExpertParallel::run(const model::RoutedBatch& b) {
+  const eplb::ExpertPlacement& pl = *placement_;
+  const int R = comm_.size(), me = comm_.rank();
+  const int64_t H = b.config->hidden_size, S = slots_per_rank_;
+  TROUPE_CHECK(b.layer < pl.num_layers, "no placement for MoE layer ", b.layer);
+  TROUPE_CHECK(static_cast<int64_t>(b.weights->experts.size()) == pl.num_logical, "the placement has ",
+               pl.num_logical, " experts, the layer ", b.weights->experts.size());
+
+  // Route: each (token, k) entry to a slot and the slot's rank.
+  std::vector<Bytes> dispatch(R);
+  std::vector<std::vector<int64_t>> sent(R);  // entries sent to each rank, in order
+  for (int64_t t = 0; t < b.rows; ++t)
+    for (int64_t k = 0; k < b.top_k; ++k) {
+      const int64_t entry = t * b.top_k + k;
+      const int32_t e = b.pick[entry];
+      if (e < 0) continue;
+      const int64_t slot = eplb::choose_replica(pl, b.layer, e, t, me, S);
+      const int dst = static_cast<int>(slot / S);
+      const int32_t local = static_cast<int32_t>(slot - dst * S);
+      append(dispatch[dst], &local, 1);
+      append(dispatch[dst], b.x + t * H, static_cast<size_t>(H));
+      sent[dst].push_back(entry);
+    }
+
+  // Experts: this rank's slots on every row that arrived.
+  const Arrived in = unpack_dispatch(comm_.all_to_all(std::move(dispatch)), H, S);
+  const int64_t n = static_cast<int64_t>(in.slot.size());
+  std::vector<kernels::ExpertWeights> slots(S);
+  for (int64_t s = 0; s < S; ++s) slots[s] = b.weights->experts[pl.logical_of(b.layer, me * S + s)];
+  std::vector<float> y(n * H);
+  kernels::MoeExpertRowsParams p;
+  p.x = in.x.data();
+  p.pick = in.slot.data();
+  p.experts = slots.data();
+  p.y = y.data();
+  p.n = n;
+  p.hidden = H;
+  p.inter = b.config->moe_intermediate_size;
+  p.experts_count = S;
+  p.swiglu_limit = static_cast<float>(b.config->swiglu_limit);
+  kernels::moe_expert_rows(p);
+
+  // Combine: results go home, in the order their rows came; home sums in slot order.
+  std::vector<Bytes> results(R);
+  for (int r = 0, row = 0; r < R; row += static_cast<int>(in.count[r]), ++r)
+    append(results[r], y.data() + int64_t(row) * H, static_cast<size_t>(in.count[r] * H));
+  const std::vector<Bytes> back = comm_.all_to_all(std::move(results));
+  std::vector<float> ys;
+  std::vector<int64_t> row_of(b.rows * b.top_k, -1);
+  for (int r = 0; r < R; ++r) {
+    TROUPE_CHECK(back[r].size() == sent[r].size() * H * sizeof(float), "combine: rank ", r,
+                 " sent ", back[r].size(), " bytes for ", sent[r].size(), " rows");
+    for (size_t i = 0; i < sent[r].size(); ++i)
+      row_of[sent[r][i]] = static_cast<int64_t>(ys.size() / H) + static_cast<int64_t>(i);
+    const size_t at = ys.size();
+    ys.resize(at + sent[r].size() * H);
+    if (!sent[r].empty()) std::memcpy(&ys[at], back[r].data(), back[r].size());
+  }
+  kernels::MoeCombineParams c;
+  c.out = b.out;
+  c.y = ys.data();
+  c.row_of = row_of.data();
+  c.weight = b.weight;
+  c.m = b.rows;
+  c.top_k = b.top_k;
+  c.hidden = H;
+  kernels::moe_combine(c);
+}
+
+}  // namespace troupe::runtime

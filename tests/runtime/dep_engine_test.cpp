@@ -1,0 +1,219 @@
+// DEP-R (R ranks, attention data-parallel, MoE expert-parallel, lockstep) against DEP-1:
+// the same logits and tokens bit for bit, on the golden model. Also the default expert
+// placement for R that does not divide the expert count, and a failing rank.
+#include "runtime/dep/dep_engine.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/eplb/static_placement.h"
+#include "support/golden.h"
+#include "runtime/golden_engine_config.h"
+
+namespace troupe::runtime {
+namespace {
+
+using testing::golden_model;
+using testing::random_tokens;
+using Ids = std::vector<int32_t>;
+
+TEST(DepPlacement, PadsSlotsSoAnyRankCountWorks) {
+  for (int64_t ranks : {1, 2, 3, 4, 5, 7}) {
+    for (int64_t redundant : {0, 1, 6}) {
+      const auto p = eplb::ep_default_placement(4, 32, ranks, redundant);
+      SCOPED_TRACE("ranks " + std::to_string(ranks) + " redundant " + std::to_string(redundant));
+      EXPECT_NO_THROW(eplb::check_placement(p));
+      EXPECT_EQ(p.num_physical % ranks, 0);
+      EXPECT_GE(p.num_physical, 32 + redundant);
+      EXPECT_LT(p.num_physical, 32 + redundant + ranks);
+      for (int64_t e = 0; e < 32; ++e) EXPECT_GE(p.replica_count(0, e), 1);
+    }
+  }
+  const auto p3 = eplb::ep_default_placement(1, 32, 3, 0);
+  EXPECT_EQ(p3.num_physical, 33);           // 11 slots per rank
+  EXPECT_EQ(p3.logical_of(0, 32), 0);       // the pad slot: a copy of expert 0
+  EXPECT_EQ(p3.replica_count(0, 0), 2);
+}
+
+// Sequences spread over R ranks, one forward pass each on its own thread with its own
+// ExpertParallel; returns each sequence's logits (every position).
+std::vector<std::vector<float>> dep_forward(const std::vector<Ids>& prompts, int ranks) {
+  const auto& g = golden_model();
+  InProcessGroup group(ranks);
+  auto placement = std::make_shared<const eplb::ExpertPlacement>(eplb::ep_default_placement(
+      g.config.num_hidden_layers, g.config.n_routed_experts, ranks, 0));
+  std::vector<std::vector<float>> logits(prompts.size());
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r)
+    threads.emplace_back([&, r] {
+      ExpertParallel experts(group.communicator(r), placement);
+      std::vector<model::SequenceState> states;
+      std::vector<size_t> mine;
+      for (size_t i = r; i < prompts.size(); i += ranks) mine.push_back(i);
+      for (size_t k = 0; k < mine.size(); ++k) states.push_back(model::SequenceState::empty(g.config));
+      std::vector<model::SequenceInput> in;
+      for (size_t k = 0; k < mine.size(); ++k) in.push_back({&states[k], prompts[mine[k]], true});
+      if (in.empty()) {
+        g.forward->run_idle(experts);
+        return;
+      }
+      const auto out = g.forward->run(in, nullptr, &experts);
+      for (size_t k = 0; k < mine.size(); ++k) logits[mine[k]] = out[k];
+    });
+  for (auto& t : threads) t.join();
+  return logits;
+}
+
+TEST(DepForward, LogitsEqualOneRankBitForBit) {
+  const auto& g = golden_model();
+  const std::vector<Ids> prompts = {random_tokens(37, 1), random_tokens(5, 2), random_tokens(70, 3)};
+  std::vector<model::SequenceState> states;
+  for (size_t i = 0; i < prompts.size(); ++i) states.push_back(model::SequenceState::empty(g.config));
+  std::vector<model::SequenceInput> in;
+  for (size_t i = 0; i < prompts.size(); ++i) in.push_back({&states[i], prompts[i], true});
+  const auto want = g.forward->run(in);
+  for (int ranks : {1, 2, 3, 4}) {  // 4: one rank has no sequence and joins idle
+    const auto got = dep_forward(prompts, ranks);
+    for (size_t i = 0; i < prompts.size(); ++i)
+      EXPECT_TRUE(got[i] == want[i]) << "R = " << ranks << ", sequence " << i;
+  }
+}
+
+struct Outcome {
+  std::map<RequestId, Ids> tokens;
+  std::map<RequestId, std::vector<float>> logprobs;  // the sampled tokens' and the top ones'
+  std::map<RequestId, std::string> reasons;
+};
+
+template <class E>
+void collect(E& e, Outcome& r, RequestId abort_id, int64_t abort_step) {
+  for (int64_t s = 0; e.has_unfinished() && s < 2000; ++s) {
+    if (s == abort_step) e.abort(abort_id);
+    for (const RequestOutput& o : e.step()) {
+      r.tokens[o.id].insert(r.tokens[o.id].end(), o.new_tokens.begin(), o.new_tokens.end());
+      for (const SampleLogprobs& lp : o.new_logprobs) {
+        r.logprobs[o.id].push_back(lp.sampled.logprob);
+        for (const Logprob& t : lp.top) r.logprobs[o.id].push_back(t.logprob);
+      }
+      if (o.finished()) r.reasons[o.id] = std::string(o.finish_reason());
+    }
+  }
+  EXPECT_FALSE(e.has_unfinished());
+}
+
+// Mixed: different lengths, chunked prefill (small token budget), a shared prefix (hits
+// once its first request has committed blocks), n = 2, logprobs, an abort.
+template <class E>
+Outcome run_workload(E& e, RequestId abort_id = -1, int64_t abort_step = -1) {
+  const Ids shared = random_tokens(48, 9);
+  std::vector<Ids> prompts = {random_tokens(20, 4), random_tokens(90, 5), random_tokens(7, 6), shared};
+  Ids with_prefix = shared;
+  for (int32_t t : random_tokens(11, 7)) with_prefix.push_back(t);
+  prompts.push_back(with_prefix);
+  RequestId id = 0;
+  for (const Ids& p : prompts) {
+    RequestParams params = greedy(6 + id % 3);
+    params.num_logprobs = 2;
+    std::vector<Sibling> sibs;
+    if (id == 2) sibs.push_back({100, params});  // n = 2
+    e.add_request(id++, p, params, std::move(sibs));
+  }
+  Outcome r;
+  collect(e, r, abort_id, abort_step);
+  return r;
+}
+
+// R ranks, sync or async scheduling; the one-rank engine's outcome on the same workload.
+class DepEngineRanks : public ::testing::TestWithParam<std::tuple<int, bool>> {
+ protected:
+  void SetUp() override {
+    ranks = std::get<0>(GetParam());
+    c = golden_engine_config(int64_t(64) << 20, std::get<1>(GetParam()), 24, 4);
+    Engine one(*golden_model().forward, nullptr, c);
+    want = run_workload(one);
+    DepConfig d;
+    d.ranks = ranks;
+    dep = std::make_unique<DepEngine>(*golden_model().forward, nullptr, c, d);
+  }
+  int ranks = 1;
+  EngineConfig c;
+  Outcome want;
+  std::unique_ptr<DepEngine> dep;
+};
+
+TEST_P(DepEngineRanks, TokensAndLogprobsEqualTheOneRankEngine) {
+  const Outcome got = run_workload(*dep);
+  EXPECT_EQ(got.tokens, want.tokens);
+  EXPECT_EQ(got.logprobs, want.logprobs);
+  EXPECT_EQ(got.reasons, want.reasons);
+  for (int r = 0; r < ranks; ++r) EXPECT_EQ(dep->kv_cache(r).num_used_blocks(), 0) << "rank " << r;
+}
+
+TEST_P(DepEngineRanks, AnAbortedRequestStopsEarlyAndTheOthersAreUnchanged) {
+  const Outcome got = run_workload(*dep, /*abort_id=*/1, /*abort_step=*/3);
+  EXPECT_EQ(got.reasons.at(1), "abort");
+  const Ids& cut = got.tokens.count(1) ? got.tokens.at(1) : Ids{};
+  ASSERT_LT(cut.size(), want.tokens.at(1).size());
+  EXPECT_TRUE(std::equal(cut.begin(), cut.end(), want.tokens.at(1).begin()));
+  for (const auto& [id, tokens] : want.tokens)
+    if (id != 1) EXPECT_EQ(got.tokens.at(id), tokens) << "request " << id;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, DepEngineRanks,
+                         ::testing::Combine(::testing::Values(2, 3, 4), ::testing::Bool()));
+
+TEST(DepEngine, IdleRanksJoinTheExchangeAndTheBusyOnesFinish) {
+  const auto& g = golden_model();
+  const EngineConfig c = golden_engine_config(int64_t(64) << 20, true, 64, 4);
+  DepConfig d;
+  d.ranks = 4;
+  DepEngine dep(*g.forward, nullptr, c, d);
+  Engine one(*g.forward, nullptr, c);
+  const Ids prompt = random_tokens(30, 12);
+  dep.add_request(1, prompt, greedy(8));  // one request: three ranks idle every step
+  one.add_request(1, prompt, greedy(8));
+  Outcome got, want;
+  collect(dep, got, -1, -1);
+  collect(one, want, -1, -1);
+  EXPECT_EQ(got.tokens, want.tokens);
+}
+
+TEST(DepEngine, ARankWhoseStepThrowsFailsTheStepEverywhereWithoutHanging) {
+  const auto& g = golden_model();
+  const EngineConfig c = golden_engine_config(int64_t(64) << 20, false, 64, 4);
+  DepConfig dep_config;
+  dep_config.ranks = 2;
+  dep_config.faults = std::make_shared<const FaultPlan>(FaultPlan::parse("step-throw@2"));
+  dep_config.fault_rank = 1;
+  DepEngine dep(*g.forward, nullptr, c, dep_config);
+  dep.add_request(1, random_tokens(30, 13), greedy(6));
+  dep.add_request(2, random_tokens(25, 14), greedy(6));
+  std::map<RequestId, RequestOutput> last;
+  for (int s = 0; dep.has_unfinished() && s < 100; ++s)
+    for (RequestOutput& o : dep.step())
+      if (o.finished()) last[o.id] = o;
+  ASSERT_EQ(last.size(), 2u);
+  for (auto& [id, o] : last) {
+    EXPECT_EQ(o.status, RequestStatus::FinishedError) << id;
+    EXPECT_EQ(o.error_cause, ErrorCause::StepFailed) << id;
+    EXPECT_NE(o.error.find("injected fault"), std::string::npos) << o.error;  // on both ranks
+  }
+  // The group serves on: a new request gets the one-rank engine's tokens.
+  Engine one(*g.forward, nullptr, c);
+  const Ids prompt = random_tokens(18, 15);
+  dep.add_request(3, prompt, greedy(5));
+  one.add_request(3, prompt, greedy(5));
+  Outcome got, want;
+  collect(dep, got, -1, -1);
+  collect(one, want, -1, -1);
+  EXPECT_EQ(got.tokens, want.tokens);
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(dep.kv_cache(r).num_used_blocks(), 0);
+}
+
+}  // namespace
+}  // namespace troupe::runtime
