@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
@@ -41,7 +42,18 @@ struct GoldenModel {
   std::unique_ptr<model::Forward> forward;
 };
 
-inline GoldenModel* load_golden_model(const std::string& dir) {
+// One T per golden set, made by make(set) on first use and kept for the test binary.
+template <class T>
+const T& once_per_set(Golden set, T* (*make)(Golden)) {
+  static T* made[2] = {nullptr, nullptr};
+  static std::once_flag flags[2];
+  const int i = set == Golden::kSeed7 ? 0 : 1;
+  std::call_once(flags[i], [&] { made[i] = make(set); });
+  return *made[i];
+}
+
+inline GoldenModel* load_golden_model(Golden set) {
+  const std::string dir = golden_dir(set);
   auto* g = new GoldenModel{model::load_config(dir + "/config.json"), model::Checkpoint::open(dir),
                             {}, nullptr};
   g->weights = model::bind_weights(g->ckpt, g->config);
@@ -50,12 +62,7 @@ inline GoldenModel* load_golden_model(const std::string& dir) {
 }
 
 inline const GoldenModel& golden_model(Golden set = Golden::kSeed7) {
-  if (set == Golden::kSeed7) {
-    static GoldenModel* seed7 = load_golden_model(golden_dir(Golden::kSeed7));
-    return *seed7;
-  }
-  static GoldenModel* seed11 = load_golden_model(golden_dir(Golden::kSeed11Aux));
-  return *seed11;
+  return once_per_set(set, load_golden_model);
 }
 
 // A golden checkpoint's DSpark draft (MODEL.md §8): its mtp.* weights, a target forward
@@ -66,7 +73,8 @@ struct GoldenDraft {
   std::unique_ptr<model::DsparkDraft> draft;
 };
 
-inline GoldenDraft* load_golden_draft(const GoldenModel& g) {
+inline GoldenDraft* load_golden_draft(Golden set) {
+  const GoldenModel& g = golden_model(set);
   auto* d = new GoldenDraft{model::bind_dspark_weights(g.ckpt, g.config), nullptr, nullptr};
   d->forward = std::make_unique<model::Forward>(g.config, g.weights, &d->weights);
   d->draft = std::make_unique<model::DsparkDraft>(g.config, g.weights, d->weights);
@@ -74,12 +82,7 @@ inline GoldenDraft* load_golden_draft(const GoldenModel& g) {
 }
 
 inline const GoldenDraft& golden_draft(Golden set = Golden::kSeed7) {
-  if (set == Golden::kSeed7) {
-    static GoldenDraft* seed7 = load_golden_draft(golden_model(Golden::kSeed7));
-    return *seed7;
-  }
-  static GoldenDraft* seed11 = load_golden_draft(golden_model(Golden::kSeed11Aux));
-  return *seed11;
+  return once_per_set(set, load_golden_draft);
 }
 
 // The golden checkpoint's tokenizer, loaded once.
