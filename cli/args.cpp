@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <sstream>
 
 #include "kernels/check.h"
 
@@ -67,6 +68,26 @@ double Args::get_double(const std::string& flag, double fallback) const {
   if (v->empty() || *end != '\0' || errno == ERANGE)
     TROUPE_FAIL("flag --" << flag << " expects a number, got '" << *v << "'");
   return x;
+}
+
+std::vector<int32_t> parse_token_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() || v < INT32_MIN || v > INT32_MAX)
+      TROUPE_FAIL("--tokens: '" << item << "' is not a token id");
+    ids.push_back(static_cast<int32_t>(v));
+  }
+  if (ids.empty()) TROUPE_FAIL("--tokens: no token ids given");
+  return ids;
 }
 
 }  // namespace troupe::cli

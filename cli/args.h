@@ -29,4 +29,8 @@ class Args {
   std::vector<std::string> positional_;
 };
 
+// "1,2,3" -> token ids (--tokens of logits and draft); anything else is an error naming
+// the item. Range against the vocabulary is the model's check.
+std::vector<int32_t> parse_token_ids(const std::string& text);
+
 }  // namespace troupe::cli

@@ -5,7 +5,6 @@
 // adds "positions". Other programs check the model numerically with it.
 #include <algorithm>
 #include <cstdio>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -15,35 +14,11 @@
 #include "kernels/check.h"
 
 namespace troupe::cli {
-namespace {
-
-std::vector<int32_t> parse_tokens(const std::string& text) {
-  std::vector<int32_t> ids;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    size_t used = 0;
-    long long v = 0;
-    try {
-      v = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != item.size() || v < INT32_MIN || v > INT32_MAX)
-      TROUPE_FAIL("--tokens: '" << item << "' is not a token id");
-    ids.push_back(static_cast<int32_t>(v));
-  }
-  if (ids.empty()) TROUPE_FAIL("--tokens: no token ids given");
-  return ids;
-}
-
-}  // namespace
-
 int run_logits(const CommandArgs& argv) {
   Args a(argv, {"model", "tokens"}, {"all-positions", "replay"});
   const auto tokens_arg = a.get("tokens");
   if (!tokens_arg) TROUPE_FAIL("--tokens 1,2,3 is required");
-  const std::vector<int32_t> tokens = parse_tokens(*tokens_arg);
+  const std::vector<int32_t> tokens = parse_token_ids(*tokens_arg);
   auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false);
   model::SequenceState state = model::SequenceState::empty(m->config);
   const bool replay = a.has("replay");

@@ -141,7 +141,8 @@ std::vector<float> DsparkDraft::hidden(const FeatureRing& F, int64_t anchor,
 }
 
 DraftProposal DsparkDraft::propose(const FeatureRing& F, int64_t anchor, int32_t anchor_token,
-                                   int32_t bonus, int64_t k, float conf_min) const {
+                                   int32_t bonus, int64_t k, float conf_min,
+                                   const TraceFn& trace) const {
   const int64_t H = c_.hidden_size, Mr = c_.dspark_markov_rank, V = c_.vocab_size;
   TROUPE_CHECK(bonus >= 0 && bonus < V, "draft: bonus token ", bonus, " out of range");
   k = std::clamp<int64_t>(std::min(k, c_.dspark_block_size - 1), 0,
@@ -167,6 +168,10 @@ DraftProposal DsparkDraft::propose(const FeatureRing& F, int64_t anchor, int32_t
     }
     linear(e.data(), 1, w_.markov_head, logit.data());
     for (int64_t v = 0; v < V; ++v) logit[v] += base[(i - 1) * V + v];
+    if (trace) {
+      trace("dspark.base", -1, i, {&base[(i - 1) * V], static_cast<size_t>(V)});
+      trace("dspark.logits", -1, i, logit);
+    }
     const int32_t d = kernels::argmax(logit.data(), V);
     joint *= out.confidence.back();
     cut = cut || joint <= conf_min;

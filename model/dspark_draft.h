@@ -13,6 +13,7 @@
 
 #include "model/config.h"
 #include "model/feature_ring.h"
+#include "model/forward.h"
 #include "model/weights.h"
 
 namespace troupe::model {
@@ -32,9 +33,10 @@ class DsparkDraft {
 
   // Greedy drafts after the target sampled `bonus` = tok[a+1]: k' = min(k, Bs-1, room
   // before max_position_embeddings) tokens, fewer when Π conf_j <= conf_min (§8 early
-  // stop; 0 = never cut).
+  // stop; 0 = never cut). `trace` (tests, like Forward::run's) sees "dspark.base" and
+  // "dspark.logits" (the Markov-loop logits) of draft positions i = 1..k as rows i, layer -1.
   DraftProposal propose(const FeatureRing& F, int64_t anchor, int32_t anchor_token, int32_t bonus,
-                        int64_t k, float conf_min = 0.0f) const;
+                        int64_t k, float conf_min = 0.0f, const TraceFn& trace = nullptr) const;
 
   const ModelConfig& config() const { return c_; }
 

@@ -31,22 +31,7 @@ using model::FeatureRing;
 using model::SequenceInput;
 using model::SequenceState;
 
-struct Draft {
-  model::DsparkWeights weights;
-  std::unique_ptr<model::Forward> forward;  // the target, able to compute F
-  std::unique_ptr<model::DsparkDraft> draft;
-};
-
-const Draft& golden_draft() {
-  static Draft* d = [] {
-    const GoldenModel& g = golden_model();
-    auto* out = new Draft{model::bind_dspark_weights(g.ckpt, g.config), nullptr, nullptr};
-    out->forward = std::make_unique<model::Forward>(g.config, g.weights, &out->weights);
-    out->draft = std::make_unique<model::DsparkDraft>(g.config, g.weights, out->weights);
-    return out;
-  }();
-  return *d;
-}
+using Draft = GoldenDraft;
 
 std::vector<float> run(const model::Forward& f, SequenceState& st, std::vector<int32_t> tokens,
                        bool all = false) {
