@@ -145,6 +145,32 @@ void rank_main(Group& g, int32_t r) {
   }
 }
 
+// The whole group on this one thread, messages delivered first in, first out: the CPU the
+// schedule's logic costs per step, summed over the R ranks, without threads or waiting.
+double one_thread_us_per_step(int32_t R, MakeSchedule make, int64_t steps) {
+  std::vector<AllReduceRank<StepMetadata, StepMetadataReduce>> group;
+  for (int32_t r = 0; r < R; ++r) group.emplace_back(make(r, R));
+  std::vector<Message> queue;
+  int64_t results = 0;
+  auto take = [&](Progress p) {
+    for (Message& m : p.send) queue.push_back(std::move(m));
+    if (p.result) ++results, check_result(*p.result, R, p.result->step_min);
+  };
+  const double t0 = now_seconds();
+  for (int64_t step = 0; step < steps; ++step) {
+    queue.clear();
+    for (int32_t r = 0; r < R; ++r)
+      take(group[r].start(step, runtime::collectives::local_step_metadata(r, R, step, r + 1, true)));
+    for (size_t i = 0; i < queue.size(); ++i) {
+      Message m = std::move(queue[i]);
+      take(group[m.to].receive(std::move(m)));
+    }
+  }
+  const double us = (now_seconds() - t0) * 1e6 / static_cast<double>(steps);
+  TROUPE_CHECK(results == steps * R, "dp-sync: ", results, " results of ", steps * R);
+  return us;
+}
+
 DpSyncBenchRow run_row(int32_t R, MakeSchedule make, MailWait how, const DpSyncBenchConfig& c) {
   Group g(R, make, how, c);
   std::vector<std::thread> threads;
@@ -166,6 +192,7 @@ DpSyncBenchRow run_row(int32_t R, MakeSchedule make, MailWait how, const DpSyncB
     row.latency_us.push_back((*std::max_element(last, last + R) - *std::min_element(first, first + R)) *
                              1e6);
   }
+  row.one_thread_us = one_thread_us_per_step(R, make, c.steps);
   if (c.back_to_back_steps > 0)
     row.back_to_back_us =
         (g.back_to_back_end - g.back_to_back_begin) * 1e6 / static_cast<double>(c.back_to_back_steps);
@@ -201,14 +228,15 @@ std::vector<DpSyncBenchRow> run_dp_sync_bench(const DpSyncBenchConfig& c) {
 }
 
 void print_dp_sync_report(const DpSyncBenchConfig& c, const std::vector<DpSyncBenchRow>& rows) {
-  std::printf("%-5s %5s  %-18s %9s %8s %9s %9s %9s %12s\n", "wait", "ranks", "schedule",
-              "msgs/step", "busiest", "p50 us", "p99 us", "mean us", "b2b us/step");
+  std::printf("%-5s %5s  %-18s %9s %8s %9s %9s %9s %12s %12s\n", "wait", "ranks", "schedule",
+              "msgs/step", "busiest", "p50 us", "p99 us", "mean us", "b2b us/step",
+              "1-thread us");
   for (const DpSyncBenchRow& r : rows)
-    std::printf("%-5s %5d  %-18s %9lld %8lld %9.2f %9.2f %9.2f %12.2f\n",
+    std::printf("%-5s %5d  %-18s %9lld %8lld %9.2f %9.2f %9.2f %12.2f %12.2f\n",
                 r.wait == MailWait::Spin ? "spin" : "block", r.ranks, r.schedule.c_str(),
                 static_cast<long long>(r.messages_per_step), static_cast<long long>(r.busiest_rank),
                 percentile(r.latency_us, 0.5), percentile(r.latency_us, 0.99), mean(r.latency_us),
-                r.back_to_back_us);
+                r.back_to_back_us, r.one_thread_us);
   std::printf("\np50 speed-up of recursive doubling over gather-broadcast (same run):");
   for (size_t i = 0; i + 1 < rows.size(); i += 2)
     std::printf("%s R=%d %.2fx", i == 0 || rows[i].wait != rows[i - 2].wait
