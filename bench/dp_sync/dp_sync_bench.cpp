@@ -248,9 +248,9 @@ void print_dp_sync_report(const DpSyncBenchConfig& c, const std::vector<DpSyncBe
   const int32_t max_ranks = *std::max_element(c.ranks.begin(), c.ranks.end());
   std::printf("\n");
   if (static_cast<unsigned>(max_ranks) > cores)
-    std::printf("note: %u hardware threads; with more ranks than that the rank threads time-share "
-                "the cores, so a step waits for the scheduler to run every rank (yield) and the "
-                "figures above R = %u price the OS scheduler as much as the schedule\n",
+    std::printf("note: %u hardware threads; with more ranks than that the rank threads "
+                "time-share the cores and a step waits for the OS to run every rank, so the rows "
+                "above R = %u price the OS scheduler as much as the schedule\n",
                 cores, cores);
   std::printf("seed figures (MISSION.md; schedulers in separate processes): p50 5.4 -> 0.55 ms at 16 "
               "ranks, 10.8 -> 1.5 ms per step at DEP32\n");
