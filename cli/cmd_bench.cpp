@@ -7,7 +7,9 @@
 // streaming requests to a running server (bench/serve/serve_bench.h), also the multi-turn
 // workload, beside the engine-only figure (bench/serve/multi_turn_bench.h); `eplb`, the
 // expert-parallel load balancer's balance and planning time on flash's MoE shape with
-// synthetic routing (bench/eplb/eplb_bench.h); `soak`, many clients for minutes with
+// synthetic routing (bench/eplb/eplb_bench.h); `dp-sync`, the DP-sync all-reduce of the
+// step metadata among rank threads, recursive doubling vs gather-broadcast
+// (bench/dp_sync/dp_sync_bench.h); `soak`, many clients for minutes with
 // aborts and bad requests mixed in, then leaks and RSS (bench/soak/soak_bench.h).
 #include <cmath>
 #include <cstdio>
@@ -17,9 +19,11 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/common/limits.h"
+#include "bench/dp_sync/dp_sync_bench.h"
 #include "bench/engine/replay_bench.h"
 #include "bench/engine/step_bench.h"
 #include "bench/eplb/eplb_bench.h"
@@ -143,9 +147,9 @@ void check_positions(const model::ModelConfig& m, int64_t tokens, const std::str
                      << m.max_position_embeddings);
 }
 
-// "256,1024" -> {256, 1024}
-std::vector<int64_t> context_list(const Args& a) {
-  const std::string text = a.get_or("context", "256,1024");
+// --flag "256,1024" -> {256, 1024}, each at least `min`.
+std::vector<int64_t> int_list(const Args& a, const char* flag, const char* fallback, int64_t min) {
+  const std::string text = a.get_or(flag, fallback);
   std::vector<int64_t> out;
   std::stringstream ss(text);
   std::string item;
@@ -158,12 +162,12 @@ std::vector<int64_t> context_list(const Args& a) {
       used = 0;
     }
     if (item.empty() || used != item.size())
-      TROUPE_FAIL("--context expects integers separated by commas, got '" << text << "'");
-    if (v < 1) TROUPE_FAIL("--context must be at least 1, got " << v);
+      TROUPE_FAIL("--" << flag << " expects integers separated by commas, got '" << text << "'");
+    if (v < min) TROUPE_FAIL("--" << flag << " must be at least " << min << ", got " << v);
     out.push_back(v);
   }
   if (out.empty())
-    TROUPE_FAIL("--context expects integers separated by commas, got '" << text << "'");
+    TROUPE_FAIL("--" << flag << " expects integers separated by commas, got '" << text << "'");
   return out;
 }
 
@@ -175,7 +179,7 @@ int bench_engine(const CommandArgs& argv) {
   no_positional(a);
   bench::EngineBenchShape s;
   s.batch = at_least(a, "batch", s.batch, 1);
-  s.contexts = context_list(a);
+  s.contexts = int_list(a, "context", "256,1024", 1);
   s.new_tokens = at_least(a, "new-tokens", s.new_tokens, 1);
   s.cached_prefix = at_least(a, "cached-prefix", s.cached_prefix, 0);
   s.decode_steps = at_least(a, "decode-steps", s.decode_steps, 1);
@@ -406,6 +410,43 @@ int bench_eplb(const CommandArgs& argv) {
   return 0;
 }
 
+int bench_dp_sync(const CommandArgs& argv) {
+  Args a(argv, {"ranks", "steps", "warmup", "back-to-back-steps", "wait"}, {});
+  no_positional(a);
+  bench::DpSyncBenchConfig c;
+  c.ranks.clear();
+  for (const int64_t r : int_list(a, "ranks", "2,4,8,16,32", 1)) {
+    if (r > 256) TROUPE_FAIL("--ranks: each group size must be in [1, 256], got " << r);
+    c.ranks.push_back(static_cast<int32_t>(r));
+  }
+  c.steps = a.get_int("steps", c.steps);
+  c.warmup = a.get_int("warmup", c.warmup);
+  c.back_to_back_steps = a.get_int("back-to-back-steps", c.back_to_back_steps);
+  const std::string wait = a.get_or("wait", "both");
+  if (wait == "spin")
+    c.waits = {bench::MailWait::Spin};
+  else if (wait == "block")
+    c.waits = {bench::MailWait::Block};
+  else if (wait != "both")
+    TROUPE_FAIL("--wait expects spin, block or both, got '" << wait << "'");
+  c.validate();
+
+  std::printf(
+      "troupe bench dp-sync: all-reduce of the step metadata (step id, a token count per rank, "
+      "flags) among R rank threads of one process\n"
+      "transport: a mutex mailbox per rank (bench/dp_sync); an idle rank spins with yield or "
+      "sleeps until mail comes (wait); %u hardware threads\n"
+      "lockstep: %lld steps after %lld warm-up, each behind a barrier; latency = last rank's "
+      "result - first rank's start\n"
+      "b2b: %lld steps back to back, no barrier (step N+1's messages overtake N's); wall time "
+      "per step\n\n",
+      std::thread::hardware_concurrency(), static_cast<long long>(c.steps),
+      static_cast<long long>(c.warmup), static_cast<long long>(c.back_to_back_steps));
+  std::fflush(stdout);
+  bench::print_dp_sync_report(c, bench::run_dp_sync_bench(c));
+  return 0;
+}
+
 // bench soak's own flags; every other flag is a `troupe serve` flag for the daemon it
 // starts, checked here as serve would check it (its own --host / ports are fixed).
 int bench_soak(const CommandArgs& argv) {
@@ -454,6 +495,7 @@ const Benchmark kBenchmarks[] = {
     {"replay", bench_replay},
     {"serve", bench_serve},
     {"eplb", bench_eplb},
+    {"dp-sync", bench_dp_sync},
     {"soak", bench_soak},
 };
 

@@ -199,7 +199,21 @@ def tokenizer_json():
         "<｜begin▁of▁sentence｜>": 0}, "merges": []}}, ensure_ascii=False))
 
 
+def expert_loads_json():
+    readme = [[90, 132, 40, 61, 104, 165, 39, 4, 73, 56, 183, 86],
+              [20, 107, 104, 64, 19, 197, 187, 157, 172, 86, 16, 27]]  # deepseek-ai/EPLB
+    write("expert_loads_json", "eplb-readme.json", json.dumps(readme))
+    zipf = [[int(1000 / (1 + (e * 7 + l) % 32)) for e in range(32)] for l in range(4)]
+    write("expert_loads_json", "skewed-4x32.json", json.dumps(zipf, indent=1))
+    write("expert_loads_json", "zeros.json", json.dumps([[0] * 8] * 3))
+    write("expert_loads_json", "floats.json", "[[1.5, 2e3, 0.0, 3.25e-5], [1e30, 7, 8, 9]]")
+    write("expert_loads_json", "one-expert.json", "[[5]]")
+    write("expert_loads_json", "ragged.json", "[[1, 2, 3], [4, 5]]")
+    write("expert_loads_json", "negative.json", "[[1, -2]]")
+    write("expert_loads_json", "nested.json", "[[[1]], 2]")
+
+
 if __name__ == "__main__":
     for make in (openai_body, http_request, tcp_frame, serve_config, safetensors,
-                 tokenizer_json):
+                 tokenizer_json, expert_loads_json):
         make()
