@@ -35,7 +35,8 @@ struct EngineOptions {
   std::shared_ptr<InstanceHealth> health;            // null: a private one
   double request_timeout = 0;  // seconds from arrival to the last token; 0: no limit
   // The supervisor restarts scheduler + rank after a death, at most this many times
-  // within restart_window_seconds; past that the instance is down for good.
+  // within restart_window_seconds; past that the instance is down for good (config keys
+  // max-engine-restarts, engine-restart-window).
   int max_restarts = 5;
   double restart_window_seconds = 60;
 };

@@ -12,6 +12,7 @@
 // The ledger is read only after the scheduler's exit message, so never while it runs.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 
@@ -34,16 +35,17 @@ struct SupervisorState {
   std::string rank_death;                  // why the rank died, until its scheduler's exit
   std::deque<Clock::time_point> restarts;  // within options.restart_window_seconds
   std::string down;                        // non-empty: restarted too often, not serving
-  // Earlier incarnations' actors: an exit of theirs still in the mailbox after a restart
-  // is old news, not a shutdown (the last few; a restart adds one or two).
+  // Ranks replaced while their own exit message may still be on its way (the scheduler's
+  // exit came first): that message is not the supervisor's own shutdown. The last few.
   std::deque<caf::actor_addr> retired;
 };
 
 using supervisor_pointer = scheduler_actor::stateful_pointer<SupervisorState>;
 
+// Spawns rank + scheduler; /health turns ready once the rank answers (until then it
+// says "starting", or "restarting" with the cause after a death).
 void start(supervisor_pointer self) {
   auto& s = self->state;
-  s.options.health->set_starting();
   s.rank = spawn_rank(self->home_system(), *s.forward, s.kv, s.config.executor, s.options.faults);
   s.scheduler = spawn_scheduler(self->home_system(), *s.forward, s.tokenizer, s.config, s.kv,
                                 s.rank, s.ledger, s.options.request_timeout);
@@ -67,9 +69,8 @@ bool may_restart(SupervisorState& s) {
   return true;
 }
 
-// The scheduler is gone (on its own, or after its rank): report the instance unhealthy,
-// end its requests, restart. Health changes first, so a client that gets its error and
-// asks /health sees the restart, never the dead incarnation's "ready".
+// The scheduler is gone (on its own, or after its rank): end its requests, restart.
+// /health changes first, so a client told of the failure already finds it there.
 void on_scheduler_down(supervisor_pointer self, const caf::error& reason) {
   auto& s = self->state;
   std::string why = "scheduler died: " + describe(self->home_system(), reason);
@@ -77,10 +78,8 @@ void on_scheduler_down(supervisor_pointer self, const caf::error& reason) {
   if (!s.rank_death.empty()) why = "rank died: " + std::exchange(s.rank_death, {});
   self->unlink_from(s.rank);  // its exit, if it comes, is not news
   self->send_exit(s.rank, caf::exit_reason::kill);
-  for (const caf::actor_addr& a : {s.rank.address(), s.scheduler.address()}) {
-    s.retired.push_back(a);
-    if (s.retired.size() > 8) s.retired.pop_front();
-  }
+  if (s.rank) s.retired.push_back(s.rank.address());
+  if (s.retired.size() > 8) s.retired.pop_front();
   s.rank = nullptr;
   s.scheduler = nullptr;
   const bool restart = may_restart(s);
@@ -88,7 +87,8 @@ void on_scheduler_down(supervisor_pointer self, const caf::error& reason) {
     s.options.health->set_restarting(why);
   } else {
     s.down = why + " (" + std::to_string(s.options.max_restarts) + " restarts within " +
-             std::to_string(static_cast<int>(s.options.restart_window_seconds)) + " s)";
+             fmt::format("{:g}", s.options.restart_window_seconds) +
+             " s: max-engine-restarts, engine-restart-window)";
     s.options.health->set_down(s.down);
   }
   auto clients = std::exchange(s.ledger->clients, {});
@@ -98,10 +98,7 @@ void on_scheduler_down(supervisor_pointer self, const caf::error& reason) {
                runtime::ErrorCause::EngineDied);
   s.ledger->prefix_query_base = s.ledger->counters.prefix_query_tokens;
   s.ledger->prefix_hit_base = s.ledger->counters.prefix_hit_tokens;
-  if (!restart) {
-    spdlog::critical("engine: down for good: {}", s.down);
-    return;
-  }
+  if (!restart) return spdlog::critical("engine: down for good: {}", s.down);
   s.ledger->counters.restarts += 1;
   spdlog::warn("engine: restarting scheduler and rank (restart {})", s.ledger->counters.restarts);
   start(self);
@@ -116,8 +113,8 @@ void on_exit(supervisor_pointer self, caf::exit_msg& msg) {
     self->send_exit(s.scheduler, msg.reason);  // its requests end once it has stopped
     return;
   }
-  for (const caf::actor_addr& a : s.retired)
-    if (msg.source == a) return;  // an earlier incarnation's, handled when it went down
+  const auto stale = std::find(s.retired.begin(), s.retired.end(), msg.source);
+  if (stale != s.retired.end()) return void(s.retired.erase(stale));  // already replaced
   self->quit(msg.reason);  // shutdown: the links take the scheduler and the rank along
 }
 
@@ -154,6 +151,7 @@ scheduler_actor::behavior_type supervisor_fun(supervisor_pointer self,
   s.kv = kv;
   s.options = std::move(options);
   self->set_exit_handler([=](caf::exit_msg& msg) { on_exit(self, msg); });
+  s.options.health->set_starting();
   start(self);
   return {
       [=](generate_atom, GenerateRequest& req, caf::actor client) {

@@ -1,5 +1,6 @@
 // Whether an engine instance can serve, written by its supervisor and read by /health
-// (through the EngineBridge) on other threads. No CAF types, so net/ can hold it.
+// (through the EngineBridge) on other threads. No CAF types, so net/ can hold it. How
+// often it restarted is runtime::EngineFigures::restarts (the one count; /metrics reads it).
 //
 //   starting     the rank is setting up (KV storage)       /health 503 "starting: ..."
 //   ready        serving                                   /health 200
@@ -7,8 +8,6 @@
 //   down         restarted too often; requests get errors   /health 503 "down: ..."
 #pragma once
 
-#include <atomic>
-#include <cstdint>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -28,7 +27,6 @@ class InstanceHealth {
   void set_restarting(const std::string& why) {
     std::lock_guard lock(mutex_);
     problem_ = "restarting: " + why;
-    restarts_.fetch_add(1);
   }
   void set_down(const std::string& why) {
     std::lock_guard lock(mutex_);
@@ -39,12 +37,10 @@ class InstanceHealth {
     std::lock_guard lock(mutex_);
     return problem_;
   }
-  int64_t restarts() const { return restarts_.load(); }
 
  private:
   mutable std::mutex mutex_;
   std::optional<std::string> problem_;
-  std::atomic<int64_t> restarts_{0};
 };
 
 }  // namespace troupe::actors

@@ -44,6 +44,11 @@ rank_actor::behavior_type rank_fun(rank_pointer self, const model::Forward* forw
                                    runtime::KvCacheConfig kv, runtime::ExecutorOptions options,
                                    std::shared_ptr<const runtime::FaultPlan> faults) {
   auto& st = self->state;
+  // On the rank's own thread (detached): a stalled start holds only this rank's mailbox.
+  if (const int64_t ms = faults ? faults->next_rank_start() : 0; ms > 0) {
+    spdlog::warn("rank: injected fault rank-start-stall: {} ms before setting up", ms);
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  }
   st.storage = std::make_unique<runtime::PagedKvStorage>(forward->config(), kv.block_size,
                                                          kv.num_blocks, kv.swa_slots);
   st.executor = std::make_unique<runtime::Executor>(*forward, *st.storage, options);

@@ -107,14 +107,29 @@ uint16_t listen_or_fail(Listener& listener, const char* flag, int64_t port) {
   }
 }
 
+std::chrono::milliseconds ms(double seconds) {
+  return std::chrono::milliseconds(std::llround(seconds * 1000));
+}
+
 net::http::ServerOptions http_options(const config::ServeConfig& cfg) {
   net::http::ServerOptions o{cfg.host, static_cast<uint16_t>(cfg.port), cfg.api_key,
                              static_cast<size_t>(cfg.max_body_bytes), 2};
-  const auto ms = [](double s) { return std::chrono::milliseconds(std::llround(s * 1000)); };
   o.header_timeout = ms(cfg.http_header_timeout);
   o.body_timeout = ms(cfg.http_body_timeout);
   o.idle_timeout = ms(cfg.http_idle_timeout);
   o.max_connections = static_cast<size_t>(cfg.max_connections);
+  o.max_queued_bytes = static_cast<size_t>(cfg.max_queued_output_bytes);
+  o.write_timeout = ms(cfg.write_timeout);
+  return o;
+}
+
+net::tcp::TcpServerOptions tcp_options(const config::ServeConfig& cfg) {
+  net::tcp::TcpServerOptions o{cfg.host, static_cast<uint16_t>(cfg.tcp_port), cfg.api_key,
+                               static_cast<size_t>(cfg.max_body_bytes), 1,
+                               static_cast<size_t>(cfg.tcp_max_buffered_bytes),
+                               static_cast<size_t>(cfg.max_connections)};
+  o.max_queued_bytes = static_cast<size_t>(cfg.max_queued_output_bytes);
+  o.write_timeout = ms(cfg.write_timeout);
   return o;
 }
 
@@ -183,10 +198,7 @@ int run_serve(const CommandArgs& argv) {
   std::unique_ptr<net::metrics::ServingMetrics> metrics;
   std::unique_ptr<net::http::EngineBridge> bridge;
   net::http::Server server(http_options(cfg));
-  net::tcp::TcpServer tcp({cfg.host, static_cast<uint16_t>(cfg.tcp_port), cfg.api_key,
-                           static_cast<size_t>(cfg.max_body_bytes), 1,
-                           static_cast<size_t>(cfg.tcp_max_buffered_bytes),
-                           static_cast<size_t>(cfg.max_connections)});
+  net::tcp::TcpServer tcp(tcp_options(cfg));
   caf::actor_system_config caf_cfg;
   caf::actor_system sys{caf_cfg};
 
@@ -215,12 +227,15 @@ int run_serve(const CommandArgs& argv) {
   engine_opts.faults = faults;
   engine_opts.health = std::make_shared<actors::InstanceHealth>();
   engine_opts.request_timeout = cfg.request_timeout;
+  engine_opts.max_restarts = static_cast<int>(cfg.max_engine_restarts);
+  engine_opts.restart_window_seconds = cfg.engine_restart_window;
   auto engine = spawn_checked_engine(sys, *model, engine_cfg, engine_opts);
   auto router = actors::spawn_router(sys, {engine});
   bridge = net::http::make_engine_bridge(sys, router, *metrics, engine_opts.health);
   backend->tokenizer = model->tokenizer.get();
   backend->engine = bridge.get();
   backend->registry = &registry;
+  backend->metrics = metrics.get();
   backend->created = static_cast<int64_t>(std::time(nullptr));
   server.set_backend(backend);
   tcp.set_backend(backend);

@@ -35,11 +35,19 @@ struct ServeConfig {
   double http_body_timeout = 120;   // seconds to receive a request body; 0: no limit
   double http_idle_timeout = 60;    // seconds a kept-alive connection may idle; 0: no limit
   int64_t max_connections = 1024;   // open HTTP connections at once; 0: no cap
+  // A client that does not read its output: past this much queued for its connection, or
+  // a write moving no byte this long, its requests are aborted and it is closed; 0: none.
+  int64_t max_queued_output_bytes = int64_t(4) << 20;
+  double write_timeout = 60;  // seconds
   LogLevel log_level = LogLevel::Info;
   LogFormat log_format = LogFormat::Text;
   // runtime/faults/fault_plan.h SPEC for tests and chaos runs; empty: the
   // TROUPE_INJECT_FAULTS environment variable, else none.
   std::string inject_faults;
+  // The supervisor restarts a dead scheduler + rank at most max_engine_restarts times
+  // within engine_restart_window seconds; past that the instance stays down.
+  int64_t max_engine_restarts = 5;
+  double engine_restart_window = 60;
 
   // --- scheduler (runtime::SchedulerConfig) ----------------------------------------
   int64_t max_model_len = int64_t(1) << 20;             // prompt + output tokens of one request

@@ -141,6 +141,12 @@ std::vector<ConfigKey> make_keys() {
                           "close a kept-alive connection idle this long; 0: no limit"));
   k.push_back(int_key("max-connections", &S::max_connections, 0, INT64_MAX,
                       "open connections per listener (HTTP, TCP); the next is refused; 0: no cap"));
+  k.push_back(bytes_key("max-queued-output-bytes", &S::max_queued_output_bytes, 0,
+                        "output queued for a client that does not read (HTTP, TCP); past it its "
+                        "requests are aborted and it is closed; 0: no limit"));
+  k.push_back(seconds_key("write-timeout", &S::write_timeout,
+                          "a write to a client moving no byte this long aborts its requests and "
+                          "closes it (HTTP, TCP); 0: no limit"));
   k.push_back(choice_key<LogLevel>("log-level", &S::log_level,
                                    {{"trace", LogLevel::Trace},
                                     {"debug", LogLevel::Debug},
@@ -154,6 +160,11 @@ std::vector<ConfigKey> make_keys() {
                                     "log lines on stderr: text, or one JSON object per line"));
   k.push_back(string_key("inject-faults", &S::inject_faults, true,
                          "faults to inject for tests (docs/serve.md); empty: none"));
+  k.push_back(int_key("max-engine-restarts", &S::max_engine_restarts, 0, 1'000'000,
+                      "restarts of a dead scheduler + rank within engine-restart-window; past "
+                      "that the instance stays down"));
+  k.push_back(seconds_key("engine-restart-window", &S::engine_restart_window,
+                          "the window max-engine-restarts counts over; 0: restarts never add up"));
   k.push_back(int_key("max-model-len", &S::max_model_len, 2, INT64_MAX,
                       "prompt + output tokens of one request"));
   k.push_back(

@@ -145,13 +145,36 @@ caf::behavior generation_fun(caf::event_based_actor* self, actors::router_actor 
   };
 }
 
+// The one-shot actor of a /metrics scrape: asks the engine for its snapshot, hands it
+// (or nullopt on timeout) to `done`, quits. Its inputs are spawn arguments, not lambda
+// captures: CAF 0.17.6 spawns an actor function without arguments by dereferencing a
+// null argument tuple (UBSan "reference binding to null pointer",
+// caf/detail/init_fun_factory.hpp:85), which halts a sanitized daemon.
+using SnapshotDone = std::function<void(std::optional<runtime::EngineFigures>)>;
+caf::behavior scrape_fun(caf::event_based_actor* self, actors::router_actor router,
+                         SnapshotDone done) {
+  self->request(router, std::chrono::seconds(5), actors::stats_atom::value)
+      .then(
+          [=](const runtime::EngineFigures& snap) {
+            done(snap);
+            self->quit();
+          },
+          [=](caf::error&) {
+            done(std::nullopt);
+            self->quit();
+          });
+  return {[](actors::stats_atom) {}};  // the reply above is all it waits for
+}
+
 class ActorGeneration : public Generation {
  public:
-  explicit ActorGeneration(caf::actor a) : actor_(std::move(a)) {}
+  ActorGeneration(caf::actor a, int64_t id) : actor_(std::move(a)), id_(id) {}
   void abort() override { caf::anon_send(actor_, actors::abort_atom::value); }
+  int64_t request_id() const override { return id_; }
 
  private:
   caf::actor actor_;
+  int64_t id_;
 };
 
 class ActorBridge : public EngineBridge {
@@ -176,25 +199,16 @@ class ActorBridge : public EngineBridge {
                               std::move(sink), &metrics_);
     live_.add(key, a);
     a->attach_functor([this, key] { live_.remove(key); });
-    return std::make_shared<ActorGeneration>(std::move(a));
+    return std::make_shared<ActorGeneration>(std::move(a), static_cast<int64_t>(key));
   }
 
   void engine_state(std::function<void(std::optional<runtime::EngineFigures>)> done) override {
-    auto router = router_;
-    sys_.spawn([=, this](caf::event_based_actor* self) -> caf::behavior {
-      self->request(router, std::chrono::seconds(5), actors::stats_atom::value)
-          .then(
-              [=, this](const runtime::EngineFigures& snap) {
-                update_metrics(snap);
-                done(snap);
-                self->quit();
-              },
-              [=](caf::error&) {
-                done(std::nullopt);
-                self->quit();
-              });
-      return {[](actors::stats_atom) {}};  // the reply above is all it waits for
-    });
+    sys_.spawn(scrape_fun, router_,
+               SnapshotDone([this, done = std::move(done)](std::optional<runtime::EngineFigures> s) {
+                 if (!s) return done(std::nullopt);
+                 update_metrics(*s);
+                 done(*s);
+               }));
   }
 
   std::optional<std::string> unhealthy_reason() const override {

@@ -30,6 +30,8 @@ class Generation {
  public:
   virtual ~Generation() = default;
   virtual void abort() = 0;
+  // The engine id of its first choice, as the request's log lines name it.
+  virtual int64_t request_id() const = 0;
 };
 
 // The engine as the HTTP server sees it. make_engine_bridge (actor_bridge.h) gives the

@@ -74,4 +74,8 @@ uint64_t Server::discarded_bytes() const {
   return impl_->state.discarded.load();
 }
 
+size_t Server::peak_queued_bytes() const {
+  return impl_->state.peak_queued.load();
+}
+
 }  // namespace troupe::net::http

@@ -39,6 +39,9 @@
 namespace troupe::model {
 class Tokenizer;
 }
+namespace troupe::net::metrics {
+class ServingMetrics;
+}
 
 namespace troupe::net::http {
 
@@ -61,6 +64,12 @@ struct ServerOptions {
   size_t pipeline_bytes = 64u << 10;         // next-request bytes kept during a response
   int parse_threads = 2;                     // the worker pool parsing large bodies
   size_t offload_body_bytes = 64u << 10;     // bodies this large are parsed there; 0: all
+  // A client that does not read its response (a stream it never consumes): past this many
+  // bytes queued for the connection, or a write moving no byte for write_timeout, its
+  // generation is aborted and the connection closed (max-queued-output-bytes,
+  // write-timeout; 0: no limit). The timeout runs only while something is being written.
+  size_t max_queued_bytes = 4u << 20;
+  ms write_timeout{60'000};
   std::function<void()> on_offloaded_parse;  // tests: runs on the worker before each parse
 };
 
@@ -71,6 +80,7 @@ struct Backend {
   openai::ServingInfo info;
   EngineBridge* engine = nullptr;
   const metrics::Registry* registry = nullptr;
+  metrics::ServingMetrics* metrics = nullptr;  // the servers' own counts; null: none
   int64_t created = 0;  // unix seconds, for /v1/models
 };
 
@@ -99,6 +109,9 @@ class Server {
   size_t connections() const;
   // Bytes read and thrown away while responses were in progress (past pipeline_bytes).
   uint64_t discarded_bytes() const;
+  // The most response bytes one connection has had queued: at most max_queued_bytes, or
+  // one message when a single response is larger.
+  size_t peak_queued_bytes() const;
 
   struct Impl;
 

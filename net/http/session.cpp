@@ -16,10 +16,12 @@
 #include <optional>
 #include <variant>
 
+#include "net/common/output_queue.h"
 #include "net/http/phase_timer.h"
 #include "net/http/request_checks.h"
 #include "net/http/routes.h"
 #include "net/http/wire.h"
+#include "net/metrics/serving_metrics.h"
 #include "net/openai/responses.h"
 #include "net/openai/stream.h"
 #include "net/openai/tokenize.h"
@@ -68,7 +70,11 @@ Result guarded(const Work& work, std::string_view body) {
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, ServerState& srv, ConnectionSlot slot)
-      : socket_(std::move(socket)), srv_(srv), opts_(srv.opts), slot_(std::move(slot)) {}
+      : socket_(std::move(socket)),
+        srv_(srv),
+        opts_(srv.opts),
+        slot_(std::move(slot)),
+        out_(socket_, {opts_.max_queued_bytes, opts_.write_timeout, &srv.peak_queued}) {}
   ~Session() {
     if (busy_) srv_.release_busy();
   }
@@ -214,7 +220,7 @@ class Session : public std::enable_shared_from_this<Session> {
       step();
     } catch (const std::exception& e) {
       keep_alive_ = false;
-      if (gen_ || encoder_ || !queue_.empty() || response_pending_) return close();
+      if (gen_ || encoder_ || !out_.empty() || response_pending_) return close();
       reply_error({ErrorKind::Internal, std::string("the request failed: ") + e.what(), ""});
     }
   }
@@ -445,29 +451,39 @@ class Session : public std::enable_shared_from_this<Session> {
     if (encoder_ && chunked_) send("0\r\n\r\n");
     encoder_.reset();
     collector_.reset();
+    if (closed_) return maybe_release();  // the client did not read (too_slow)
     response_pending_ = true;
-    if (!writing_) finish_response();
+    if (!out_.writing()) finish_response();
   }
 
+  // Bytes the queue cannot take (the client does not read) close the connection.
   void send(std::string bytes) {
     if (closed_) return;
-    queue_.push_back(std::move(bytes));
-    if (!writing_) write_next();
+    if (!out_.push(std::move(bytes))) return too_slow(kOutputLimit);
+    if (!out_.writing()) write_next();
   }
 
   void write_next() {
-    writing_ = true;
-    asio::async_write(
-        socket_, asio::buffer(queue_.front()),
-        [self = shared_from_this()](beast::error_code ec, size_t) { self->on_write(ec); });
+    out_.write_front([self = shared_from_this()](beast::error_code ec) { self->on_write(ec); },
+                     [self = shared_from_this()] { self->too_slow(kWriteTimeout); });
   }
 
   void on_write(beast::error_code ec) {
-    writing_ = false;
-    if (ec || closed_) return close();  // closed meanwhile: queue_ may not be popped
-    queue_.pop_front();
-    if (!queue_.empty()) return write_next();
+    if (ec || closed_) return close();
+    if (!out_.empty()) return write_next();
     if (response_pending_) finish_response();
+  }
+
+  // The client does not read its response (too much queued, or a write stalled): its
+  // generation is aborted, which frees its KV blocks, and the connection is closed
+  // before it holds more. Logged with the request id and counted by reason.
+  void too_slow(const char* reason) {
+    if (closed_) return;
+    spdlog::warn("http: {} does not read: {}; aborting request {}, closing", peer(),
+                 slow_client_text(reason, out_), gen_ ? gen_->request_id() : -1);
+    if (const auto b = srv_.backend(); b && b->metrics)
+      b->metrics->slow_client_disconnects("http", reason).inc();
+    close();
   }
 
   void finish_response() {
@@ -505,12 +521,13 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // Every error answer, with the peer: 5xx at error (the server's fault), 4xx at warn.
   void log_error(const ApiError& err) {
-    beast::error_code ec;
-    const auto peer = socket_.remote_endpoint(ec);
-    const std::string who =
-        ec ? "?" : peer.address().to_string() + ":" + std::to_string(peer.port());
     spdlog::log(err.status() >= 500 ? spdlog::level::err : spdlog::level::warn,
-                "http {} from {}: {}", err.status(), who, err.message);
+                "http {} from {}: {}", err.status(), peer(), err.message);
+  }
+  std::string peer() const {
+    beast::error_code ec;
+    const auto p = socket_.remote_endpoint(ec);
+    return ec ? "?" : p.address().to_string() + ":" + std::to_string(p.port());
   }
 
   void close() {
@@ -518,7 +535,8 @@ class Session : public std::enable_shared_from_this<Session> {
     closed_ = true;
     timer_.cancel();
     if (gen_ && open_choices_ > 0) gen_->abort();
-    if (!writing_) queue_.clear();  // a write in flight still points into queue_.front()
+    out_.clear();  // but a message being written: the write still points into it
+    out_.cancel_timer();
     beast::error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
@@ -540,8 +558,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool keep_alive_ = true;
   bool chunked_ = true;
   bool closed_ = false;
-  std::deque<std::string> queue_;  // bytes to write, in order
-  bool writing_ = false;
+  OutputQueue out_;  // bytes to write, in order, within the output limits
   bool response_pending_ = false;  // the response is queued; finish once written
   bool watching_ = false;
   AfterWatch after_watch_ = AfterWatch::Nothing;

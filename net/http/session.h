@@ -35,6 +35,7 @@ struct ServerState {
   std::atomic<bool> draining{false};
   std::atomic<uint64_t> next_response{1};
   std::atomic<uint64_t> discarded{0};  // Server::discarded_bytes
+  std::atomic<size_t> peak_queued{0};  // Server::peak_queued_bytes
   BusyCount busy;  // generations whose response is not yet written (or abandoned)
   boost::asio::thread_pool* workers = nullptr;  // parses large bodies (server.h)
 };

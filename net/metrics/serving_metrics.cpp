@@ -85,6 +85,15 @@ ServingMetrics::ServingMetrics(Registry& r, const std::string& model_name)
       model_name_(model_name) {
   for (const char* reason : kFinishReasons) request_success(reason);  // all series from 0
   for (const char* cause : kErrorCauses) request_errors(cause);
+  for (const char* api : {"http", "tcp"})
+    for (const char* reason : {"output_limit", "write_timeout"}) slow_client_disconnects(api, reason);
+}
+
+Counter& ServingMetrics::slow_client_disconnects(std::string_view api, std::string_view reason) {
+  return registry_.counter(
+      "troupe:slow_client_disconnects",
+      "Connections closed because the client did not read its output, their requests aborted.",
+      {{"api", std::string(api)}, {"reason", std::string(reason)}, {"model_name", model_name_}});
 }
 
 Counter& ServingMetrics::request_errors(std::string_view cause) {

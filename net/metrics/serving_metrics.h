@@ -14,7 +14,10 @@
 //               troupe:request_errors_total{cause} (troupe's own: requests that ended with
 //               an error, by runtime::ErrorCause: bad_request no_fit step_failed
 //               engine_died timeout shutdown), troupe:failed_steps_total (steps the rank threw
-//               on), troupe:engine_restarts_total (scheduler + rank restarted after a death)
+//               on), troupe:engine_restarts_total (scheduler + rank restarted after a death),
+//               troupe:slow_client_disconnects_total{api,reason} (troupe's own: connections
+//               closed, their requests aborted, because the client did not read: api http
+//               or tcp, reason output_limit (max-queued-output-bytes) or write_timeout)
 //   histograms  troupe:time_to_first_token_seconds, troupe:inter_token_latency_seconds,
 //               troupe:e2e_request_latency_seconds, troupe:request_queue_time_seconds,
 //               troupe:num_requests_admitted_per_step, troupe:scheduler_step_time_seconds
@@ -53,6 +56,9 @@ class ServingMetrics {
   void record_finished(std::string_view finish_reason, double e2e_seconds, double queue_seconds);
   // A request that ended with FinishedError; cause: runtime::to_string(ErrorCause).
   Counter& request_errors(std::string_view cause);
+  // A connection closed for not reading its output; api "http" or "tcp", reason
+  // net::kOutputLimit or net::kWriteTimeout (net/common/output_queue.h).
+  Counter& slow_client_disconnects(std::string_view api, std::string_view reason);
 
   Gauge& num_requests_running;
   Gauge& num_requests_waiting;

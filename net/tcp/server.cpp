@@ -18,6 +18,8 @@
 
 #include "kernels/check.h"
 #include "net/common/listener.h"
+#include "net/common/output_queue.h"
+#include "net/metrics/serving_metrics.h"
 #include "net/tcp/frame.h"
 #include "net/tcp/protocol.h"
 
@@ -61,6 +63,7 @@ struct TcpServer::Impl {
   BusyCount busy;                        // requests in flight over all connections
   std::atomic<size_t> buffered{0};       // bytes of payload buffers, all connections
   std::atomic<size_t> peak_buffered{0};  // the most `buffered` has been
+  std::atomic<size_t> peak_queued{0};    // the most output one connection has had queued
   Listener listener;                     // the io_context, its threads, the accept loop and the cap
   // Parses (and tokenizes) large frames off the I/O threads. After the listener: it goes
   // first, and what its tasks post back is dropped with the io_context.
@@ -108,7 +111,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
       : socket_(std::move(socket)),
         srv_(srv),
         linger_(socket_.get_executor()),
-        slot_(std::move(slot)) {}
+        slot_(std::move(slot)),
+        out_(socket_, {srv.opts.max_queued_bytes, srv.opts.write_timeout, &srv.peak_queued}) {}
   ~Connection() { drop_buffer(); }
 
   void start() { read_header(); }
@@ -209,12 +213,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // A whole frame. A small one is parsed here; a large one (a long prompt to tokenize)
   // on the parse pool, so that this I/O thread goes on serving the other connections.
   // Either way this connection reads its next frame only once the frame is handled:
-  // frames act in order.
+  // frames act in order. From here until its answer is written the frame counts as busy
+  // (answer()), so a server draining on SIGTERM waits for it instead of dropping it.
   void on_payload() {
+    srv_.add_busy(1);
     if (need_ < kParseElsewhereBytes) {
       Parsed p = parse_frame(std::string_view(buffer_.get(), need_));
       drop_buffer();  // an idle connection holds no buffer
-      return act(p);
+      return answer(p);
     }
     // The buffer (and its share of the budget) goes with the task and is given back
     // when the parse is done.
@@ -222,17 +228,20 @@ class Connection : public std::enable_shared_from_this<Connection> {
     const size_t n = need_;
     size_ = have_ = need_ = 0;
     asio::post(srv_.parse_pool, [self = shared_from_this(), held, n]() mutable {
+      if (self->srv_.opts.on_offloaded_parse) self->srv_.opts.on_offloaded_parse();
       try {
         auto p =
             std::make_shared<Parsed>(self->parse_frame(std::string_view(held->bytes.get(), n)));
         held.reset();
-        asio::post(self->socket_.get_executor(),
-                   [self, p] { self->guard([&] { self->act(*p); }); });
+        asio::post(self->socket_.get_executor(), [self, p] { self->answer(*p); });
       } catch (const std::exception& e) {
         // Out of memory even for the answer: this connection gives up.
         report("a frame could not be handled", e.what());
         try {
-          asio::post(self->socket_.get_executor(), [self] { self->close(); });
+          asio::post(self->socket_.get_executor(), [self] {
+            ++self->unwritten_done_;  // on_payload's busy, released by close()
+            self->close();
+          });
         } catch (...) {
         }
       }
@@ -273,6 +282,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
   static json internal_error(const json& id, const char* what) {
     return error_message(id, std::string("internal error while handling the frame: ") + what);
+  }
+
+  // Acts on the frame; on_payload's busy is released once what it queued is written
+  // (release_done, as for a done frame), or at once when nothing is being written.
+  void answer(Parsed& p) {
+    ++unwritten_done_;
+    guard([&] { act(p); });
+    if (!out_.writing() || closed_) release_done();
   }
 
   // On the strand: the frame's answer or effect, then the next frame.
@@ -359,7 +376,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     // nothing is busy, and must not cut the frame off.
     ++unwritten_done_;
     if (writes) enqueue(std::move(done));
-    if (!writing_ || closed_) release_done();
+    if (!out_.writing() || closed_) release_done();
   }
 
   // A stream of outputs broke (a failed allocation): the connection is closed, which
@@ -387,33 +404,50 @@ class Connection : public std::enable_shared_from_this<Connection> {
     enqueue(encode_frame(message));
   }
 
+  // A frame the queue cannot take (the client does not read) closes the connection.
   void enqueue(std::string frame) {
-    queue_.push_back(std::move(frame));
-    if (!writing_) write_next();
+    if (closed_) return;
+    if (!out_.push(std::move(frame))) return too_slow(kOutputLimit);
+    if (!out_.writing()) write_next();
   }
 
   void write_next() {
-    if (queue_.empty() || closed_) {
-      writing_ = false;
+    if (out_.empty() || closed_) {
       release_done();
       if (closing_) finish_closing();
       return;
     }
-    writing_ = true;
-    // The frame stays in queue_ until its write completes: close() may run meanwhile (a
-    // read error) and must neither free the buffer nor let this handler pop a cleared queue.
-    asio::async_write(socket_, asio::buffer(queue_.front()),
-                      [self = shared_from_this()](error_code ec, size_t) {
-                        self->guard([&] {
-                          self->writing_ = false;
-                          if (ec || self->closed_) {
-                            self->close();
-                            return self->release_done();
-                          }
-                          self->queue_.pop_front();
-                          self->write_next();
-                        });
-                      });
+    // The frame stays queued until its write completes: close() may run meanwhile (a
+    // read error) and must not free the buffer the write reads.
+    out_.write_front(
+        [self = shared_from_this()](error_code ec) {
+          self->guard([&] {
+            if (ec || self->closed_) {
+              self->close();
+              return self->release_done();
+            }
+            self->write_next();
+          });
+        },
+        [self = shared_from_this()] { self->too_slow(kWriteTimeout); });
+  }
+
+  // The client does not read its output (too much queued, or a write stalled): its
+  // requests are aborted, which frees their KV blocks, and the connection is closed
+  // before it holds more. Logged with the request ids and counted by reason.
+  void too_slow(const char* reason) noexcept {
+    if (closed_) return;
+    try {
+      std::string ids;
+      for (const auto& [key, f] : live_)
+        ids += (ids.empty() ? "" : ",") + std::to_string(f.gen->request_id());
+      spdlog::warn("tcp: the client does not read: {}; aborting requests [{}], closing",
+                   slow_client_text(reason, out_), ids);
+      if (const auto b = srv_.backend(); b && b->metrics)
+        b->metrics->slow_client_disconnects("tcp", reason).inc();
+    } catch (...) {  // the connection closes all the same
+    }
+    close();
   }
 
   // --- closing ------------------------------------------------------------------------
@@ -429,7 +463,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     linger_.async_wait([self = shared_from_this()](error_code ec) {
       if (!ec) self->close();
     });
-    if (!writing_) finish_closing();
+    if (!out_.writing()) finish_closing();
   }
 
   // The error frame is written: stop sending, and read (and drop) what the client still
@@ -465,12 +499,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // outputs still arrive and release `busy`, but nothing more is written.
   void close() noexcept {
     if (closed_) return;
-    closed_ = true;  // queue_ is kept: a write in flight still points into its front
+    closed_ = true;
+    out_.clear();  // but a frame being written: the write still points into it
     error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
     try {
       linger_.cancel();
+      out_.cancel_timer();
     } catch (...) {
     }
     drop_buffer();
@@ -489,12 +525,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::unique_ptr<char[]> buffer_;
   size_t size_ = 0, have_ = 0, need_ = 0;
   std::array<char, 512> discard_{};
-  std::deque<std::string> queue_;  // encoded frames to write, in order
-  bool writing_ = false;
+  OutputQueue out_;  // encoded frames to write, in order, within the output limits
   bool closing_ = false;    // refused: the error frame is the last thing written
   bool lingering_ = false;  // refused, the frame written: reading until the client closes
   bool closed_ = false;
-  int64_t unwritten_done_ = 0;  // requests whose done frame is queued, not yet written
+  // Requests whose done frame, and frames whose answer, is queued and not yet written:
+  // each holds one `busy`.
+  int64_t unwritten_done_ = 0;
   std::unordered_map<std::string, InFlight> live_;  // by id_key of the client's id
 };
 
@@ -552,6 +589,10 @@ size_t TcpServer::buffered_bytes() const {
 
 size_t TcpServer::peak_buffered_bytes() const {
   return impl_->peak_buffered.load();
+}
+
+size_t TcpServer::peak_queued_bytes() const {
+  return impl_->peak_queued.load();
 }
 
 void TcpServer::stop() {

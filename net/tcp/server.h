@@ -10,15 +10,18 @@
 //
 // Threads: Asio I/O threads; each connection runs on its own strand. Frames of 256 KiB or
 // more are parsed and tokenized on a pool of 2 threads, the result posted back to the
-// strand. Engine outputs arrive on CAF threads and are posted to the connection's strand. Several requests may be in
-// flight on one connection; when the client disconnects they are all aborted. Whatever
-// handling one connection throws stays in that connection (an error frame, or it is
-// closed); the others keep going.
+// strand. Engine outputs arrive on CAF threads and are posted to the connection's
+// strand. Several requests may be in flight on one connection; when the client
+// disconnects, or stops reading its frames (max_queued_bytes, write_timeout), they are
+// all aborted. A frame counts as in flight from its last byte until its answer is
+// written, so draining answers it. Whatever handling one connection throws stays in that
+// connection (an error frame, or it is closed); the others keep going.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -42,6 +45,12 @@ struct TcpServerOptions {
   // like one over max_frame_bytes.
   size_t max_buffered_bytes = 256u << 20;
   size_t max_connections = 0;  // open connections at most (max-connections); 0: no cap
+  // A client that does not read its frames: past this many bytes queued for one
+  // connection, or a write moving no byte for write_timeout, its requests are aborted and
+  // it is closed (max-queued-output-bytes, write-timeout; 0: no limit).
+  size_t max_queued_bytes = 4u << 20;
+  std::chrono::milliseconds write_timeout{60'000};
+  std::function<void()> on_offloaded_parse;  // tests: runs on the pool before each parse
 };
 
 class TcpServer {
@@ -65,6 +74,9 @@ class TcpServer {
   // never above options.max_buffered_bytes.
   size_t buffered_bytes() const;
   size_t peak_buffered_bytes() const;
+  // The most output bytes one connection has had queued: at most max_queued_bytes, or one
+  // frame when a single frame is larger.
+  size_t peak_queued_bytes() const;
 
   struct Impl;
 

@@ -14,11 +14,12 @@ struct KindName {
 constexpr KindName kKinds[] = {{"step-throw", FaultKind::StepThrow},
                                {"rank-exit", FaultKind::RankExit},
                                {"step-stall", FaultKind::StepStall},
-                               {"tokenize-fail", FaultKind::TokenizeFail}};
+                               {"tokenize-fail", FaultKind::TokenizeFail},
+                               {"rank-start-stall", FaultKind::RankStartStall}};
 
 constexpr std::string_view kSyntax =
-    "expected KIND@N or step-stall@N:MS, KIND one of step-throw rank-exit step-stall "
-    "tokenize-fail";
+    "expected KIND@N or KIND@N:MS (the stalls), KIND one of step-throw rank-exit step-stall "
+    "tokenize-fail rank-start-stall";
 
 // A whole decimal number in [1, 2^62]; false if `s` is anything else.
 bool parse_count(std::string_view s, int64_t& out) {
@@ -40,11 +41,13 @@ Fault parse_fault(std::string_view item) {
   const size_t colon = rest.find(':');
   const std::string_view n = rest.substr(0, colon);
   TROUPE_CHECK(parse_count(n, f.at), "fault '", item, "': N must be a whole number >= 1");
-  if (f.kind == FaultKind::StepStall) {
+  if (f.kind == FaultKind::StepStall || f.kind == FaultKind::RankStartStall) {
     TROUPE_CHECK(colon != std::string_view::npos && parse_count(rest.substr(colon + 1), f.stall_ms),
-                 "fault '", item, "': step-stall needs :MS, a whole number of milliseconds >= 1");
+                 "fault '", item, "': ", name,
+                 " needs :MS, a whole number of milliseconds >= 1");
   } else {
-    TROUPE_CHECK(colon == std::string_view::npos, "fault '", item, "': only step-stall takes :MS");
+    TROUPE_CHECK(colon == std::string_view::npos, "fault '", item,
+                 "': only step-stall and rank-start-stall take :MS");
   }
   return f;
 }
@@ -85,6 +88,15 @@ bool FaultPlan::next_tokenize() const {
   for (const Fault& f : faults_)
     if (f.kind == FaultKind::TokenizeFail && f.at == n) return true;
   return false;
+}
+
+int64_t FaultPlan::next_rank_start() const {
+  if (faults_.empty()) return 0;
+  const int64_t n = rank_starts_.fetch_add(1) + 1;
+  int64_t ms = 0;
+  for (const Fault& f : faults_)
+    if (f.kind == FaultKind::RankStartStall && f.at == n) ms += f.stall_ms;
+  return ms;
 }
 
 }  // namespace troupe::runtime

@@ -8,6 +8,9 @@
 //          | rank-exit      the rank actor exits at its Nth step (the instance restarts)
 //          | step-stall     the rank's Nth step sleeps MS milliseconds first
 //          | tokenize-fail  the Nth prompt tokenization of the API fails
+//          | rank-start-stall  the Nth rank to start (1: the first, 2: the first restart)
+//                            sleeps MS milliseconds before it sets up (a slow start:
+//                            /health stays 503 "starting" / "restarting" meanwhile)
 //
 //   "step-throw@3,step-stall@5:200"   step 3 throws, step 5 stalls 200 ms
 //
@@ -24,12 +27,12 @@
 
 namespace troupe::runtime {
 
-enum class FaultKind : uint8_t { StepThrow, RankExit, StepStall, TokenizeFail };
+enum class FaultKind : uint8_t { StepThrow, RankExit, StepStall, TokenizeFail, RankStartStall };
 
 struct Fault {
   FaultKind kind = FaultKind::StepThrow;
   int64_t at = 1;        // the Nth step or tokenization (1-based)
-  int64_t stall_ms = 0;  // StepStall only
+  int64_t stall_ms = 0;  // StepStall and RankStartStall only
 };
 
 // What the rank must do before running a step.
@@ -47,7 +50,8 @@ class FaultPlan {
   FaultPlan(FaultPlan&& o) noexcept
       : faults_(std::move(o.faults_)),
         steps_(o.steps_.load()),
-        tokenizations_(o.tokenizations_.load()) {}
+        tokenizations_(o.tokenizations_.load()),
+        rank_starts_(o.rank_starts_.load()) {}
 
   // Parses SPEC (above); throws troupe::Error naming the bad item. "" is no fault.
   static FaultPlan parse(std::string_view spec);
@@ -59,11 +63,14 @@ class FaultPlan {
   StepFault next_step() const;
   // Counts one tokenization; true if it must fail.
   bool next_tokenize() const;
+  // Counts one rank start; the milliseconds it must sleep first (0: none).
+  int64_t next_rank_start() const;
 
  private:
   std::vector<Fault> faults_;
   mutable std::atomic<int64_t> steps_{0};
   mutable std::atomic<int64_t> tokenizations_{0};
+  mutable std::atomic<int64_t> rank_starts_{0};
 };
 
 }  // namespace troupe::runtime

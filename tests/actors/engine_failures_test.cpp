@@ -128,7 +128,6 @@ TEST_F(EngineFailures, ADeadRankFailsItsRequestsAndTheInstanceRestarts) {
   EXPECT_NE(lost.last.error.find("rank died"), std::string::npos) << lost.last.error;
   EXPECT_LT(lost.tokens.size(), 20u);
   EXPECT_TRUE(becomes_ready()) << *health_->problem();
-  EXPECT_EQ(health_->restarts(), 1);
   const Finished good = run(2, prompt, 20);
   EXPECT_EQ(good.tokens, plain_tokens(prompt, 20));
   const runtime::EngineFigures s = stats();

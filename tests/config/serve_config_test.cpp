@@ -71,7 +71,11 @@ http-header-timeout: 2s
 http-body-timeout: 1m
 http-idle-timeout: 250ms
 max-connections: 7
+max-queued-output-bytes: 64KiB
+write-timeout: 5s
 log-level: debug
+max-engine-restarts: 0
+engine-restart-window: 10m
 max-model-len: 32768
 max-num-seqs: 16
 max-num-batched-tokens: 40960
@@ -103,6 +107,10 @@ ServeConfig every_key_expected() {
   c.http_body_timeout = 60;
   c.http_idle_timeout = 0.25;
   c.max_connections = 7;
+  c.max_queued_output_bytes = 64 << 10;
+  c.write_timeout = 5;
+  c.max_engine_restarts = 0;
+  c.engine_restart_window = 600;
   c.log_level = LogLevel::Debug;
   c.max_model_len = 32768;
   c.max_num_seqs = 16;

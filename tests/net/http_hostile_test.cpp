@@ -1,6 +1,6 @@
 // The HTTP server against hostile-but-realistic clients, over real sockets on 127.0.0.1:
 // an in-process net::http::Server with the golden model's tokenizer and a scripted
-// engine (FakeEngine) whose text is fixed and whose generations can be held open. Each
+// engine (ScriptedEngine) whose text is fixed and whose generations can be held open. Each
 // case sends the bad input, checks the status, error body and `Connection: close`, then
 // checks that a good request still gets the same text.
 #include <gtest/gtest.h>
@@ -16,91 +16,13 @@
 #include "net/http/server.h"
 #include "net/http_raw.h"
 #include "net/metrics/registry.h"
+#include "net/scripted_engine.h"
 
 namespace troupe::testing {
 namespace {
 
 using nlohmann::json;
 namespace http = net::http;
-
-// Every generation answers "hello" then " world" (finish_reason length). With hold(),
-// the second output waits for release(); an abort ends a choice at once.
-class FakeEngine : public http::EngineBridge {
- public:
-  struct Gen : http::Generation {
-    void abort() override {
-      std::lock_guard lock(mutex);
-      if (!sink) return;
-      runtime::RequestOutput out;
-      out.status = runtime::RequestStatus::FinishedAborted;
-      auto s = std::move(sink);
-      sink = nullptr;
-      s(0, out);
-    }
-    std::mutex mutex;
-    Sink sink;  // set while held
-  };
-
-  std::shared_ptr<http::Generation> generate(const net::openai::GenerationRequest& req,
-                                             Sink sink) override {
-    prompt_tokens_ = int64_t(req.prompt_tokens.size());
-    auto g = std::make_shared<Gen>();
-    sink(0, output("hello", runtime::RequestStatus::Running));
-    std::lock_guard lock(mutex_);
-    if (!hold_) {
-      sink(0, output(" world", runtime::RequestStatus::FinishedLength));
-    } else {
-      g->sink = std::move(sink);
-      held_.push_back(g);
-    }
-    return g;
-  }
-  void engine_state(std::function<void(std::optional<runtime::EngineFigures>)> done) override {
-    done(runtime::EngineFigures{});
-  }
-  int64_t in_flight() const override { return 0; }
-  void fail_all(const std::string&) override {}
-  std::optional<std::string> unhealthy_reason() const override { return std::nullopt; }
-  void kill_all() override {}
-
-  void hold() {
-    std::lock_guard lock(mutex_);
-    hold_ = true;
-  }
-  void release() {
-    std::vector<std::shared_ptr<Gen>> held;
-    {
-      std::lock_guard lock(mutex_);
-      hold_ = false;
-      held.swap(held_);
-    }
-    for (auto& g : held) {
-      std::lock_guard lock(g->mutex);
-      if (g->sink) g->sink(0, output(" world", runtime::RequestStatus::FinishedLength));
-      g->sink = nullptr;
-    }
-  }
-  int64_t last_prompt_tokens() const { return prompt_tokens_; }
-
- private:
-  static runtime::RequestOutput output(std::string text, runtime::RequestStatus status) {
-    runtime::RequestOutput out;
-    out.new_tokens = {7};
-    out.new_text = std::move(text);
-    out.status = status;
-    return out;
-  }
-  std::mutex mutex_;
-  bool hold_ = false;
-  std::vector<std::shared_ptr<Gen>> held_;
-  std::atomic<int64_t> prompt_tokens_{0};
-};
-
-const model::Tokenizer& golden_tokenizer() {
-  static const model::Tokenizer tok =
-      model::Tokenizer::load(std::string(TROUPE_TEST_DATA) + "/v41-tiny-seed7/tokenizer.json");
-  return tok;
-}
 
 std::string completion(const std::string& prompt, bool stream) {
   return json{{"prompt", prompt}, {"max_tokens", 2}, {"stream", stream}}.dump();
@@ -113,17 +35,14 @@ class HttpHostile : public ::testing::Test {
     o.max_body_bytes = size_t(8) << 20;
     server_ = std::make_unique<http::Server>(std::move(o));
     port_ = server_->listen();
-    auto b = std::make_shared<http::Backend>();
-    b->tokenizer = &golden_tokenizer();
-    b->info.model_name = "tiny";
-    b->info.max_model_len = int64_t(1) << 24;
+    auto b = scripted_backend(engine_, int64_t(1) << 24);
     b->info.max_body_bytes = size_t(8) << 20;
-    b->engine = &engine_;
     b->registry = &registry_;
     server_->set_backend(b);
   }
   void TearDown() override {
     engine_.release();
+    engine_.stop();
     if (server_) server_->stop();
   }
   // The good request every case ends with; its text must not change.
@@ -134,7 +53,7 @@ class HttpHostile : public ::testing::Test {
     EXPECT_EQ(json::parse(r.body)["choices"][0]["text"], "hello world");
   }
 
-  FakeEngine engine_;
+  ScriptedEngine engine_;
   net::metrics::Registry registry_;
   std::unique_ptr<http::Server> server_;
   uint16_t port_ = 0;

@@ -36,9 +36,13 @@ struct HttpResponse {
   std::string body;                           // de-chunked
 };
 
-// A connected socket to 127.0.0.1:port, or -1.
-inline int connect_to(uint16_t port) {
+// A connected socket to 127.0.0.1:port, or -1. A receive_buffer (bytes) set before the
+// connect keeps the window small: a client that does not read then holds little in the
+// kernel, and the server's own queue fills.
+inline int connect_to(uint16_t port, int receive_buffer = 0) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (receive_buffer > 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(port);
@@ -48,6 +52,17 @@ inline int connect_to(uint16_t port) {
     return -1;
   }
   return fd;
+}
+
+// Polls `done` every 10 ms for up to `seconds`.
+template <class F>
+bool eventually(F&& done, int seconds = 10) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (std::chrono::steady_clock::now() < until) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return done();
 }
 
 inline bool send_all(int fd, const std::string& data) {

@@ -1,10 +1,13 @@
 // Failures end to end over real sockets: `troupe serve --inject-faults ...` on the golden
 // model. A failed step gives a 500 (non-streamed) or an error event then [DONE]
 // (streamed), never finish_reason "abort"; a dead rank fails its request, the instance
-// restarts and /health and the next request recover; a request past --request-timeout
-// gets a timeout error and frees its blocks; a failing tokenizer call is a 500; errors
-// are counted by cause in /metrics and logged with the request id; each time the next
-// request still gets `troupe generate`'s text. A config that cannot work stops start-up.
+// restarts (/health 503 "restarting" meanwhile, held open by a slow rank start) and
+// /health and the next request recover, and past --max-engine-restarts the instance is
+// down; a request past --request-timeout gets a timeout error and frees its blocks; a
+// stream whose client never reads is aborted past --max-queued-output-bytes and frees
+// its blocks; a failing tokenizer call is a 500; errors are counted by cause in /metrics
+// and logged with the request id; each time the next request still gets `troupe
+// generate`'s text. A config that cannot work stops start-up.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -141,6 +144,59 @@ TEST(ServeFaults, ADeadRankFailsItsRequestAndTheInstanceRestarts) {
   EXPECT_EQ(metric(f.port, "troupe:engine_restarts_total"), 1.0);
   EXPECT_EQ(metric(f.port, "troupe:request_errors_total{cause=\"engine_died\""), 1.0);
   EXPECT_EQ(metric(f.port, "troupe:kv_cache_used_blocks"), 0.0);
+}
+
+// The first rank exits at step 1; its replacement takes 5 s to start (rank-start-stall),
+// which holds the restarting window open; the second rank exits at step 2, one death
+// past --max-engine-restarts 1: down for good.
+TEST(ServeFaults, HealthIs503RestartingWhileTheEngineRestartsAndDownPastTheLimit) {
+  FaultyDaemon f({"--max-engine-restarts", "1", "--inject-faults",
+                  "rank-exit@1,rank-start-stall@2:5000,rank-exit@2"});
+  ASSERT_TRUE(f.ready) << f.d.output();
+  EXPECT_NE(error_message(complete(f.port, false), 500).find("rank died"), std::string::npos);
+  const std::string restarting = error_message(http(f.port, "GET", "/health"), 503);
+  EXPECT_EQ(restarting.rfind("engine restarting: rank died: injected fault: rank-exit", 0), 0u)
+      << restarting;
+  ASSERT_TRUE(f.d.wait_ready(f.port)) << f.d.output();  // the new rank is up: 200
+  EXPECT_EQ(metric(f.port, "troupe:engine_restarts_total"), 1.0);
+
+  EXPECT_NE(error_message(complete(f.port, false), 500).find("rank died"), std::string::npos);
+  const std::string down = error_message(http(f.port, "GET", "/health"), 503);
+  EXPECT_EQ(down.rfind("engine down: rank died", 0), 0u) << down;
+  EXPECT_NE(down.find("(1 restarts within 60 s"), std::string::npos) << down;
+  const std::string refused = error_message(complete(f.port, false), 500);
+  EXPECT_NE(refused.find("the engine is down"), std::string::npos) << refused;
+  EXPECT_EQ(metric(f.port, "troupe:engine_restarts_total"), 1.0);
+  EXPECT_EQ(metric(f.port, "troupe:request_errors_total{cause=\"engine_died\""), 3.0);
+  EXPECT_EQ(f.d.stop(SIGTERM), 0);
+}
+
+// A client that asks for a long stream (4 choices of 4000 tokens with logprobs, ~16 MB
+// of events) and never reads: once 64 KiB are queued for it (after the kernel's buffers,
+// ~3.5 MB here) the request is aborted, its KV blocks come back, it is logged and
+// counted, and other clients are served throughout. Measured: closed after 3540 of the
+// 16000 tokens.
+TEST(ServeFaults, AStreamNobodyReadsIsAbortedPastTheOutputLimitAndFreesItsBlocks) {
+  FaultyDaemon f({"--max-queued-output-bytes", "64KiB"});
+  ASSERT_TRUE(f.ready) << f.d.output();
+  const json body = {{"prompt", kPrompt}, {"max_tokens", 4000}, {"temperature", 0},
+                     {"ignore_eos", true}, {"logprobs", 20}, {"n", 4}, {"stream", true}};
+  const int silent = connect_to(f.port, 4096);
+  ASSERT_TRUE(send_all(silent, request_text("POST", "/v1/completions", body.dump())));
+  const std::string closed =
+      "troupe:slow_client_disconnects_total{api=\"http\",reason=\"output_limit\"";
+  ASSERT_TRUE(eventually([&] { return metric(f.port, closed) == 1.0; }, 120)) << f.d.output();
+  expect_serves_on(f.port);
+  EXPECT_TRUE(eventually([&] { return metric(f.port, "troupe:kv_cache_used_blocks") == 0.0; }));
+  EXPECT_EQ(metric(f.port, "troupe:request_success_total{finished_reason=\"abort\""), 4.0);
+  EXPECT_EQ(metric(f.port, "troupe:num_requests_running"), 0.0);
+  close(silent);
+  EXPECT_EQ(f.d.stop(SIGTERM), 0);
+  const std::string log = f.d.output();
+  EXPECT_NE(log.find("does not read: "), std::string::npos) << log;
+  EXPECT_NE(log.find("(max-queued-output-bytes); aborting request 0, closing"), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("request 0 finished: abort"), std::string::npos) << log;
 }
 
 TEST(ServeFaults, ARequestPastTheTimeoutGetsATimeoutErrorAndFreesItsBlocks) {

@@ -23,7 +23,8 @@ namespace troupe::testing {
 
 class TcpClient {
  public:
-  explicit TcpClient(uint16_t port) : fd_(connect_to(port)) {
+  explicit TcpClient(uint16_t port, int receive_buffer = 0)
+      : fd_(connect_to(port, receive_buffer)) {
     timeval tv{30, 0};  // a reply that never comes fails the test instead of hanging it
     setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   }

@@ -10,8 +10,9 @@ namespace troupe::runtime {
 namespace {
 
 TEST(FaultPlan, ParsesEveryKind) {
-  const FaultPlan p = FaultPlan::parse("step-throw@3,rank-exit@7,step-stall@2:250,tokenize-fail@1");
-  ASSERT_EQ(p.faults().size(), 4u);
+  const FaultPlan p = FaultPlan::parse(
+      "step-throw@3,rank-exit@7,step-stall@2:250,tokenize-fail@1,rank-start-stall@2:900");
+  ASSERT_EQ(p.faults().size(), 5u);
   EXPECT_EQ(p.faults()[0].kind, FaultKind::StepThrow);
   EXPECT_EQ(p.faults()[0].at, 3);
   EXPECT_EQ(p.faults()[1].kind, FaultKind::RankExit);
@@ -20,6 +21,9 @@ TEST(FaultPlan, ParsesEveryKind) {
   EXPECT_EQ(p.faults()[2].at, 2);
   EXPECT_EQ(p.faults()[2].stall_ms, 250);
   EXPECT_EQ(p.faults()[3].kind, FaultKind::TokenizeFail);
+  EXPECT_EQ(p.faults()[4].kind, FaultKind::RankStartStall);
+  EXPECT_EQ(p.faults()[4].at, 2);
+  EXPECT_EQ(p.faults()[4].stall_ms, 900);
   EXPECT_TRUE(FaultPlan::parse("").empty());
 }
 
@@ -30,6 +34,7 @@ TEST(FaultPlan, RefusesBadSpecsNamingTheItem) {
       {"step-throw@1x", "N must be"},        {"explode@1", "unknown kind 'explode'"},
       {"step-stall@1", "needs :MS"},         {"step-stall@1:0", "needs :MS"},
       {"step-throw@1:5", "only step-stall"}, {"step-throw@1,,rank-exit@2", "empty item"},
+      {"rank-start-stall@2", "rank-start-stall needs :MS"},
       {"step-throw@1,", "empty item"},       {"step-throw@99999999999999999999", "N must be"},
   };
   for (const auto& [spec, needle] : cases) {
@@ -63,6 +68,14 @@ TEST(FaultPlan, CountsTokenizationsApartFromSteps) {
   const FaultPlan none;
   EXPECT_FALSE(none.next_tokenize());
   EXPECT_FALSE(none.next_step().fail);
+}
+
+TEST(FaultPlan, CountsRankStartsApartFromSteps) {
+  const FaultPlan p = FaultPlan::parse("rank-start-stall@2:300,step-stall@1:5");
+  EXPECT_EQ(p.next_rank_start(), 0);  // the first rank
+  EXPECT_EQ(p.next_step().stall_ms, 5);
+  EXPECT_EQ(p.next_rank_start(), 300);  // the first restart
+  EXPECT_EQ(p.next_rank_start(), 0);
 }
 
 }  // namespace
