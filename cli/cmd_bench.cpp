@@ -27,6 +27,7 @@
 #include "bench/engine/replay_bench.h"
 #include "bench/engine/step_bench.h"
 #include "bench/eplb/eplb_bench.h"
+#include "bench/forward/dep_bench.h"
 #include "bench/forward/forward_bench.h"
 #include "bench/serve/engine_compare.h"
 #include "bench/serve/multi_turn_bench.h"
@@ -84,10 +85,31 @@ int64_t at_least(const Args& a, const char* flag, int64_t fallback, int64_t min)
   return v;
 }
 
+std::vector<int64_t> int_list(const Args& a, const char* flag, const char* fallback, int64_t min);
+
+// --dep 1,2,4: the decode step over R expert-parallel ranks, split by phase, next to the
+// plain one-rank forward of the same batch (bench/forward/dep_bench.h).
+int bench_forward_dep(const Args& a, const bench::ForwardBenchShape& shape) {
+  const std::vector<int64_t> ranks = int_list(a, "dep", "1,2,4", 1);
+  kernels::set_num_threads(threads_flag(a));
+  auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false);
+  check_fits(shape, m->config);
+  std::printf("troupe bench forward --dep: model %s\n", m->dir.c_str());
+  std::printf("batch %lld, context %lld, new tokens %lld, threads %d (shared out over the ranks)\n",
+              static_cast<long long>(shape.batch), static_cast<long long>(shape.context),
+              static_cast<long long>(shape.new_tokens), kernels::num_threads());
+  std::vector<bench::DepStepSplit> rows{bench::time_plain_decode(*m->forward, shape)};
+  for (int64_t r : ranks)
+    rows.push_back(bench::time_dep_decode(*m->forward, shape, static_cast<int>(r)));
+  bench::print_dep_table(shape, rows);
+  return 0;
+}
+
 int bench_forward(const CommandArgs& argv) {
-  Args a(argv, {"model", "batch", "context", "new-tokens", "repeats", "threads"}, {});
+  Args a(argv, {"model", "batch", "context", "new-tokens", "repeats", "threads", "dep"}, {});
   no_positional(a);
   const bench::ForwardBenchShape shape = forward_shape(a);
+  if (a.has("dep")) return bench_forward_dep(a, shape);
   const int threads = threads_flag(a);
 
   auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false);

@@ -1,5 +1,6 @@
 #include "runtime/dep/expert_parallel.h"
 
+#include <chrono>
 #include <cstring>
 #include <utility>
 
@@ -45,6 +46,15 @@ Arrived unpack_dispatch(const std::vector<Bytes>& recv, int64_t H, int64_t slots
   return a;
 }
 
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point& t) {
+  const Clock::time_point now = Clock::now();
+  const double s = std::chrono::duration<double>(now - t).count();
+  t = now;
+  return s;
+}
+
 }  // namespace
 
 ExpertParallel::ExpertParallel(Communicator& comm,
@@ -69,6 +79,7 @@ void ExpertParallel::run(const model::RoutedBatch& b) {
   TROUPE_CHECK(static_cast<int64_t>(b.weights->experts.size()) == pl.num_logical, "the placement has ",
                pl.num_logical, " experts, the layer ", b.weights->experts.size());
 
+  auto t = Clock::now();
   // Route: each (token, k) entry to a slot and the slot's rank.
   std::vector<Bytes> dispatch(R);
   std::vector<std::vector<int64_t>> sent(R);  // entries sent to each rank, in order
@@ -83,10 +94,14 @@ void ExpertParallel::run(const model::RoutedBatch& b) {
       append(dispatch[dst], &local, 1);
       append(dispatch[dst], b.x + t * H, static_cast<size_t>(H));
       sent[dst].push_back(entry);
+      (dst == me ? times_.rows_kept : times_.rows_sent) += 1;
     }
+  times_.route_s += seconds_since(t);
 
   // Experts: this rank's slots on every row that arrived.
-  const Arrived in = unpack_dispatch(comm_.all_to_all(std::move(dispatch)), H, S);
+  const std::vector<Bytes> arrived = comm_.all_to_all(std::move(dispatch));
+  times_.dispatch_s += seconds_since(t);
+  const Arrived in = unpack_dispatch(arrived, H, S);
   const int64_t n = static_cast<int64_t>(in.slot.size());
   std::vector<kernels::ExpertWeights> slots(S);
   for (int64_t s = 0; s < S; ++s) slots[s] = b.weights->experts[pl.logical_of(b.layer, me * S + s)];
@@ -102,6 +117,7 @@ void ExpertParallel::run(const model::RoutedBatch& b) {
   p.experts_count = S;
   p.swiglu_limit = static_cast<float>(b.config->swiglu_limit);
   kernels::moe_expert_rows(p);
+  times_.experts_s += seconds_since(t);
 
   // Combine: results go home, in the order their rows came; home sums in slot order.
   std::vector<Bytes> results(R);
@@ -128,6 +144,7 @@ void ExpertParallel::run(const model::RoutedBatch& b) {
   c.top_k = b.top_k;
   c.hidden = H;
   kernels::moe_combine(c);
+  times_.combine_s += seconds_since(t);
 }
 
 }  // namespace troupe::runtime

@@ -20,6 +20,17 @@
 
 namespace troupe::runtime {
 
+// Where a rank's MoE time went, summed over calls (for `troupe bench forward --dep`). The
+// exchanges include waiting for the slowest rank to arrive.
+struct ExpertParallelTimes {
+  double route_s = 0;     // replica choice and packing the dispatch buffers
+  double dispatch_s = 0;  // the dispatch all_to_all
+  double experts_s = 0;   // this rank's experts on the rows that arrived
+  double combine_s = 0;   // the combine all_to_all and the weighted sum
+  int64_t rows_sent = 0;  // (token, pick) rows sent to other ranks
+  int64_t rows_kept = 0;  // rows this rank's own experts took
+};
+
 class ExpertParallel : public model::RoutedExperts {
  public:
   // placement: the instance's, shared by its ranks (one table, switched between steps).
@@ -30,11 +41,13 @@ class ExpertParallel : public model::RoutedExperts {
   // Replaces the placement; all ranks must switch at the same step boundary.
   void set_placement(std::shared_ptr<const eplb::ExpertPlacement> placement);
   int64_t slots_per_rank() const { return slots_per_rank_; }
+  const ExpertParallelTimes& times() const { return times_; }
 
  private:
   Communicator& comm_;
   std::shared_ptr<const eplb::ExpertPlacement> placement_;
   int64_t slots_per_rank_ = 0;
+  ExpertParallelTimes times_;
 };
 
 }  // namespace troupe::runtime
