@@ -7,6 +7,8 @@
 #include <string>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
 #include "kernels/check.h"
 #include "runtime/eplb/static_placement.h"
 
@@ -45,6 +47,10 @@ DepEngine::DepEngine(const model::Forward& forward, const model::Tokenizer* toke
   placement_ = std::make_shared<const eplb::ExpertPlacement>(eplb::ep_default_placement(
       m.num_hidden_layers, m.n_routed_experts, dep.ranks, dep.num_redundant_experts));
   group_ = std::make_unique<InProcessGroup>(dep.ranks);
+  if (dep.eplb.enabled)
+    planner_ = std::make_unique<eplb::EplbPlanner>(dep.eplb, placement_->num_layers,
+                                                   placement_->num_logical,
+                                                   placement_->num_physical, dep.ranks);
   for (int r = 0; r < dep.ranks; ++r)
     ranks_.push_back(std::make_unique<Rank>(forward, tokenizer, config_, kv, group_->communicator(r),
                                             placement_));
@@ -128,6 +134,7 @@ std::vector<RequestOutput> DepEngine::step() {
       });
     for (std::thread& t : threads) t.join();
     group_->reset();
+    rebalance_if_due();
     for (auto& r : ranks_) {
       if (r->pipeline.in_flight() == 0) continue;
       auto done = r->error.empty()
@@ -141,6 +148,31 @@ std::vector<RequestOutput> DepEngine::step() {
   for (const RequestOutput& o : outputs)
     if (o.finished()) rank_of_.erase(o.id);
   return outputs;
+}
+
+// Between steps (every rank's thread has joined): the step's counts to the planner, and a
+// new placement, when it makes one, to every rank at once.
+void DepEngine::rebalance_if_due() {
+  if (!planner_) return;
+  std::vector<int64_t> counts;
+  for (auto& r : ranks_) {
+    const std::vector<int64_t> c = r->experts.take_counts();
+    if (counts.empty()) counts.assign(c.size(), 0);
+    for (size_t i = 0; i < c.size(); ++i) counts[i] += c[i];
+  }
+  std::optional<eplb::Rebalance> plan = planner_->record(counts, *placement_);
+  if (!plan) return;
+  placement_ = std::make_shared<const eplb::ExpertPlacement>(plan->placement);
+  for (auto& r : ranks_) r->experts.set_placement(placement_);
+  const auto mean = [](const std::vector<double>& v) {
+    double s = 0;
+    for (double x : v) s += x;
+    return v.empty() ? 0.0 : s / double(v.size());
+  };
+  spdlog::info("eplb: rebalanced at step {}: mean balance {:.3f} -> {:.3f} over {} layers",
+               plan->step, mean(plan->balance_before), mean(plan->balance_after),
+               plan->balance_before.size());
+  rebalances_.push_back(std::move(*plan));
 }
 
 EngineFigures DepEngine::figures(int rank) const {

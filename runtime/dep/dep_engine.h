@@ -19,6 +19,7 @@
 #include "runtime/dep/expert_parallel.h"
 #include "runtime/dep/in_process_group.h"
 #include "runtime/engine.h"
+#include "runtime/eplb/eplb_planner.h"
 #include "runtime/faults/fault_plan.h"
 
 namespace troupe::runtime {
@@ -34,6 +35,7 @@ struct DepConfig {
   // step-throw there must fail the step on every rank without hanging the group.
   std::shared_ptr<const FaultPlan> faults;
   int fault_rank = 0;
+  eplb::EplbConfig eplb;  // live rebalancing (--enable-eplb, --eplb-config)
 };
 
 class DepEngine {
@@ -53,9 +55,12 @@ class DepEngine {
   EngineFigures figures(int rank) const;
   const KvCacheManager& kv_cache(int rank) const;
   const eplb::ExpertPlacement& placement() const { return *placement_; }
+  // The rebalances applied so far (each switched every rank at one step boundary).
+  const std::vector<eplb::Rebalance>& rebalances() const { return rebalances_; }
 
  private:
   struct Rank;
+  void rebalance_if_due();
   int pick_rank(std::span<const int32_t> prompt) const;
 
   EngineConfig config_;
@@ -64,6 +69,8 @@ class DepEngine {
   std::vector<std::unique_ptr<Rank>> ranks_;
   std::unordered_map<RequestId, int> rank_of_;
   DepConfig dep_;
+  std::unique_ptr<eplb::EplbPlanner> planner_;
+  std::vector<eplb::Rebalance> rebalances_;
 };
 
 }  // namespace troupe::runtime

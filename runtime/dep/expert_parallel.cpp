@@ -68,7 +68,14 @@ void ExpertParallel::set_placement(std::shared_ptr<const eplb::ExpertPlacement> 
                placement ? placement->num_physical : 0, " slots do not split over ", comm_.size(),
                " ranks");
   slots_per_rank_ = placement->num_physical / comm_.size();
+  counts_.resize(placement->num_layers * placement->num_logical, 0);
   placement_ = std::move(placement);
+}
+
+std::vector<int64_t> ExpertParallel::take_counts() {
+  std::vector<int64_t> out(counts_.size(), 0);
+  out.swap(counts_);
+  return out;
 }
 
 void ExpertParallel::run(const model::RoutedBatch& b) {
@@ -88,6 +95,7 @@ void ExpertParallel::run(const model::RoutedBatch& b) {
       const int64_t entry = t * b.top_k + k;
       const int32_t e = b.pick[entry];
       if (e < 0) continue;
+      counts_[b.layer * pl.num_logical + e] += 1;
       const int64_t slot = eplb::choose_replica(pl, b.layer, e, t, me, S);
       const int dst = static_cast<int>(slot / S);
       const int32_t local = static_cast<int32_t>(slot - dst * S);

@@ -42,12 +42,16 @@ class ExpertParallel : public model::RoutedExperts {
   void set_placement(std::shared_ptr<const eplb::ExpertPlacement> placement);
   int64_t slots_per_rank() const { return slots_per_rank_; }
   const ExpertParallelTimes& times() const { return times_; }
+  // [L, Nlog] tokens this rank routed to each logical expert since the last call (the
+  // EPLB planner's input), and zeroes them.
+  std::vector<int64_t> take_counts();
 
  private:
   Communicator& comm_;
   std::shared_ptr<const eplb::ExpertPlacement> placement_;
   int64_t slots_per_rank_ = 0;
   ExpertParallelTimes times_;
+  std::vector<int64_t> counts_;  // [L, Nlog]
 };
 
 }  // namespace troupe::runtime

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -213,6 +214,64 @@ TEST(DepEngine, ARankWhoseStepThrowsFailsTheStepEverywhereWithoutHanging) {
   collect(one, want, -1, -1);
   EXPECT_EQ(got.tokens, want.tokens);
   for (int r = 0; r < 2; ++r) EXPECT_EQ(dep.kv_cache(r).num_used_blocks(), 0);
+}
+
+}  // namespace
+}  // namespace troupe::runtime
+
+namespace troupe::runtime {
+namespace {
+
+TEST(EplbPlanner, PlansEveryIntervalFromTheWindowAndRaisesBalanceOnASkew) {
+  const int64_t L = 2, E = 8, ranks = 2;
+  const auto start = eplb::ep_default_placement(L, E, ranks, /*redundant=*/2);  // 10 slots
+  eplb::EplbConfig cfg;
+  cfg.enabled = true;
+  cfg.window_size = 3;
+  cfg.step_interval = 4;
+  eplb::EplbPlanner planner(cfg, L, E, start.num_physical, ranks);
+  std::vector<int64_t> skew(L * E, 1);
+  skew[0] = skew[1] = skew[2] = 50;  // experts 0-2 (all on rank 0 at the start) are hot
+  skew[E + 0] = 40;
+  std::optional<eplb::Rebalance> plan;
+  for (int step = 1; step <= 4; ++step) {
+    plan = planner.record(skew, start);
+    if (step < 4) EXPECT_FALSE(plan.has_value()) << "step " << step;
+  }
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_NO_THROW(eplb::check_placement(plan->placement));
+  EXPECT_EQ(plan->placement.num_physical, start.num_physical);  // same slots, same ranks
+  // Layer 0's hot expert 2 sits on rank 0 alone: the plan must gain there. Layer 1's hot
+  // expert 0 is already split over both ranks: no layer may lose.
+  EXPECT_GT(plan->balance_after[0], plan->balance_before[0]);
+  for (int64_t l = 0; l < L; ++l) {
+    EXPECT_GE(plan->balance_after[l], plan->balance_before[l]) << "layer " << l;
+    EXPECT_LE(plan->balance_after[l], 1.0);
+  }
+  // The window holds the last 3 steps only.
+  EXPECT_EQ(planner.window_loads()[0], 150.0f);
+}
+
+TEST(DepEngine, ALiveRebalanceLeavesTheTokensUnchanged) {
+  const auto& g = golden_model();
+  const EngineConfig c = golden_engine_config(int64_t(64) << 20, true, 24, 4);
+  Engine one(*g.forward, nullptr, c);
+  const Outcome want = run_workload(one);
+  for (int ranks : {2, 3}) {
+    DepConfig d;
+    d.ranks = ranks;
+    d.num_redundant_experts = 2;
+    d.eplb.enabled = true;
+    d.eplb.window_size = 4;
+    d.eplb.step_interval = 3;  // several switches in the middle of the workload
+    DepEngine dep(*g.forward, nullptr, c, d);
+    const eplb::ExpertPlacement initial = dep.placement();
+    const Outcome got = run_workload(dep);
+    EXPECT_GE(dep.rebalances().size(), 2u) << "R = " << ranks;
+    EXPECT_NE(dep.placement().phy2log, initial.phy2log) << "R = " << ranks;
+    EXPECT_EQ(got.tokens, want.tokens) << "R = " << ranks;
+    EXPECT_EQ(got.logprobs, want.logprobs) << "R = " << ranks;
+  }
 }
 
 }  // namespace
