@@ -30,6 +30,8 @@ class RoutedExperts {
   // Called once per MoE layer of every forward pass, in layer order, on every rank of
   // the group (Forward::run, Forward::run_idle): a collective.
   virtual void run(const RoutedBatch& batch) = 0;
+  // Called once before each step's forward pass (real or idle), on every rank.
+  virtual void begin_step() {}
 };
 
 }  // namespace troupe::model

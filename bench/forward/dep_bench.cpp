@@ -49,6 +49,7 @@ struct RankRun {
     step(f, routed);
   }
   void step(const model::Forward& f, model::RoutedExperts* routed) {
+    if (routed != nullptr) routed->begin_step();
     if (in.empty()) return f.run_idle(*routed);
     const auto logits = f.run(in, nullptr, routed);
     next.resize(in.size());

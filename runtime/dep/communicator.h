@@ -18,14 +18,18 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
 
+  // Every rank calls it once at the start of each step (the ranks step in lockstep), so
+  // an abort can fail just the rest of one step.
+  virtual void begin_step() = 0;
+
   // A collective: every rank calls it with send[size()] (send[r] goes to rank r, its own
   // included) and gets recv[size()] (recv[r] is what rank r sent to this one). Returns
-  // once every rank has called it. Throws troupe::Error when a rank aborted the group.
+  // once every rank has called it. Throws troupe::Error when a rank aborted this step.
   virtual std::vector<Bytes> all_to_all(std::vector<Bytes> send) = 0;
 
-  // A rank that cannot go on (its step threw) aborts the group: every rank waiting in,
-  // or later entering, all_to_all throws with `why` instead of waiting for it forever,
-  // until the group is reset (in_process_group.h).
+  // A rank that cannot go on (its step threw) aborts the rest of its step: every rank
+  // waiting in one of that step's exchanges, or entering one later, throws with `why`
+  // instead of waiting forever; the next step works again (in_process_group.h).
   virtual void abort(const std::string& why) = 0;
 };
 

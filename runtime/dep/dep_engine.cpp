@@ -123,8 +123,10 @@ std::vector<RequestOutput> DepEngine::step() {
         const auto t0 = std::chrono::steady_clock::now();
         r.error.clear();
         try {
-          if (dep_.faults && i == dep_.fault_rank && dep_.faults->next_step().fail)
+          if (dep_.faults && i == dep_.fault_rank && dep_.faults->next_step().fail) {
+            r.experts.begin_step();  // fails as the step starts, as a real step would
             throw std::runtime_error("injected fault: step-throw");
+          }
           r.sampled = r.executor.run(plan);
         } catch (const std::exception& e) {  // its peers would wait forever: abort them
           r.error = e.what();
@@ -133,7 +135,6 @@ std::vector<RequestOutput> DepEngine::step() {
         r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       });
     for (std::thread& t : threads) t.join();
-    group_->reset();
     rebalance_if_due();
     for (auto& r : ranks_) {
       if (r->pipeline.in_flight() == 0) continue;

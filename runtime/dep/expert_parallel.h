@@ -37,6 +37,7 @@ class ExpertParallel : public model::RoutedExperts {
   ExpertParallel(Communicator& comm, std::shared_ptr<const eplb::ExpertPlacement> placement);
 
   void run(const model::RoutedBatch& batch) override;
+  void begin_step() override { comm_.begin_step(); }
 
   // Replaces the placement; all ranks must switch at the same step boundary.
   void set_placement(std::shared_ptr<const eplb::ExpertPlacement> placement);

@@ -12,33 +12,38 @@ class InProcessGroup::Rank : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return group_.size_; }
 
+  void begin_step() override {
+    step_ += 1;
+    exchange_ = 0;
+  }
+
   std::vector<Bytes> all_to_all(std::vector<Bytes> send) override {
     TROUPE_CHECK(static_cast<int>(send.size()) == group_.size_, "all_to_all: ", send.size(),
                  " buffers for ", group_.size_, " ranks");
+    const int64_t k = exchange_++;
     {
       std::lock_guard lock(group_.mu_);
       for (int r = 0; r < group_.size_; ++r) group_.slots_[rank_][r] = std::move(send[r]);
     }
-    group_.arrive_and_wait();  // every buffer for us is deposited
+    group_.arrive_and_wait({step_, k, 0});  // every buffer for us is deposited
     std::vector<Bytes> recv(group_.size_);
     {
       std::lock_guard lock(group_.mu_);
       for (int r = 0; r < group_.size_; ++r) recv[r] = std::move(group_.slots_[r][rank_]);
     }
-    group_.arrive_and_wait();  // everyone collected: the slots may be refilled
+    group_.arrive_and_wait({step_, k, 1});  // everyone collected: the slots may be refilled
     return recv;
   }
 
   void abort(const std::string& why) override {
-    std::lock_guard lock(group_.mu_);
-    if (group_.abort_why_.empty())
-      group_.abort_why_ = "rank " + std::to_string(rank_) + " failed: " + why;
-    group_.cv_.notify_all();
+    group_.fail_step(step_, "rank " + std::to_string(rank_) + " failed: " + why);
   }
 
  private:
   InProcessGroup& group_;
   int rank_;
+  int64_t step_ = 0;      // only this rank's thread touches these
+  int64_t exchange_ = 0;  // exchanges made in this step
 };
 
 InProcessGroup::InProcessGroup(int size)
@@ -54,31 +59,28 @@ Communicator& InProcessGroup::communicator(int rank) {
   return *ranks_[rank];
 }
 
-void InProcessGroup::arrive_and_wait() {
+void InProcessGroup::fail_step(int64_t step, const std::string& why) {
+  std::lock_guard lock(mu_);
+  failed_.emplace(step, why);  // the first failure of a step names it
+  while (failed_.size() > 64) failed_.erase(failed_.begin());
+  cv_.notify_all();
+}
+
+void InProcessGroup::arrive_and_wait(const Key& key) {
   std::unique_lock lock(mu_);
-  if (!abort_why_.empty()) TROUPE_FAIL(abort_why_);
-  const uint64_t phase = phase_;
-  if (++arrived_ == size_) {
-    arrived_ = 0;
-    ++phase_;
+  const int64_t step = std::get<0>(key);
+  auto failed = failed_.find(step);
+  if (failed != failed_.end()) TROUPE_FAIL(failed->second);  // arrives nowhere
+  Point& p = points_[key];
+  if (++p.arrived == size_) {
+    p.open = true;
     cv_.notify_all();
-    return;
   }
-  cv_.wait(lock, [&] { return phase_ != phase || !abort_why_.empty(); });
-  if (phase_ == phase) TROUPE_FAIL(abort_why_);  // aborted before everyone arrived
-}
-
-void InProcessGroup::reset() {
-  std::lock_guard lock(mu_);
-  abort_why_.clear();
-  arrived_ = 0;
-  for (auto& row : slots_)
-    for (Bytes& b : row) b.clear();
-}
-
-bool InProcessGroup::aborted() const {
-  std::lock_guard lock(mu_);
-  return !abort_why_.empty();
+  cv_.wait(lock, [&] { return p.open || failed_.count(step) > 0; });
+  const bool open = p.open;
+  // The last rank out removes the point (after a failure, the ones that arrived).
+  if (++p.left == p.arrived && (open || p.arrived < size_)) points_.erase(key);
+  if (!open) TROUPE_FAIL(failed_.at(step));
 }
 
 }  // namespace troupe::runtime

@@ -68,6 +68,7 @@ std::vector<SampledChunk> Executor::run(const StepPlan& plan) {
     ran.push_back(i);
   }
   std::vector<SampledChunk> sampled(plan.chunks.size());
+  if (routed_ != nullptr) routed_->begin_step();
   if (inputs.empty()) {
     if (routed_ != nullptr) forward_.run_idle(*routed_);  // a dummy step: join the exchange
     return sampled;

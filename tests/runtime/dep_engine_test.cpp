@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <exception>
 #include <map>
 #include <optional>
 #include <memory>
@@ -59,6 +61,7 @@ std::vector<std::vector<float>> dep_forward(const std::vector<Ids>& prompts, int
       for (size_t k = 0; k < mine.size(); ++k) states.push_back(model::SequenceState::empty(g.config));
       std::vector<model::SequenceInput> in;
       for (size_t k = 0; k < mine.size(); ++k) in.push_back({&states[k], prompts[mine[k]], true});
+      experts.begin_step();
       if (in.empty()) {
         g.forward->run_idle(experts);
         return;
@@ -272,6 +275,68 @@ TEST(DepEngine, ALiveRebalanceLeavesTheTokensUnchanged) {
     EXPECT_EQ(got.tokens, want.tokens) << "R = " << ranks;
     EXPECT_EQ(got.logprobs, want.logprobs) << "R = " << ranks;
   }
+}
+
+}  // namespace
+}  // namespace troupe::runtime
+
+namespace troupe::runtime {
+namespace {
+
+Bytes bytes_of(int v) {
+  Bytes b(sizeof v);
+  std::memcpy(b.data(), &v, sizeof v);
+  return b;
+}
+int int_of(const Bytes& b) {
+  int v = 0;
+  std::memcpy(&v, b.data(), sizeof v);
+  return v;
+}
+
+// R threads make `exchanges` steps of one all_to_all each (rank r sends 1000·k + 100·r + d
+// to rank d); rank `failer` aborts step `fail_at`, before its exchange or after it.
+// Returns per rank how many exchanges threw, and checks every exchange that completed
+// delivered the right values.
+std::vector<int> run_exchanges(int ranks, int exchanges, int failer, int fail_at,
+                               bool after = false) {
+  InProcessGroup group(ranks);
+  std::vector<int> threw(ranks, 0);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r)
+    threads.emplace_back([&, r] {
+      Communicator& c = group.communicator(r);
+      for (int k = 0; k < exchanges; ++k) {
+        c.begin_step();
+        if (r == failer && k == fail_at && !after) c.abort("injected");
+        std::vector<Bytes> send;
+        for (int d = 0; d < ranks; ++d) send.push_back(bytes_of(1000 * k + 100 * r + d));
+        try {
+          const std::vector<Bytes> got = c.all_to_all(std::move(send));
+          for (int s = 0; s < ranks; ++s) EXPECT_EQ(int_of(got[s]), 1000 * k + 100 * s + r);
+          if (r == failer && k == fail_at && after) c.abort("injected");
+        } catch (const std::exception& e) {
+          threw[r] += 1;
+          EXPECT_NE(std::string(e.what()).find("injected"), std::string::npos);
+        }
+      }
+    });
+  for (auto& t : threads) t.join();
+  return threw;
+}
+
+TEST(InProcessGroup, AnAbortFailsTheRestOfTheStepForEveryRankAndTheNextStepsWork) {
+  for (int ranks : {1, 2, 3, 5})
+    for (int fail_at : {0, 1, 3}) {
+      const auto threw = run_exchanges(ranks, 6, ranks - 1, fail_at);
+      for (int r = 0; r < ranks; ++r)
+        EXPECT_EQ(threw[r], 1) << "R = " << ranks << ", rank " << r << ", fail at " << fail_at;
+    }
+  // Failing after the step's exchanges: nobody waits for the failer, nothing throws.
+  for (int ranks : {2, 3})
+    for (int t : run_exchanges(ranks, 6, 0, 2, /*after=*/true)) EXPECT_EQ(t, 0);
+  // No abort: every exchange completes.
+  for (int t : run_exchanges(4, 20, -1, -1)) EXPECT_EQ(t, 0);
 }
 
 }  // namespace
