@@ -83,6 +83,7 @@ async-scheduling: false
 kv-cache-memory-bytes: 3GB
 block-size: 128
 enable-prefix-caching: false
+enable-prefix-snapshots: off
 bounded-replay: no
 prefix-replay: window
 threads: 2
@@ -115,6 +116,7 @@ ServeConfig every_key_expected() {
   c.kv_cache_memory_bytes = 3'000'000'000;
   c.block_size = 128;
   c.enable_prefix_caching = false;
+  c.enable_prefix_snapshots = false;
   c.bounded_replay = false;
   c.prefix_replay = runtime::PrefixReplay::Window;
   c.threads = 2;
