@@ -344,21 +344,27 @@ TEST(PrefixSnapshot, BudgetAccounting) {
 }
 
 // A preempted request keeps its snapshot too: its recompute hits its own last boundary
-// and replays nothing, and the tokens are those of a run with room for everyone.
+// and replays nothing, and its tokens are those of a run that never preempted. 7 blocks
+// of 16: request 1 (20 + 44 tokens, 4 blocks at most) and request 2 (26 + 40) decode in
+// step; when request 1 reaches 48 tokens request 2 (the newest) is at 54 and is
+// preempted with its snapshot at 48. Request 1 takes request 2's partial last block (the
+// LRU head), so blocks [0, 48) and the snapshot survive until request 2 comes back.
 TEST(PrefixSnapshot, PreemptedRequestResumesFromItsSnapshot) {
   const auto& g = golden_model();
   EngineConfig tight = snapshot_engine(true, true);
-  // Room for about 9 blocks of global KV after the reservations: three 60-token
-  // requests growing to 90 tokens cannot all stay.
-  const KvCacheBudget base = plan_kv_budget(g.config, 1 << 30, 4, 16, 8);
-  tight.kv_budget_bytes = base.reserved_bytes + 9 * base.bytes_per_block;
+  tight.scheduler.max_num_running = 2;
+  const KvCacheBudget base = plan_kv_budget(g.config, 1 << 30, 2, 16, 4);
+  tight.kv_budget_bytes = base.reserved_bytes + 7 * base.bytes_per_block;
   Engine e(*g.forward, nullptr, tight);
-  Engine roomy(*g.forward, nullptr, snapshot_engine(true, false, false));
+  EngineConfig roomy_config = snapshot_engine(true, false, false);
+  roomy_config.scheduler.max_num_running = 2;
+  Engine roomy(*g.forward, nullptr, roomy_config);
+  const std::vector<int32_t> p1 = random_tokens(20, 61), p2 = random_tokens(26, 62);
+  e.add_request(1, p1, greedy(44));
+  e.add_request(2, p2, greedy(40));
+  roomy.add_request(1, p1, greedy(44));
+  roomy.add_request(2, p2, greedy(40));
   std::map<RequestId, std::vector<int32_t>> got, want;
-  for (RequestId id = 1; id <= 3; ++id) {
-    e.add_request(id, random_tokens(60, uint32_t(60 + id)), greedy(30));
-    roomy.add_request(id, random_tokens(60, uint32_t(60 + id)), greedy(30));
-  }
   for (int n = 0; e.has_unfinished() && n < 5000; ++n) {
     for (const RequestOutput& o : e.step())
       got[o.id].insert(got[o.id].end(), o.new_tokens.begin(), o.new_tokens.end());
@@ -367,13 +373,12 @@ TEST(PrefixSnapshot, PreemptedRequestResumesFromItsSnapshot) {
   while (roomy.has_unfinished())
     for (const RequestOutput& o : roomy.step())
       want[o.id].insert(want[o.id].end(), o.new_tokens.begin(), o.new_tokens.end());
-  ASSERT_GT(e.stats().preemptions, 0);
-  std::printf("[ snapshot ] preemptions %ld, snapshot hits %ld, replay hits %ld\n",
-              long(e.stats().preemptions), long(e.kv_cache().stats().snapshot_hits),
-              long(e.kv_cache().stats().replay_hits));
-  EXPECT_GT(e.kv_cache().stats().snapshot_hits, 0);
-  // Resuming from its own snapshot is the request going on in place, as if it had never
-  // been preempted (a replayed resume equals that too: exact replay).
+  const KvCacheStats& s = e.kv_cache().stats();
+  EXPECT_EQ(e.stats().preemptions, 1);
+  EXPECT_EQ(s.snapshot_hits, 1);
+  EXPECT_EQ(s.hit_tokens, 48);
+  EXPECT_EQ(s.replay_tokens, 0);
+  // Resuming from its own snapshot is the request going on in place.
   EXPECT_EQ(got, want);
   EXPECT_EQ(e.kv_cache().num_used_blocks(), 0);
 }
