@@ -131,14 +131,15 @@ bench::EngineBenchConfig engine_flags(const Args& a, int64_t max_running) {
   return c;
 }
 
-// --snapshots on|off|both (bench replay; default both): window snapshots in the runs
-// with the prefix cache, on first.
-std::vector<bool> snapshot_modes(const Args& a) {
-  const std::string v = a.get_or("snapshots", "both");
+// --snapshots on|off, and where several runs can follow also `both` (the default then;
+// else on, the engine's default): window snapshots in the runs with the prefix cache.
+std::vector<bool> snapshot_modes(const Args& a, bool allow_both) {
+  const std::string v = a.get_or("snapshots", allow_both ? "both" : "on");
   if (v == "on") return {true};
   if (v == "off") return {false};
-  if (v == "both") return {true, false};
-  TROUPE_FAIL("--snapshots expects on, off or both, got '" << v << "'");
+  if (v == "both" && allow_both) return {true, false};
+  TROUPE_FAIL("--snapshots expects on" << (allow_both ? ", off or both" : " or off") << ", got '"
+                                       << v << "'");
 }
 
 void check_budget(const model::ModelConfig& m, const bench::EngineBenchConfig& c) {
@@ -185,7 +186,7 @@ std::vector<int64_t> int_list(const Args& a, const char* flag, const char* fallb
 int bench_engine(const CommandArgs& argv) {
   Args a(argv,
          {"model", "batch", "context", "new-tokens", "cached-prefix", "decode-steps", "repeats",
-          "threads", "kv-budget-mb", "block-size", "prefix-replay"},
+          "threads", "kv-budget-mb", "block-size", "prefix-replay", "snapshots"},
          {});
   no_positional(a);
   bench::EngineBenchShape s;
@@ -198,6 +199,7 @@ int bench_engine(const CommandArgs& argv) {
   const int threads = threads_flag(a);
   bench::EngineBenchConfig config = engine_flags(a, s.batch);
   config.prefix_replay = prefix_replay_modes(a, /*allow_both=*/false).front();
+  config.prefix_snapshots = snapshot_modes(a, /*allow_both=*/false).front();
 
   auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false);
   check_budget(m->config, config);
@@ -260,7 +262,7 @@ int bench_replay(const CommandArgs& argv) {
   const int threads = threads_flag(a);
   bench::EngineBenchConfig config = engine_flags(a, max_running);
   const std::vector<runtime::PrefixReplay> modes = prefix_replay_modes(a, /*allow_both=*/true);
-  const std::vector<bool> snapshots = snapshot_modes(a);
+  const std::vector<bool> snapshots = snapshot_modes(a, /*allow_both=*/true);
 
   auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false);
   check_budget(m->config, config);

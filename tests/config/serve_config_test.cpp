@@ -167,6 +167,7 @@ TEST(ServeConfig, EveryKeyParsesFromFlags) {
   }
   flags["no-enable-chunked-prefill"] = "1";  // as cli::Args stores a boolean flag
   flags["no-enable-prefix-caching"] = "1";
+  flags["no-enable-prefix-snapshots"] = "1";
   flags["no-bounded-replay"] = "1";
   flags["no-async-scheduling"] = "1";
   ServeConfig got;
@@ -370,6 +371,7 @@ TEST(ServeConfig, FlagSetsForTheArgParser) {
   EXPECT_FALSE(values.count("enable-prefix-caching"));
   EXPECT_EQ(bools, (std::set<std::string>{"enable-chunked-prefill", "no-enable-chunked-prefill",
                                           "async-scheduling", "no-async-scheduling",
+                                          "enable-prefix-snapshots", "no-enable-prefix-snapshots",
                                           "enable-prefix-caching", "no-enable-prefix-caching",
                                           "bounded-replay", "no-bounded-replay"}));
   EXPECT_EQ(values.size() + bools.size() / 2, serve_config_keys().size() + 1);

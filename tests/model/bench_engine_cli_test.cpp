@@ -18,11 +18,12 @@ using Row = std::vector<std::string>;
 
 TEST(BenchEngineCli, EnginePrintsPrefillAndDecodeTables) {
   // Prefix 64 = 4 blocks of 16; the golden model's SWA window is 16 tokens, so a hit
-  // replays 16 tokens before the boundary and computes 16 + 8 per request.
+  // replays 16 tokens before the boundary and computes 16 + 8 per request (window
+  // snapshots off: the warm-up request's snapshot at 64 would serve the hits).
   const RunResult r = run_troupe("bench engine --model " + golden_dir() +
                                  " --batch 2 --context 16,48 --new-tokens 8 --cached-prefix 64"
                                  " --decode-steps 2 --repeats 1 --block-size 16 --threads 2"
-                                 " --prefix-replay window");
+                                 " --prefix-replay window --snapshots off");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("machine limits"), std::string::npos) << r.out;
   const auto tables = markdown_tables(r.out);
@@ -201,6 +202,7 @@ TEST(BenchEngineCli, BadFlagsExitTwoNamingTheFlag) {
       {"bench replay" + model + " --prefix-replay all",
        "--prefix-replay expects exact, window or both"},
       {"bench replay" + model + " --snapshots maybe", "--snapshots expects on, off or both"},
+      {"bench engine" + model + " --snapshots both", "--snapshots expects on or off"},
       {"bench engine" + model + " --prefix-replay both", "--prefix-replay expects exact or window"},
       {"bench replay extra", "unexpected argument 'extra'"},
       {"bench", "available: forward, engine, replay"},
