@@ -216,6 +216,8 @@ void KvCacheManager::check_invariants() const {
     for (int32_t b : snapshots_->cached_blocks())
       TROUPE_CHECK(pool_.is_hashed(b), "a window snapshot is cached on block ", b,
                    " which is not in the prefix cache");
+    for (RequestId id : snapshots_->writer_ids())
+      TROUPE_CHECK(contains(id), "request ", id, " holds a snapshot slot but no KV (leaked)");
   }
   std::vector<int32_t> refs(size_t(pool_.num_blocks()), 0);
   std::vector<char> slot_seen(size_t(config_.swa_slots), 0);

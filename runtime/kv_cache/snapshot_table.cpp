@@ -79,6 +79,12 @@ std::vector<int32_t> SnapshotTable::cached_blocks() const {
   return blocks;
 }
 
+std::vector<RequestId> SnapshotTable::writer_ids() const {
+  std::vector<RequestId> ids;
+  for (const auto& [id, i] : writers_) ids.push_back(id);
+  return ids;
+}
+
 void SnapshotTable::uncache(int32_t i) {
   Slot& s = slots_[size_t(i)];
   by_block_.erase(s.block);

@@ -51,6 +51,7 @@ class SnapshotTable {
   int64_t num_free() const { return int64_t(free_.size()); }
   // Blocks with a cached snapshot, least recently used first (for tests and invariants).
   std::vector<int32_t> cached_blocks() const;
+  std::vector<RequestId> writer_ids() const;  // requests holding a slot (for invariants)
 
   void check_invariants() const;  // throws troupe::Error on a slot in two states
 

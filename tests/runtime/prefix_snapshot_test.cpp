@@ -383,5 +383,54 @@ TEST(PrefixSnapshot, PreemptedRequestResumesFromItsSnapshot) {
   EXPECT_EQ(e.kv_cache().num_used_blocks(), 0);
 }
 
+// Conversations under a tight KV budget (evictions, preemptions, snapshot slots reused,
+// async plans in flight), under full compute where a snapshot hit must equal a replayed or
+// cold one: every turn's tokens equal those of the same run with snapshots off, and the
+// manager's invariants hold after every step.
+TEST(PrefixSnapshot, TightConversationsUnderFullComputeMatchSnapshotsOff) {
+  const auto& g = golden_model();
+  auto run = [&](bool snapshots, KvCacheStats* stats) {
+    EngineConfig c = snapshot_engine(/*bounded=*/false, snapshots);
+    c.scheduler.max_num_running = 3;
+    const KvCacheBudget base = plan_kv_budget(g.config, 1 << 30, 3, 16, snapshots ? 6 : 0);
+    c.kv_budget_bytes = base.reserved_bytes + 14 * base.bytes_per_block;
+    Engine e(*g.forward, nullptr, c);
+    const auto system = random_tokens(20, 70);
+    std::vector<std::vector<int32_t>> prompts(5);
+    std::vector<std::vector<int32_t>> outputs;
+    for (int turn = 0; turn < 3; ++turn) {
+      std::map<RequestId, std::vector<int32_t>> got;
+      for (RequestId conv = 0; conv < 5; ++conv) {
+        prompts[conv] = concat(turn == 0 ? system : prompts[conv],
+                               random_tokens(7 + conv, uint32_t(71 + 10 * turn + conv)));
+        e.add_request(conv, prompts[conv], greedy(9));
+      }
+      for (int n = 0; e.has_unfinished() && n < 5000; ++n) {
+        for (const RequestOutput& o : e.step())
+          got[o.id].insert(got[o.id].end(), o.new_tokens.begin(), o.new_tokens.end());
+        e.kv_cache().check_invariants();
+      }
+      for (RequestId conv = 0; conv < 5; ++conv) {
+        prompts[conv] = concat(prompts[conv], got[conv]);
+        outputs.push_back(got[conv]);
+      }
+    }
+    EXPECT_EQ(e.kv_cache().num_used_blocks(), 0);
+    *stats = e.kv_cache().stats();
+    return outputs;
+  };
+  KvCacheStats on{}, off{};
+  const auto with = run(true, &on);
+  const auto without = run(false, &off);
+  EXPECT_EQ(with, without);
+  std::printf("[ snapshot ] tight conversations: snapshot hits %ld, replay hits %ld (off: %ld), "
+              "evictions %ld, snapshots evicted %ld\n",
+              long(on.snapshot_hits), long(on.replay_hits), long(off.replay_hits),
+              long(on.evictions), long(on.snapshots_evicted));
+  EXPECT_GT(on.snapshot_hits, 0);
+  EXPECT_GT(on.evictions, 0);
+  EXPECT_LT(on.replay_tokens, off.replay_tokens);
+}
+
 }  // namespace
 }  // namespace troupe::runtime
