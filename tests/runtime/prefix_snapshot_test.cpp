@@ -128,7 +128,7 @@ TEST(PrefixSnapshot, HitAtBoundaryReplaysNothingAndEqualsInPlaceContinuation) {
   const Out first = run_one(e, 1, a, 12);
   EXPECT_EQ(e.kv_cache().stats().snapshots_kept, 1);
   const auto b = concat(concat(a, first.tokens), random_tokens(7, 42));  // 59 tokens
-  const int64_t computed_before = e.stats().scheduled_tokens;
+  const int64_t computed_before = e.figures().scheduled_tokens;
   const Out second = run_one(e, 2, b, 3);
 
   const KvCacheStats& s = e.kv_cache().stats();
@@ -137,7 +137,7 @@ TEST(PrefixSnapshot, HitAtBoundaryReplaysNothingAndEqualsInPlaceContinuation) {
   EXPECT_EQ(s.replay_hits, 0);
   EXPECT_EQ(s.hit_tokens, 48);
   EXPECT_EQ(s.replay_tokens, 0);
-  EXPECT_EQ(e.stats().scheduled_tokens - computed_before, (59 - 48) + 2);  // + 2 decodes
+  EXPECT_EQ(e.figures().scheduled_tokens - computed_before, (59 - 48) + 2);  // + 2 decodes
 
   model::SequenceState st = earlier_state(a, first.tokens, 48, true);
   const Out in_place = continue_greedy(st, std::span<const int32_t>(b).subspan(48),
@@ -374,7 +374,7 @@ TEST(PrefixSnapshot, PreemptedRequestResumesFromItsSnapshot) {
     for (const RequestOutput& o : roomy.step())
       want[o.id].insert(want[o.id].end(), o.new_tokens.begin(), o.new_tokens.end());
   const KvCacheStats& s = e.kv_cache().stats();
-  EXPECT_EQ(e.stats().preemptions, 1);
+  EXPECT_EQ(e.figures().preemptions, 1);
   EXPECT_EQ(s.snapshot_hits, 1);
   EXPECT_EQ(s.hit_tokens, 48);
   EXPECT_EQ(s.replay_tokens, 0);
