@@ -31,6 +31,7 @@ struct EngineLedger {
   // counters.prefix_* = these + the live manager's, as of its last step.
   int64_t prefix_query_base = 0;
   int64_t prefix_hit_base = 0;
+  int64_t snapshot_hit_base = 0, replay_hit_base = 0, replay_token_base = 0;
   // Set by the scheduler before it quits because its rank failed, so the supervisor
   // names the rank even when the scheduler's exit arrives before the rank's.
   std::string death;

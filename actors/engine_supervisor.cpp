@@ -98,7 +98,13 @@ void on_scheduler_down(supervisor_pointer self, const caf::error& reason) {
                runtime::ErrorCause::EngineDied);
   s.ledger->prefix_query_base = s.ledger->counters.prefix_query_tokens;
   s.ledger->prefix_hit_base = s.ledger->counters.prefix_hit_tokens;
-  if (!restart) return spdlog::critical("engine: down for good: {}", s.down);
+  s.ledger->snapshot_hit_base = s.ledger->counters.prefix_snapshot_hits;
+  s.ledger->replay_hit_base = s.ledger->counters.prefix_replay_hits;
+  s.ledger->replay_token_base = s.ledger->counters.prefix_replay_tokens;
+  if (!restart) {
+    spdlog::critical("engine: down for good: {}", s.down);
+    return;
+  }
   s.ledger->counters.restarts += 1;
   spdlog::warn("engine: restarting scheduler and rank (restart {})", s.ledger->counters.restarts);
   start(self);

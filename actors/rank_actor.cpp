@@ -50,7 +50,7 @@ rank_actor::behavior_type rank_fun(rank_pointer self, const model::Forward* forw
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
   }
   st.storage = std::make_unique<runtime::PagedKvStorage>(forward->config(), kv.block_size,
-                                                         kv.num_blocks, kv.swa_slots);
+                                                         kv.num_blocks, kv.storage_slots());
   st.executor = std::make_unique<runtime::Executor>(*forward, *st.storage, options);
   st.faults = std::move(faults);
   return {

@@ -43,6 +43,9 @@ void count_prefix_cache(SchedulerState& s) {
   EngineLedger& l = *s.ledger;
   l.counters.prefix_query_tokens = l.prefix_query_base + s.kv->stats().query_tokens;
   l.counters.prefix_hit_tokens = l.prefix_hit_base + s.kv->stats().hit_tokens;
+  l.counters.prefix_snapshot_hits = l.snapshot_hit_base + s.kv->stats().snapshot_hits;
+  l.counters.prefix_replay_hits = l.replay_hit_base + s.kv->stats().replay_hits;
+  l.counters.prefix_replay_tokens = l.replay_token_base + s.kv->stats().replay_tokens;
 }
 
 // The step threw: every request in it ends with the rank's error (never a silent abort).
@@ -130,6 +133,9 @@ runtime::EngineFigures figures(SchedulerState& s) {
   runtime::EngineFigures earlier = s.ledger->counters;  // prefix counts: earlier incarnations'
   earlier.prefix_query_tokens = s.ledger->prefix_query_base;
   earlier.prefix_hit_tokens = s.ledger->prefix_hit_base;
+  earlier.prefix_snapshot_hits = s.ledger->snapshot_hit_base;
+  earlier.prefix_replay_hits = s.ledger->replay_hit_base;
+  earlier.prefix_replay_tokens = s.ledger->replay_token_base;
   return runtime::current_figures(earlier, *s.scheduler, *s.kv);
 }
 

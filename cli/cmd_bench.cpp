@@ -153,9 +153,21 @@ bench::EngineBenchConfig engine_flags(const Args& a, int64_t max_running) {
   return c;
 }
 
+// --snapshots on|off, and where several runs can follow also `both` (the default then;
+// else on, the engine's default): window snapshots in the runs with the prefix cache.
+std::vector<bool> snapshot_modes(const Args& a, bool allow_both) {
+  const std::string v = a.get_or("snapshots", allow_both ? "both" : "on");
+  if (v == "on") return {true};
+  if (v == "off") return {false};
+  if (v == "both" && allow_both) return {true, false};
+  TROUPE_FAIL("--snapshots expects on" << (allow_both ? ", off or both" : " or off") << ", got '"
+                                       << v << "'");
+}
+
 void check_budget(const model::ModelConfig& m, const bench::EngineBenchConfig& c) {
   try {
-    runtime::plan_kv_budget(m, c.kv_budget_bytes, c.max_running, c.block_size);
+    runtime::EngineConfig e = bench::make_engine_config(m, c, /*prefix_cache=*/true);
+    runtime::prepare_engine(m, e);  // the reservation snapshots add included
   } catch (const Error& e) {
     TROUPE_FAIL("--kv-budget-mb " << (c.kv_budget_bytes >> 20) << " with --block-size "
                                   << c.block_size << " and " << c.max_running
@@ -196,7 +208,7 @@ std::vector<int64_t> int_list(const Args& a, const char* flag, const char* fallb
 int bench_engine(const CommandArgs& argv) {
   Args a(argv,
          {"model", "batch", "context", "new-tokens", "cached-prefix", "decode-steps", "repeats",
-          "threads", "kv-budget-mb", "block-size", "prefix-replay"},
+          "threads", "kv-budget-mb", "block-size", "prefix-replay", "snapshots"},
          {});
   no_positional(a);
   bench::EngineBenchShape s;
@@ -209,6 +221,7 @@ int bench_engine(const CommandArgs& argv) {
   const int threads = threads_flag(a);
   bench::EngineBenchConfig config = engine_flags(a, s.batch);
   config.prefix_replay = prefix_replay_modes(a, /*allow_both=*/false).front();
+  config.prefix_snapshots = snapshot_modes(a, /*allow_both=*/false).front();
 
   auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false);
   check_budget(m->config, config);
@@ -262,7 +275,7 @@ runtime::AgenticWorkloadConfig workload_shape_flags(const Args& a) {
 int bench_replay(const CommandArgs& argv) {
   Args a(argv,
          {"model", "conversations", "turns", "system-len", "user-len", "output-len", "max-running",
-          "kv-budget-mb", "block-size", "prefix-replay", "seed", "threads"},
+          "kv-budget-mb", "block-size", "prefix-replay", "snapshots", "seed", "threads"},
          {});
   no_positional(a);
   runtime::AgenticWorkloadConfig w = workload_shape_flags(a);
@@ -271,6 +284,7 @@ int bench_replay(const CommandArgs& argv) {
   const int threads = threads_flag(a);
   bench::EngineBenchConfig config = engine_flags(a, max_running);
   const std::vector<runtime::PrefixReplay> modes = prefix_replay_modes(a, /*allow_both=*/true);
+  const std::vector<bool> snapshots = snapshot_modes(a, /*allow_both=*/true);
 
   auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false);
   check_budget(m->config, config);
@@ -292,8 +306,11 @@ int bench_replay(const CommandArgs& argv) {
   bench::warm_up(*m->forward, config);
   std::vector<bench::ReplayRun> runs;
   for (const runtime::PrefixReplay mode : modes) {
-    config.prefix_replay = mode;
-    runs.push_back(bench::run_replay(*m->forward, m->tokenizer.get(), w, config, true));
+    for (const bool snapshot : snapshots) {
+      config.prefix_replay = mode;
+      config.prefix_snapshots = snapshot;
+      runs.push_back(bench::run_replay(*m->forward, m->tokenizer.get(), w, config, true));
+    }
   }
   runs.push_back(bench::run_replay(*m->forward, m->tokenizer.get(), w, config, false));
   bench::print_replay_report(w, runs);

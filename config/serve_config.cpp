@@ -45,6 +45,7 @@ runtime::EngineConfig ServeConfig::to_engine_config() const {
   e.kv_budget_bytes = kv_cache_memory_bytes;
   e.block_size = block_size;
   e.enable_prefix_cache = enable_prefix_caching;
+  e.enable_prefix_snapshots = enable_prefix_snapshots;
   e.executor.bounded_replay = bounded_replay;
   e.executor.prefix_replay = prefix_replay;
   return e;

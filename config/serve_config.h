@@ -63,6 +63,7 @@ struct ServeConfig {
   int64_t kv_cache_memory_bytes = int64_t(1) << 30;  // global KV blocks + per-request state
   int64_t block_size = 64;                           // tokens per KV block
   bool enable_prefix_caching = true;
+  bool enable_prefix_snapshots = true;  // SWA window snapshots (docs/kv-cache.md)
   bool bounded_replay = true;  // MODEL.md §6: prefill runs the decoder on a bounded tail
   runtime::PrefixReplay prefix_replay = runtime::PrefixReplay::Exact;  // executor.h
   int64_t threads = 0;         // kernel threads; 0: all hardware threads

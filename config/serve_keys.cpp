@@ -189,6 +189,9 @@ std::vector<ConfigKey> make_keys() {
                       "tokens per KV block; a multiple of every compress ratio"));
   k.push_back(bool_key("enable-prefix-caching", &S::enable_prefix_caching,
                        "reuse KV blocks of shared prompt prefixes"));
+  k.push_back(bool_key("enable-prefix-snapshots", &S::enable_prefix_snapshots,
+                       "keep SWA window snapshots so a hit at an earlier request's last block "
+                       "boundary replays nothing"));
   k.push_back(bool_key("bounded-replay", &S::bounded_replay,
                        "prefill runs the decoder on a bounded tail (MODEL.md 6)"));
   k.push_back(choice_key<PrefixReplay>(

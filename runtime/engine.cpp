@@ -8,8 +8,13 @@ namespace troupe::runtime {
 
 KvCacheConfig prepare_engine(const model::ModelConfig& m, EngineConfig& config) {
   config.scheduler.chunk_lookback_tokens = std::max<int64_t>(0, m.engram_max_ngram_size - 1);
-  KvCacheConfig kv = kv_cache_config_for(m, config.kv_budget_bytes,
-                                         config.scheduler.max_num_running, config.block_size);
+  const int64_t running = config.scheduler.max_num_running;
+  const int64_t snapshots = !config.enable_prefix_cache || !config.enable_prefix_snapshots ? 0
+                            : config.snapshot_slots >= 0 ? config.snapshot_slots
+                                                         : 2 * running;
+  config.scheduler.snapshot_block_size = snapshots > 0 ? config.block_size : 0;
+  KvCacheConfig kv = kv_cache_config_for(m, config.kv_budget_bytes, running, config.block_size,
+                                         snapshots);
   kv.enable_prefix_cache = config.enable_prefix_cache;
   if (config.executor.prefix_replay == PrefixReplay::Exact) {
     const bool tail = config.executor.bounded_replay && m.replay_tokens > 0;
@@ -26,7 +31,7 @@ Engine::Engine(const model::Forward& forward, const model::Tokenizer* tokenizer,
   const KvCacheConfig kv = prepare_engine(m, config_);
   config = config_;
   kv_ = std::make_unique<KvCacheManager>(kv);
-  storage_ = std::make_unique<PagedKvStorage>(m, kv.block_size, kv.num_blocks, kv.swa_slots);
+  storage_ = std::make_unique<PagedKvStorage>(m, kv.block_size, kv.num_blocks, kv.storage_slots());
   scheduler_ = std::make_unique<Scheduler>(config.scheduler, *kv_,
                                            static_cast<int32_t>(m.eos_token_id), tokenizer);
   executor_ = std::make_unique<Executor>(forward, *storage_, config.executor);

@@ -30,6 +30,12 @@ struct EngineConfig {
   int64_t kv_budget_bytes = int64_t(1) << 30;  // global KV blocks + per-request state
   int64_t block_size = 64;
   bool enable_prefix_cache = true;
+  // SWA window snapshots (docs/kv-cache.md): a prefix hit at the last block boundary of an
+  // earlier request restores that request's rings and replays nothing. Needs the prefix
+  // cache. snapshot_slots: how many are kept (reserved from kv_budget_bytes); -1: twice
+  // max_num_running (one being written per running request, as many of ended ones).
+  bool enable_prefix_snapshots = true;
+  int64_t snapshot_slots = -1;
   // Plan step N+1 before step N's samples are known (vLLM's --async-scheduling): a decode
   // of a token still being sampled travels as a placeholder the executor fills in, so the
   // planner's CPU time overlaps the model's. Outputs are the same as without it; a decode

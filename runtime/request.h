@@ -94,6 +94,11 @@ struct Request {
   // executor fills in their ids. At most one with one plan in flight.
   int64_t num_placeholders = 0;
   int64_t num_cached_tokens = 0;    // prefix-cache hit at the last admission
+  // Window snapshots: the snapshot slot the next chunk restores its rings from (a hit on
+  // one at admission), and the chunks planned with a snapshot copy that update() has not
+  // seen yet (while any is in flight the slot may still change, so it is not cached).
+  int32_t restore_slot = -1;
+  int64_t snapshot_writes_in_flight = 0;
   RequestStatus status = RequestStatus::Waiting;
   int64_t num_preemptions = 0;
   StopReason stop_reason;  // which stop token / string matched (vLLM's stop_reason)

@@ -16,6 +16,7 @@ runtime::EngineConfig make_engine_config(const model::ModelConfig& m, const Engi
   e.block_size = c.block_size;
   e.enable_prefix_cache = prefix_cache;
   e.executor.prefix_replay = c.prefix_replay;
+  e.enable_prefix_snapshots = c.prefix_snapshots;
   e.scheduler.max_num_running = c.max_running;
   e.scheduler.max_num_batched_tokens = c.max_batched_tokens;
   e.scheduler.max_model_len = m.max_position_embeddings;
@@ -53,13 +54,14 @@ void drain(runtime::Engine& engine) {
 }
 
 void print_kv_summary(const model::ModelConfig& m, const EngineBenchConfig& c) {
-  const runtime::KvCacheConfig kv =
-      runtime::kv_cache_config_for(m, c.kv_budget_bytes, c.max_running, c.block_size);
-  std::printf("KV budget %.1f MB: %lld blocks of %lld tokens (%lld tokens), %lld request slots\n",
-              double(c.kv_budget_bytes) / 1e6, static_cast<long long>(kv.num_blocks),
-              static_cast<long long>(kv.block_size),
-              static_cast<long long>(kv.num_blocks * kv.block_size),
-              static_cast<long long>(kv.swa_slots));
+  runtime::EngineConfig e = make_engine_config(m, c, true);
+  const runtime::KvCacheConfig kv = runtime::prepare_engine(m, e);
+  std::printf(
+      "KV budget %.1f MB: %lld blocks of %lld tokens (%lld tokens), %lld request slots, %lld "
+      "window snapshot slots (with the prefix cache and snapshots on)\n",
+      double(c.kv_budget_bytes) / 1e6, static_cast<long long>(kv.num_blocks),
+      static_cast<long long>(kv.block_size), static_cast<long long>(kv.num_blocks * kv.block_size),
+      static_cast<long long>(kv.swa_slots), static_cast<long long>(kv.snapshot_slots));
 }
 
 }  // namespace troupe::bench

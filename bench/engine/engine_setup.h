@@ -16,6 +16,7 @@ struct EngineBenchConfig {
   int64_t kv_budget_bytes = int64_t(64) << 20;  // KV blocks + per-request state
   int64_t block_size = 64;                      // tokens per KV block
   runtime::PrefixReplay prefix_replay = runtime::PrefixReplay::Exact;  // how hits replay
+  bool prefix_snapshots = true;  // SWA window snapshots (with the prefix cache)
 };
 
 // The engine's defaults with these sizes; max_model_len = the model's positions.
@@ -40,7 +41,7 @@ void drain(runtime::Engine& engine);
 // the request: the message points at --kv-budget-mb).
 void check_output(const runtime::RequestOutput& out);
 
-// One line: the KV budget's split into blocks (tokens) and request slots.
+// One line: the KV budget's split into blocks (tokens), request slots and window snapshots.
 void print_kv_summary(const model::ModelConfig& m, const EngineBenchConfig& c);
 
 }  // namespace troupe::bench

@@ -65,12 +65,14 @@ const char* replay_name(const ReplayRun& r) {
 void print_row(const ReplayRun& r) {
   const double t = r.wall_s;
   std::printf(
-      "| %s | %s | %lld | %lld | %lld | %lld | %lld | %.1f%% | %lld | %lld | %lld | %lld | %.3f | "
-      "%.2f | %.1f | %.1f | %.1f | %.1f |\n",
-      r.prefix_cache ? "on" : "off", replay_name(r), static_cast<long long>(r.turns),
+      "| %s | %s | %s | %lld | %lld | %lld | %lld | %lld | %.1f%% | %lld | %lld | %lld | %lld | "
+      "%lld | %lld | %.3f | %.2f | %.1f | %.1f | %.1f | %.1f |\n",
+      r.prefix_cache ? "on" : "off", replay_name(r),
+      !r.prefix_cache ? "-" : r.snapshots ? "on" : "off", static_cast<long long>(r.turns),
       static_cast<long long>(r.prompt_tokens), static_cast<long long>(r.cached_tokens),
       static_cast<long long>(r.uncached_tokens()), static_cast<long long>(r.output_tokens),
-      100 * r.hit_rate(), static_cast<long long>(r.computed_tokens),
+      100 * r.hit_rate(), static_cast<long long>(r.snapshot_hits),
+      static_cast<long long>(r.replay_hits), static_cast<long long>(r.computed_tokens),
       static_cast<long long>(r.replay_tokens), static_cast<long long>(r.steps),
       static_cast<long long>(r.preemptions),
       r.steps ? 1e3 * r.scheduler_cpu_s / double(r.steps) : 0.0, t, per_second(r.cached_tokens, t),
@@ -87,8 +89,8 @@ void print_wall_ratios(const std::vector<ReplayRun>& runs) {
   std::printf("\n");
   for (const ReplayRun& r : runs)
     if (r.prefix_cache && r.wall_s > 0)
-      std::printf("wall time without / with the prefix cache (%s replay): %.2fx\n", replay_name(r),
-                  off->wall_s / r.wall_s);
+      std::printf("wall time without / with the prefix cache (%s replay, snapshots %s): %.2fx\n",
+                  replay_name(r), r.snapshots ? "on" : "off", off->wall_s / r.wall_s);
 }
 
 }  // namespace
@@ -102,6 +104,7 @@ ReplayRun run_replay(const model::Forward& forward, const model::Tokenizer* toke
   ReplayRun run;
   run.prefix_cache = prefix_cache;
   run.prefix_replay = engine_config.prefix_replay;
+  run.snapshots = prefix_cache && engine_config.prefix_snapshots;
   ReplayDriver driver(engine, workload, run);
 
   const double t0 = now_seconds();
@@ -114,6 +117,8 @@ ReplayRun run_replay(const model::Forward& forward, const model::Tokenizer* toke
   const runtime::EngineFigures s = engine.figures();
   run.computed_tokens = s.scheduled_tokens;
   run.replay_tokens = engine.kv_cache().stats().replay_tokens;
+  run.snapshot_hits = engine.kv_cache().stats().snapshot_hits;
+  run.replay_hits = engine.kv_cache().stats().replay_hits;
   run.steps = s.steps;
   run.preemptions = s.preemptions;
   run.scheduler_cpu_s = s.schedule_cpu_s + s.update_cpu_s;
@@ -138,12 +143,13 @@ void print_replay_report(const runtime::AgenticWorkloadConfig& w,
   print_workload_line(w);
   std::printf("\n");
   std::printf(
-      "| prefix cache | replay | turns | input tokens | cached input | uncached input | output "
-      "tokens | hit rate | computed tokens | SWA replay tokens | steps | preemptions | sched "
-      "ms/step | wall s | cached in tok/s | uncached in tok/s | output tok/s | total tok/s |\n");
+      "| prefix cache | replay | snapshots | turns | input tokens | cached input | uncached input "
+      "| output tokens | hit rate | snapshot hits | replay hits | computed tokens | SWA replay "
+      "tokens | steps | preemptions | sched ms/step | wall s | cached in tok/s | uncached in "
+      "tok/s | output tok/s | total tok/s |\n");
   std::printf(
-      "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-      "\n");
+      "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+      "---:|---:|---:|\n");
   for (const ReplayRun& r : runs) print_row(r);
   print_wall_ratios(runs);
   std::fflush(stdout);

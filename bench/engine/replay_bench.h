@@ -2,8 +2,9 @@
 // Engine. Every conversation's turn 0 is submitted at the start; turn k+1 is submitted
 // when turn k finishes, with turn k's real output tokens in its prompt. The same
 // workload runs with the prefix cache under each prefix-replay mode asked for (exact:
-// a hit equals a cold run; window: MODEL.md §6's W tokens) and once without it (the
-// baseline), each on a fresh engine, after one shared warm-up.
+// a hit equals a cold run; window: MODEL.md §6's W tokens), each with SWA window
+// snapshots on and/or off (a hit at a snapshot's boundary replays nothing), and once
+// without the cache (the baseline), each on a fresh engine, after one shared warm-up.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,7 @@ namespace troupe::bench {
 struct ReplayRun {
   bool prefix_cache = false;
   runtime::PrefixReplay prefix_replay = runtime::PrefixReplay::Exact;  // with the cache
+  bool snapshots = false;                                              // window snapshots on
   int64_t turns = 0;                                                   // finished requests
   int64_t prompt_tokens = 0;                                           // Σ prompt lengths (input)
   int64_t cached_tokens = 0;    // input served by the prefix cache (at the last admission)
@@ -26,6 +28,8 @@ struct ReplayRun {
   int64_t computed_tokens = 0;  // tokens the executor ran: uncached input, SWA replay,
                                 // recompute after preemption, decodes
   int64_t replay_tokens = 0;    // SWA windows recomputed on hits (docs/kv-cache.md)
+  int64_t snapshot_hits = 0;    // prefix hits served by a window snapshot (no replay)
+  int64_t replay_hits = 0;      // prefix hits served by a replay
   int64_t steps = 0;
   int64_t preemptions = 0;
   double wall_s = 0;           // first submission to last finish
@@ -35,7 +39,8 @@ struct ReplayRun {
   double hit_rate() const { return prompt_tokens ? double(cached_tokens) / prompt_tokens : 0; }
 };
 
-// One run on a fresh engine; engine.prefix_replay says how hits replay.
+// One run on a fresh engine; engine.prefix_replay and engine.prefix_snapshots say how
+// hits rebuild the windows.
 ReplayRun run_replay(const model::Forward& forward, const model::Tokenizer* tokenizer,
                      const runtime::AgenticWorkloadConfig& workload,
                      const EngineBenchConfig& engine, bool prefix_cache);

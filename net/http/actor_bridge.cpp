@@ -239,6 +239,11 @@ class ActorBridge : public EngineBridge {
     seen_.rank_busy_seconds = std::max(seen_.rank_busy_seconds, s.rank_busy_seconds);
     advance(metrics_.prefix_cache_queries, s.prefix_query_tokens, seen_.prefix_query_tokens);
     advance(metrics_.prefix_cache_hits, s.prefix_hit_tokens, seen_.prefix_hit_tokens);
+    advance(metrics_.prefix_cache_snapshot_hits, s.prefix_snapshot_hits,
+            seen_.prefix_snapshot_hits);
+    advance(metrics_.prefix_cache_replay_hits, s.prefix_replay_hits, seen_.prefix_replay_hits);
+    advance(metrics_.prefix_cache_replay_tokens, s.prefix_replay_tokens,
+            seen_.prefix_replay_tokens);
     for (const runtime::StepSample& step : s.recent_steps) {
       if (step.step <= seen_.steps) continue;
       metrics_.num_requests_admitted_per_step.observe(double(step.admitted));

@@ -46,6 +46,18 @@ ServingMetrics::ServingMetrics(Registry& r, const std::string& model_name)
       prefix_cache_hits(r.counter("troupe:prefix_cache_hits",
                                   "Prefix cache hits, in terms of number of cached tokens.",
                                   {{"model_name", model_name}})),
+      prefix_cache_snapshot_hits(
+          r.counter("troupe:prefix_cache_snapshot_hits",
+                    "Prefix cache hits whose SWA windows a window snapshot restored (no replay).",
+                    {{"model_name", model_name}})),
+      prefix_cache_replay_hits(
+          r.counter("troupe:prefix_cache_replay_hits",
+                    "Prefix cache hits whose SWA windows were rebuilt by a replay.",
+                    {{"model_name", model_name}})),
+      prefix_cache_replay_tokens(
+          r.counter("troupe:prefix_cache_replay_tokens",
+                    "Tokens recomputed to rebuild SWA windows on prefix cache hits.",
+                    {{"model_name", model_name}})),
       prompt_tokens(r.counter("troupe:prompt_tokens", "Number of prefill tokens processed.",
                               {{"model_name", model_name}})),
       generation_tokens(r.counter("troupe:generation_tokens",

@@ -7,6 +7,10 @@
 //               troupe:kv_cache_used_blocks (troupe's own: KV blocks held by requests;
 //               0 when idle, so tests and operators can see leaks)
 //   counters    troupe:prefix_cache_queries_total, troupe:prefix_cache_hits_total (tokens),
+//               troupe:prefix_cache_snapshot_hits_total, troupe:prefix_cache_replay_hits_total
+//               (troupe's own: prefix hits, in requests, whose SWA windows came from a
+//               window snapshot / from a replay), troupe:prefix_cache_replay_tokens_total
+//               (troupe's own: tokens recomputed to rebuild those windows),
 //               troupe:prompt_tokens_total, troupe:generation_tokens_total,
 //               troupe:num_preemptions_total, troupe:request_success_total{finished_reason},
 //               troupe:rank_busy_seconds_total (troupe's own: seconds the model ran steps;
@@ -66,6 +70,9 @@ class ServingMetrics {
   Gauge& kv_cache_used_blocks;
   Counter& prefix_cache_queries;
   Counter& prefix_cache_hits;
+  Counter& prefix_cache_snapshot_hits;
+  Counter& prefix_cache_replay_hits;
+  Counter& prefix_cache_replay_tokens;
   Counter& prompt_tokens;
   Counter& generation_tokens;
   Counter& num_preemptions;

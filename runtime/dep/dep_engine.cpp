@@ -19,7 +19,7 @@ struct DepEngine::Rank {
        const KvCacheConfig& kv_config, Communicator& comm,
        std::shared_ptr<const eplb::ExpertPlacement> placement)
       : kv(kv_config),
-        storage(forward.config(), kv_config.block_size, kv_config.num_blocks, kv_config.swa_slots),
+        storage(forward.config(), kv_config.block_size, kv_config.num_blocks, kv_config.storage_slots()),
         scheduler(c.scheduler, kv, static_cast<int32_t>(forward.config().eos_token_id), tokenizer),
         experts(comm, std::move(placement)),
         executor(forward, storage, c.executor, &experts),

@@ -50,10 +50,15 @@ std::vector<SampledChunk> Executor::run(const StepPlan& plan) {
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     const ScheduledChunk& c = plan.chunks[i];
     if (c.fork || !resolve_tokens(c, tokens[i])) continue;  // a fork has no rows to run
-    // A request starting (or restarting after preemption) gets clean rings and carry.
+    // A request starting (or restarting after preemption) gets clean rings and carry, or
+    // those of the window snapshot its prefix hit restores (no replay then).
     auto it = started_.find(c.id);
     if (it == started_.end() || it->second != c.generation) {
-      storage_.reset_slot(c.swa_slot);
+      if (c.restore_slot >= 0) {
+        storage_.copy_slot(c.restore_slot, c.swa_slot);
+      } else {
+        storage_.reset_slot(c.swa_slot);
+      }
       started_[c.id] = c.generation;
     }
     const bool replay = c.start < c.num_cached_tokens;  // rebuild windows before the hit
@@ -74,6 +79,10 @@ std::vector<SampledChunk> Executor::run(const StepPlan& plan) {
     return sampled;
   }
   const auto logits = forward_.run(inputs, nullptr, routed_);
+  // Chunks that ended on a block boundary: their rings now hold the state there.
+  for (size_t i : ran)
+    if (plan.chunks[i].snapshot_slot >= 0)
+      storage_.copy_slot(plan.chunks[i].swa_slot, plan.chunks[i].snapshot_slot);
 
   const int64_t V = forward_.config().vocab_size;
   std::unordered_map<RequestId, size_t> logits_of;  // request id -> its row in logits

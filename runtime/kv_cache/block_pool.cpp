@@ -17,13 +17,16 @@ BlockPool::BlockPool(int64_t num_blocks, int64_t block_size)
   for (int32_t b = 0; b < int32_t(num_blocks); ++b) push_back(b);
 }
 
-int64_t BlockPool::take(int64_t n, std::vector<int32_t>& out) {
+int64_t BlockPool::take(int64_t n, std::vector<int32_t>& out, std::vector<int32_t>* evicted_ids) {
   if (n > num_in_list_) return -1;
   int64_t evicted = 0;
   for (int64_t i = 0; i < n; ++i) {
     const int32_t b = head_;
     unlink(b);
-    if (blocks_[b].hashed) evict(b), ++evicted;
+    if (blocks_[b].hashed) {
+      evict(b), ++evicted;
+      if (evicted_ids) evicted_ids->push_back(b);
+    }
     blocks_[b].ref = 1;
     out.push_back(b);
   }
@@ -39,6 +42,11 @@ int32_t BlockPool::lookup(uint64_t hash, uint64_t parent_hash,
   if (blocks_[b].parent_hash != parent_hash || tokens.size() != size_t(block_size_)) return -1;
   if (std::memcmp(tokens_of(b).data(), tokens.data(), tokens.size_bytes()) != 0) return -1;
   return b;
+}
+
+int32_t BlockPool::find_hash(uint64_t hash) const {
+  const auto it = by_hash_.find(hash);
+  return it == by_hash_.end() ? -1 : it->second;
 }
 
 void BlockPool::ref(int32_t b) {

@@ -21,9 +21,13 @@ class BlockPool {
 
   // Appends n blocks (ref 1) from the LRU head to `out`, evicting cached ones; returns
   // the number evicted, or -1 (and changes nothing) if fewer than n blocks are free.
-  int64_t take(int64_t n, std::vector<int32_t>& out);
+  // evicted_ids, when given, gets the ids of the cached blocks evicted (their snapshots go).
+  int64_t take(int64_t n, std::vector<int32_t>& out, std::vector<int32_t>* evicted_ids = nullptr);
   // A cached block with this hash whose parent hash and tokens match, or -1.
   int32_t lookup(uint64_t hash, uint64_t parent_hash, std::span<const int32_t> tokens) const;
+  // The block published under `hash` (a request's own hash names it even when its copy
+  // stayed private), or -1. Unverified: for hashes a request computed over its own tokens.
+  int32_t find_hash(uint64_t hash) const;
   void ref(int32_t block);    // a hit on a cached ref-0 block takes it off the LRU list
   void unref(int32_t block);  // ref 0: to the LRU tail (most recently used)
   // Makes a full used block findable. False if the hash is taken (another request

@@ -15,11 +15,14 @@ void KvCacheConfig::validate() const {
                "KvCacheConfig.swa_slots must be in [1, 2^31), got ", swa_slots);
   TROUPE_CHECK(window >= 0, "KvCacheConfig.window must be >= 0, got ", window);
   TROUPE_CHECK(tail_tokens >= -1, "KvCacheConfig.tail_tokens must be >= -1, got ", tail_tokens);
+  TROUPE_CHECK(snapshot_slots >= 0 && snapshot_slots <= INT32_MAX - swa_slots,
+               "KvCacheConfig.snapshot_slots must be in [0, 2^31 - swa_slots), got ", snapshot_slots);
 }
 
 KvCacheBudget plan_kv_budget(const model::ModelConfig& m, int64_t budget_bytes, int64_t max_running,
-                             int64_t block_size) {
+                             int64_t block_size, int64_t snapshot_slots) {
   TROUPE_CHECK(max_running >= 1, "max_running must be >= 1, got ", max_running);
+  TROUPE_CHECK(snapshot_slots >= 0, "snapshot_slots must be >= 0, got ", snapshot_slots);
   TROUPE_CHECK(block_size >= 1, "block_size must be >= 1, got ", block_size);
   for (int64_t r : m.compress_ratios)
     TROUPE_CHECK(r <= 1 || block_size % r == 0, "block_size ", block_size,
@@ -29,7 +32,11 @@ KvCacheBudget plan_kv_budget(const model::ModelConfig& m, int64_t budget_bytes, 
   b.bytes_per_block = int64_t(std::ceil(double(block_size) * b.kv_bytes_per_token));
   const model::RequestState s = model::request_state_bytes(m);
   b.request_state_bytes = s.swa_bytes + s.dspark_bytes + s.compressor_bytes;
-  b.reserved_bytes = max_running * b.request_state_bytes;
+  // A snapshot holds what PagedKvStorage::copy_slot copies: rings and carry (no DSpark
+  // state: the paged engine keeps none yet).
+  b.snapshot_bytes = s.swa_bytes + s.compressor_bytes;
+  b.snapshot_slots = snapshot_slots;
+  b.reserved_bytes = max_running * b.request_state_bytes + snapshot_slots * b.snapshot_bytes;
   TROUPE_CHECK(b.bytes_per_block > 0, "model has no global KV (no Full layer)");
   const int64_t left = budget_bytes - b.reserved_bytes;
   b.num_blocks = left > 0 ? left / b.bytes_per_block : 0;
@@ -44,12 +51,13 @@ KvCacheBudget plan_kv_budget(const model::ModelConfig& m, int64_t budget_bytes, 
 }
 
 KvCacheConfig kv_cache_config_for(const model::ModelConfig& m, int64_t budget_bytes,
-                                  int64_t max_running, int64_t block_size) {
-  const KvCacheBudget b = plan_kv_budget(m, budget_bytes, max_running, block_size);
+                                  int64_t max_running, int64_t block_size, int64_t snapshot_slots) {
+  const KvCacheBudget b = plan_kv_budget(m, budget_bytes, max_running, block_size, snapshot_slots);
   KvCacheConfig c;
   c.block_size = block_size;
   c.num_blocks = b.num_blocks;
   c.swa_slots = max_running;
+  c.snapshot_slots = snapshot_slots;
   c.window = m.sliding_window;
   c.validate();
   return c;

@@ -20,9 +20,16 @@ struct KvCacheConfig {
   // replay under bounded replay sets this to R; runtime/executor/executor.h).
   int64_t tail_tokens = -1;
   bool enable_prefix_cache = true;
+  // SWA window snapshots (runtime/kv_cache/snapshot_table.h): slots for the rings and
+  // carry of a request at a block boundary, kept with that block in the prefix cache so a
+  // hit exactly there restores them and replays nothing. 0: off. Their storage slots
+  // follow the swa_slots ring slots: ids [swa_slots, swa_slots + snapshot_slots).
+  int64_t snapshot_slots = 0;
   BlockHashFn hash_fn = nullptr;  // nullptr: block_hash. Tests only (forced collisions).
 
   void validate() const;  // throws troupe::Error naming the bad field
+  // Slots PagedKvStorage holds: the rings of running requests, then the snapshots.
+  int64_t storage_slots() const { return swa_slots + snapshot_slots; }
 };
 
 // The split of a memory budget. SWA rings (+ compressor carry + DSpark rings) of
@@ -33,16 +40,21 @@ struct KvCacheBudget {
   double kv_bytes_per_token = 0;    // global KV, all Full layers (§4, 890 for full)
   int64_t bytes_per_block = 0;      // ceil(block_size * kv_bytes_per_token)
   int64_t request_state_bytes = 0;  // SWA rings + compressor carry + DSpark, per request
-  int64_t reserved_bytes = 0;       // max_running * request_state_bytes
+  int64_t snapshot_bytes = 0;       // SWA rings + compressor carry: one window snapshot
+  int64_t snapshot_slots = 0;       // window snapshots reserved
+  int64_t reserved_bytes = 0;       // max_running * request_state_bytes + snapshots
   int64_t num_blocks = 0;           // (budget - reserved) / bytes_per_block
 };
 
 // Throws if the budget does not cover the reservation and at least one block per request,
 // or if block_size is not a multiple of every compress ratio (hit boundaries must close
-// every compressor group so no open-group carry needs caching).
+// every compressor group so no open-group carry needs caching). Window snapshots are
+// reserved like the rings (snapshot_slots * snapshot_bytes), so they come out of the
+// global KV blocks the budget would otherwise buy.
 KvCacheBudget plan_kv_budget(const model::ModelConfig& m, int64_t budget_bytes, int64_t max_running,
-                             int64_t block_size = 64);
+                             int64_t block_size = 64, int64_t snapshot_slots = 0);
 KvCacheConfig kv_cache_config_for(const model::ModelConfig& m, int64_t budget_bytes,
-                                  int64_t max_running, int64_t block_size = 64);
+                                  int64_t max_running, int64_t block_size = 64,
+                                  int64_t snapshot_slots = 0);
 
 }  // namespace troupe::runtime

@@ -19,6 +19,8 @@ KvCacheManager::KvCacheManager(const KvCacheConfig& config)
   if (!config_.hash_fn) config_.hash_fn = block_hash;
   // Popped from the back: slot 0 is handed out first.
   for (int64_t s = config_.swa_slots - 1; s >= 0; --s) free_slots_.push_back(int32_t(s));
+  if (config_.snapshot_slots > 0 && config_.enable_prefix_cache)
+    snapshots_ = std::make_unique<SnapshotTable>(config_.snapshot_slots, int32_t(config_.swa_slots));
 }
 
 CachedPrefix KvCacheManager::find_cached_prefix(std::span<const int32_t> tokens,
@@ -45,6 +47,10 @@ CachedPrefix KvCacheManager::find_cached_prefix(std::span<const int32_t> tokens,
     anchor = std::min(anchor, E - config_.tail_tokens);
   }
   hit.replay_from = has_window ? hit.num_tokens : std::max<int64_t>(0, anchor - config_.window);
+  if (snapshots_ && !has_window && !hit.blocks.empty()) {
+    hit.snapshot_slot = snapshots_->find(hit.blocks.back(), hit.num_tokens);
+    if (hit.snapshot_slot >= 0) hit.replay_from = hit.num_tokens;
+  }
   return hit;
 }
 
@@ -66,17 +72,19 @@ std::optional<Admission> KvCacheManager::admit(RequestId id, CachedPrefix prefix
   r.table = std::move(prefix.blocks);
   r.table.reserve(size_t(num_hit + need));
   for (int32_t b : r.table) pool_.ref(b);
-  const int64_t evicted = pool_.take(need, r.table);
+  const int64_t evicted = take_blocks(need, r.table);
   TROUPE_CHECK(evicted >= 0, "admit: pool lost blocks between check and take");
-  note_evictions(evicted);
   r.hashes = std::move(prefix.hashes);
   r.num_committed = num_hit;
   r.swa_slot = free_slots_.back();
   free_slots_.pop_back();
 
-  const Admission adm{prefix.num_tokens, prefix.replay_from, r.swa_slot};
+  const Admission adm{prefix.num_tokens, prefix.replay_from, r.swa_slot, prefix.snapshot_slot};
+  if (adm.restore_slot >= 0) snapshots_->touch(r.table[size_t(num_hit - 1)]);
   stats_.admissions += 1;
   stats_.prefix_hits += num_hit > 0;
+  stats_.snapshot_hits += adm.restore_slot >= 0;
+  stats_.replay_hits += num_hit > 0 && adm.restore_slot < 0;
   stats_.query_tokens += prefix.num_query_tokens;
   stats_.hit_tokens += adm.num_cached_tokens;
   stats_.replay_tokens += adm.num_replay_tokens();
@@ -91,7 +99,7 @@ bool KvCacheManager::allocate(RequestId id, int64_t total_tokens) {
   // Geometric reserve keeps growth by one block per decode step amortized O(1).
   if (r.table.capacity() < r.table.size() + size_t(need))
     r.table.reserve(std::max(r.table.size() + size_t(need), 2 * r.table.capacity()));
-  note_evictions(pool_.take(need, r.table));
+  take_blocks(need, r.table);
   return true;
 }
 
@@ -132,7 +140,7 @@ std::optional<Fork> KvCacheManager::fork(RequestId parent, RequestId child, int6
   for (int32_t b : c.table) pool_.ref(b);
   Fork f;
   if (partial) {
-    note_evictions(pool_.take(1, c.table));
+    take_blocks(1, c.table);
     f.src_block = p.table[size_t(num_full)];
     f.dst_block = c.table.back();
   }
@@ -145,9 +153,39 @@ std::optional<Fork> KvCacheManager::fork(RequestId parent, RequestId child, int6
   return f;
 }
 
-void KvCacheManager::free(RequestId id) {
+int32_t KvCacheManager::snapshot_slot_for(RequestId id) {
+  request(id);  // known
+  if (!snapshots_) return -1;
+  bool evicted = false;
+  const int32_t slot = snapshots_->writer_slot(id, &evicted);
+  if (evicted) {
+    ++stats_.snapshots_evicted;
+    ++epoch_;  // a CachedPrefix may name the dropped snapshot
+  }
+  return slot;
+}
+
+void KvCacheManager::note_snapshot(RequestId id, int64_t boundary) {
+  TROUPE_CHECK(boundary > 0 && boundary % config_.block_size == 0, "note_snapshot: ", boundary,
+               " is not a block boundary");
+  if (snapshots_) snapshots_->note_written(id, boundary);
+}
+
+void KvCacheManager::free(RequestId id, bool keep_snapshot) {
   const auto it = requests_.find(id);
   if (it == requests_.end()) return;
+  if (snapshots_) {
+    // The block that ends at the snapshot's boundary, if it is in the cache: ours, or the
+    // copy another request published first (same tokens, same hash).
+    const int64_t boundary = snapshots_->written_boundary(id);
+    const int64_t k = boundary / config_.block_size - 1;
+    const RequestBlocks& r = it->second;
+    int32_t block = -1;
+    if (keep_snapshot && k >= 0 && k < r.num_committed && k < int64_t(r.hashes.size()))
+      block = pool_.find_hash(r.hashes[size_t(k)]);
+    snapshots_->release(id, block);
+    stats_.snapshots_kept += block >= 0;
+  }
   // Tail first, so a request's last blocks are evicted before its first ones: the
   // prefix (shared by more future requests) outlives its extensions.
   for (auto b = it->second.table.rbegin(); b != it->second.table.rend(); ++b) pool_.unref(*b);
@@ -173,6 +211,14 @@ double KvCacheManager::usage() const {
 
 void KvCacheManager::check_invariants() const {
   pool_.check_invariants();
+  if (snapshots_) {
+    snapshots_->check_invariants();
+    for (int32_t b : snapshots_->cached_blocks())
+      TROUPE_CHECK(pool_.is_hashed(b), "a window snapshot is cached on block ", b,
+                   " which is not in the prefix cache");
+    for (RequestId id : snapshots_->writer_ids())
+      TROUPE_CHECK(contains(id), "request ", id, " holds a snapshot slot but no KV (leaked)");
+  }
   std::vector<int32_t> refs(size_t(pool_.num_blocks()), 0);
   std::vector<char> slot_seen(size_t(config_.swa_slots), 0);
   for (const auto& [id, r] : requests_) {
@@ -211,6 +257,14 @@ void KvCacheManager::hash_blocks(std::span<const int32_t> tokens, int64_t num_fu
   for (int64_t i = int64_t(hashes.size()); i < num_full; ++i)
     hashes.push_back(
         config_.hash_fn(i ? hashes[i - 1] : kRootBlockHash, tokens.subspan(i * bs, bs)));
+}
+
+int64_t KvCacheManager::take_blocks(int64_t n, std::vector<int32_t>& out) {
+  evicted_scratch_.clear();
+  const int64_t evicted = pool_.take(n, out, snapshots_ ? &evicted_scratch_ : nullptr);
+  for (int32_t b : evicted_scratch_) stats_.snapshots_evicted += snapshots_->drop_block(b);
+  note_evictions(evicted);
+  return evicted;
 }
 
 void KvCacheManager::note_evictions(int64_t evicted) {

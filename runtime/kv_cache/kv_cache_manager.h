@@ -20,13 +20,17 @@
 // admission to free(). A prefix hit at boundary B therefore comes with a replay range
 // [replay_from, B) = [max(0, B - W), B) that the encoder must recompute to rebuild the
 // windows (R_enc = W, §6; config.window and tail_tokens can widen it), unless the
-// request carries its window already.
+// request carries its window already, or a window snapshot (config.snapshot_slots > 0,
+// runtime/kv_cache/snapshot_table.h) of an earlier request's rings at exactly B is
+// cached with B's block: then the hit restores it and replays nothing.
 //
 // Typical use by the scheduler:
 //   CachedPrefix hit = kv.find_cached_prefix(prompt, /*has_window=*/false);
 //   auto adm = kv.admit(id, std::move(hit), hit_tokens + first_chunk);  // nullopt: no room
 //   ... each step:  kv.allocate(id, num_computed + num_new)              // false: preempt
 //   ... after the step ran: kv.commit_full_blocks(id, all_tokens, num_computed)
+//   ... a chunk ending on a block boundary: slot = kv.snapshot_slot_for(id) (the executor
+//       copies the rings there); after it ran: kv.note_snapshot(id, boundary)
 //   ... finish / abort / preempt: kv.free(id)
 //   n > 1: after the leader's prompt: kv.fork(leader, sibling, prompt_len) (docs/kv-cache.md)
 #pragma once
@@ -40,6 +44,7 @@
 
 #include "runtime/kv_cache/block_pool.h"
 #include "runtime/kv_cache/kv_cache_config.h"
+#include "runtime/kv_cache/snapshot_table.h"
 
 namespace troupe::runtime {
 
@@ -55,6 +60,7 @@ struct CachedPrefix {
   std::vector<int32_t> blocks;   // [B / block_size] cached block ids covering [0, B)
   std::vector<uint64_t> hashes;  // [full blocks of the tokens] chained hashes, all of them
   uint64_t epoch = 0;            // manager state this answer was computed against
+  int32_t snapshot_slot = -1;    // a cached window snapshot at exactly B (replay_from = B)
   int64_t num_replay_tokens() const { return num_tokens - replay_from; }
 };
 
@@ -63,6 +69,7 @@ struct Admission {
   int64_t num_cached_tokens = 0;  // B: tokens [0, B) already in the global KV
   int64_t replay_from = 0;        // encoder starts at this position (== B if no replay)
   int32_t swa_slot = -1;          // ring slot in [0, swa_slots) held until free()
+  int32_t restore_slot = -1;      // snapshot slot to copy into swa_slot first, or -1
   int64_t num_replay_tokens() const { return num_cached_tokens - replay_from; }
 };
 
@@ -80,6 +87,10 @@ struct KvCacheStats {
   int64_t query_tokens = 0;   // prompt tokens looked up by admitted requests
   int64_t hit_tokens = 0;     // of those, served from the cache
   int64_t replay_tokens = 0;  // tokens to recompute for SWA windows on hits
+  int64_t snapshot_hits = 0;  // of prefix_hits, served by a window snapshot (no replay)
+  int64_t replay_hits = 0;    // of prefix_hits, served by a replay (prefix_hits - snapshot_hits)
+  int64_t snapshots_kept = 0;     // window snapshots cached when their request ended
+  int64_t snapshots_evicted = 0;  // cached ones dropped: their block went, or a writer needed the slot
   int64_t evictions = 0;      // cached blocks reclaimed for new allocations
   double hit_rate() const { return query_tokens ? double(hit_tokens) / double(query_tokens) : 0; }
 };
@@ -120,9 +131,22 @@ class KvCacheManager {
   // and no change if a slot or block is short. The parent's table must cover num_tokens.
   std::optional<Fork> fork(RequestId parent, RequestId child, int64_t num_tokens);
 
+  // Window snapshots (config.snapshot_slots > 0 and the prefix cache on). The storage
+  // slot admitted request `id` copies its rings into after a chunk that ends on a block
+  // boundary: the one it holds, else a free one, else the least recently used cached
+  // snapshot's (evicted); -1: none to spare (no snapshot this time).
+  int32_t snapshot_slot_for(RequestId id);
+  // That chunk ran: the request's snapshot slot holds its state at `boundary`.
+  void note_snapshot(RequestId id, int64_t boundary);
+  bool snapshots_enabled() const { return snapshots_ != nullptr; }
+  const SnapshotTable* snapshots() const { return snapshots_.get(); }
+
   // Finished, aborted or preempted: drops the request's refs (blocks whose ref reaches 0
-  // join the LRU list, cached ones stay reusable) and its ring slot. Unknown id: no-op.
-  void free(RequestId id);
+  // join the LRU list, cached ones stay reusable) and its ring slot. Its window snapshot
+  // is cached with the block that ends at its boundary when keep_snapshot (false: a chunk
+  // still in flight may overwrite the slot) and that block is in the prefix cache; else
+  // freed. Unknown id: no-op.
+  void free(RequestId id, bool keep_snapshot = true);
 
   bool contains(RequestId id) const { return requests_.count(id) != 0; }
   std::span<const int32_t> block_table(RequestId id) const;  // [ceil(tokens / block_size)]
@@ -154,12 +178,16 @@ class KvCacheManager {
   // Appends the chained hashes of full blocks [hashes.size(), num_full) of `tokens`.
   void hash_blocks(std::span<const int32_t> tokens, int64_t num_full,
                    std::vector<uint64_t>& hashes) const;
+  // pool_.take that also drops the snapshots of the cached blocks it evicts.
+  int64_t take_blocks(int64_t n, std::vector<int32_t>& out);
   void note_evictions(int64_t evicted);
 
   KvCacheConfig config_;
   BlockPool pool_;
   std::vector<int32_t> free_slots_;  // SWA ring slots, a stack
   std::unordered_map<RequestId, RequestBlocks> requests_;
+  std::unique_ptr<SnapshotTable> snapshots_;  // null: window snapshots off
+  std::vector<int32_t> evicted_scratch_;
   KvCacheStats stats_;
   uint64_t epoch_ = 0;  // bumped by evictions, the only change that invalidates a CachedPrefix
 };

@@ -46,11 +46,24 @@ int64_t clip_context_read(const ChunkCandidate& c, int64_t n, const StepBudget& 
   return std::clamp<int64_t>(b.context_read_left - c.start, 0, n);
 }
 
+// Window snapshots (docs/kv-cache.md): a prefill chunk that would run past the last block
+// boundary of the tokens known so far ends on it, so the executor can copy the rings at
+// that boundary (the state a next turn's prefix hit there needs; a chunk's rings hold
+// only its last W positions). The rest follows in the next step.
+int64_t end_at_snapshot_boundary(const ChunkCandidate& c, int64_t n, const StepBudget&,
+                                 const SchedulerConfig& cfg) {
+  const int64_t bs = cfg.snapshot_block_size;
+  if (bs <= 0 || !c.prefill || !cfg.enable_chunked_prefill) return n;
+  const int64_t last = c.r.num_tokens() / bs * bs;
+  return c.start < last && c.start + n > last ? last - c.start : n;
+}
+
 namespace {
-constexpr std::array<ChunkRule, 3> kChunkRules = {
+constexpr std::array<ChunkRule, 4> kChunkRules = {
     clip_to_token_budget,
     clip_unchunked_prefill,
     clip_context_read,
+    end_at_snapshot_boundary,
 };
 }  // namespace
 

@@ -44,6 +44,8 @@ int64_t clip_unchunked_prefill(const ChunkCandidate&, int64_t n, const StepBudge
                                const SchedulerConfig&);
 int64_t clip_context_read(const ChunkCandidate&, int64_t n, const StepBudget&,
                           const SchedulerConfig&);
+int64_t end_at_snapshot_boundary(const ChunkCandidate&, int64_t n, const StepBudget&,
+                                 const SchedulerConfig&);
 
 // Tokens the candidate runs this step (0: it waits): all its uncomputed tokens, cut by
 // each rule in turn.

@@ -130,6 +130,7 @@ bool Scheduler::try_admit(Request& r, StepPlan& plan, StepBudget& budget) {
   r.status = RequestStatus::Running;
   r.num_computed_tokens = adm->replay_from;
   r.num_cached_tokens = adm->num_cached_tokens;
+  r.restore_slot = adm->restore_slot;
   running_.push_back(&r);
   --budget.admissions_left;
   ++plan.num_admitted;
@@ -186,9 +187,10 @@ void Scheduler::preempt(Request& r, StepPlan& plan, StepBudget& budget) {
     budget.give_back(*chunk);
     plan.chunks.erase(chunk);
   }
-  kv_.free(r.id);
+  kv_.free(r.id, r.snapshot_writes_in_flight == 0);
   running_.erase(std::find(running_.begin(), running_.end(), &r));
   r.status = RequestStatus::Preempted;
+  r.restore_slot = -1;
   r.num_computed_tokens = 0;  // recompute prompt and output; a prefix hit may shorten it
   r.num_placeholders = 0;     // the plan in flight's sample is dropped (a stale generation)
   r.num_cached_tokens = 0;
@@ -232,6 +234,11 @@ void Scheduler::finalize(StepPlan& plan) {
     const auto table = kv_.block_table(c.id);
     c.block_table.assign(table.begin(), table.end());
     c.swa_slot = kv_.swa_slot(c.id);
+    c.restore_slot = std::exchange(r.restore_slot, -1);  // only the first chunk restores
+    if (config_.snapshot_block_size > 0 && c.end() % config_.snapshot_block_size == 0) {
+      c.snapshot_slot = kv_.snapshot_slot_for(c.id);
+      r.snapshot_writes_in_flight += c.snapshot_slot >= 0;
+    }
     r.num_computed_tokens = c.end();
     if (c.sample) ++r.num_placeholders;
     plan.num_tokens += c.num_tokens;
@@ -291,9 +298,11 @@ std::vector<RequestOutput> Scheduler::update(const StepPlan& plan,
     auto it = requests_.find(c.id);
     if (it == requests_.end()) continue;  // aborted (and reported) since the plan
     Request& r = *it->second;
+    r.snapshot_writes_in_flight -= c.snapshot_slot >= 0;
     if (r.status != RequestStatus::Running || r.num_preemptions != c.generation) continue;
     if (c.sample) --r.num_placeholders;
     kv_.commit_full_blocks(r.id, r.tokens, c.end());
+    if (c.snapshot_slot >= 0) kv_.note_snapshot(r.id, c.end());
     if (!c.sample) continue;
     const SampledChunk& got = sampled[i];
     TROUPE_CHECK(!got.tokens.empty(), "update: no sampled token for request ", r.id);
@@ -369,7 +378,7 @@ void Scheduler::release(Request& r) {
     auto& group = requests_.at(r.leader)->siblings;
     group.erase(std::find(group.begin(), group.end(), r.id));
   }
-  kv_.free(r.id);
+  kv_.free(r.id, r.snapshot_writes_in_flight == 0);
   auto run = std::find(running_.begin(), running_.end(), &r);
   if (run != running_.end()) {
     running_.erase(run);

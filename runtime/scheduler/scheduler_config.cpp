@@ -16,6 +16,8 @@ void SchedulerConfig::validate() const {
                "max_model_len must be >= 2 (a prompt token and an output "
                "token), got ",
                max_model_len);
+  TROUPE_CHECK(snapshot_block_size >= 0, "snapshot_block_size must be >= 0, got ",
+               snapshot_block_size);
 }
 
 }  // namespace troupe::runtime

@@ -24,6 +24,10 @@ struct SchedulerConfig {
                                              // Engram n-gram order - 1), so an executor never
                                              // needs the request itself
   SchedulePolicy policy = SchedulePolicy::Fcfs;
+  // Window snapshots on (the KV cache's block size; 0: off): prefill chunks end on the last
+  // block boundary of the tokens known (chunk_rules.h end_at_snapshot_boundary) and chunks
+  // that end on a boundary carry a snapshot slot (prepare_engine sets it).
+  int64_t snapshot_block_size = 0;
 
   void validate() const;  // throws troupe::Error naming the bad field
 };

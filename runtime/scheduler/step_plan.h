@@ -47,6 +47,11 @@ struct ScheduledChunk {
   int64_t num_prompt_tokens = 0;     // E_prompt: where the bounded-replay tail is counted from
   std::vector<int32_t> block_table;  // [ceil((start + n) / block_size)] snapshot
   int32_t swa_slot = -1;
+  // Window snapshots (docs/kv-cache.md): before the forward, a request starting (or
+  // restarting) copies its rings from this snapshot slot instead of clearing them; after
+  // it, a chunk ending on a block boundary copies its rings into snapshot_slot. -1: none.
+  int32_t restore_slot = -1;
+  int32_t snapshot_slot = -1;
   bool sample = false;  // the chunk ends at the request's last token: sample from its logits
   kernels::SamplingParams sampling;  // the request's parameters (seed included)
   uint64_t sample_counter = 0;       // Philox counter: the request's output token index

@@ -32,6 +32,9 @@ struct EngineFigures {
   int64_t scheduled_tokens = 0;     // Σ plan.num_tokens
   int64_t prefix_query_tokens = 0;  // prompt tokens looked up in the prefix cache
   int64_t prefix_hit_tokens = 0;    // of those, served from it
+  int64_t prefix_snapshot_hits = 0;  // prefix hits served by a SWA window snapshot (no replay)
+  int64_t prefix_replay_hits = 0;    // prefix hits served by a replay
+  int64_t prefix_replay_tokens = 0;  // tokens recomputed to rebuild SWA windows on hits
   int64_t failed_steps = 0;         // steps that threw (their requests failed)
   int64_t restarts = 0;             // times the supervisor restarted scheduler + rank
 

@@ -91,6 +91,9 @@ EngineFigures current_figures(const EngineFigures& counts, const Scheduler& sche
   f.kv_usage = kv.usage();
   f.prefix_query_tokens += kv.stats().query_tokens;
   f.prefix_hit_tokens += kv.stats().hit_tokens;
+  f.prefix_snapshot_hits += kv.stats().snapshot_hits;
+  f.prefix_replay_hits += kv.stats().replay_hits;
+  f.prefix_replay_tokens += kv.stats().replay_tokens;
   return f;
 }
 

@@ -87,6 +87,7 @@ async-scheduling: false
 kv-cache-memory-bytes: 3GB
 block-size: 128
 enable-prefix-caching: false
+enable-prefix-snapshots: off
 bounded-replay: no
 prefix-replay: window
 threads: 2
@@ -123,6 +124,7 @@ ServeConfig every_key_expected() {
   c.kv_cache_memory_bytes = 3'000'000'000;
   c.block_size = 128;
   c.enable_prefix_caching = false;
+  c.enable_prefix_snapshots = false;
   c.bounded_replay = false;
   c.prefix_replay = runtime::PrefixReplay::Window;
   c.threads = 2;
@@ -173,6 +175,7 @@ TEST(ServeConfig, EveryKeyParsesFromFlags) {
   }
   flags["no-enable-chunked-prefill"] = "1";  // as cli::Args stores a boolean flag
   flags["no-enable-prefix-caching"] = "1";
+  flags["no-enable-prefix-snapshots"] = "1";
   flags["no-bounded-replay"] = "1";
   flags["no-async-scheduling"] = "1";
   ServeConfig got;
@@ -376,6 +379,7 @@ TEST(ServeConfig, FlagSetsForTheArgParser) {
   EXPECT_FALSE(values.count("enable-prefix-caching"));
   EXPECT_EQ(bools, (std::set<std::string>{"enable-chunked-prefill", "no-enable-chunked-prefill",
                                           "async-scheduling", "no-async-scheduling",
+                                          "enable-prefix-snapshots", "no-enable-prefix-snapshots",
                                           "enable-prefix-caching", "no-enable-prefix-caching",
                                           "bounded-replay", "no-bounded-replay"}));
   EXPECT_EQ(values.size() + bools.size() / 2, serve_config_keys().size() + 1);

@@ -18,11 +18,12 @@ using Row = std::vector<std::string>;
 
 TEST(BenchEngineCli, EnginePrintsPrefillAndDecodeTables) {
   // Prefix 64 = 4 blocks of 16; the golden model's SWA window is 16 tokens, so a hit
-  // replays 16 tokens before the boundary and computes 16 + 8 per request.
+  // replays 16 tokens before the boundary and computes 16 + 8 per request (window
+  // snapshots off: the warm-up request's snapshot at 64 would serve the hits).
   const RunResult r = run_troupe("bench engine --model " + golden_dir() +
                                  " --batch 2 --context 16,48 --new-tokens 8 --cached-prefix 64"
                                  " --decode-steps 2 --repeats 1 --block-size 16 --threads 2"
-                                 " --prefix-replay window");
+                                 " --prefix-replay window --snapshots off");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("machine limits"), std::string::npos) << r.out;
   const auto tables = markdown_tables(r.out);
@@ -62,10 +63,12 @@ TEST(BenchEngineCli, EnginePrintsPrefillAndDecodeTables) {
 // The token counts of one `bench replay` row, worked out from the workload and the
 // engine's rules (docs/kv-cache.md), for the conversations' turns run in lockstep.
 struct ReplayCounts {
-  int64_t input = 0, cached = 0, computed = 0, replay = 0;
+  int64_t input = 0, cached = 0, computed = 0, replay = 0, hits = 0;
 };
 
-enum class Mode { Exact, Window, Off };
+// Snapshot: the cache with window snapshots, either replay mode: every hit is at the
+// previous turn's last block boundary, where its snapshot is, and replays nothing.
+enum class Mode { Exact, Window, Snapshot, Off };
 
 ReplayCounts expected_replay(Mode mode, int64_t conversations, int64_t turns, int64_t S, int64_t U,
                              int64_t O, int64_t bs) {
@@ -86,12 +89,13 @@ ReplayCounts expected_replay(Mode mode, int64_t conversations, int64_t turns, in
     c.input += conversations * E;
     c.cached += conversations * B;
     c.replay += conversations * replay;
+    c.hits += B > 0 ? conversations : 0;
     c.computed += conversations * (E - B + replay + O - 1);
   }
   return c;
 }
 
-TEST(BenchEngineCli, ReplayPrintsExactWindowAndBaselineRows) {
+TEST(BenchEngineCli, ReplayPrintsExactWindowSnapshotAndBaselineRows) {
   // Prompts 132, 140, 148 per conversation; turns 1 and 2 hit 128 tokens. Exact replay of
   // turn 1 anchors at E - R = 124 < B (the decoder tail reaches before the hit): 128 - (124
   // - 105) = 109 tokens; turn 2 at B = 128: 105. Window replay: 16 per hit.
@@ -106,41 +110,48 @@ TEST(BenchEngineCli, ReplayPrintsExactWindowAndBaselineRows) {
   const auto tables = markdown_tables(r.out);
   ASSERT_EQ(tables.size(), 1u) << r.out;
   const std::vector<Row>& rows = tables[0];
-  ASSERT_EQ(rows.size(), 4u) << r.out;  // header, exact, window, off
-  const Row header = {"prefix cache",      "replay",       "turns",
-                      "input tokens",      "cached input", "uncached input",
-                      "output tokens",     "hit rate",     "computed tokens",
-                      "SWA replay tokens", "steps",        "preemptions",
-                      "sched ms/step",     "wall s",       "cached in tok/s",
-                      "uncached in tok/s", "output tok/s", "total tok/s"};
+  ASSERT_EQ(rows.size(), 6u) << r.out;  // header, exact (snapshots on, off), window (same), off
+  const Row header = {"prefix cache",      "replay",           "snapshots",     "turns",
+                      "input tokens",      "cached input",     "uncached input", "output tokens",
+                      "hit rate",          "snapshot hits",    "replay hits",    "computed tokens",
+                      "SWA replay tokens", "steps",            "preemptions",    "sched ms/step",
+                      "wall s",            "cached in tok/s",  "uncached in tok/s",
+                      "output tok/s",      "total tok/s"};
   EXPECT_EQ(rows[0], header);
   const struct {
     Mode mode;
     Row label;
-  } runs[] = {
-      {Mode::Exact, {"on", "exact"}}, {Mode::Window, {"on", "window"}}, {Mode::Off, {"off", "-"}}};
+  } runs[] = {{Mode::Snapshot, {"on", "exact", "on"}}, {Mode::Exact, {"on", "exact", "off"}},
+              {Mode::Snapshot, {"on", "window", "on"}}, {Mode::Window, {"on", "window", "off"}},
+              {Mode::Off, {"off", "-", "-"}}};
   // Hand-worked totals (both conversations) so the rule above is checked too.
   EXPECT_EQ(expected_replay(Mode::Exact, 2, 3, 128, 4, 4, 16).replay, 2 * (109 + 105));
   EXPECT_EQ(expected_replay(Mode::Window, 2, 3, 128, 4, 4, 16).computed, 2 * (132 + 28 + 36) + 18);
-  for (int i = 0; i < 3; ++i) {
+  EXPECT_EQ(expected_replay(Mode::Snapshot, 2, 3, 128, 4, 4, 16).computed,
+            2 * (132 + 12 + 20) + 18);
+  for (int i = 0; i < 5; ++i) {
     const Row& row = rows[i + 1];
     ASSERT_EQ(row.size(), header.size()) << r.out;
     const ReplayCounts want = expected_replay(runs[i].mode, 2, 3, 128, 4, 4, 16);
-    EXPECT_EQ(Row(row.begin(), row.begin() + 2), runs[i].label) << r.out;
-    EXPECT_EQ(row[2], "6") << r.out;  // turns
-    EXPECT_EQ(row[3], std::to_string(want.input)) << r.out;
-    EXPECT_EQ(row[4], std::to_string(want.cached)) << r.out;
-    EXPECT_EQ(row[5], std::to_string(want.input - want.cached)) << r.out;
-    EXPECT_EQ(row[6], "24") << r.out;  // output tokens
-    EXPECT_EQ(row[8], std::to_string(want.computed)) << r.out;
-    EXPECT_EQ(row[9], std::to_string(want.replay)) << r.out;
-    EXPECT_EQ(row[11], "0");  // preemptions: the default budget holds everything
-    EXPECT_GT(std::stod(row[13]), 0.0);
+    EXPECT_EQ(Row(row.begin(), row.begin() + 3), runs[i].label) << r.out;
+    EXPECT_EQ(row[3], "6") << r.out;  // turns
+    EXPECT_EQ(row[4], std::to_string(want.input)) << r.out;
+    EXPECT_EQ(row[5], std::to_string(want.cached)) << r.out;
+    EXPECT_EQ(row[6], std::to_string(want.input - want.cached)) << r.out;
+    EXPECT_EQ(row[7], "24") << r.out;  // output tokens
+    const bool snap = runs[i].mode == Mode::Snapshot;
+    EXPECT_EQ(row[9], std::to_string(snap ? want.hits : 0)) << r.out;   // snapshot hits
+    EXPECT_EQ(row[10], std::to_string(snap ? 0 : want.hits)) << r.out;  // replay hits
+    EXPECT_EQ(row[11], std::to_string(want.computed)) << r.out;
+    EXPECT_EQ(row[12], std::to_string(want.replay)) << r.out;
+    EXPECT_EQ(row[14], "0");  // preemptions: the default budget holds everything
+    EXPECT_GT(std::stod(row[16]), 0.0);
   }
-  EXPECT_NE(r.out.find("wall time without / with the prefix cache (exact replay)"),
-            std::string::npos);
-  EXPECT_NE(r.out.find("wall time without / with the prefix cache (window replay)"),
-            std::string::npos);
+  for (const char* run : {"exact replay, snapshots on", "exact replay, snapshots off",
+                          "window replay, snapshots on", "window replay, snapshots off"})
+    EXPECT_NE(r.out.find(std::string("wall time without / with the prefix cache (") + run + ")"),
+              std::string::npos)
+        << run;
 }
 
 // --prefix-replay picks the run with the cache: one "on" row, then the baseline.
@@ -148,16 +159,17 @@ TEST(BenchEngineCli, ReplayRunsOneModeWhenAsked) {
   const RunResult r =
       run_troupe("bench replay --model " + golden_dir() +
                  " --conversations 1 --turns 2 --system-len 32 --user-len 8"
-                 " --output-len 2 --block-size 16 --threads 2 --prefix-replay window");
+                 " --output-len 2 --block-size 16 --threads 2 --prefix-replay window"
+                 " --snapshots off");
   ASSERT_EQ(r.status, 0) << r.out;
   const auto tables = markdown_tables(r.out);
   ASSERT_EQ(tables.size(), 1u) << r.out;
   ASSERT_EQ(tables[0].size(), 3u) << r.out;  // header, window, off
-  EXPECT_EQ(Row(tables[0][1].begin(), tables[0][1].begin() + 2), (Row{"on", "window"}));
-  EXPECT_EQ(Row(tables[0][2].begin(), tables[0][2].begin() + 2), (Row{"off", "-"}));
+  EXPECT_EQ(Row(tables[0][1].begin(), tables[0][1].begin() + 3), (Row{"on", "window", "off"}));
+  EXPECT_EQ(Row(tables[0][2].begin(), tables[0][2].begin() + 3), (Row{"off", "-", "-"}));
   const ReplayCounts want = expected_replay(Mode::Window, 1, 2, 32, 8, 2, 16);
-  EXPECT_EQ(tables[0][1][9], std::to_string(want.replay)) << r.out;
-  EXPECT_EQ(tables[0][1][8], std::to_string(want.computed)) << r.out;
+  EXPECT_EQ(tables[0][1][12], std::to_string(want.replay)) << r.out;
+  EXPECT_EQ(tables[0][1][11], std::to_string(want.computed)) << r.out;
 }
 
 TEST(BenchEngineCli, BadFlagsExitTwoNamingTheFlag) {
@@ -189,6 +201,8 @@ TEST(BenchEngineCli, BadFlagsExitTwoNamingTheFlag) {
        "--output-len = 7200 tokens is beyond"},
       {"bench replay" + model + " --prefix-replay all",
        "--prefix-replay expects exact, window or both"},
+      {"bench replay" + model + " --snapshots maybe", "--snapshots expects on, off or both"},
+      {"bench engine" + model + " --snapshots both", "--snapshots expects on or off"},
       {"bench engine" + model + " --prefix-replay both", "--prefix-replay expects exact or window"},
       {"bench replay extra", "unexpected argument 'extra'"},
       {"bench", "available: forward, engine, replay"},

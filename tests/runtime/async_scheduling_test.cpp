@@ -175,7 +175,10 @@ TEST(AsyncScheduling, EngineWithPreemptionAndAbortEqualsSynchronous) {
   const int64_t per_request = model::request_state_bytes(g.config).swa_bytes +
                               model::request_state_bytes(g.config).dspark_bytes +
                               model::request_state_bytes(g.config).compressor_bytes;
-  const int64_t tight = 5 * per_request + 5 * 16 * 212;  // 5 blocks: preempts
+  // Window snapshots (engine default, 2 per running request) reserve rings + carry each.
+  const int64_t snapshots = 10 * (model::request_state_bytes(g.config).swa_bytes +
+                                  model::request_state_bytes(g.config).compressor_bytes);
+  const int64_t tight = 5 * per_request + snapshots + 5 * 16 * 212;  // 5 blocks: preempts
   const auto sync = run_workload(false, tight, true);
   const auto async = run_workload(true, tight, true);
   expect_same(sync, async);

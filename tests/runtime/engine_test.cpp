@@ -127,6 +127,7 @@ TEST(Engine, PrefixHitReplaysAsSpecified) {
   const auto& g = golden_model();
   EngineConfig c = small_engine(64 << 20, true, true);
   c.executor.prefix_replay = PrefixReplay::Window;
+  c.enable_prefix_snapshots = false;  // the replay itself is tested (snapshots: prefix_snapshot_test)
   Engine e(*g.forward, nullptr, c);
   const auto shared = random_tokens(80, 21);
   auto a = shared, b = shared;
@@ -160,6 +161,7 @@ TEST(Engine, ExactPrefixReplayMatchesColdRun) {
   for (const int64_t tail : {3, 9, 40}) {
     EngineConfig c = small_engine(64 << 20, true, true);
     c.executor.prefix_replay = PrefixReplay::Exact;
+    c.enable_prefix_snapshots = false;  // the hits at 160 would restore request 1's rings
     Engine e(*g.forward, nullptr, c);
     Engine cold_engine(*g.forward, nullptr, small_engine(64 << 20, false, true));
     const auto shared = random_tokens(160, 31);
