@@ -1,5 +1,7 @@
 #include "kernels/dispatch.h"
 
+#include "kernels/exec_context.h"
+
 #include <atomic>
 #include <cstdlib>
 #include <cstdio>
@@ -86,7 +88,11 @@ const CpuFeatures& cpu_features() {
   return features;
 }
 
-Backend active_backend() { return g_backend.load(std::memory_order_relaxed); }
+Backend active_backend() {
+  const ExecContext* ctx = bound_context();  // a rank's own setting wins
+  if (ctx != nullptr && ctx->backend()) return *ctx->backend();
+  return g_backend.load(std::memory_order_relaxed);
+}
 void set_active_backend(Backend b) { g_backend.store(b, std::memory_order_relaxed); }
 
 bool cpu_supports(CpuPath p) {

@@ -46,6 +46,8 @@ CpuPath active_cpu_path();
 void set_active_cpu_path(CpuPath p);        // TROUPE_CHECKs cpu_supports(p)
 
 enum class Backend : uint8_t { Ref, Cpu };
+// The calling thread's execution context's backend where it pins one
+// (kernels/exec_context.h), else the process-wide setting below.
 Backend active_backend();
 void set_active_backend(Backend b);
 const char* to_string(Backend b);

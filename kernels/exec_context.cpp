@@ -148,6 +148,8 @@ ExecContext& current_context() {
   return process_default;
 }
 
+const ExecContext* bound_context() { return t_bound; }
+
 ScopedExecContext::ScopedExecContext(ExecContext& ctx) : saved_(t_bound) { t_bound = &ctx; }
 ScopedExecContext::~ScopedExecContext() { t_bound = saved_; }
 

@@ -8,12 +8,16 @@
 //   { kernels::ScopedExecContext bind(ctx); forward.run(inputs); }
 //
 // Per-thread kernel scratch (thread_local in the kernels) is per pool worker, so it is
-// the context's too.
+// the context's too. A context may also pin the backend its kernels dispatch to (a rank on
+// a device; tests), over the process-wide setting (kernels/dispatch.h).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+
+#include "kernels/dispatch.h"
 
 namespace troupe::kernels {
 
@@ -27,6 +31,9 @@ class ExecContext {
   ExecContext& operator=(const ExecContext&) = delete;
 
   int threads() const;
+  // The backend kernels called under this context dispatch to; nullopt: the process's.
+  std::optional<Backend> backend() const { return backend_; }
+  void set_backend(std::optional<Backend> b) { backend_ = b; }
   // Calls fn(begin, end) on disjoint chunks covering [0, n), on this context's workers.
   void parallel_for(int64_t n, int64_t min_chunk, const std::function<void(int64_t, int64_t)>& fn);
 
@@ -34,11 +41,14 @@ class ExecContext {
 
  private:
   int threads_;
+  std::optional<Backend> backend_;
   std::unique_ptr<Pool> pool_;
 };
 
 // The context bound to this thread, else the process default.
 ExecContext& current_context();
+// The context bound to this thread (ScopedExecContext), or nullptr.
+const ExecContext* bound_context();
 
 // Binds ctx to the calling thread for the scope (nesting restores the outer binding).
 class ScopedExecContext {

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/dispatch.h"
 #include "kernels/parallel.h"
 
 namespace troupe::kernels {
@@ -68,6 +69,24 @@ TEST(ExecContext, TwoRanksRunOnDisjointWorkers) {
   for (auto id : seen_a) EXPECT_EQ(seen_b.count(id), 0u) << "a thread ran chunks of both contexts";
   EXPECT_LE(seen_a.size(), 3u);  // the caller + at most 2 workers
   EXPECT_LE(seen_b.size(), 3u);
+}
+
+TEST(ExecContext, APinnedBackendHoldsOnlyWhereTheContextIsBound) {
+  ExecContext ref_rank(1);
+  ref_rank.set_backend(Backend::Ref);
+  Backend seen_bound = Backend::Cpu, seen_other = Backend::Ref;
+  std::thread a([&] {
+    ScopedExecContext bind(ref_rank);
+    seen_bound = active_backend();
+  });
+  std::thread b([&] { seen_other = active_backend(); });
+  a.join();
+  b.join();
+  EXPECT_EQ(seen_bound, Backend::Ref);
+  EXPECT_EQ(seen_other, Backend::Cpu);  // the process-wide default
+  ExecContext unpinned(1);
+  ScopedExecContext bind(unpinned);
+  EXPECT_EQ(active_backend(), Backend::Cpu);
 }
 
 }  // namespace
