@@ -1,13 +1,12 @@
 #include "runtime/dep/dep_engine.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <chrono>
-#include <stdexcept>
 #include <exception>
+#include <stdexcept>
 #include <string>
-#include <thread>
-
-#include <spdlog/spdlog.h>
 
 #include "kernels/check.h"
 #include "runtime/eplb/static_placement.h"
@@ -19,7 +18,8 @@ struct DepEngine::Rank {
        const KvCacheConfig& kv_config, Communicator& comm,
        std::shared_ptr<const eplb::ExpertPlacement> placement)
       : kv(kv_config),
-        storage(forward.config(), kv_config.block_size, kv_config.num_blocks, kv_config.storage_slots()),
+        storage(forward.config(), kv_config.block_size, kv_config.num_blocks,
+                kv_config.storage_slots()),
         scheduler(c.scheduler, kv, static_cast<int32_t>(forward.config().eos_token_id), tokenizer),
         experts(comm, std::move(placement)),
         executor(forward, storage, c.executor, &experts),
@@ -47,13 +47,14 @@ DepEngine::DepEngine(const model::Forward& forward, const model::Tokenizer* toke
   placement_ = std::make_shared<const eplb::ExpertPlacement>(eplb::ep_default_placement(
       m.num_hidden_layers, m.n_routed_experts, dep.ranks, dep.num_redundant_experts));
   group_ = std::make_unique<InProcessGroup>(dep.ranks);
+  threads_ = std::make_unique<RankThreads>(dep.ranks);
   if (dep.eplb.enabled)
     planner_ = std::make_unique<eplb::EplbPlanner>(dep.eplb, placement_->num_layers,
                                                    placement_->num_logical,
                                                    placement_->num_physical, dep.ranks);
   for (int r = 0; r < dep.ranks; ++r)
-    ranks_.push_back(std::make_unique<Rank>(forward, tokenizer, config_, kv, group_->communicator(r),
-                                            placement_));
+    ranks_.push_back(std::make_unique<Rank>(forward, tokenizer, config_, kv,
+                                            group_->communicator(r), placement_));
 }
 
 DepEngine::~DepEngine() = default;
@@ -115,34 +116,32 @@ std::vector<RequestOutput> DepEngine::step() {
   if (any_work) {
     // Lockstep: every rank runs at once, its oldest plan or a dummy step.
     const StepPlan idle;
-    std::vector<std::thread> threads;
-    for (int i = 0; i < ranks(); ++i)
-      threads.emplace_back([&, i] {
-        Rank& r = *ranks_[i];
-        const StepPlan& plan = r.pipeline.in_flight() > 0 ? r.pipeline.oldest() : idle;
-        const auto t0 = std::chrono::steady_clock::now();
-        r.error.clear();
-        try {
-          if (dep_.faults && i == dep_.fault_rank && dep_.faults->next_step().fail) {
-            r.experts.begin_step();  // fails as the step starts, as a real step would
-            throw std::runtime_error("injected fault: step-throw");
-          }
-          r.sampled = r.executor.run(plan);
-        } catch (const std::exception& e) {  // its peers would wait forever: abort them
-          r.error = e.what();
-          group_->communicator(i).abort(r.error);
+    threads_->run([&](int i) {
+      Rank& r = *ranks_[i];
+      const StepPlan& plan = r.pipeline.in_flight() > 0 ? r.pipeline.oldest() : idle;
+      const auto t0 = std::chrono::steady_clock::now();
+      r.error.clear();
+      try {
+        if (dep_.faults && i == dep_.fault_rank && dep_.faults->next_step().fail) {
+          r.experts.begin_step();  // fails as the step starts, as a real step would
+          throw std::runtime_error("injected fault: step-throw");
         }
-        r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      });
-    for (std::thread& t : threads) t.join();
+        r.sampled = r.executor.run(plan);
+      } catch (const std::exception& e) {  // its peers would wait forever: abort them
+        r.error = e.what();
+        group_->communicator(i).abort(r.error);
+      }
+      r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    });
     rebalance_if_due();
     for (auto& r : ranks_) {
       if (r->pipeline.in_flight() == 0) continue;
-      auto done = r->error.empty()
-                      ? r->pipeline.complete(r->sampled, r->seconds)
-                      : r->pipeline.complete_failed("step " + std::to_string(r->pipeline.oldest().step) +
-                                                        " failed: " + r->error,
-                                                    r->seconds);
+      auto done =
+          r->error.empty()
+              ? r->pipeline.complete(r->sampled, r->seconds)
+              : r->pipeline.complete_failed(
+                    "step " + std::to_string(r->pipeline.oldest().step) + " failed: " + r->error,
+                    r->seconds);
       for (RequestOutput& o : done) outputs.push_back(std::move(o));
     }
   }
@@ -181,6 +180,8 @@ EngineFigures DepEngine::figures(int rank) const {
   return current_figures(r.counts, r.scheduler, r.kv);
 }
 
-const KvCacheManager& DepEngine::kv_cache(int rank) const { return ranks_.at(rank)->kv; }
+const KvCacheManager& DepEngine::kv_cache(int rank) const {
+  return ranks_.at(rank)->kv;
+}
 
 }  // namespace troupe::runtime

@@ -18,6 +18,7 @@
 
 #include "runtime/dep/expert_parallel.h"
 #include "runtime/dep/in_process_group.h"
+#include "runtime/dep/rank_threads.h"
 #include "runtime/engine.h"
 #include "runtime/eplb/eplb_planner.h"
 #include "runtime/faults/fault_plan.h"
@@ -71,6 +72,7 @@ class DepEngine {
   DepConfig dep_;
   std::unique_ptr<eplb::EplbPlanner> planner_;
   std::vector<eplb::Rebalance> rebalances_;
+  std::unique_ptr<RankThreads> threads_;  // last: joined before the ranks go
 };
 
 }  // namespace troupe::runtime
