@@ -12,6 +12,7 @@ namespace {
 
 template <class T>
 void append(Bytes& b, const T* values, size_t count) {
+  if (count == 0) return;  // values may be null (an empty batch): memcpy must not see it
   const size_t at = b.size();
   b.resize(at + count * sizeof(T));
   std::memcpy(b.data() + at, values, count * sizeof(T));
