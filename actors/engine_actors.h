@@ -1,7 +1,8 @@
 // The actors of one engine instance (DESIGN.md): a supervisor (the instance's stable
 // handle) that owns a scheduler actor (scheduling policy and KV bookkeeping) and a rank
-// actor (own thread; the model executor and the KV bytes), and a router in front. Thin:
-// each state struct delegates to runtime/. Typed interfaces list the messages each takes.
+// actor (own thread; the model executor and the KV bytes) per rank, and a router in
+// front. Thin: each state struct delegates to runtime/. Typed interfaces list the
+// messages each takes.
 #pragma once
 
 #include <caf/all.hpp>
@@ -39,6 +40,16 @@ struct EngineOptions {
   // max-engine-restarts, engine-restart-window).
   int max_restarts = 5;
   double restart_window_seconds = 60;
+  // DEP-R (--data-parallel-size, --enable-expert-parallel): R ranks, each with its own
+  // scheduler, requests and KV; with expert parallelism the routed experts are spread
+  // over the ranks' slots (runtime/eplb's default placement, num_redundant_experts extra
+  // slots) and the ranks step in lockstep; without it every rank holds every expert and
+  // steps on its own. Kernel threads: the config's executor.kernel_threads per rank.
+  int data_parallel_size = 1;
+  bool expert_parallel = false;
+  int64_t num_redundant_experts = 0;
+  int64_t prefix_load_margin = 1;  // runtime::choose_rank's margin
+  int fault_rank = 0;              // with R > 1, faults fire on this rank's steps only
 };
 
 // Checks the config against the model (the KV budget must hold max-num-seqs requests)

@@ -7,18 +7,30 @@
 #include <unordered_map>
 
 #include "actors/engine_actors.h"
+#include "runtime/dep/in_process_group.h"
+#include "runtime/eplb/expert_placement.h"
 
 namespace troupe::actors {
 
+// What a scheduler's DP-sync peers send it: one all-reduce message (messages.h).
+using dp_peer_actor = caf::typed_actor<caf::reacts_to<dpsync_atom, DpSyncMessage>,
+                                        caf::reacts_to<dpwake_atom, int64_t>>;
+using DpPeers = std::vector<dp_peer_actor>;  // [R], in rank order
+
 // The scheduler as the supervisor drives it: generate is acknowledged, so a request the
 // scheduler never saw (still in its mailbox when it died) comes back to the supervisor
-// as an error and is failed there; timeout comes from the scheduler's own timers.
+// as an error and is failed there; timeout comes from the scheduler's own timers; probe,
+// dpsync and peers serve an instance of R > 1 ranks (messages.h).
 using scheduler_core_actor =
     caf::typed_actor<caf::replies_to<generate_atom, GenerateRequest, caf::actor>::with<bool>,
                      caf::reacts_to<abort_atom, runtime::RequestId>,
                      caf::reacts_to<fail_atom, runtime::RequestId, std::string>,
                      caf::replies_to<stats_atom>::with<runtime::EngineFigures>,
-                     caf::reacts_to<timeout_atom, runtime::RequestId>>;
+                     caf::reacts_to<timeout_atom, runtime::RequestId>,
+                     caf::replies_to<probe_atom, std::vector<int32_t>>::with<runtime::RankLoad>,
+                     caf::reacts_to<dpsync_atom, DpSyncMessage>,
+                     caf::reacts_to<dpwake_atom, int64_t>,
+                     caf::reacts_to<peers_atom, DpPeers>>;
 
 // What outlives one scheduler incarnation. The scheduler writes it while alive; the
 // supervisor reads it only after the scheduler's exit message (so never concurrently):
@@ -41,18 +53,37 @@ struct EngineLedger {
 // ("injected fault: rank-exit"), else CAF's rendering.
 std::string describe(caf::actor_system& sys, const caf::error& reason);
 
+// Where a rank sits in its instance. group null: the rank runs every expert itself.
+struct RankSetup {
+  int rank = 0;
+  std::shared_ptr<runtime::InProcessGroup> group;           // expert parallel: the exchange
+  std::shared_ptr<const runtime::eplb::ExpertPlacement> placement;  // with group: the slots
+};
+
 rank_actor spawn_rank(caf::actor_system& sys, const model::Forward& forward,
                       const runtime::KvCacheConfig& kv, const runtime::ExecutorOptions& options,
-                      std::shared_ptr<const runtime::FaultPlan> faults);
+                      std::shared_ptr<const runtime::FaultPlan> faults, RankSetup setup = {});
+
+// A scheduler's place in its instance: rank of size; lockstep (expert parallel, R > 1):
+// it agrees on every step with its peers (peers_atom) and sends its rank a dummy step
+// when it has nothing to run.
+struct SyncSetup {
+  int rank = 0;
+  int size = 1;
+  bool lockstep = false;
+};
 
 scheduler_core_actor spawn_scheduler(caf::actor_system& sys, const model::Forward& forward,
                                      const model::Tokenizer* tokenizer,
                                      const runtime::EngineConfig& config,
                                      const runtime::KvCacheConfig& kv, rank_actor rank,
-                                     std::shared_ptr<EngineLedger> ledger, double request_timeout);
+                                     std::shared_ptr<EngineLedger> ledger, double request_timeout,
+                                     SyncSetup sync = {});
 
 // Sends `id` a last TokenEvent: FinishedError with `why`.
 void send_error(const caf::actor& client, runtime::RequestId id, std::string why,
                 runtime::ErrorCause cause);
 
 }  // namespace troupe::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::DpPeers)

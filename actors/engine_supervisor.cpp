@@ -1,15 +1,18 @@
-// The supervisor: the engine instance's stable handle. It spawns the rank and the
-// scheduler, links to both and traps their exits. When either dies, every request the
-// scheduler held (EngineLedger::clients) ends with an error naming the cause, /health
-// turns 503 with the reason, and a fresh scheduler + rank start (counted in
-// runtime::EngineFigures::restarts); past max_restarts within the window the instance stays
-// down and answers new requests with an error.
+// The supervisor: the engine instance's stable handle. It spawns the instance's ranks
+// and their schedulers (one pair for one rank; R pairs for DEP-R), links to all of them
+// and traps their exits. When any dies, the whole instance ends and starts again: /health
+// turns 503 with the reason, an expert-parallel group is closed (so no rank waits in an
+// exchange for a dead peer), every scheduler is stopped, and once all their exits have
+// come, every request they held (EngineLedger::clients) ends with an error naming the
+// cause and fresh ranks and schedulers start (counted in runtime::EngineFigures::restarts);
+// past max_restarts within the window the instance stays down and answers new requests
+// with an error.
 //
-//   rank dies ------> supervisor: send_exit(scheduler) --> scheduler's exit --+
-//   scheduler dies ------------------------------------------------------------+--> fail its
-//                                      clients, kill the old rank, start both again
+//   rank r dies -------> supervisor: close the group, send_exit(every scheduler) --+
+//   scheduler r dies --> (the same) --------------------------------------------------+
+//        every scheduler's exit --> fail their clients, kill the ranks, start them all again
 //
-// The ledger is read only after the scheduler's exit message, so never while it runs.
+// A ledger is read only after its scheduler's exit message, so never while it runs.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -17,11 +20,19 @@
 #include <deque>
 
 #include "actors/engine_parts.h"
+#include "kernels/parallel.h"
+#include "runtime/eplb/static_placement.h"
 
 namespace troupe::actors {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// One rank of the current incarnation and its scheduler (null once its exit came).
+struct Member {
+  rank_actor rank;
+  scheduler_core_actor scheduler;
+};
 
 struct SupervisorState {
   const model::Forward* forward = nullptr;
@@ -29,35 +40,74 @@ struct SupervisorState {
   runtime::EngineConfig config;
   runtime::KvCacheConfig kv;
   EngineOptions options;
-  std::shared_ptr<EngineLedger> ledger = std::make_shared<EngineLedger>();
-  rank_actor rank;
-  scheduler_core_actor scheduler;
-  std::string rank_death;                  // why the rank died, until its scheduler's exit
+  std::shared_ptr<const runtime::eplb::ExpertPlacement> placement;  // expert parallel only
+  std::vector<std::shared_ptr<EngineLedger>> ledgers;      // [R], across incarnations
+  std::vector<Member> members;                             // [R], the incarnation now
+  std::shared_ptr<runtime::InProcessGroup> group;          // its exchange (expert parallel)
+  int64_t incarnation = 0;
+  int ranks_ready = 0;    // of this incarnation, ranks that answered their ping
+  int schedulers_up = 0;  // of this incarnation, schedulers whose exit has not come
+  std::string ending;     // non-empty: the incarnation is ending, why
+  bool restart = false;   // when it has ended, start again (else down)
   std::deque<Clock::time_point> restarts;  // within options.restart_window_seconds
   std::string down;                        // non-empty: restarted too often, not serving
-  // Ranks replaced while their own exit message may still be on its way (the scheduler's
-  // exit came first): that message is not the supervisor's own shutdown. The last few.
+  // Ranks replaced while their own exit message may still be on its way: that message is
+  // not the supervisor's own shutdown. The last few.
   std::deque<caf::actor_addr> retired;
+  // R > 1: requests waiting to be routed, and whether one is being probed (route_next).
+  std::deque<std::pair<GenerateRequest, caf::actor>> routing;
+  bool probing = false;
+
+  int size() const { return options.data_parallel_size; }
 };
 
 using supervisor_pointer = scheduler_actor::stateful_pointer<SupervisorState>;
 
-// Spawns rank + scheduler; /health turns ready once the rank answers (until then it
-// says "starting", or "restarting" with the cause after a death).
+// "rank" for a one-rank instance, "rank 2" in one of R.
+std::string rank_name(const SupervisorState& s, int r) {
+  return s.size() == 1 ? "rank" : "rank " + std::to_string(r);
+}
+
+// Spawns the ranks and schedulers; /health turns ready once every rank answers (until
+// then it says "starting", or "restarting" with the cause after a death).
 void start(supervisor_pointer self) {
   auto& s = self->state;
-  s.rank = spawn_rank(self->home_system(), *s.forward, s.kv, s.config.executor, s.options.faults);
-  s.scheduler = spawn_scheduler(self->home_system(), *s.forward, s.tokenizer, s.config, s.kv,
-                                s.rank, s.ledger, s.options.request_timeout);
-  self->link_to(s.rank);
-  self->link_to(s.scheduler);
-  const rank_actor rank = s.rank;
-  self->request(rank, caf::infinite, ping_atom::value)
-      .then(
-          [=](bool) {
-            if (self->state.rank == rank) self->state.options.health->set_ready();
-          },
-          [](caf::error&) {});  // it died first: its exit is handled below
+  const int R = s.size();
+  const bool lockstep = s.options.expert_parallel && R > 1;
+  s.incarnation += 1;
+  s.ranks_ready = 0;
+  s.schedulers_up = R;
+  s.ending.clear();
+  if (s.options.expert_parallel) s.group = std::make_shared<runtime::InProcessGroup>(R);
+  for (int r = 0; r < R; ++r) {
+    const bool faulty = R == 1 || r == s.options.fault_rank;
+    Member m;
+    m.rank = spawn_rank(self->home_system(), *s.forward, s.kv, s.config.executor,
+                        faulty ? s.options.faults : nullptr, RankSetup{r, s.group, s.placement});
+    m.scheduler = spawn_scheduler(self->home_system(), *s.forward, s.tokenizer, s.config, s.kv,
+                                  m.rank, s.ledgers[r], s.options.request_timeout,
+                                  SyncSetup{r, R, lockstep});
+    self->link_to(m.rank);
+    self->link_to(m.scheduler);
+    self->monitor(m.scheduler);  // its down message says it stopped, however it died
+    s.members.push_back(std::move(m));
+  }
+  if (lockstep) {
+    DpPeers peers;
+    for (const Member& m : s.members) peers.push_back(m.scheduler);
+    for (const Member& m : s.members) self->send(m.scheduler, peers_atom::value, peers);
+  }
+  const int64_t incarnation = s.incarnation;
+  for (const Member& m : s.members)
+    self->request(m.rank, caf::infinite, ping_atom::value)
+        .then(
+            [=](bool) {
+              auto& st = self->state;
+              if (st.incarnation == incarnation && st.ending.empty() &&
+                  ++st.ranks_ready == st.size())
+                st.options.health->set_ready();
+            },
+            [](caf::error&) {});  // it died first: its exit is handled below
 }
 
 bool may_restart(SupervisorState& s) {
@@ -69,80 +119,197 @@ bool may_restart(SupervisorState& s) {
   return true;
 }
 
-// The scheduler is gone (on its own, or after its rank): end its requests, restart.
-// /health changes first, so a client told of the failure already finds it there.
-void on_scheduler_down(supervisor_pointer self, const caf::error& reason) {
+// Every scheduler of the ended incarnation has exited: end their requests, stop the
+// ranks, start again (or stay down).
+void on_ended(supervisor_pointer self) {
   auto& s = self->state;
-  std::string why = "scheduler died: " + describe(self->home_system(), reason);
-  if (!s.ledger->death.empty()) why = std::exchange(s.ledger->death, {});
-  if (!s.rank_death.empty()) why = "rank died: " + std::exchange(s.rank_death, {});
-  self->unlink_from(s.rank);  // its exit, if it comes, is not news
-  self->send_exit(s.rank, caf::exit_reason::kill);
-  if (s.rank) s.retired.push_back(s.rank.address());
-  if (s.retired.size() > 8) s.retired.pop_front();
-  s.rank = nullptr;
-  s.scheduler = nullptr;
-  const bool restart = may_restart(s);
-  if (restart) {
-    s.options.health->set_restarting(why);
+  const std::string why = s.ending;
+  for (Member& m : s.members) {
+    self->unlink_from(m.rank);  // its exit, if it comes, is not news
+    self->send_exit(m.rank, caf::exit_reason::kill);
+    s.retired.push_back(m.rank.address());
+  }
+  while (s.retired.size() > 8 + 2 * s.members.size()) s.retired.pop_front();
+  s.members.clear();
+  s.group = nullptr;
+  size_t failed = 0;
+  for (auto& ledger : s.ledgers) {
+    auto clients = std::exchange(ledger->clients, {});
+    failed += clients.size();
+    for (auto& [id, client] : clients)
+      send_error(client, id, "the engine failed (" + why + "); the request was lost",
+                 runtime::ErrorCause::EngineDied);
+    ledger->death.clear();
+    ledger->prefix_query_base = ledger->counters.prefix_query_tokens;
+    ledger->prefix_hit_base = ledger->counters.prefix_hit_tokens;
+    ledger->snapshot_hit_base = ledger->counters.prefix_snapshot_hits;
+    ledger->replay_hit_base = ledger->counters.prefix_replay_hits;
+    ledger->replay_token_base = ledger->counters.prefix_replay_tokens;
+  }
+  spdlog::error("engine: {}; failed {} requests", why, failed);
+  if (!s.restart) {
+    spdlog::critical("engine: down for good: {}", s.down);
+    return;
+  }
+  for (auto& ledger : s.ledgers) ledger->counters.restarts += 1;
+  spdlog::warn("engine: restarting {} (restart {})",
+               s.size() == 1 ? "scheduler and rank" : "its " + std::to_string(s.size()) + " ranks",
+               s.ledgers.front()->counters.restarts);
+  start(self);
+}
+
+// A member died: the whole incarnation ends. /health changes first, so a client told of
+// the failure already finds it there; then no rank may wait on the dead one.
+void end_incarnation(supervisor_pointer self, std::string why) {
+  auto& s = self->state;
+  if (!s.ending.empty()) return;  // already ending: the first death names it
+  s.ending = std::move(why);
+  s.restart = may_restart(s);
+  if (s.restart) {
+    s.options.health->set_restarting(s.ending);
   } else {
-    s.down = why + " (" + std::to_string(s.options.max_restarts) + " restarts within " +
+    s.down = s.ending + " (" + std::to_string(s.options.max_restarts) + " restarts within " +
              fmt::format("{:g}", s.options.restart_window_seconds) +
              " s: max-engine-restarts, engine-restart-window)";
     s.options.health->set_down(s.down);
   }
-  auto clients = std::exchange(s.ledger->clients, {});
-  spdlog::error("engine: {}; failing {} requests", why, clients.size());
-  for (auto& [id, client] : clients)
-    send_error(client, id, "the engine failed (" + why + "); the request was lost",
-               runtime::ErrorCause::EngineDied);
-  s.ledger->prefix_query_base = s.ledger->counters.prefix_query_tokens;
-  s.ledger->prefix_hit_base = s.ledger->counters.prefix_hit_tokens;
-  s.ledger->snapshot_hit_base = s.ledger->counters.prefix_snapshot_hits;
-  s.ledger->replay_hit_base = s.ledger->counters.prefix_replay_hits;
-  s.ledger->replay_token_base = s.ledger->counters.prefix_replay_tokens;
-  if (!restart) {
-    spdlog::critical("engine: down for good: {}", s.down);
-    return;
-  }
-  s.ledger->counters.restarts += 1;
-  spdlog::warn("engine: restarting scheduler and rank (restart {})", s.ledger->counters.restarts);
-  start(self);
+  if (s.group) s.group->close(s.ending);
+  // A linked actor told to exit by its link partner does not report back through the
+  // link (CAF drops the link), hence the monitors (on_down).
+  for (Member& m : s.members)
+    if (m.scheduler) self->send_exit(m.scheduler, caf::exit_reason::kill);
+}
+
+// Why scheduler r died: its rank's death when it quit for that, else its own reason.
+std::string scheduler_death(supervisor_pointer self, size_t r, const caf::error& reason) {
+  auto& s = self->state;
+  const std::string& death = s.ledgers[r]->death;
+  if (!death.empty()) return death;
+  return "scheduler " + (s.size() == 1 ? std::string() : std::to_string(r) + " ") +
+         "died: " + describe(self->home_system(), reason);
 }
 
 void on_exit(supervisor_pointer self, caf::exit_msg& msg) {
   auto& s = self->state;
-  if (s.scheduler && msg.source == s.scheduler.address())
-    return on_scheduler_down(self, msg.reason);
-  if (s.rank && msg.source == s.rank.address()) {
-    s.rank_death = describe(self->home_system(), msg.reason);
-    self->send_exit(s.scheduler, msg.reason);  // its requests end once it has stopped
-    return;
+  for (size_t r = 0; r < s.members.size(); ++r) {
+    Member& m = s.members[r];
+    if (m.scheduler && msg.source == m.scheduler.address())
+      return end_incarnation(self, scheduler_death(self, r, msg.reason));  // on_down counts it
+    if (m.rank && msg.source == m.rank.address())
+      return end_incarnation(
+          self, rank_name(s, int(r)) + " died: " + describe(self->home_system(), msg.reason));
   }
   const auto stale = std::find(s.retired.begin(), s.retired.end(), msg.source);
   if (stale != s.retired.end()) return void(s.retired.erase(stale));  // already replaced
-  self->quit(msg.reason);  // shutdown: the links take the scheduler and the rank along
+  self->quit(msg.reason);  // shutdown: the links take the schedulers and the ranks along
 }
 
-// Forwards a request; one the scheduler never took (it died with it in its mailbox)
-// comes back as an error here and is answered.
-void forward_generate(supervisor_pointer self, GenerateRequest& req, const caf::actor& client) {
+// A scheduler of this incarnation has stopped (on its own, or told to): once all have,
+// the incarnation has ended and its ledgers may be read.
+void on_down(supervisor_pointer self, const caf::down_msg& msg) {
+  auto& s = self->state;
+  for (size_t r = 0; r < s.members.size(); ++r) {
+    Member& m = s.members[r];
+    if (!m.scheduler || msg.source != m.scheduler.address()) continue;
+    end_incarnation(self, scheduler_death(self, r, msg.reason));
+    s.retired.push_back(m.scheduler.address());  // its exit message may still come
+    m.scheduler = nullptr;
+    if (--s.schedulers_up == 0) on_ended(self);
+    return;
+  }
+}
+
+void refuse(const caf::actor& client, const std::vector<runtime::RequestId>& ids,
+            const std::string& why) {
+  for (runtime::RequestId id : ids) send_error(client, id, why, runtime::ErrorCause::EngineDied);
+}
+
+// Hands a request to rank r's scheduler; one the scheduler never took (it died with it
+// in its mailbox) comes back as an error here and is answered.
+void forward_generate(supervisor_pointer self, GenerateRequest req, const caf::actor& client,
+                      int r) {
   auto& s = self->state;
   std::vector<runtime::RequestId> ids{req.id};
   for (const runtime::Sibling& sib : req.siblings) ids.push_back(sib.id);
-  if (!s.down.empty()) {
-    for (runtime::RequestId id : ids)
-      send_error(client, id, "the engine is down: " + s.down, runtime::ErrorCause::EngineDied);
-    return;
-  }
-  self->request(s.scheduler, caf::infinite, generate_atom::value, std::move(req), client)
+  if (!s.down.empty()) return refuse(client, ids, "the engine is down: " + s.down);
+  if (r >= static_cast<int>(s.members.size()) || !s.members[r].scheduler)
+    return refuse(client, ids, "the engine is restarting (" + s.ending + ")");
+  self->request(s.members[r].scheduler, caf::infinite, generate_atom::value, std::move(req), client)
       .then([](bool) {},
             [=](caf::error& err) {
-              const std::string why = describe(self->home_system(), err);
-              for (runtime::RequestId id : ids)
-                send_error(client, id, "the engine failed before taking the request (" + why + ")",
-                           runtime::ErrorCause::EngineDied);
+              refuse(client, ids,
+                     "the engine failed before taking the request (" +
+                         describe(self->home_system(), err) + ")");
             });
+}
+
+void route_next(supervisor_pointer self);
+
+// R > 1: asks every scheduler for its load and cached prefix of the prompt, then hands
+// the request to the one runtime::choose_rank picks. One request at a time: the next
+// probe goes out after the previous request was handed on, so (messages between two
+// actors keep their order) every answer counts the requests routed before it. A
+// scheduler that does not answer counts as fully loaded.
+void route_generate(supervisor_pointer self, GenerateRequest& req, const caf::actor& client) {
+  auto& s = self->state;
+  if (s.size() == 1) return forward_generate(self, std::move(req), client, 0);
+  s.routing.emplace_back(std::move(req), client);
+  if (!s.probing) route_next(self);
+}
+
+void route_next(supervisor_pointer self) {
+  auto& s = self->state;
+  if (s.routing.empty()) return;
+  auto [req, client] = std::move(s.routing.front());
+  s.routing.pop_front();
+  if (s.members.empty() || !s.ending.empty()) {
+    forward_generate(self, std::move(req), client, 0);  // refused with the reason
+    return route_next(self);
+  }
+  const int R = s.size();
+  s.probing = true;
+  auto pending = std::make_shared<GenerateRequest>(std::move(req));
+  auto loads = std::make_shared<std::vector<runtime::RankLoad>>(R);
+  auto left = std::make_shared<int>(R);
+  const int64_t margin = s.options.prefix_load_margin;
+  auto answered = [=, client = client](int r, runtime::RankLoad load) {
+    (*loads)[r] = load;
+    if (--*left > 0) return;
+    self->state.probing = false;
+    forward_generate(self, std::move(*pending), client, runtime::choose_rank(*loads, margin));
+    route_next(self);
+  };
+  for (int r = 0; r < R; ++r)
+    self->request(s.members[r].scheduler, std::chrono::seconds(10), probe_atom::value,
+                  pending->prompt)
+        .then([=](runtime::RankLoad load) { answered(r, load); },
+              [=](caf::error&) { answered(r, {INT64_MAX / 2, 0}); });
+}
+
+// R > 1: every scheduler's figures, summed (runtime::sum_figures); a scheduler that does
+// not answer contributes its ledger's counts as of its last step.
+caf::result<runtime::EngineFigures> gather_figures(supervisor_pointer self) {
+  auto& s = self->state;
+  const int R = s.size();
+  if (s.members.empty() || !s.ending.empty()) {
+    std::vector<runtime::EngineFigures> counts;
+    for (const auto& l : s.ledgers) counts.push_back(l->counters);
+    return R == 1 ? counts.front() : runtime::sum_figures(counts);
+  }
+  if (R == 1) return self->delegate(s.members.front().scheduler, stats_atom::value);
+  auto rp = self->make_response_promise<runtime::EngineFigures>();
+  auto parts = std::make_shared<std::vector<runtime::EngineFigures>>(R);
+  auto left = std::make_shared<int>(R);
+  for (int r = 0; r < R; ++r) {
+    auto got = [=](runtime::EngineFigures f) mutable {
+      (*parts)[r] = std::move(f);
+      if (--*left == 0) rp.deliver(runtime::sum_figures(*parts));
+    };
+    self->request(s.members[r].scheduler, std::chrono::seconds(5), stats_atom::value)
+        .then([=](const runtime::EngineFigures& f) mutable { got(f); },
+              [=](caf::error&) mutable { got(self->state.ledgers[r]->counters); });
+  }
+  return rp;
 }
 
 scheduler_actor::behavior_type supervisor_fun(supervisor_pointer self,
@@ -156,25 +323,31 @@ scheduler_actor::behavior_type supervisor_fun(supervisor_pointer self,
   s.config = std::move(config);
   s.kv = kv;
   s.options = std::move(options);
+  for (int r = 0; r < s.size(); ++r) s.ledgers.push_back(std::make_shared<EngineLedger>());
+  if (s.options.expert_parallel) {
+    const model::ModelConfig& m = forward->config();
+    s.placement = std::make_shared<const runtime::eplb::ExpertPlacement>(runtime::eplb::ep_default_placement(
+        m.num_hidden_layers, m.n_routed_experts, s.size(), s.options.num_redundant_experts));
+  }
   self->set_exit_handler([=](caf::exit_msg& msg) { on_exit(self, msg); });
+  self->set_down_handler([=](caf::down_msg& msg) { on_down(self, msg); });
   s.options.health->set_starting();
   start(self);
   return {
       [=](generate_atom, GenerateRequest& req, caf::actor client) {
-        forward_generate(self, req, client);
+        route_generate(self, req, client);
       },
+      // A request's rank is the scheduler's business: every scheduler hears the abort
+      // (unknown ids are ignored; aborts are rare).
       [=](abort_atom, runtime::RequestId id) {
-        if (self->state.scheduler) self->send(self->state.scheduler, abort_atom::value, id);
+        for (const Member& m : self->state.members)
+          if (m.scheduler) self->send(m.scheduler, abort_atom::value, id);
       },
       [=](fail_atom, runtime::RequestId id, std::string& why) {
-        if (self->state.scheduler)
-          self->send(self->state.scheduler, fail_atom::value, id, std::move(why));
+        for (const Member& m : self->state.members)
+          if (m.scheduler) self->send(m.scheduler, fail_atom::value, id, why);
       },
-      [=](stats_atom) -> caf::result<runtime::EngineFigures> {
-        auto& st = self->state;
-        if (!st.scheduler) return st.ledger->counters;  // down: the counts so far
-        return self->delegate(st.scheduler, stats_atom::value);
-      },
+      [=](stats_atom) { return gather_figures(self); },
   };
 }
 
@@ -183,9 +356,19 @@ scheduler_actor::behavior_type supervisor_fun(supervisor_pointer self,
 scheduler_actor spawn_engine(caf::actor_system& sys, const model::Forward& forward,
                              const model::Tokenizer* tokenizer, runtime::EngineConfig config,
                              EngineOptions options) {
+  TROUPE_CHECK(options.data_parallel_size >= 1, "data-parallel-size must be >= 1, got ",
+               options.data_parallel_size);
+  TROUPE_CHECK(options.num_redundant_experts == 0 || options.expert_parallel,
+               "num-redundant-experts needs enable-expert-parallel");
+  TROUPE_CHECK(!options.expert_parallel || forward.config().n_routed_experts > 0,
+               "enable-expert-parallel: the model has no routed experts");
   // Checked here, on the caller's thread: a config that cannot work stops start-up with
   // the numbers instead of killing the first request.
   const runtime::KvCacheConfig kv = runtime::prepare_engine(forward.config(), config);
+  // R ranks time-share the machine's threads unless told otherwise.
+  if (config.executor.kernel_threads == 0 && options.data_parallel_size > 1)
+    config.executor.kernel_threads =
+        std::max(1, kernels::default_num_threads() / options.data_parallel_size);
   if (!options.health) options.health = std::make_shared<InstanceHealth>();
   return sys.spawn(supervisor_fun, &forward, tokenizer, std::move(config), kv, std::move(options));
 }

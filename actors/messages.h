@@ -9,6 +9,19 @@
 // and when the scheduler or the rank dies it ends their requests with an error and
 // starts both again (actors/engine_supervisor.cpp).
 //
+// An instance of R > 1 ranks (DEP-R, --data-parallel-size) has R schedulers and R ranks.
+// The supervisor sends a new request to the rank chosen by runtime::choose_rank (it asks
+// every scheduler for its load and cached prefix: probe). With expert parallelism the
+// ranks step in lockstep: before each step the schedulers agree on its metadata by a
+// recursive-doubling all-reduce (runtime/collectives), whose messages they send each
+// other directly (dpsync), and a rank with nothing to run gets an empty plan (a dummy
+// step that joins the MoE exchanges with zero rows).
+//
+//   supervisor --probe--> scheduler r (x R) --RankLoad--> supervisor --generate--> chosen
+//   scheduler r --dpsync(CollectiveMessage<StepMetadata>)--> scheduler q   (per round)
+//   scheduler r --dpwake(step)--> scheduler q   (r will wait for q's value before it
+//                                                sends q one: an idle q must join first)
+//
 // CAF 0.17 (Debian): atoms are atom_constant with at most 10 characters. The payload
 // types below are local-only for now (CAF_ALLOW_UNSAFE_MESSAGE_TYPE): they cross threads
 // of one process, not the middleman; they get inspect() functions when ranks move to
@@ -20,6 +33,9 @@
 #include <string>
 #include <vector>
 
+#include "runtime/collectives/all_reduce.h"
+#include "runtime/collectives/step_metadata.h"
+#include "runtime/dep/rank_choice.h"
 #include "runtime/request.h"
 #include "runtime/scheduler/step_plan.h"
 #include "runtime/step/engine_figures.h"
@@ -35,6 +51,10 @@ using run_atom = caf::atom_constant<caf::atom("run")>;            // execute a s
 using stats_atom = caf::atom_constant<caf::atom("stats")>;        // engine snapshot
 using ping_atom = caf::atom_constant<caf::atom("ping")>;          // is the rank up?
 using timeout_atom = caf::atom_constant<caf::atom("timeout")>;    // request-timeout fired
+using probe_atom = caf::atom_constant<caf::atom("probe")>;        // a rank's load and prefix
+using dpsync_atom = caf::atom_constant<caf::atom("dpsync")>;      // one all-reduce message
+using dpwake_atom = caf::atom_constant<caf::atom("dpwake")>;      // join step N's all-reduce
+using peers_atom = caf::atom_constant<caf::atom("peers")>;        // the instance's schedulers
 
 // --- payloads ----------------------------------------------------------------------------
 // A request for one generation; outputs stream to `reply_to` as (token_atom, TokenEvent).
@@ -60,6 +80,12 @@ struct StepResult {
   int64_t rank_step = 0;   // the rank's own 1-based count of steps run (for logs)
 };
 
+// One message of the schedulers' per-step all-reduce (DP sync).
+using DpSyncMessage = runtime::collectives::CollectiveMessage<runtime::collectives::StepMetadata>;
+
+// probe_atom answers with runtime::RankLoad (runtime/dep/rank_choice.h): the scheduler's
+// running + waiting requests and how much of the probed prompt its prefix cache holds.
+
 // stats_atom answers with runtime::EngineFigures (runtime/step/engine_figures.h): the
 // one struct of engine figures every reader shares.
 
@@ -70,3 +96,5 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::TokenEvent)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::StepResult)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::runtime::EngineFigures)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::runtime::StepPlan)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::DpSyncMessage)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::runtime::RankLoad)

@@ -1,6 +1,8 @@
 // The rank: runs step plans on the model, on its own thread (detached). A step that
 // throws fails only its own requests (StepResult::error); the rank carries on. Injected
-// faults (runtime/faults) make a step throw, stall, or the rank exit.
+// faults (runtime/faults) make a step throw, stall, or the rank exit. An expert-parallel
+// rank runs its slots' experts for every rank of its group, through the group's
+// exchange (runtime/dep/rank_step.h: a step it fails, it fails for the whole group).
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -8,12 +10,15 @@
 #include <thread>
 
 #include "actors/engine_parts.h"
+#include "runtime/dep/rank_step.h"
 
 namespace troupe::actors {
 namespace {
 
 struct RankState {
   std::unique_ptr<runtime::PagedKvStorage> storage;
+  std::shared_ptr<runtime::InProcessGroup> group;      // expert parallel only
+  std::unique_ptr<runtime::ExpertParallel> experts;    // on group's communicator
   std::unique_ptr<runtime::Executor> executor;
   std::shared_ptr<const runtime::FaultPlan> faults;
   int64_t steps = 0;
@@ -30,8 +35,12 @@ StepResult run_step(RankState& st, const runtime::StepPlan& plan, const runtime:
   const auto t0 = std::chrono::steady_clock::now();
   if (fault.stall_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(fault.stall_ms));
   try {
-    if (fault.fail) throw std::runtime_error("injected fault: step-throw");
-    r.sampled = st.executor->run(plan);
+    if (st.experts) {
+      r.sampled = runtime::run_rank_step(*st.executor, *st.experts, plan, fault.fail);
+    } else {
+      if (fault.fail) throw std::runtime_error("injected fault: step-throw");
+      r.sampled = st.executor->run(plan);
+    }
   } catch (const std::exception& e) {  // incl. bad_alloc: a failed step, not a dead engine
     r.error = e.what();
     r.sampled.assign(plan.chunks.size(), {});
@@ -42,7 +51,8 @@ StepResult run_step(RankState& st, const runtime::StepPlan& plan, const runtime:
 
 rank_actor::behavior_type rank_fun(rank_pointer self, const model::Forward* forward,
                                    runtime::KvCacheConfig kv, runtime::ExecutorOptions options,
-                                   std::shared_ptr<const runtime::FaultPlan> faults) {
+                                   std::shared_ptr<const runtime::FaultPlan> faults,
+                                   RankSetup setup) {
   auto& st = self->state;
   // On the rank's own thread (detached): a stalled start holds only this rank's mailbox.
   if (const int64_t ms = faults ? faults->next_rank_start() : 0; ms > 0) {
@@ -51,7 +61,13 @@ rank_actor::behavior_type rank_fun(rank_pointer self, const model::Forward* forw
   }
   st.storage = std::make_unique<runtime::PagedKvStorage>(forward->config(), kv.block_size,
                                                          kv.num_blocks, kv.storage_slots());
-  st.executor = std::make_unique<runtime::Executor>(*forward, *st.storage, options);
+  if (setup.group) {
+    st.group = std::move(setup.group);
+    st.experts = std::make_unique<runtime::ExpertParallel>(st.group->communicator(setup.rank),
+                                                           std::move(setup.placement));
+  }
+  st.executor =
+      std::make_unique<runtime::Executor>(*forward, *st.storage, options, st.experts.get());
   st.faults = std::move(faults);
   return {
       [=](run_atom, const runtime::StepPlan& plan) -> caf::result<StepResult> {
@@ -73,8 +89,9 @@ rank_actor::behavior_type rank_fun(rank_pointer self, const model::Forward* forw
 
 rank_actor spawn_rank(caf::actor_system& sys, const model::Forward& forward,
                       const runtime::KvCacheConfig& kv, const runtime::ExecutorOptions& options,
-                      std::shared_ptr<const runtime::FaultPlan> faults) {
-  return sys.spawn<caf::detached>(rank_fun, &forward, kv, options, std::move(faults));
+                      std::shared_ptr<const runtime::FaultPlan> faults, RankSetup setup) {
+  return sys.spawn<caf::detached>(rank_fun, &forward, kv, options, std::move(faults),
+                                  std::move(setup));
 }
 
 }  // namespace troupe::actors

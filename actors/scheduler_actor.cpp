@@ -2,19 +2,35 @@
 // each request's outputs to its client. A failed step fails its requests with the
 // rank's error; request-timeout fails a request that runs too long. Its clients and
 // counts live in the EngineLedger so the supervisor can end them if this actor dies.
+//
+// In lockstep (one of R expert-parallel ranks) every step is agreed first: the
+// scheduler plans (possibly nothing), starts the step's all-reduce of StepMetadata with
+// its peers (DP sync), and once it completes sends its rank the plan, or an empty plan
+// (a dummy step) when only peers have work. It starts a step's all-reduce when it has a
+// plan or a peer's message for that step arrives, so an idle rank joins every step its
+// peers run; a rank that will wait for a peer's value before sending that peer anything
+// (recursive doubling's fold-in) wakes it first (dpwake), as it may have no reason to
+// start. With async scheduling the all-reduce of step N+1 runs while the ranks
+// execute step N; it never runs on a rank's thread.
 #include <spdlog/fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <memory>
+#include <utility>
 
 #include "actors/engine_parts.h"
 #include "kernels/check.h"
 
 namespace troupe::actors {
 namespace {
+
+using DpSync = runtime::collectives::AllReduceRank<runtime::collectives::StepMetadata,
+                                                   runtime::collectives::StepMetadataReduce>;
 
 struct SchedulerState {
   std::unique_ptr<runtime::KvCacheManager> kv;
@@ -23,6 +39,19 @@ struct SchedulerState {
   std::shared_ptr<EngineLedger> ledger;
   rank_actor rank;
   double request_timeout = 0;
+  int depth = 1;  // steps the rank may hold at once (2: async scheduling)
+  // Steps sent to the rank and not answered yet, oldest first: true for the pipeline's
+  // plan, false for a dummy step (lockstep only).
+  std::deque<bool> at_rank;
+  // --- lockstep only
+  SyncSetup sync;
+  std::unique_ptr<DpSync> dp;  // this rank's part of the per-step all-reduce
+  DpPeers peers;               // empty until the supervisor sends them
+  int64_t sync_step = 1;       // the group step whose all-reduce comes next
+  int64_t woken = 0;           // the latest step a peer woke this rank for
+  std::vector<int32_t> wake;   // peers to wake as a step starts (wake_peers)
+  bool syncing = false;        // that all-reduce is running
+  const runtime::StepPlan* sync_plan = nullptr;  // the plan it is for; null: none here
 };
 
 using scheduler_pointer = scheduler_core_actor::stateful_pointer<SchedulerState>;
@@ -63,25 +92,93 @@ void kick(scheduler_pointer self);
 
 void on_step_result(scheduler_pointer self, const StepResult& result) {
   auto& s = self->state;
-  stream(self, result.error.empty() ? s.pipeline->complete(result.sampled, result.run_seconds)
-                                    : fail_step(s, result));
-  count_prefix_cache(s);
-  if (s.scheduler->has_unfinished()) kick(self);
+  const bool real = s.at_rank.front();
+  s.at_rank.pop_front();
+  if (real) {
+    stream(self, result.error.empty() ? s.pipeline->complete(result.sampled, result.run_seconds)
+                                      : fail_step(s, result));
+    count_prefix_cache(s);
+  } else if (!result.error.empty()) {  // a peer failed the step; nothing of ours was in it
+    spdlog::debug("scheduler: dummy step (rank step {}) failed: {}", result.rank_step,
+                  result.error);
+  }
+  if (s.dp || s.scheduler->has_unfinished()) kick(self);  // lockstep: a peer may be waiting
+}
+
+// Sends a plan to the rank; the rank answers in order, so results complete the
+// pipeline's plans oldest first (dummy steps in between are skipped).
+void send_to_rank(scheduler_pointer self, const runtime::StepPlan& plan, bool real) {
+  self->state.at_rank.push_back(real);
+  self->request(self->state.rank, caf::infinite, run_atom::value, plan)
+      .then([=](const StepResult& result) { on_step_result(self, result); },
+            [=](caf::error& err) {  // the rank is gone: the supervisor restarts us all
+              const SyncSetup& sync = self->state.sync;
+              self->state.ledger->death =
+                  (sync.size == 1 ? std::string("rank") : "rank " + std::to_string(sync.rank)) +
+                  " died: " + describe(self->home_system(), err);
+              self->quit(err);
+            });
+}
+
+// The step's all-reduce completed: every rank of the group now runs it, this one its
+// plan or a dummy step.
+void on_synced(scheduler_pointer self, const runtime::collectives::StepMetadata& m) {
+  auto& s = self->state;
+  TROUPE_CHECK(m.agreed(), "DP sync: ranks at steps ", m.step_min, "..", m.step_max);
+  const runtime::StepPlan* plan = std::exchange(s.sync_plan, nullptr);
+  s.syncing = false;
+  s.sync_step += 1;
+  if (m.any_work) send_to_rank(self, plan ? *plan : runtime::StepPlan{}, plan != nullptr);
+}
+
+// The peers a rank receives from before it has sent them anything, in its schedule:
+// they learn of the step from no message of this rank's, so it wakes them.
+std::vector<int32_t> wake_peers(const runtime::collectives::CollectiveSchedule& schedule) {
+  std::vector<int32_t> sent, wake;
+  using Kind = runtime::collectives::ScheduleAction::Kind;
+  for (const auto& a : schedule.actions) {
+    const bool known = std::find(sent.begin(), sent.end(), a.peer) != sent.end();
+    if (a.kind == Kind::Send) sent.push_back(a.peer);
+    else if (!known && std::find(wake.begin(), wake.end(), a.peer) == wake.end())
+      wake.push_back(a.peer);
+  }
+  return wake;
+}
+
+void deliver(scheduler_pointer self, runtime::collectives::Progress<runtime::collectives::StepMetadata> p) {
+  auto& s = self->state;
+  for (DpSyncMessage& m : p.send) self->send(s.peers.at(m.to), dpsync_atom::value, std::move(m));
+  if (p.result) on_synced(self, *p.result);
+}
+
+// Lockstep: plans the next step if the rank has room and starts its all-reduce, when
+// this rank has a plan or a peer has started that step.
+void kick_lockstep(scheduler_pointer self, std::vector<runtime::RequestOutput>& finished) {
+  auto& s = self->state;
+  while (!s.syncing && !s.peers.empty() && static_cast<int>(s.at_rank.size()) < s.depth) {
+    const runtime::StepPlan* plan = s.pipeline->plan_next(finished);
+    if (plan == nullptr && s.dp->buffered() == 0 && s.woken < s.sync_step)
+      return;  // nothing here, no peer waiting
+    s.syncing = true;
+    s.sync_plan = plan;
+    for (int32_t peer : s.wake) self->send(s.peers.at(peer), dpwake_atom::value, s.sync_step);
+    const int64_t tokens = plan ? plan->num_tokens : 0;
+    deliver(self, s.dp->start(s.sync_step, runtime::collectives::local_step_metadata(
+                                               s.sync.rank, s.sync.size, s.sync_step, tokens,
+                                               plan != nullptr)));
+  }
 }
 
 // Sends the rank every plan the pipeline has room for (one, or two with async
-// scheduling: the next plan is made while the rank runs the current one). The rank
-// answers in order, so results complete the pipeline's plans oldest first.
+// scheduling: the next plan is made while the rank runs the current one).
 void kick(scheduler_pointer self) {
   auto& st = self->state;
   std::vector<runtime::RequestOutput> finished;  // outside a step: aborts, failures
-  while (const runtime::StepPlan* plan = st.pipeline->plan_next(finished)) {
-    self->request(st.rank, caf::infinite, run_atom::value, *plan)
-        .then([=](const StepResult& result) { on_step_result(self, result); },
-              [=](caf::error& err) {  // the rank is gone: the supervisor restarts us both
-                self->state.ledger->death = "rank died: " + describe(self->home_system(), err);
-                self->quit(err);
-              });
+  if (st.dp) {
+    kick_lockstep(self, finished);
+  } else {
+    while (const runtime::StepPlan* plan = st.pipeline->plan_next(finished))
+      send_to_rank(self, *plan, true);
   }
   stream(self, std::move(finished));
 }
@@ -139,10 +236,17 @@ runtime::EngineFigures figures(SchedulerState& s) {
   return runtime::current_figures(earlier, *s.scheduler, *s.kv);
 }
 
+// How much of `prompt` this scheduler's prefix cache holds, and its load (probe_atom).
+runtime::RankLoad probe(SchedulerState& s, const std::vector<int32_t>& prompt) {
+  const int64_t requests = static_cast<int64_t>(s.scheduler->running_ids().size() +
+                                                s.scheduler->waiting_ids().size());
+  return {requests, s.kv->find_cached_prefix(prompt).num_tokens};
+}
+
 scheduler_core_actor::behavior_type scheduler_fun(
     scheduler_pointer self, const model::Forward* forward, const model::Tokenizer* tokenizer,
     runtime::EngineConfig config, runtime::KvCacheConfig kv, rank_actor rank,
-    std::shared_ptr<EngineLedger> ledger, double request_timeout) {
+    std::shared_ptr<EngineLedger> ledger, double request_timeout, SyncSetup sync) {
   auto& st = self->state;
   st.kv = std::make_unique<runtime::KvCacheManager>(kv);
   st.scheduler = std::make_unique<runtime::Scheduler>(
@@ -152,6 +256,13 @@ scheduler_core_actor::behavior_type scheduler_fun(
   st.pipeline = std::make_unique<runtime::StepPipeline>(*st.scheduler, st.ledger->counters,
                                                         config.async_scheduling ? 2 : 1);
   st.request_timeout = request_timeout;
+  st.depth = config.async_scheduling ? 2 : 1;
+  st.sync = sync;
+  if (sync.lockstep) {
+    st.dp = std::make_unique<DpSync>(
+        runtime::collectives::recursive_doubling_schedule(sync.rank, sync.size));
+    st.wake = wake_peers(st.dp->schedule());
+  }
   return {
       [=](generate_atom, GenerateRequest& req, caf::actor client) {
         add(self, req, client);
@@ -167,6 +278,22 @@ scheduler_core_actor::behavior_type scheduler_fun(
       },
       [=](stats_atom) { return figures(self->state); },
       [=](timeout_atom, runtime::RequestId id) { time_out(self, id); },
+      [=](probe_atom, const std::vector<int32_t>& prompt) { return probe(self->state, prompt); },
+      [=](dpsync_atom, DpSyncMessage& m) {
+        auto& s = self->state;
+        TROUPE_CHECK(s.dp, "scheduler: a DP-sync message, but this rank is not in lockstep");
+        deliver(self, s.dp->receive(std::move(m)));  // kept if its step has not started here
+        kick(self);  // a peer started a step this rank has not: join it
+      },
+      [=](dpwake_atom, int64_t step) {
+        auto& s = self->state;
+        s.woken = std::max(s.woken, step);
+        kick(self);
+      },
+      [=](peers_atom, DpPeers& peers) {
+        self->state.peers = std::move(peers);
+        kick(self);
+      },
   };
 }
 
@@ -192,9 +319,10 @@ scheduler_core_actor spawn_scheduler(caf::actor_system& sys, const model::Forwar
                                      const model::Tokenizer* tokenizer,
                                      const runtime::EngineConfig& config,
                                      const runtime::KvCacheConfig& kv, rank_actor rank,
-                                     std::shared_ptr<EngineLedger> ledger, double request_timeout) {
+                                     std::shared_ptr<EngineLedger> ledger, double request_timeout,
+                                     SyncSetup sync) {
   return sys.spawn(scheduler_fun, &forward, tokenizer, config, kv, std::move(rank),
-                   std::move(ledger), request_timeout);
+                   std::move(ledger), request_timeout, sync);
 }
 
 }  // namespace troupe::actors

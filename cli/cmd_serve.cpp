@@ -229,6 +229,9 @@ int run_serve(const CommandArgs& argv) {
   engine_opts.request_timeout = cfg.request_timeout;
   engine_opts.max_restarts = static_cast<int>(cfg.max_engine_restarts);
   engine_opts.restart_window_seconds = cfg.engine_restart_window;
+  engine_opts.data_parallel_size = static_cast<int>(cfg.data_parallel_size);
+  engine_opts.expert_parallel = cfg.enable_expert_parallel;
+  engine_opts.num_redundant_experts = cfg.num_redundant_experts;
   auto engine = spawn_checked_engine(sys, *model, engine_cfg, engine_opts);
   auto router = actors::spawn_router(sys, {engine});
   bridge = net::http::make_engine_bridge(sys, router, *metrics, engine_opts.health);

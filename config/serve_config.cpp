@@ -24,6 +24,11 @@ void ServeConfig::validate(const std::map<std::string, std::string>& origins) co
                 << " must be >= " << where(origins, "max-model-len") << " = " << max_model_len
                 << " when enable-chunked-prefill is false: a longer prompt could never be "
                    "scheduled");
+  if (num_redundant_experts > 0 && !enable_expert_parallel)
+    TROUPE_FAIL(where(origins, "num-redundant-experts")
+                << " = " << num_redundant_experts << " needs "
+                << where(origins, "enable-expert-parallel")
+                << " = true: without expert parallelism every rank holds every expert");
   try {
     runtime::FaultPlan::parse(inject_faults);
   } catch (const Error& e) {

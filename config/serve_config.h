@@ -68,6 +68,11 @@ struct ServeConfig {
   runtime::PrefixReplay prefix_replay = runtime::PrefixReplay::Exact;  // executor.h
   int64_t threads = 0;         // kernel threads; 0: all hardware threads
 
+  // --- one instance of R ranks (DEP-R; vLLM's flag names) -----------------------------
+  int64_t data_parallel_size = 1;       // ranks, each its own requests and KV (per-rank budget)
+  bool enable_expert_parallel = false;  // routed experts spread over the ranks, lockstep steps
+  int64_t num_redundant_experts = 0;    // extra expert slots (replicas), expert parallel only
+
   bool operator==(const ServeConfig&) const = default;
 
   // Rules between keys (each key's own range is checked as it is parsed). `origins` maps

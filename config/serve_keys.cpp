@@ -199,6 +199,13 @@ std::vector<ConfigKey> make_keys() {
       {{"exact", PrefixReplay::Exact}, {"window", PrefixReplay::Window}},
       "how a prefix hit rebuilds SWA windows: exact (a hit equals a cold run) or window (W tokens)"));
   k.push_back(int_key("threads", &S::threads, 0, 4096, "kernel threads; 0: all hardware threads"));
+  k.push_back(int_key("data-parallel-size", &S::data_parallel_size, 1, 256,
+                      "ranks of the instance, each with its own requests and KV cache "
+                      "(kv-cache-memory-bytes each); threads are split among them"));
+  k.push_back(bool_key("enable-expert-parallel", &S::enable_expert_parallel,
+                       "spread the routed experts over the ranks, which then step in lockstep"));
+  k.push_back(int_key("num-redundant-experts", &S::num_redundant_experts, 0, 1 << 20,
+                      "extra expert slots holding replicas (expert parallel only)"));
   return k;
 }
 

@@ -244,12 +244,28 @@ class ActorBridge : public EngineBridge {
     advance(metrics_.prefix_cache_replay_hits, s.prefix_replay_hits, seen_.prefix_replay_hits);
     advance(metrics_.prefix_cache_replay_tokens, s.prefix_replay_tokens,
             seen_.prefix_replay_tokens);
-    for (const runtime::StepSample& step : s.recent_steps) {
-      if (step.step <= seen_.steps) continue;
+    if (s.per_rank.empty()) return observe_steps(s, seen_.steps);
+    // R ranks: each numbers its own steps, so each has its own cursor.
+    seen_rank_steps_.resize(s.per_rank.size(), 0);
+    for (size_t r = 0; r < s.per_rank.size(); ++r) {
+      const runtime::EngineFigures& f = s.per_rank[r];
+      const metrics::ServingMetrics::RankGauges g = metrics_.rank_gauges(static_cast<int>(r));
+      g.running.set(double(f.running));
+      g.waiting.set(double(f.waiting));
+      g.kv_usage.set(f.kv_usage);
+      g.used_blocks.set(double(f.used_blocks));
+      observe_steps(f, seen_rank_steps_[r]);
+    }
+  }
+
+  // Each step of `f` past `seen` into the per-step histograms; seen moves on.
+  void observe_steps(const runtime::EngineFigures& f, int64_t& seen) {
+    for (const runtime::StepSample& step : f.recent_steps) {
+      if (step.step <= seen) continue;
       metrics_.num_requests_admitted_per_step.observe(double(step.admitted));
       metrics_.scheduler_step_time.observe(step.plan_seconds);
     }
-    seen_.steps = std::max(seen_.steps, s.steps);
+    seen = std::max(seen, f.steps);
   }
 
   static void advance(metrics::Counter& c, int64_t now, int64_t& seen) {
@@ -265,6 +281,7 @@ class ActorBridge : public EngineBridge {
   Registry live_;
   std::mutex mutex_;
   runtime::EngineFigures seen_;  // the scheduler's cumulative counts at the last update
+  std::vector<int64_t> seen_rank_steps_;  // R > 1 ranks: each rank's last step seen
 };
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "net/metrics/serving_metrics.h"
 
+#include <string>
 #include <vector>
 
 namespace troupe::net::metrics {
@@ -21,6 +22,12 @@ const std::vector<double> kStepTimeBuckets = {1e-5,  2.5e-5, 5e-5,  1e-4, 2.5e-4
                                               0.001, 0.0025, 0.005, 0.01, 0.025,  0.05,
                                               0.1,   0.25,   0.5,   1.0};
 
+// The state gauges, also per rank (rank_gauges): one help text per family.
+const char* const kRunningHelp = "Number of requests in model execution batches.";
+const char* const kWaitingHelp = "Number of requests waiting to be processed.";
+const char* const kKvUsageHelp = "KV-cache usage. 1 means 100 percent usage.";
+const char* const kUsedBlocksHelp = "KV-cache blocks held by requests (cached free blocks excluded).";
+
 const char* const kFinishReasons[] = {"stop", "length", "abort", "error"};
 const char* const kErrorCauses[] = {"bad_request", "no_fit", "step_failed", "engine_died",
                                     "timeout", "shutdown"};
@@ -28,18 +35,14 @@ const char* const kErrorCauses[] = {"bad_request", "no_fit", "step_failed", "eng
 }  // namespace
 
 ServingMetrics::ServingMetrics(Registry& r, const std::string& model_name)
-    : num_requests_running(r.gauge("troupe:num_requests_running",
-                                   "Number of requests in model execution batches.",
-                                   {{"model_name", model_name}})),
-      num_requests_waiting(r.gauge("troupe:num_requests_waiting",
-                                   "Number of requests waiting to be processed.",
-                                   {{"model_name", model_name}})),
-      kv_cache_usage_perc(r.gauge("troupe:kv_cache_usage_perc",
-                                  "KV-cache usage. 1 means 100 percent usage.",
-                                  {{"model_name", model_name}})),
-      kv_cache_used_blocks(r.gauge("troupe:kv_cache_used_blocks",
-                                   "KV-cache blocks held by requests (cached free blocks excluded).",
-                                   {{"model_name", model_name}})),
+    : num_requests_running(
+          r.gauge("troupe:num_requests_running", kRunningHelp, {{"model_name", model_name}})),
+      num_requests_waiting(
+          r.gauge("troupe:num_requests_waiting", kWaitingHelp, {{"model_name", model_name}})),
+      kv_cache_usage_perc(
+          r.gauge("troupe:kv_cache_usage_perc", kKvUsageHelp, {{"model_name", model_name}})),
+      kv_cache_used_blocks(
+          r.gauge("troupe:kv_cache_used_blocks", kUsedBlocksHelp, {{"model_name", model_name}})),
       prefix_cache_queries(r.counter("troupe:prefix_cache_queries",
                                      "Prefix cache queries, in terms of number of queried tokens.",
                                      {{"model_name", model_name}})),
@@ -146,6 +149,14 @@ void ServingMetrics::record_finished(std::string_view finish_reason, double e2e_
   request_success(finish_reason).inc();
   e2e_request_latency.observe(e2e_seconds);
   request_queue_time.observe(queue_seconds);
+}
+
+ServingMetrics::RankGauges ServingMetrics::rank_gauges(int rank) {
+  const Labels labels{{"model_name", model_name_}, {"rank", std::to_string(rank)}};
+  return {registry_.gauge("troupe:num_requests_running", kRunningHelp, labels),
+          registry_.gauge("troupe:num_requests_waiting", kWaitingHelp, labels),
+          registry_.gauge("troupe:kv_cache_usage_perc", kKvUsageHelp, labels),
+          registry_.gauge("troupe:kv_cache_used_blocks", kUsedBlocksHelp, labels)};
 }
 
 }  // namespace troupe::net::metrics

@@ -64,6 +64,16 @@ class ServingMetrics {
   // net::kOutputLimit or net::kWriteTimeout (net/common/output_queue.h).
   Counter& slow_client_disconnects(std::string_view api, std::string_view reason);
 
+  // One rank's state gauges in an instance of R > 1 ranks: the four state families with
+  // a `rank` label beside the instance total (the child without one).
+  struct RankGauges {
+    Gauge& running;
+    Gauge& waiting;
+    Gauge& kv_usage;
+    Gauge& used_blocks;
+  };
+  RankGauges rank_gauges(int rank);
+
   Gauge& num_requests_running;
   Gauge& num_requests_waiting;
   Gauge& kv_cache_usage_perc;

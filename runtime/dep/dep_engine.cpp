@@ -5,10 +5,11 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
-#include <stdexcept>
 #include <string>
 
 #include "kernels/check.h"
+#include "runtime/dep/rank_choice.h"
+#include "runtime/dep/rank_step.h"
 #include "runtime/eplb/static_placement.h"
 
 namespace troupe::runtime {
@@ -60,23 +61,12 @@ DepEngine::DepEngine(const model::Forward& forward, const model::Tokenizer* toke
 DepEngine::~DepEngine() = default;
 
 int DepEngine::pick_rank(std::span<const int32_t> prompt) const {
-  std::vector<int64_t> load;
+  std::vector<RankLoad> loads;
   for (const auto& r : ranks_)
-    load.push_back(static_cast<int64_t>(r->scheduler.running_ids().size() +
-                                        r->scheduler.waiting_ids().size()));
-  const int64_t least = *std::min_element(load.begin(), load.end());
-  int best = -1;
-  int64_t best_prefix = -1;
-  for (int r = 0; r < ranks(); ++r) {
-    if (load[r] > least + dep_.prefix_load_margin) continue;
-    const int64_t prefix = ranks_[r]->kv.find_cached_prefix(prompt).num_tokens;
-    // Longer prefix first, then lighter load, then the lower rank.
-    if (best < 0 || prefix > best_prefix || (prefix == best_prefix && load[r] < load[best])) {
-      best = r;
-      best_prefix = prefix;
-    }
-  }
-  return best;
+    loads.push_back({static_cast<int64_t>(r->scheduler.running_ids().size() +
+                                          r->scheduler.waiting_ids().size()),
+                     r->kv.find_cached_prefix(prompt).num_tokens});
+  return choose_rank(loads, dep_.prefix_load_margin);
 }
 
 void DepEngine::add_request(RequestId id, std::span<const int32_t> prompt, RequestParams params,
@@ -122,14 +112,10 @@ std::vector<RequestOutput> DepEngine::step() {
       const auto t0 = std::chrono::steady_clock::now();
       r.error.clear();
       try {
-        if (dep_.faults && i == dep_.fault_rank && dep_.faults->next_step().fail) {
-          r.experts.begin_step();  // fails as the step starts, as a real step would
-          throw std::runtime_error("injected fault: step-throw");
-        }
-        r.sampled = r.executor.run(plan);
-      } catch (const std::exception& e) {  // its peers would wait forever: abort them
+        const bool inject = dep_.faults && i == dep_.fault_rank && dep_.faults->next_step().fail;
+        r.sampled = run_rank_step(r.executor, r.experts, plan, inject);
+      } catch (const std::exception& e) {  // run_rank_step aborted the step on every rank
         r.error = e.what();
-        group_->communicator(i).abort(r.error);
       }
       r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     });

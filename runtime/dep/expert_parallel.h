@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kernels/moe.h"
@@ -37,7 +38,15 @@ class ExpertParallel : public model::RoutedExperts {
   ExpertParallel(Communicator& comm, std::shared_ptr<const eplb::ExpertPlacement> placement);
 
   void run(const model::RoutedBatch& batch) override;
-  void begin_step() override { comm_.begin_step(); }
+  void begin_step() override {
+    comm_.begin_step();
+    steps_begun_ += 1;
+  }
+  // Steps this rank has joined (begin_step calls): a caller whose step threw tells from it
+  // whether the step had begun before aborting it (runtime/dep/rank_step.h).
+  int64_t steps_begun() const { return steps_begun_; }
+  // Fails the rest of this rank's current step on every rank (Communicator::abort).
+  void abort(const std::string& why) { comm_.abort(why); }
 
   // Replaces the placement; all ranks must switch at the same step boundary.
   void set_placement(std::shared_ptr<const eplb::ExpertPlacement> placement);
@@ -51,6 +60,7 @@ class ExpertParallel : public model::RoutedExperts {
   Communicator& comm_;
   std::shared_ptr<const eplb::ExpertPlacement> placement_;
   int64_t slots_per_rank_ = 0;
+  int64_t steps_begun_ = 0;
   ExpertParallelTimes times_;
   std::vector<int64_t> counts_;  // [L, Nlog]
 };

@@ -66,9 +66,16 @@ void InProcessGroup::fail_step(int64_t step, const std::string& why) {
   cv_.notify_all();
 }
 
+void InProcessGroup::close(const std::string& why) {
+  std::lock_guard lock(mu_);
+  if (closed_.empty()) closed_ = why.empty() ? "the group was closed" : why;
+  cv_.notify_all();
+}
+
 void InProcessGroup::arrive_and_wait(const Key& key) {
   std::unique_lock lock(mu_);
   const int64_t step = std::get<0>(key);
+  if (!closed_.empty()) TROUPE_FAIL(closed_);
   auto failed = failed_.find(step);
   if (failed != failed_.end()) TROUPE_FAIL(failed->second);  // arrives nowhere
   Point& p = points_[key];
@@ -76,11 +83,11 @@ void InProcessGroup::arrive_and_wait(const Key& key) {
     p.open = true;
     cv_.notify_all();
   }
-  cv_.wait(lock, [&] { return p.open || failed_.count(step) > 0; });
+  cv_.wait(lock, [&] { return p.open || failed_.count(step) > 0 || !closed_.empty(); });
   const bool open = p.open;
   // The last rank out removes the point (after a failure, the ones that arrived).
   if (++p.left == p.arrived && (open || p.arrived < size_)) points_.erase(key);
-  if (!open) TROUPE_FAIL(failed_.at(step));
+  if (!open) TROUPE_FAIL((closed_.empty() ? failed_.at(step) : closed_));
 }
 
 }  // namespace troupe::runtime

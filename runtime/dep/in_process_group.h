@@ -9,7 +9,8 @@
 // exchanges, or entering one later, throw; a rank that already made all of that step's
 // exchanges is not touched (the aborter failed after them, nobody waits for it), and the
 // next step works again. So a rank that fails anywhere in a step never leaves a peer
-// waiting, and the group needs no reset.
+// waiting, and the group needs no reset. close() is for a rank that is gone (its actor
+// died): every exchange from then on throws, on every rank, in every step.
 //
 //   InProcessGroup group(3);
 //   // on rank r's thread, per step:  Communicator& c = group.communicator(r);
@@ -39,6 +40,10 @@ class InProcessGroup {
   int size() const { return size_; }
   Communicator& communicator(int rank);
 
+  // A rank left for good: every rank waiting in an exchange, or entering one later,
+  // throws with `why`. The group is not usable again (its owner makes a new one).
+  void close(const std::string& why);
+
  private:
   class Rank;
   friend class Rank;
@@ -57,6 +62,7 @@ class InProcessGroup {
   std::condition_variable cv_;
   std::map<Key, Point> points_;
   std::map<int64_t, std::string> failed_;  // step -> why (the last few steps)
+  std::string closed_;                     // non-empty: close() was called, why
   std::vector<std::vector<Bytes>> slots_;  // [sender][receiver]
   std::vector<std::unique_ptr<Rank>> ranks_;
 };

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <span>
+#include <vector>
 
 namespace troupe::runtime {
 
@@ -50,6 +52,15 @@ struct EngineFigures {
   // often than every step can still observe each one: it keeps the last `step` it saw.
   std::deque<StepSample> recent_steps;
   static constexpr size_t kMaxRecentSteps = 4096;
+
+  // An instance of R > 1 ranks: each rank's own figures, [R] in rank order (their own
+  // per_rank empty); the fields above are then their sum (sum_figures). Empty for one rank.
+  std::vector<EngineFigures> per_rank;
 };
+
+// The figures of an instance from its ranks' own: counts, times and state summed,
+// kv_usage the used share of all ranks' blocks, recent_steps left empty (each rank
+// numbers its own steps: per-step readers take them from per_rank), per_rank = ranks.
+EngineFigures sum_figures(std::span<const EngineFigures> ranks);
 
 }  // namespace troupe::runtime

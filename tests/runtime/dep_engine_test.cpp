@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <exception>
 #include <map>
@@ -14,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/check.h"
+#include "runtime/dep/rank_choice.h"
 #include "runtime/eplb/static_placement.h"
 #include "support/golden.h"
 #include "runtime/golden_engine_config.h"
@@ -41,6 +44,20 @@ TEST(DepPlacement, PadsSlotsSoAnyRankCountWorks) {
   EXPECT_EQ(p3.num_physical, 33);           // 11 slots per rank
   EXPECT_EQ(p3.logical_of(0, 32), 0);       // the pad slot: a copy of expert 0
   EXPECT_EQ(p3.replica_count(0, 0), 2);
+}
+
+TEST(RankChoice, TheLeastLoadedUnlessANearTieHoldsALongerPrefix) {
+  // Fewest requests wins when no rank holds a prefix; ties go to the lower rank.
+  EXPECT_EQ(choose_rank(std::vector<RankLoad>{{3, 0}, {1, 0}, {2, 0}}, 1), 1);
+  EXPECT_EQ(choose_rank(std::vector<RankLoad>{{2, 0}, {2, 0}}, 1), 0);
+  // Within the margin, the longer cached prefix wins over the lighter load...
+  EXPECT_EQ(choose_rank(std::vector<RankLoad>{{1, 0}, {2, 64}}, 1), 1);
+  // ...but not past it.
+  EXPECT_EQ(choose_rank(std::vector<RankLoad>{{1, 0}, {3, 64}}, 1), 0);
+  EXPECT_EQ(choose_rank(std::vector<RankLoad>{{1, 0}, {2, 64}}, 0), 0);
+  // Equal prefixes: the lighter of the near-ties.
+  EXPECT_EQ(choose_rank(std::vector<RankLoad>{{2, 32}, {1, 32}, {1, 16}}, 1), 1);
+  EXPECT_THROW(choose_rank(std::vector<RankLoad>{}, 1), Error);
 }
 
 // Sequences spread over R ranks, one forward pass each on its own thread with its own
@@ -337,6 +354,31 @@ TEST(InProcessGroup, AnAbortFailsTheRestOfTheStepForEveryRankAndTheNextStepsWork
     for (int t : run_exchanges(ranks, 6, 0, 2, /*after=*/true)) EXPECT_EQ(t, 0);
   // No abort: every exchange completes.
   for (int t : run_exchanges(4, 20, -1, -1)) EXPECT_EQ(t, 0);
+}
+
+// A rank that is gone for good (its actor died mid-step): close() releases the ranks
+// already waiting in an exchange and fails every later exchange, in any step.
+TEST(InProcessGroup, CloseReleasesTheWaitingRanksAndFailsEveryLaterExchange) {
+  InProcessGroup group(3);
+  std::vector<std::string> why(2);
+  std::vector<std::thread> waiting;
+  for (int r = 0; r < 2; ++r)  // rank 2 never arrives
+    waiting.emplace_back([&, r] {
+      Communicator& c = group.communicator(r);
+      c.begin_step();
+      try {
+        c.all_to_all(std::vector<Bytes>(3));
+      } catch (const std::exception& e) {
+        why[r] = e.what();
+      }
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // let both block (not required)
+  group.close("rank 2 died");
+  for (auto& t : waiting) t.join();
+  for (const std::string& w : why) EXPECT_NE(w.find("rank 2 died"), std::string::npos) << w;
+  Communicator& c = group.communicator(0);
+  c.begin_step();
+  EXPECT_THROW(c.all_to_all(std::vector<Bytes>(3)), Error);
 }
 
 }  // namespace

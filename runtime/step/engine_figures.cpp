@@ -1,0 +1,33 @@
+#include "runtime/step/engine_figures.h"
+
+namespace troupe::runtime {
+
+EngineFigures sum_figures(std::span<const EngineFigures> ranks) {
+  EngineFigures s;
+  for (const EngineFigures& r : ranks) {
+    s.running += r.running;
+    s.waiting += r.waiting;
+    s.used_blocks += r.used_blocks;
+    s.free_blocks += r.free_blocks;
+    s.steps += r.steps;
+    s.preemptions += r.preemptions;
+    s.admitted += r.admitted;
+    s.scheduled_tokens += r.scheduled_tokens;
+    s.prefix_query_tokens += r.prefix_query_tokens;
+    s.prefix_hit_tokens += r.prefix_hit_tokens;
+    s.prefix_snapshot_hits += r.prefix_snapshot_hits;
+    s.prefix_replay_hits += r.prefix_replay_hits;
+    s.prefix_replay_tokens += r.prefix_replay_tokens;
+    s.failed_steps += r.failed_steps;
+    s.restarts = r.restarts;  // the instance restarts all its ranks together
+    s.schedule_cpu_s += r.schedule_cpu_s;
+    s.update_cpu_s += r.update_cpu_s;
+    s.rank_busy_seconds += r.rank_busy_seconds;
+  }
+  const int64_t blocks = s.used_blocks + s.free_blocks;
+  s.kv_usage = blocks > 0 ? double(s.used_blocks) / double(blocks) : 0.0;
+  s.per_rank.assign(ranks.begin(), ranks.end());
+  return s;
+}
+
+}  // namespace troupe::runtime
