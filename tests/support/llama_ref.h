@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <string>
@@ -143,6 +144,7 @@ struct TinyLlamaSpec {
   uint32_t seed = 1;
   int64_t vocab = 80, dim = 64, layers = 2, ffn = 96, heads = 4, kv_heads = 2, context = 64;
   double theta = 10000.0;
+  std::function<void(model::GgufWriter&)> more_metadata;  // e.g. a tokenizer
 };
 
 // The values the file stores for `values` in `type`, decoded by the test's own definitions.
@@ -195,6 +197,7 @@ inline RefLlama write_tiny_llama(const TinyLlamaSpec& s, const std::string& path
   }
   w.set_u32("tokenizer.ggml.bos_token_id", 1);
   w.set_u32("tokenizer.ggml.eos_token_id", 2);
+  if (s.more_metadata) s.more_metadata(w);
   auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, int64_t planes = 1) {
     const std::vector<float> v = random(rows * cols * planes, 1.0 / std::sqrt(double(cols)));
     std::vector<int64_t> ne{cols, rows};
