@@ -5,37 +5,19 @@
 #include <numeric>
 
 #include "kernels/check.h"
-#include "kernels/gemm.h"
 #include "kernels/moe.h"
-#include "kernels/norm.h"
 #include "kernels/rope.h"
+#include "model/ops.h"
 
 namespace troupe::model {
 namespace {
 
 using Vec = std::vector<float>;
 
-void gemm(const Vec& x, int64_t m, const kernels::WeightView& w, Vec& y, bool accumulate = false) {
-  if (!accumulate) y.assign(static_cast<size_t>(m * w.rows), 0.0f);
-  kernels::GemmParams p;
-  p.x = x.data();
-  p.w = w;
-  p.y = y.data();
-  p.m = m;
-  p.accumulate = accumulate;
-  kernels::gemm(p);
-}
-
-Vec rms_norm(const Vec& x, int64_t rows, int64_t n, const Vec& weight, float eps) {
-  Vec out(x.size());
-  kernels::RmsNormParams p;
-  p.x = x.data();
-  p.weight = weight.data();
-  p.out = out.data();
-  p.rows = rows;
-  p.n = n;
-  p.eps = eps;
-  kernels::rms_norm(p);
+// RMSNorm of x's rows into a new buffer (x stays the residual stream).
+Vec normed(const Vec& x, int64_t rows, int64_t n, const Vec& weight, float eps) {
+  Vec out = x;
+  rms_norm_rows(out.data(), rows, n, weight, eps);
   return out;
 }
 
@@ -110,34 +92,25 @@ void LlamaForward::attention_block(const LlamaLayerWeights& lw, Vec& k_cache, Ve
                                    int64_t start, Vec& x) const {
   const int64_t T = static_cast<int64_t>(x.size()) / cfg_.dim, H = cfg_.heads, KV = cfg_.kv_heads,
                 hd = cfg_.head_dim;
-  const Vec attn_in = rms_norm(x, T, cfg_.dim, lw.attn_norm, cfg_.rms_eps);
-  Vec q, k, v;
-  gemm(attn_in, T, lw.wq.view(), q);
-  gemm(attn_in, T, lw.wk.view(), k);
-  gemm(attn_in, T, lw.wv.view(), v);
+  const Vec attn_in = normed(x, T, cfg_.dim, lw.attn_norm, cfg_.rms_eps);
+  Vec q = linear(attn_in.data(), T, lw.wq.view());  // [T, H, hd]
+  Vec k = linear(attn_in.data(), T, lw.wk.view());  // [T, KV, hd]
+  const Vec v = linear(attn_in.data(), T, lw.wv.view());
   std::vector<int64_t> positions(static_cast<size_t>(T));
   std::iota(positions.begin(), positions.end(), start);
-  for (auto [buf, heads] : {std::pair{&q, H}, std::pair{&k, KV}}) {
-    kernels::RopeParams rp;
-    rp.x = buf->data();
-    rp.count = T * heads;
-    rp.n = hd;
-    rp.rope_dim = hd;
-    rp.positions = positions.data();
-    rp.per_position = heads;
-    rp.freqs = rope_freqs_.data();
-    kernels::rope(rp);
-  }
+  rope_rows(q.data(), T * H, hd, hd, positions.data(), H, rope_freqs_);
+  rope_rows(k.data(), T * KV, hd, hd, positions.data(), KV, rope_freqs_);
   k_cache.insert(k_cache.end(), k.begin(), k.end());
   v_cache.insert(v_cache.end(), v.begin(), v.end());
   Vec attn;
   causal_attention(q, k_cache, v_cache, start, T, H, KV, hd, attn);
-  gemm(attn, T, lw.wo.view(), x, /*accumulate=*/true);
+  const Vec attn_out = linear(attn.data(), T, lw.wo.view());
+  for (size_t i = 0; i < x.size(); ++i) x[i] += attn_out[i];
 }
 
 void LlamaForward::ffn_block(const LlamaLayerWeights& lw, Vec& x) const {
   const int64_t T = static_cast<int64_t>(x.size()) / cfg_.dim, D = cfg_.dim, F = cfg_.ffn_dim;
-  const Vec ffn_in = rms_norm(x, T, D, lw.ffn_norm, cfg_.rms_eps);
+  const Vec ffn_in = normed(x, T, D, lw.ffn_norm, cfg_.rms_eps);
   const int64_t E = cfg_.is_moe() ? cfg_.experts : 1, top_k = cfg_.is_moe() ? cfg_.experts_used : 1;
   std::vector<kernels::ExpertWeights> experts(static_cast<size_t>(E));
   for (int64_t e = 0; e < E; ++e)
@@ -146,8 +119,7 @@ void LlamaForward::ffn_block(const LlamaLayerWeights& lw, Vec& x) const {
   std::vector<int32_t> pick(static_cast<size_t>(T * top_k), 0);
   Vec weight(static_cast<size_t>(T * top_k), 1.0f);
   if (cfg_.is_moe()) {
-    Vec router_logits;
-    gemm(ffn_in, T, lw.router.view(), router_logits);
+    const Vec router_logits = linear(ffn_in.data(), T, lw.router.view());  // [T, E]
     for (int64_t t = 0; t < T; ++t)
       route_softmax_topk(router_logits.data() + t * E, E, top_k, pick.data() + t * top_k,
                          weight.data() + t * top_k);
@@ -189,10 +161,8 @@ std::vector<float> LlamaForward::run(LlamaState& state, std::span<const int32_t>
 
   const int64_t rows = all_logits ? T : 1;
   const Vec last(x.end() - rows * D, x.end());
-  const Vec out_in = rms_norm(last, rows, D, w_.output_norm, cfg_.rms_eps);
-  Vec logits;
-  gemm(out_in, rows, w_.output_view(), logits);
-  return logits;
+  const Vec out_in = normed(last, rows, D, w_.output_norm, cfg_.rms_eps);
+  return linear(out_in.data(), rows, w_.output_view());
 }
 
 }  // namespace troupe::model

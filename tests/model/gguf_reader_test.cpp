@@ -154,33 +154,25 @@ TEST(GgufReader, BadHeadersSayWhatIsWrong) {
   // Counts no file of this size could hold: refused before anything is reserved.
   expect_error(Bytes().header(1ull << 62, 0), "tensor_count");
   expect_error(Bytes().header(0, ~0ull), "metadata_kv_count");
-  Bytes long_string;
-  long_string.header(0, 1).put<uint64_t>(1ull << 60).put<uint64_t>(0);
-  expect_error(long_string, "longer than 1 GiB");
-  Bytes long_key;
-  long_key.header(0, 1).put<uint64_t>(1000).put<uint32_t>(0).put<uint64_t>(0);
-  expect_error(long_key, "truncated");
-  Bytes big_array;
-  big_array.header(0, 1).key("a", 9).put<uint32_t>(10).put<uint64_t>(1ull << 61);
-  expect_error(big_array, "array length");
-  Bytes nested;
-  nested.header(0, 1).key("a", 9).put<uint32_t>(9).put<uint64_t>(0);
-  expect_error(nested, "array of arrays");
-  Bytes bad_type;
-  bad_type.header(0, 1).key("a", 13).put<uint32_t>(0);
-  expect_error(bad_type, "unknown value type 13");
-  Bytes bad_bool;
-  bad_bool.header(0, 1).key("a", 7).put<uint8_t>(2);
-  expect_error(bad_bool, "bool byte 2");
+  // One metadata pair after a header announcing it: (bytes of the pair, expected message).
+  const std::vector<std::pair<Bytes, std::string>> bad_kvs = {
+      {Bytes().put<uint64_t>(1ull << 60).put<uint64_t>(0), "longer than 1 GiB"},
+      {Bytes().put<uint64_t>(1000).put<uint32_t>(0).put<uint64_t>(0), "truncated"},
+      {Bytes().key("a", 9).put<uint32_t>(10).put<uint64_t>(1ull << 61), "array length"},
+      {Bytes().key("a", 9).put<uint32_t>(9).put<uint64_t>(0), "array of arrays"},
+      {Bytes().key("a", 13).put<uint32_t>(0), "unknown value type 13"},
+      {Bytes().key("a", 7).put<uint8_t>(2).put<uint32_t>(0), "bool byte 2"},
+      {Bytes().key("general.alignment", 4).put<uint32_t>(3), "not a power of two"},
+      {Bytes().key("general.alignment", 10).put<uint64_t>(32), "general.alignment must be a u32"},
+  };
+  for (const auto& [kv, needle] : bad_kvs) {
+    Bytes x;
+    x.header(0, 1).b.insert(x.b.end(), kv.b.begin(), kv.b.end());
+    expect_error(x, needle);
+  }
   Bytes twice;
   twice.header(0, 2).key("a", 4).put<uint32_t>(1).key("a", 4).put<uint32_t>(2);
   expect_error(twice, "'a' repeats");
-  Bytes align3;
-  align3.header(0, 1).key("general.alignment", 4).put<uint32_t>(3);
-  expect_error(align3, "not a power of two");
-  Bytes align_type;
-  align_type.header(0, 1).key("general.alignment", 10).put<uint64_t>(32);
-  expect_error(align_type, "general.alignment must be a u32");
 }
 
 TEST(GgufReader, BadTensorRecordsSayWhatIsWrong) {
