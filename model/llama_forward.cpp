@@ -152,7 +152,7 @@ std::vector<float> LlamaForward::run(LlamaState& state, std::span<const int32_t>
 
   Vec x(static_cast<size_t>(T * D));
   for (int64_t t = 0; t < T; ++t)
-    std::copy_n(w_.token_embd.values.data() + tokens[t] * D, D, x.data() + t * D);
+    kernels::dequantize_rows(w_.token_embd.view(), tokens[t], 1, x.data() + t * D);
   for (int64_t l = 0; l < cfg_.layers; ++l) {
     attention_block(w_.layers[l], state.k[l], state.v[l], start, x);
     ffn_block(w_.layers[l], x);

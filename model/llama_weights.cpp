@@ -1,5 +1,6 @@
 #include "model/llama_weights.h"
 
+#include <cstdint>
 #include <sstream>
 
 #include "kernels/check.h"
@@ -16,27 +17,45 @@ std::string ne_str(const std::vector<int64_t>& ne) {
   return os.str() + ']';
 }
 
-// The tensor's values as f32, checked against ne (ne[0] first, as GGUF stores it).
-std::vector<float> read_f32(const GgufFile& f, const std::string& name, const std::vector<int64_t>& ne) {
+// The tensor, checked against ne (ne[0] first, as GGUF stores it).
+const GgufTensor& find_checked(const GgufFile& f, const std::string& name, const std::vector<int64_t>& ne) {
   const GgufTensor* t = f.find_tensor(name);
   if (!t) TROUPE_FAIL(f.source() << ": tensor '" << name << "' " << ne_str(ne) << " is missing");
   if (t->ne != ne)
     TROUPE_FAIL(f.source() << ": tensor '" << name << "' has shape " << ne_str(t->ne) << ", expected "
                            << ne_str(ne));
-  std::vector<float> out(static_cast<size_t>(t->numel()));
-  dequantize_ggml(t->type, t->data, t->numel(), out.data());
+  return *t;
+}
+
+std::vector<float> read_f32(const GgufFile& f, const std::string& name, const std::vector<int64_t>& ne) {
+  const GgufTensor& t = find_checked(f, name, ne);
+  std::vector<float> out(static_cast<size_t>(t.numel()));
+  dequantize_ggml(t.type, t.data, t.numel(), out.data());
   return out;
 }
 
 // A [rows, cols] matrix; stacked (ne = [cols, rows, planes]) tensors are planes * rows rows.
-F32Matrix read_matrix(const GgufFile& f, const std::string& name, int64_t rows, int64_t cols,
-                      int64_t planes = 0) {
+LlamaMatrix read_matrix(const GgufFile& f, const std::string& name, int64_t rows, int64_t cols,
+                        int64_t planes = 0) {
   std::vector<int64_t> ne{cols, rows};
   if (planes > 0) ne.push_back(planes);
-  F32Matrix m;
-  m.values = read_f32(f, name, ne);
-  m.rows = rows * (planes > 0 ? planes : 1);
-  m.cols = cols;
+  const GgufTensor& t = find_checked(f, name, ne);
+  LlamaMatrix m;
+  m.full.rows = rows * (planes > 0 ? planes : 1);
+  m.full.cols = cols;
+  // F32 and BF16 in place: GGUF's alignment (>= 1, a power of two) may be below 4, so an
+  // F32 tensor is only read in place when its bytes are float-aligned.
+  const bool f32_in_place = t.type == GgmlType::F32 && reinterpret_cast<uintptr_t>(t.data) % 4 == 0;
+  const bool bf16_in_place = t.type == GgmlType::BF16 && reinterpret_cast<uintptr_t>(t.data) % 2 == 0;
+  if (f32_in_place || bf16_in_place) {
+    m.full.format = f32_in_place ? kernels::WeightFormat::F32 : kernels::WeightFormat::BF16;
+    m.full.data = t.data;
+    return m;
+  }
+  m.owned.resize(static_cast<size_t>(t.numel()));
+  dequantize_ggml(t.type, t.data, t.numel(), m.owned.data());
+  m.full.format = kernels::WeightFormat::F32;
+  m.full.data = m.owned.data();
   return m;
 }
 
@@ -69,10 +88,14 @@ LlamaLayerWeights read_layer(const GgufFile& f, const LlamaConfig& c, int64_t l)
 
 }  // namespace
 
-kernels::WeightView F32Matrix::slice(int64_t r0, int64_t n) const {
-  TROUPE_CHECK(r0 >= 0 && n >= 0 && r0 + n <= rows, "F32Matrix::slice: rows [", r0, ", ", r0 + n,
-               ") of ", rows);
-  return {kernels::WeightFormat::F32, n, cols, values.data() + r0 * cols, nullptr};
+kernels::WeightView LlamaMatrix::slice(int64_t r0, int64_t n) const {
+  TROUPE_CHECK(r0 >= 0 && n >= 0 && r0 + n <= full.rows, "LlamaMatrix::slice: rows [", r0, ", ",
+               r0 + n, ") of ", full.rows);
+  const int64_t elem_bytes = full.format == kernels::WeightFormat::BF16 ? 2 : 4;
+  kernels::WeightView v = full;
+  v.rows = n;
+  v.data = static_cast<const uint8_t*>(full.data) + r0 * full.cols * elem_bytes;
+  return v;
 }
 
 LlamaWeights load_llama_weights(const GgufFile& f, const LlamaConfig& c) {
