@@ -85,6 +85,9 @@ uint16_t f32_to_f16(float x) {
 }
 
 void dequantize_ggml(GgmlType type, const uint8_t* src, int64_t n, float* out) {
+  // A tensor with a zero dimension has no bytes and its f32 buffer may be null (memcpy
+  // with a null pointer is undefined even for 0 bytes: found by the gguf fuzz target).
+  if (n == 0) return;
   switch (type) {
     case GgmlType::F32:
       std::memcpy(out, src, static_cast<size_t>(n) * 4);

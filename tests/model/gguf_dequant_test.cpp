@@ -76,6 +76,13 @@ TEST(GgufDequant, Q4_0IsDTimesNibbleMinus8BitForBit) {
   expect_bits(dequant(GgmlType::Q4_0, b, n), testing::ref_dequant_q4_0(b.data(), n));
 }
 
+// A zero-element tensor (a zero dimension) writes nothing and touches no pointer.
+TEST(GgufDequant, NoElementsIsANoOpEvenWithNullBuffers) {
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
+                     GgmlType::MXFP4})
+    EXPECT_NO_THROW(dequantize_ggml(t, nullptr, 0, nullptr));
+}
+
 TEST(GgufDequant, Q4_0LowNibblesAreTheFirstHalfOfTheBlock) {
   std::vector<uint8_t> b(18, 0x88);  // every nibble 8 -> 0
   b[0] = 0x00, b[1] = 0x40;          // d = 2.0
