@@ -11,11 +11,13 @@
 namespace troupe::model {
 namespace {
 
+// resize + memcpy rather than insert: g++ 12 -O3 reports a false -Wstringop-overflow on
+// the insert of a few bytes into an empty vector.
 template <class T>
 void put(std::vector<uint8_t>& out, T v) {
-  uint8_t b[sizeof(T)];
-  std::memcpy(b, &v, sizeof(T));
-  out.insert(out.end(), b, b + sizeof(T));
+  const size_t at = out.size();
+  out.resize(at + sizeof(T));
+  std::memcpy(out.data() + at, &v, sizeof(T));
 }
 
 void put_string(std::vector<uint8_t>& out, const std::string& s) {
