@@ -1,6 +1,10 @@
 // `troupe generate`: prompt -> streamed text on stdout, on --model DIR or the
-// built-in tiny model. Prefill once, then one decode step per token.
+// built-in tiny model. Prefill once, then one decode step per token. A .gguf --model
+// (LLaMA family) takes --prompt (its embedded SentencePiece-style vocabulary) or --tokens
+// (then prints the generated token ids).
+#include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -9,6 +13,7 @@
 #include "cli/loaded_model.h"
 #include "kernels/check.h"
 #include "kernels/sampling.h"
+#include "model/llama_model.h"
 #include "model/speculative.h"
 
 namespace troupe::cli {
@@ -18,10 +23,13 @@ namespace {
 // (the decoder shows it as U+FFFD until its last byte arrives).
 class TextStream {
  public:
-  explicit TextStream(const model::Tokenizer& t) : tok_(t) {}
+  using Decode = std::function<std::string(const std::vector<int32_t>&)>;
+  explicit TextStream(const model::Tokenizer& t)
+      : decode_([&t](const std::vector<int32_t>& ids) { return t.decode(ids, /*skip_special=*/true); }) {}
+  explicit TextStream(Decode decode) : decode_(std::move(decode)) {}
   void push(int32_t id) {
     ids_.push_back(id);
-    const std::string text = tok_.decode(ids_, /*skip_special=*/true);
+    const std::string text = decode_(ids_);
     if (text.size() >= 3 && text.compare(text.size() - 3, 3, "\xEF\xBF\xBD") == 0) return;
     if (text.size() > printed_) {
       std::fwrite(text.data() + printed_, 1, text.size() - printed_, stdout);
@@ -31,7 +39,7 @@ class TextStream {
   }
 
  private:
-  const model::Tokenizer& tok_;
+  Decode decode_;
   std::vector<int32_t> ids_;
   size_t printed_ = 0;
 };
@@ -71,16 +79,67 @@ void generate_speculative(const LoadedModel& m, const std::vector<int32_t>& prom
                r.stats.tokens_per_step());
 }
 
+// One token from one row of logits (the step number is the sampler's counter).
+int32_t sample_token(const float* logits, int64_t vocab, const kernels::SamplingParams& sampling,
+                     int64_t step) {
+  int32_t token = 0;
+  const uint64_t stream = 0, counter = static_cast<uint64_t>(step);
+  kernels::SampleParams sp;
+  sp.logits = logits;
+  sp.out = &token;
+  sp.m = 1;
+  sp.vocab = vocab;
+  sp.sampling = &sampling;
+  sp.streams = &stream;
+  sp.counters = &counter;
+  kernels::sample(sp);
+  return token;
+}
+
+// A .gguf model (LLaMA family): --prompt TEXT through the file's SentencePiece-style
+// vocabulary streams text; --tokens 1,2,3 prints the generated ids, comma-separated.
+int generate_gguf(const std::string& path, const Args& a, int64_t max_tokens,
+                  const kernels::SamplingParams& sampling) {
+  if (a.has("speculative")) TROUPE_FAIL("--speculative needs a V4.1 model with a DSpark draft");
+  if (a.has("prompt") == a.has("tokens"))
+    TROUPE_FAIL("give one of --prompt TEXT or --tokens 1,2,3 with a .gguf model");
+  const auto m = model::LlamaModel::load(path, /*need_tokenizer=*/a.has("prompt"));
+  std::vector<int32_t> next = a.has("prompt")
+                                  ? m->tokenizer->encode(*a.get("prompt"), m->tokenizer->adds_bos())
+                                  : parse_token_ids(*a.get("tokens"));
+  if (next.empty()) TROUPE_FAIL("--prompt: the text encodes to no tokens");
+  const int64_t room = m->config.context_length - static_cast<int64_t>(next.size());
+  if (room < 1) TROUPE_FAIL("prompt of " << next.size() << " tokens does not fit the context");
+  model::LlamaState state = model::LlamaState::empty(m->config);
+  std::string ids;
+  TextStream text([&m](const std::vector<int32_t>& t) { return m->tokenizer->decode(t, /*strip_prefix_space=*/false); });
+  for (int64_t step = 0; step < std::min(max_tokens, room); ++step) {
+    const auto logits = m->forward->run(state, next, /*all_logits=*/false);
+    const int32_t token = sample_token(logits.data(), m->config.vocab_size, sampling, step);
+    if (token == m->config.eos_token_id && !a.has("ignore-eos")) break;
+    if (a.has("prompt")) text.push(token);
+    else ids += (ids.empty() ? "" : ",") + std::to_string(token);
+    next = {token};
+  }
+  std::printf("%s\n", ids.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int run_generate(const CommandArgs& argv) {
-  Args a(argv, {"model", "prompt", "max-tokens", "temperature", "top-k", "top-p", "min-p", "seed"},
+  Args a(argv,
+         {"model", "prompt", "tokens", "max-tokens", "temperature", "top-k", "top-p", "min-p",
+          "seed"},
          {"ignore-eos", "speculative"});
-  const auto prompt = a.get("prompt");
-  if (!prompt) TROUPE_FAIL("--prompt TEXT is required");
   const int64_t max_tokens = a.get_int("max-tokens", 32);
   if (max_tokens < 1 || max_tokens > 1'000'000) TROUPE_FAIL("--max-tokens must be in [1, 1000000]");
   const kernels::SamplingParams sampling = sampling_from(a);
+  if (model::is_gguf_path(a.get_or("model", "")))
+    return generate_gguf(*a.get("model"), a, max_tokens, sampling);
+  if (a.has("tokens")) TROUPE_FAIL("--tokens is for .gguf models; give --prompt TEXT");
+  const auto prompt = a.get("prompt");
+  if (!prompt) TROUPE_FAIL("--prompt TEXT is required");
 
   auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/true);
   std::vector<int32_t> next = m->tokenizer->encode(*prompt, /*add_bos=*/true);
@@ -95,21 +154,10 @@ int run_generate(const CommandArgs& argv) {
   }
   model::SequenceState state = model::SequenceState::empty(m->config);
   TextStream out(*m->tokenizer);
-  const uint64_t stream = 0;
   for (int64_t step = 0; step < std::min(max_tokens, room); ++step) {
     model::SequenceInput in{&state, next, false};
     const auto logits = m->forward->run({&in, 1});
-    int32_t token = 0;
-    const uint64_t counter = static_cast<uint64_t>(step);
-    kernels::SampleParams sp;
-    sp.logits = logits[0].data();
-    sp.out = &token;
-    sp.m = 1;
-    sp.vocab = m->config.vocab_size;
-    sp.sampling = &sampling;
-    sp.streams = &stream;
-    sp.counters = &counter;
-    kernels::sample(sp);
+    const int32_t token = sample_token(logits[0].data(), m->config.vocab_size, sampling, step);
     if (token == m->config.eos_token_id && !a.has("ignore-eos")) break;
     out.push(token);
     next = {token};

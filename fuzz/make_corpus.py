@@ -213,7 +213,87 @@ def expert_loads_json():
     write("expert_loads_json", "nested.json", "[[[1]], 2]")
 
 
+# GGUF v3 (model/gguf.h): metadata values as (gguf type, python value) pairs.
+GGUF_FMT = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
+            10: "<Q", 11: "<q", 12: "<d"}
+
+
+def gguf_str(s):
+    b = s.encode()
+    return struct.pack("<Q", len(b)) + b
+
+
+def gguf_value(t, v):
+    if t == 8:
+        return gguf_str(v)
+    if t == 9:
+        et, items = v
+        return struct.pack("<IQ", et, len(items)) + b"".join(gguf_value(et, x) for x in items)
+    return struct.pack(GGUF_FMT[t], v)
+
+
+def gguf_file(kvs, tensors, align=32):
+    """kvs: [(key, type, value)]; tensors: [(name, ne, ggml type, raw bytes)]."""
+    out = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs))
+    for k, t, v in kvs:
+        out += gguf_str(k) + struct.pack("<I", t) + gguf_value(t, v)
+    offset, data = 0, b""
+    for name, ne, t, raw in tensors:
+        out += gguf_str(name) + struct.pack("<I", len(ne)) + struct.pack(f"<{len(ne)}Q", *ne)
+        out += struct.pack("<IQ", t, offset)
+        data += raw + b"\0" * ((-len(raw)) % align)
+        offset = len(data)
+    return out + b"\0" * ((-len(out)) % align) + data
+
+
+def gguf_llama(t, block_bytes, block, experts=0):
+    """A 1-layer LLaMA (D 32, F 32, 2 heads, vocab 8) with matrices of ggml type t."""
+    def mat(name, rows, cols, planes=0):
+        ne = [cols, rows] + ([planes] if planes else [])
+        n = rows * cols * max(planes, 1)
+        raw = bytes((i * 37 + 11) % 251 & 0xFB if (i % block_bytes) == 1 else (i * 37) % 256
+                    for i in range(n // block * block_bytes))
+        return (name, ne, t, raw)
+    f32 = lambda name, n: (name, [n], 0, struct.pack(f"<{n}f", *([1.0] * n)))
+    kvs = [("general.architecture", 8, "llama"), ("llama.context_length", 4, 16),
+           ("llama.embedding_length", 4, 32), ("llama.block_count", 4, 1),
+           ("llama.feed_forward_length", 4, 32), ("llama.attention.head_count", 4, 2),
+           ("llama.attention.head_count_kv", 4, 1), ("llama.rope.freq_base", 6, 10000.0),
+           ("llama.attention.layer_norm_rms_epsilon", 6, 1e-5),
+           ("tokenizer.ggml.tokens", 9, (8, [f"t{i}" for i in range(8)]))]
+    ts = [mat("token_embd.weight", 8, 32), f32("output_norm.weight", 32),
+          f32("blk.0.attn_norm.weight", 32), mat("blk.0.attn_q.weight", 32, 32),
+          mat("blk.0.attn_k.weight", 16, 32), mat("blk.0.attn_v.weight", 16, 32),
+          mat("blk.0.attn_output.weight", 32, 32), f32("blk.0.ffn_norm.weight", 32)]
+    if experts:
+        kvs += [("llama.expert_count", 4, experts), ("llama.expert_used_count", 4, 2)]
+        ts += [("blk.0.ffn_gate_inp.weight", [32, experts], 0, b"\0" * 128 * experts),
+               mat("blk.0.ffn_gate_exps.weight", 32, 32, experts),
+               mat("blk.0.ffn_up_exps.weight", 32, 32, experts),
+               mat("blk.0.ffn_down_exps.weight", 32, 32, experts)]
+    else:
+        ts += [mat("blk.0.ffn_gate.weight", 32, 32), mat("blk.0.ffn_up.weight", 32, 32),
+               mat("blk.0.ffn_down.weight", 32, 32)]
+    return gguf_file(kvs, ts)
+
+
+def gguf():
+    write("gguf", "llama-f32", gguf_llama(0, 4, 1))
+    write("gguf", "llama-f16", gguf_llama(1, 2, 1))
+    write("gguf", "llama-q8_0", gguf_llama(8, 34, 32))
+    write("gguf", "llama-q4_0-moe", gguf_llama(2, 18, 32, experts=2))
+    write("gguf", "every-value-type", gguf_file(
+        [("u8", 0, 7), ("i8", 1, -7), ("u16", 2, 700), ("i16", 3, -700), ("u32", 4, 7 << 20),
+         ("i32", 5, -7 << 20), ("f32", 6, 0.5), ("bool", 7, True), ("str", 8, "s"),
+         ("u64", 10, 7 << 40), ("i64", 11, -7 << 40), ("f64", 12, 0.25),
+         ("general.alignment", 4, 64), ("strs", 9, (8, ["a", "bc"])), ("f32s", 9, (6, [1.0])),
+         ("bools", 9, (7, [True, False]))],
+        [("bf16", [4], 30, b"\x80\x3f" * 4), ("mxfp4", [32], 39, b"\x7f" + b"\x21" * 16)],
+        align=64))
+    write("gguf", "truncated", gguf_llama(8, 34, 32)[:700])
+
+
 if __name__ == "__main__":
     for make in (openai_body, http_request, tcp_frame, serve_config, safetensors,
-                 tokenizer_json, expert_loads_json):
+                 tokenizer_json, expert_loads_json, gguf):
         make()

@@ -1,0 +1,34 @@
+// GGUF files (model/gguf): the bytes are a whole .gguf file, parsed in place. A file that
+// parses has every tensor dequantized end to end (the header checks promise each lies
+// inside the bytes, whole blocks), and then goes through the LLaMA config and weight
+// loader (shapes checked against metadata before anything is allocated).
+// Contract: a bad file is a troupe::Error; any other exception is a finding.
+#include <vector>
+
+#include "fuzz/targets.h"
+#include "kernels/check.h"
+#include "model/gguf.h"
+#include "model/gguf_dequant.h"
+#include "model/llama_config.h"
+#include "model/llama_weights.h"
+
+namespace troupe::fuzz {
+
+void gguf(const uint8_t* data, size_t size) {
+  try {
+    const auto f = model::GgufFile::parse({data, size}, "fuzz.gguf");
+    std::vector<float> out;
+    for (const model::GgufTensor& t : f.tensors()) {
+      out.resize(static_cast<size_t>(t.numel()));
+      model::dequantize_ggml(t.type, t.data, t.numel(), out.data());
+    }
+    const model::LlamaConfig c = model::llama_config_from_gguf(f);
+    volatile size_t sink = model::load_llama_weights(f, c).layers.size();
+    (void)sink;
+  } catch (const Error&) {
+  }
+}
+
+}  // namespace troupe::fuzz
+
+TROUPE_FUZZ_MAIN(troupe::fuzz::gguf)

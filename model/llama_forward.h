@@ -1,0 +1,60 @@
+// The LLaMA-family forward pass (one sequence, contiguous KV), on troupe's kernels:
+//
+//   x = token_embd[tokens]
+//   per layer l:
+//     attn_in  = RMSNorm(x, attn_norm)
+//     q, k, v  = attn_in · Wqᵀ, Wkᵀ, Wvᵀ;  RoPE(q), RoPE(k) on adjacent pairs (ggml's "normal"
+//                mode), θ = llama.rope.freq_base
+//     attn     = causal softmax(q·kᵀ / sqrt(hd)) · v, query head h reads kv head h / (H / KV)
+//     x       += attn · Woᵀ
+//     ffn_in   = RMSNorm(x, ffn_norm)
+//     dense:  x += Wdown · (silu(Wgate · ffn_in) ⊙ Wup · ffn_in)
+//     MoE:    router logits = Wr · ffn_in; the top-k experts (ties -> lower index), weights =
+//             softmax over the k selected logits (= llama.cpp's softmax over all, then
+//             renormalised over the selected); x += Σ weight_e · Expert_e(ffn_in)
+//   logits = RMSNorm(x, output_norm) · Woutᵀ (Wout = token_embd when tied)
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "model/llama_config.h"
+#include "model/llama_weights.h"
+
+namespace troupe::model {
+
+// K and V of every position so far, per layer: [length, KV * hd] each.
+struct LlamaState {
+  std::vector<std::vector<float>> k, v;
+  int64_t length = 0;
+  static LlamaState empty(const LlamaConfig& c);
+};
+
+class LlamaForward {
+ public:
+  LlamaForward(const LlamaConfig& config, const LlamaWeights& weights);
+
+  // Appends tokens to state and returns logits [rows, V] flattened: rows = tokens.size()
+  // with all_logits, else 1 (the last). Empty tokens, ids outside the vocabulary or a
+  // context overflow throw troupe::Error before the state changes.
+  std::vector<float> run(LlamaState& state, std::span<const int32_t> tokens, bool all_logits) const;
+
+  const LlamaConfig& config() const { return cfg_; }
+
+ private:
+  void attention_block(const LlamaLayerWeights& lw, std::vector<float>& k_cache,
+                       std::vector<float>& v_cache, int64_t start, std::vector<float>& x) const;
+  void ffn_block(const LlamaLayerWeights& lw, std::vector<float>& x) const;
+
+  const LlamaConfig& cfg_;
+  const LlamaWeights& w_;
+  std::vector<double> rope_freqs_;  // [hd / 2]
+};
+
+// Mixtral routing of one row: the k largest logits (ties -> lower expert) and the softmax
+// over them. pick[k], weight[k].
+void route_softmax_topk(const float* logits, int64_t experts, int64_t k, int32_t* pick,
+                        float* weight);
+
+}  // namespace troupe::model

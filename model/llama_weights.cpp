@@ -1,0 +1,111 @@
+#include "model/llama_weights.h"
+
+#include <cstdint>
+#include <sstream>
+
+#include "kernels/check.h"
+#include "model/gguf.h"
+#include "model/gguf_dequant.h"
+
+namespace troupe::model {
+namespace {
+
+std::string ne_str(const std::vector<int64_t>& ne) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < ne.size(); ++i) os << (i ? ", " : "") << ne[i];
+  return os.str() + ']';
+}
+
+// The tensor, checked against ne (ne[0] first, as GGUF stores it).
+const GgufTensor& find_checked(const GgufFile& f, const std::string& name, const std::vector<int64_t>& ne) {
+  const GgufTensor* t = f.find_tensor(name);
+  if (!t) TROUPE_FAIL(f.source() << ": tensor '" << name << "' " << ne_str(ne) << " is missing");
+  if (t->ne != ne)
+    TROUPE_FAIL(f.source() << ": tensor '" << name << "' has shape " << ne_str(t->ne) << ", expected "
+                           << ne_str(ne));
+  return *t;
+}
+
+std::vector<float> read_f32(const GgufFile& f, const std::string& name, const std::vector<int64_t>& ne) {
+  const GgufTensor& t = find_checked(f, name, ne);
+  std::vector<float> out(static_cast<size_t>(t.numel()));
+  dequantize_ggml(t.type, t.data, t.numel(), out.data());
+  return out;
+}
+
+// A [rows, cols] matrix; stacked (ne = [cols, rows, planes]) tensors are planes * rows rows.
+LlamaMatrix read_matrix(const GgufFile& f, const std::string& name, int64_t rows, int64_t cols,
+                        int64_t planes = 0) {
+  std::vector<int64_t> ne{cols, rows};
+  if (planes > 0) ne.push_back(planes);
+  const GgufTensor& t = find_checked(f, name, ne);
+  LlamaMatrix m;
+  m.full.rows = rows * (planes > 0 ? planes : 1);
+  m.full.cols = cols;
+  // F32 and BF16 in place: GGUF's alignment (>= 1, a power of two) may be below 4, so an
+  // F32 tensor is only read in place when its bytes are float-aligned.
+  const bool f32_in_place = t.type == GgmlType::F32 && reinterpret_cast<uintptr_t>(t.data) % 4 == 0;
+  const bool bf16_in_place = t.type == GgmlType::BF16 && reinterpret_cast<uintptr_t>(t.data) % 2 == 0;
+  if (f32_in_place || bf16_in_place) {
+    m.full.format = f32_in_place ? kernels::WeightFormat::F32 : kernels::WeightFormat::BF16;
+    m.full.data = t.data;
+    return m;
+  }
+  m.owned.resize(static_cast<size_t>(t.numel()));
+  dequantize_ggml(t.type, t.data, t.numel(), m.owned.data());
+  m.full.format = kernels::WeightFormat::F32;
+  m.full.data = m.owned.data();
+  return m;
+}
+
+LlamaLayerWeights read_layer(const GgufFile& f, const LlamaConfig& c, int64_t l) {
+  const std::string p = "blk." + std::to_string(l) + ".";
+  const int64_t D = c.dim, F = c.ffn_dim, Q = c.heads * c.head_dim, KV = c.kv_heads * c.head_dim;
+  LlamaLayerWeights w;
+  w.attn_norm = read_f32(f, p + "attn_norm.weight", {D});
+  w.wq = read_matrix(f, p + "attn_q.weight", Q, D);
+  w.wk = read_matrix(f, p + "attn_k.weight", KV, D);
+  w.wv = read_matrix(f, p + "attn_v.weight", KV, D);
+  w.wo = read_matrix(f, p + "attn_output.weight", D, Q);
+  w.ffn_norm = read_f32(f, p + "ffn_norm.weight", {D});
+  if (!c.is_moe()) {
+    w.gate = read_matrix(f, p + "ffn_gate.weight", F, D);
+    w.up = read_matrix(f, p + "ffn_up.weight", F, D);
+    w.down = read_matrix(f, p + "ffn_down.weight", D, F);
+    return w;
+  }
+  const int64_t E = c.experts;
+  if (!f.find_tensor(p + "ffn_gate_exps.weight") && f.find_tensor(p + "ffn_gate.0.weight"))
+    TROUPE_FAIL(f.source() << ": per-expert tensors (" << p << "ffn_gate.0.weight, ...) are the old "
+                           "Mixtral layout; troupe reads the stacked " << p << "ffn_gate_exps.weight");
+  w.router = read_matrix(f, p + "ffn_gate_inp.weight", E, D);
+  w.gate = read_matrix(f, p + "ffn_gate_exps.weight", F, D, E);
+  w.up = read_matrix(f, p + "ffn_up_exps.weight", F, D, E);
+  w.down = read_matrix(f, p + "ffn_down_exps.weight", D, F, E);
+  return w;
+}
+
+}  // namespace
+
+kernels::WeightView LlamaMatrix::slice(int64_t r0, int64_t n) const {
+  TROUPE_CHECK(r0 >= 0 && n >= 0 && r0 + n <= full.rows, "LlamaMatrix::slice: rows [", r0, ", ",
+               r0 + n, ") of ", full.rows);
+  const int64_t elem_bytes = full.format == kernels::WeightFormat::BF16 ? 2 : 4;
+  kernels::WeightView v = full;
+  v.rows = n;
+  v.data = static_cast<const uint8_t*>(full.data) + r0 * full.cols * elem_bytes;
+  return v;
+}
+
+LlamaWeights load_llama_weights(const GgufFile& f, const LlamaConfig& c) {
+  LlamaWeights w;
+  w.token_embd = read_matrix(f, "token_embd.weight", c.vocab_size, c.dim);
+  w.output_norm = read_f32(f, "output_norm.weight", {c.dim});
+  if (f.find_tensor("output.weight")) w.output = read_matrix(f, "output.weight", c.vocab_size, c.dim);
+  w.layers.reserve(static_cast<size_t>(c.layers));
+  for (int64_t l = 0; l < c.layers; ++l) w.layers.push_back(read_layer(f, c, l));
+  return w;
+}
+
+}  // namespace troupe::model
