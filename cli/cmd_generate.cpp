@@ -75,10 +75,11 @@ void generate_speculative(const LoadedModel& m, const std::vector<int32_t>& prom
 }
 
 // --speculative-config JSON: one request through the Engine with DSpark drafting and
-// batched verification (the serving path, paged rollback); stats to stderr.
+// verification (the serving path, paged rollback; sampling stays exact); stats to stderr.
 void generate_engine_speculative(const LoadedModel& m, const std::vector<int32_t>& prompt,
                                  int64_t n, bool ignore_eos,
-                                 const runtime::SpeculativeConfig& spec) {
+                                 const runtime::SpeculativeConfig& spec,
+                                 const kernels::SamplingParams& sampling) {
   if (spec.method != "dspark")
     TROUPE_FAIL("speculative-config: method \"" << spec.method
                 << "\" is a bench/test mode (troupe bench forward --speculative); generate "
@@ -94,6 +95,7 @@ void generate_engine_speculative(const LoadedModel& m, const std::vector<int32_t
   runtime::RequestParams params;
   params.max_tokens = n;
   params.ignore_eos = ignore_eos;
+  params.sampling = sampling;
   engine.add_request(0, prompt, params);
   while (engine.has_unfinished()) {
     for (const runtime::RequestOutput& o : engine.step()) {
@@ -140,9 +142,8 @@ int run_generate(const CommandArgs& argv) {
   if (room < 1) TROUPE_FAIL("prompt of " << next.size() << " tokens does not fit the context");
 
   if (a.has("speculative-config")) {
-    if (sampling.temperature != 0.0f)
-      TROUPE_FAIL("--speculative-config supports greedy only (temperature 0) for now");
-    generate_engine_speculative(*m, next, std::min(max_tokens, room), a.has("ignore-eos"), spec);
+    generate_engine_speculative(*m, next, std::min(max_tokens, room), a.has("ignore-eos"), spec,
+                                sampling);
     return 0;
   }
   if (a.has("speculative")) {

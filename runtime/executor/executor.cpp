@@ -118,11 +118,12 @@ std::vector<SampledChunk> Executor::run(const StepPlan& plan) {
   return sampled;
 }
 
-SampledChunk Executor::sample(const ScheduledChunk& c, std::span<const float> logits) {
+SampledChunk Executor::sample(const ScheduledChunk& c, std::span<const float> logits,
+                              uint64_t later) {
   int32_t token = 0;
   // The draws depend on the request's seed and output index only (not on its id, batch or
   // step), so a seed reproduces across requests as with vLLM's per-request generator.
-  const uint64_t stream = 0, counter = c.sample_counter;
+  const uint64_t stream = 0, counter = c.sample_counter + later;
   kernels::SampleParams sp;
   sp.logits = logits.data();
   sp.out = &token;
@@ -162,9 +163,14 @@ SampledChunk Executor::verify(const ScheduledChunk& c, std::span<const int32_t> 
   SampledChunk out;
   out.num_draft_tokens = rows - 1;
   // Row j's logits predict position start + j + 1, whose draft is tokens[j + 1]. Each
-  // emitted token goes through sample() (greedy: argmax), exactly as a plain decode's.
+  // emitted token is drawn by sample() with its own output index, exactly as a plain
+  // decode would draw it; a draft is accepted when the draw equals it. For a drafter's
+  // point-mass proposal this is the speculative-sampling rule (docs/model-notes.md,
+  // "Speculative sampling"): d is kept with probability p(d), else the token comes from
+  // p without d, renormalised - so every emitted token has the target's distribution,
+  // and with the same seed the very tokens of plain decoding.
   for (int64_t j = 0; j < rows; ++j) {
-    SampledChunk one = sample(c, logits.subspan(j * V, V));
+    SampledChunk one = sample(c, logits.subspan(j * V, V), static_cast<uint64_t>(j));
     out.tokens.push_back(one.tokens[0]);
     if (!one.logprobs.empty()) out.logprobs.push_back(std::move(one.logprobs[0]));
     if (j + 1 == rows || one.tokens[0] != tokens[j + 1]) break;  // the first disagreement

@@ -76,12 +76,13 @@ class Executor {
   // the plan was made ahead of). False if there is none (that step failed): skip it.
   bool resolve_tokens(const ScheduledChunk& c, std::vector<int32_t>& tokens) const;
 
-  // Samples chunk c's token from `logits` (its own stream: the request id) and records it.
-  SampledChunk sample(const ScheduledChunk& c, std::span<const float> logits);
+  // Samples chunk c's token from `logits` (its own stream: the request id) and records it;
+  // `later`: the token is that many output tokens after the chunk's first (verify rows).
+  SampledChunk sample(const ScheduledChunk& c, std::span<const float> logits, uint64_t later = 0);
   // Drafts for a speculative chunk whose tokens are [bonus]; appends them to tokens.
   void draft(const ScheduledChunk& c, std::vector<int32_t>& tokens) const;
-  // Greedy verification of [bonus, d_1..d_k'] from their logits [k' + 1, V]: the drafts
-  // the target's argmax agrees with, then the target's token (MODEL.md §8).
+  // Verification of [bonus, d_1..d_k'] from their logits [k' + 1, V]: the drafts the
+  // target's own draws agree with, then the target's token (MODEL.md §8; greedy: argmax).
   SampledChunk verify(const ScheduledChunk& c, std::span<const int32_t> tokens,
                       std::span<const float> logits);
   // A fork chunk: the sibling gets its leader's state (right after the leader's prompt,

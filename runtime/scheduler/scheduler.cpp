@@ -96,9 +96,9 @@ void Scheduler::schedule_running(StepPlan& plan, StepBudget& budget, bool decode
   }
 }
 
-bool Scheduler::speculates(const Request& r) const {
-  return config_.num_speculative_tokens > 0 && r.params.sampling.temperature == 0.0f;
-}
+// Greedy and sampled requests alike: verification draws each token as plain decoding
+// would (Executor::verify), so sampling stays exact.
+bool Scheduler::speculates(const Request& r) const { return config_.num_speculative_tokens > 0; }
 
 // Drafts a speculating decode verifies: k, cut so that the accepted drafts and the
 // target's token fit max_tokens, max_model_len and the step's token budget (the decode's

@@ -15,6 +15,7 @@
 #include <map>
 #include <numeric>
 
+#include "kernels/sampling.h"
 #include "model/footprint.h"
 #include "runtime/engine.h"
 #include "runtime/golden_engine_config.h"
@@ -80,11 +81,15 @@ EngineConfig engine_config(bool async, int64_t k, const std::string& method) {
   return c;
 }
 
-EngineRun run(const model::Forward& forward, EngineConfig config, const Drafter* drafter) {
+// sampling: every request's parameters (seed: its own id added to sampling.seed).
+EngineRun run(const model::Forward& forward, EngineConfig config, const Drafter* drafter,
+              const kernels::SamplingParams& sampling = {}) {
   Engine e(forward, nullptr, config, drafter);
   for (const Job& j : workload()) {
     RequestParams p = greedy(j.max_tokens);
     p.num_logprobs = j.num_logprobs;
+    p.sampling = sampling;
+    p.sampling.seed = sampling.seed + static_cast<uint64_t>(j.id);
     std::vector<Sibling> sibs;
     for (RequestId s : j.siblings) sibs.push_back({s, p});
     e.add_request(j.id, j.prompt, p, sibs);
@@ -217,6 +222,47 @@ TEST_P(SpeculativeEngine, OracleDraftPartlyAcceptedMatchesPlainGreedy) {
   expect_consistent_counts(got.figures);
   EXPECT_GT(got.figures.spec_num_accepted_tokens, 0);
   EXPECT_LT(got.figures.spec_num_accepted_tokens, got.figures.spec_num_draft_tokens);
+}
+
+// Sampling (temperature > 0): verification draws each token with the request's seed and
+// output index as plain decoding does, so the tokens equal a plain engine's run with the
+// same seeds - with drafts that are often right (the oracle knows the plain sampled run).
+TEST_P(SpeculativeEngine, SampledTokensEqualPlainSampling) {
+  kernels::SamplingParams s;
+  s.temperature = 0.9f;
+  s.top_k = 40;
+  s.top_p = 0.95f;
+  s.seed = 5;
+  const auto& d = golden_draft();
+  const EngineRun plain = run(*d.forward, engine_config(GetParam(), 0, ""), nullptr, s);
+  OracleDrafter drafter(0.7, golden_model().config.vocab_size, 3);
+  for (const Job& j : workload()) {
+    std::vector<RequestId> ids{j.id};
+    ids.insert(ids.end(), j.siblings.begin(), j.siblings.end());
+    for (RequestId id : ids) {
+      std::vector<int32_t> seq = j.prompt;
+      seq.insert(seq.end(), plain.tokens.at(id).begin(), plain.tokens.at(id).end());
+      drafter.set_sequence(id, seq);
+    }
+  }
+  const EngineRun got = run(*d.forward, engine_config(GetParam(), 3, "oracle"), &drafter, s);
+  for (const auto& [id, want] : plain.tokens) {
+    SCOPED_TRACE("request " + std::to_string(id));
+    const std::vector<int32_t>& t = got.tokens.at(id);
+    if (id == kAborted) {
+      ASSERT_LE(t.size(), want.size());
+      EXPECT_TRUE(std::equal(t.begin(), t.end(), want.begin()));
+      continue;
+    }
+    EXPECT_EQ(t, want);
+  }
+  expect_consistent_counts(got.figures);
+  EXPECT_GT(got.figures.spec_num_accepted_tokens, 0);
+  // The real draft on sampled requests: same tokens too.
+  const DsparkDrafter dspark(*d.draft);
+  const EngineRun real = run(*d.forward, engine_config(GetParam(), 3, "dspark"), &dspark, s);
+  for (const auto& [id, want] : plain.tokens)
+    if (id != kAborted) EXPECT_EQ(real.tokens.at(id), want) << "request " << id;
 }
 
 INSTANTIATE_TEST_SUITE_P(Scheduling, SpeculativeEngine, ::testing::Values(false, true),

@@ -1,7 +1,7 @@
 // The scheduler with speculative decoding on (num_speculative_tokens = k), over a real
 // KvCacheManager and a mocked model: a greedy decode takes k + 1 tokens of the step's
-// budget (fewer near max_tokens, max_model_len or the budget's end), sampled requests do
-// not speculate, accepted drafts advance the computed count, and EOS inside an accepted
+// budget (fewer near max_tokens, max_model_len or the budget's end), sampled requests
+// speculate too, accepted drafts advance the computed count, and EOS inside an accepted
 // run ends the request at the EOS token.
 #include <gtest/gtest.h>
 
@@ -130,14 +130,14 @@ TEST(SpeculativeScheduler, EosInsideAnAcceptedRunEndsThere) {
   EXPECT_EQ(h.kv.num_used_blocks(), 0);
 }
 
-TEST(SpeculativeScheduler, SampledRequestsDecodeOneToken) {
+TEST(SpeculativeScheduler, SampledRequestsSpeculateWithTheirOutputIndex) {
   SpecHarness h(64);
   h.add(0, 3, 100, /*temperature=*/0.8f);
   h.step();
   const StepPlan p = h.step();
   ASSERT_EQ(p.chunks.size(), 1u);
-  EXPECT_EQ(p.chunks[0].num_draft_tokens, 0);
-  EXPECT_EQ(p.chunks[0].num_tokens, 1);
+  EXPECT_EQ(p.chunks[0].num_draft_tokens, 3);
+  EXPECT_EQ(p.chunks[0].sample_counter, 1u);  // output token 1 (row j draws with 1 + j)
 }
 
 TEST(SpeculativeScheduler, NeedsTheAnchorTokenInTheLookback) {
