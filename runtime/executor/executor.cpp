@@ -99,14 +99,13 @@ std::vector<SampledChunk> Executor::run(const StepPlan& plan) {
   for (size_t k = 0; k < ran.size(); ++k) {
     const ScheduledChunk& c = plan.chunks[ran[k]];
     if (!c.sample) continue;
-    if (undo[ran[k]] != nullptr) {
+    if (undo[ran[k]] != nullptr) {  // keep the accepted positions' state only
       sampled[ran[k]] = verify(c, tokens[ran[k]], logits[k]);
       undo[ran[k]]->rollback(c.start + static_cast<int64_t>(sampled[ran[k]].tokens.size()));
-      logits_of[c.id] = k;
-      continue;
+    } else {
+      TROUPE_CHECK(static_cast<int64_t>(logits[k].size()) == V, "no logits for request ", c.id);
+      sampled[ran[k]] = sample(c, logits[k]);
     }
-    TROUPE_CHECK(static_cast<int64_t>(logits[k].size()) == V, "no logits for request ", c.id);
-    sampled[ran[k]] = sample(c, logits[k]);
     logits_of[c.id] = k;
   }
   for (size_t i = 0; i < plan.chunks.size(); ++i) {

@@ -70,7 +70,7 @@ const std::vector<int32_t>& prompt() {
 
 kernels::SamplingParams sampling(uint64_t seed) {
   kernels::SamplingParams s;
-  s.temperature = 0.3f;  // peaked enough that the greedy drafts are often drawn
+  s.temperature = 0.05f;  // the tiny model is flat: at 0.05 a greedy draft is drawn ~1 in 3
   s.seed = seed;
   return s;
 }
@@ -109,7 +109,7 @@ TEST(SpeculativeSampling, EmittedTokensHaveTheTargetDistribution) {
   const Sampled spec = sample_many(1, &drafter);
   const Sampled plain = sample_many(100'000, nullptr);
   // The accept path runs: a good share of the drafts is drawn.
-  EXPECT_GT(spec.figures.spec_num_accepted_tokens, spec.figures.spec_num_draft_tokens / 10);
+  EXPECT_GT(spec.figures.spec_num_accepted_tokens, spec.figures.spec_num_draft_tokens / 5);
   for (int64_t i = 0; i < kPositions; ++i) {
     SCOPED_TRACE("output position " + std::to_string(i + 1));
     const auto [chi2, df] = chi_square(spec.at[i], plain.at[i]);
