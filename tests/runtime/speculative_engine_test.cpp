@@ -74,7 +74,7 @@ EngineConfig engine_config(bool async, int64_t k, const std::string& method) {
   const auto& g = golden_model();
   const auto st = model::request_state_bytes(g.config);
   const int64_t per_request = st.swa_bytes + st.dspark_bytes + st.compressor_bytes;
-  EngineConfig c = golden_engine_config(6 * per_request + 20 * 16 * 212, async, 48, 6);
+  EngineConfig c = golden_engine_config(6 * per_request + 14 * 16 * 212, async, 48, 6);
   c.executor.bounded_replay = false;  // full compute: the plain forward is the reference
   c.enable_prefix_snapshots = false;
   if (k > 0) c.speculative = {method, k, 1.0};
@@ -249,9 +249,9 @@ TEST_P(SpeculativeEngine, SampledTokensEqualPlainSampling) {
   for (const auto& [id, want] : plain.tokens) {
     SCOPED_TRACE("request " + std::to_string(id));
     const std::vector<int32_t>& t = got.tokens.at(id);
-    if (id == kAborted) {
-      ASSERT_LE(t.size(), want.size());
-      EXPECT_TRUE(std::equal(t.begin(), t.end(), want.begin()));
+    if (id == kAborted) {  // aborted in both runs, after different numbers of tokens
+      const size_t n = std::min(t.size(), want.size());
+      EXPECT_TRUE(std::equal(t.begin(), t.begin() + n, want.begin()));
       continue;
     }
     EXPECT_EQ(t, want);
