@@ -278,5 +278,67 @@ TEST(SpeculativeEngineConfig, NeedsADrafterAndASmallEnoughK) {
                troupe::Error);
 }
 
+// A stop token or stop string reached inside an accepted run (the oracle accepts all, so a
+// step emits 4 tokens) ends the request at that token, with the plain engine's tokens, text
+// and finish reason; the tokens after it in the run are dropped.
+TEST(SpeculativeEngineStops, StopInsideAnAcceptedRunEndsThere) {
+  const auto& d = golden_draft();
+  const model::Tokenizer& tok = testing::golden_tokenizer();
+  const std::vector<int32_t> prompt = random_tokens(20, 55);
+  const std::vector<int32_t> ref = testing::plain_greedy(prompt, 30).tokens;
+  const std::string ref_text = tok.decode(ref, true);
+  // Output token i is the last of its step when i % 4 == 0: pick one inside a run, whose
+  // token and text do not occur before it.
+  int64_t at = -1;
+  std::string stop;
+  for (int64_t i = 5; i < 25 && at < 0; ++i) {
+    if (i % 4 == 0 || std::find(ref.begin(), ref.begin() + i, ref[i]) != ref.begin() + i) continue;
+    const std::string piece = tok.decode(std::vector<int32_t>{ref[i]}, true);
+    const std::string before = tok.decode(std::vector<int32_t>(ref.begin(), ref.begin() + i), true);
+    if (piece.size() < 2 || before.find(piece) != std::string::npos) continue;
+    at = i;
+    stop = piece;
+  }
+  ASSERT_GE(at, 0) << "no suitable stop position in " << ref_text;
+  OracleDrafter oracle(1.0, golden_model().config.vocab_size);
+  std::vector<int32_t> seq = prompt;
+  seq.insert(seq.end(), ref.begin(), ref.end());
+  oracle.set_sequence(0, seq);
+  for (const bool by_string : {false, true}) {
+    SCOPED_TRACE(by_string ? "stop string '" + stop + "'" : "stop token");
+    RequestParams p = greedy(30);
+    if (by_string) {
+      p.stop = {stop};
+    } else {
+      p.stop_token_ids = {ref[at]};
+    }
+    struct Out {
+      std::vector<int32_t> tokens;
+      std::string text, reason;
+      int64_t accepted = 0;
+    };
+    auto go = [&](int64_t k) {
+      Engine e(*d.forward, &tok, engine_config(false, k, "oracle"), k ? &oracle : nullptr);
+      e.add_request(0, prompt, p);
+      Out o;
+      while (e.has_unfinished())
+        for (const RequestOutput& r : e.step()) {
+          o.tokens.insert(o.tokens.end(), r.new_tokens.begin(), r.new_tokens.end());
+          o.text += r.new_text;
+          if (r.finished()) o.reason = std::string(r.finish_reason());
+        }
+      o.accepted = e.figures().spec_num_accepted_tokens;
+      return o;
+    };
+    const Out plain = go(0), spec = go(3);
+    EXPECT_EQ(plain.reason, "stop");
+    EXPECT_LE(static_cast<int64_t>(plain.tokens.size()), at + 1);
+    EXPECT_EQ(spec.tokens, plain.tokens);
+    EXPECT_EQ(spec.text, plain.text);
+    EXPECT_EQ(spec.reason, plain.reason);
+    EXPECT_GT(spec.accepted, 0);
+  }
+}
+
 }  // namespace
 }  // namespace troupe::runtime
