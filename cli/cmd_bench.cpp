@@ -25,6 +25,7 @@
 #include "bench/common/limits.h"
 #include "bench/dp_sync/dp_sync_bench.h"
 #include "bench/engine/replay_bench.h"
+#include "bench/engine/speculative_bench.h"
 #include "bench/engine/step_bench.h"
 #include "bench/eplb/eplb_bench.h"
 #include "bench/forward/dep_bench.h"
@@ -86,6 +87,7 @@ int64_t at_least(const Args& a, const char* flag, int64_t fallback, int64_t min)
 }
 
 std::vector<int64_t> int_list(const Args& a, const char* flag, const char* fallback, int64_t min);
+void check_positions(const model::ModelConfig& m, int64_t tokens, const std::string& what);
 
 // --dep 1,2,4: the decode step over R expert-parallel ranks, split by phase, next to the
 // plain one-rank forward of the same batch (bench/forward/dep_bench.h).
@@ -105,9 +107,52 @@ int bench_forward_dep(const Args& a, const bench::ForwardBenchShape& shape) {
   return 0;
 }
 
+std::vector<double> probability_list(const Args& a, const char* flag, const char* fallback) {
+  std::vector<double> out;
+  std::stringstream ss(a.get_or(flag, fallback));
+  for (std::string item; std::getline(ss, item, ',');) {
+    char* end = nullptr;
+    const double v = std::strtod(item.c_str(), &end);
+    if (item.empty() || *end != '\0' || !(v >= 0 && v <= 1))
+      TROUPE_FAIL("--" << flag << " expects probabilities in [0, 1] separated by commas, got '"
+                       << a.get_or(flag, fallback) << "'");
+    out.push_back(v);
+  }
+  return out;
+}
+
+// --speculative: Engine decode with the TEST/BENCH oracle draft at each --acceptance p vs
+// plain decoding, per --batches size (bench/engine/speculative_bench.h).
+int bench_forward_speculative(const Args& a) {
+  bench::SpeculativeBenchShape s;
+  s.batches = int_list(a, "batches", "1,8,16", 1);
+  s.acceptance = probability_list(a, "acceptance", "0.3,0.6,0.9");
+  s.k = at_least(a, "num-speculative", s.k, 1);
+  s.context = at_least(a, "context", s.context, 1);
+  s.new_tokens = at_least(a, "new-tokens", s.new_tokens, 2);
+  kernels::set_num_threads(threads_flag(a));
+  auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false);
+  check_positions(m->config, s.context + s.new_tokens, "--context + --new-tokens");
+  bench::EngineBenchConfig c;
+  c.kv_budget_bytes = at_least(a, "kv-budget-mb", c.kv_budget_bytes >> 20, 1) << 20;
+  std::printf("troupe bench forward --speculative: model %s (drafts: TEST ORACLE, the target's "
+              "own greedy continuation kept with probability p)\n",
+              m->dir.c_str());
+  std::printf("context %lld, new tokens %lld, k %lld, threads %d; decode steps only (after "
+              "every request's first token)\n\n",
+              static_cast<long long>(s.context), static_cast<long long>(s.new_tokens),
+              static_cast<long long>(s.k), kernels::num_threads());
+  bench::print_speculative_table(bench::run_speculative_bench(*m->forward, s, c));
+  return 0;
+}
+
 int bench_forward(const CommandArgs& argv) {
-  Args a(argv, {"model", "batch", "context", "new-tokens", "repeats", "threads", "dep"}, {});
+  Args a(argv,
+         {"model", "batch", "context", "new-tokens", "repeats", "threads", "dep", "batches",
+          "acceptance", "num-speculative", "kv-budget-mb"},
+         {"speculative"});
   no_positional(a);
+  if (a.has("speculative")) return bench_forward_speculative(a);
   const bench::ForwardBenchShape shape = forward_shape(a);
   if (a.has("dep")) return bench_forward_dep(a, shape);
   const int threads = threads_flag(a);

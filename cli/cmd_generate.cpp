@@ -15,6 +15,9 @@
 #include "kernels/sampling.h"
 #include "model/llama_model.h"
 #include "model/speculative.h"
+#include "runtime/engine.h"
+#include "runtime/speculative/dspark_drafter.h"
+#include "runtime/speculative/speculative_config.h"
 
 namespace troupe::cli {
 namespace {
@@ -123,6 +126,51 @@ int generate_gguf(const std::string& path, const Args& a, int64_t max_tokens,
   }
   std::printf("%s\n", ids.c_str());
   return 0;
+// --speculative-config JSON: one request through the Engine with DSpark drafting and
+// verification (the serving path, paged rollback; sampling stays exact); stats to stderr.
+void generate_engine_speculative(const LoadedModel& m, const std::vector<int32_t>& prompt,
+                                 int64_t n, bool ignore_eos,
+                                 const runtime::SpeculativeConfig& spec,
+                                 const kernels::SamplingParams& sampling) {
+  if (spec.method != "dspark")
+    TROUPE_FAIL("speculative-config: method \"" << spec.method
+                << "\" is a bench/test mode (troupe bench forward --speculative); generate "
+                   "takes \"dspark\"");
+  const model::DsparkWeights dw = model::bind_dspark_weights(m.checkpoint, m.config);
+  const model::Forward forward(m.config, m.weights, &dw);
+  const model::DsparkDraft draft(m.config, m.weights, dw);
+  const runtime::DsparkDrafter drafter(draft);
+  runtime::EngineConfig config;
+  config.speculative = spec;
+  config.scheduler.max_model_len = m.config.max_position_embeddings;
+  runtime::Engine engine(forward, m.tokenizer.get(), config, &drafter);
+  runtime::RequestParams params;
+  params.max_tokens = n;
+  params.ignore_eos = ignore_eos;
+  params.sampling = sampling;
+  engine.add_request(0, prompt, params);
+  while (engine.has_unfinished()) {
+    for (const runtime::RequestOutput& o : engine.step()) {
+      std::fwrite(o.new_text.data(), 1, o.new_text.size(), stdout);
+      std::fflush(stdout);
+      if (o.finished() && o.status == runtime::RequestStatus::FinishedError)
+        TROUPE_FAIL("generate: " << o.error);
+    }
+  }
+  std::printf("\n");
+  std::fflush(stdout);
+  const runtime::EngineFigures f = engine.figures();
+  std::fprintf(stderr,
+               "speculative (engine): %lld drafts, %lld draft tokens, %lld accepted (%.1f%%), "
+               "mean accepted length %.3f\n",
+               static_cast<long long>(f.spec_num_drafts),
+               static_cast<long long>(f.spec_num_draft_tokens),
+               static_cast<long long>(f.spec_num_accepted_tokens),
+               f.spec_num_draft_tokens ? 100.0 * double(f.spec_num_accepted_tokens) /
+                                             double(f.spec_num_draft_tokens)
+                                       : 0.0,
+               f.spec_num_drafts ? 1.0 + double(f.spec_num_accepted_tokens) / double(f.spec_num_drafts)
+                                 : 0.0);
 }
 
 }  // namespace
@@ -130,7 +178,7 @@ int generate_gguf(const std::string& path, const Args& a, int64_t max_tokens,
 int run_generate(const CommandArgs& argv) {
   Args a(argv,
          {"model", "prompt", "tokens", "max-tokens", "temperature", "top-k", "top-p", "min-p",
-          "seed"},
+          "seed", "speculative-config"},
          {"ignore-eos", "speculative"});
   const int64_t max_tokens = a.get_int("max-tokens", 32);
   if (max_tokens < 1 || max_tokens > 1'000'000) TROUPE_FAIL("--max-tokens must be in [1, 1000000]");
@@ -140,12 +188,19 @@ int run_generate(const CommandArgs& argv) {
   if (a.has("tokens")) TROUPE_FAIL("--tokens is for .gguf models; give --prompt TEXT");
   const auto prompt = a.get("prompt");
   if (!prompt) TROUPE_FAIL("--prompt TEXT is required");
+  const runtime::SpeculativeConfig spec =  // checked before the model loads
+      runtime::parse_speculative_config(a.get_or("speculative-config", ""));
 
   auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/true);
   std::vector<int32_t> next = m->tokenizer->encode(*prompt, /*add_bos=*/true);
   const int64_t room = m->config.max_position_embeddings - static_cast<int64_t>(next.size());
   if (room < 1) TROUPE_FAIL("prompt of " << next.size() << " tokens does not fit the context");
 
+  if (a.has("speculative-config")) {
+    generate_engine_speculative(*m, next, std::min(max_tokens, room), a.has("ignore-eos"), spec,
+                                sampling);
+    return 0;
+  }
   if (a.has("speculative")) {
     if (sampling.temperature != 0.0f)
       TROUPE_FAIL("--speculative supports greedy only (temperature 0)");

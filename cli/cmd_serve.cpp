@@ -84,7 +84,12 @@ config::ServeConfig read_config(const CommandArgs& argv) {
       if (a.has(f)) flags[f] = *a.get(f);
   if (a.positional().size() > 1) TROUPE_FAIL("serve takes one MODEL_DIR, got " << a.positional().size());
   if (!a.positional().empty()) flags["model"] = a.positional().front();
-  return config::resolve_serve_config(flags);
+  config::ServeConfig cfg = config::resolve_serve_config(flags);
+  // The rank actor has no drafter yet (issue 13): refuse rather than decode without it.
+  if (!cfg.speculative_config.empty())
+    TROUPE_FAIL("speculative-config: troupe serve does not run speculative decoding yet "
+                "(troupe generate --speculative-config does)");
+  return cfg;
 }
 
 std::string served_name(const config::ServeConfig& cfg, const std::string& dir) {

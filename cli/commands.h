@@ -28,7 +28,7 @@ int run_eplb(const CommandArgs& args);
 // The table main() dispatches on, in help order.
 inline const Command kCommands[] = {
     {"serve", "serve [MODEL_DIR] [--host H --port P --config cfg.yaml ...]   OpenAI-compatible HTTP daemon (docs/serve.md)", run_serve},
-    {"generate", "generate [--model DIR|x.gguf] --prompt TEXT | --tokens 1,2,3 [--max-tokens N --temperature T --top-k K --top-p P --min-p M --seed S --ignore-eos --speculative]   stream a completion (--speculative: greedy DSpark draft + verify)", run_generate},
+    {"generate", "generate [--model DIR|x.gguf] --prompt TEXT | --tokens 1,2,3 [--max-tokens N --temperature T --top-k K --top-p P --min-p M --seed S --ignore-eos --speculative --speculative-config JSON]   stream a completion (--speculative: greedy DSpark draft + verify on one state; --speculative-config '{\"method\": \"dspark\", \"num_speculative_tokens\": 3}': through the engine)", run_generate},
     {"logits", "logits [--model DIR|x.gguf] --tokens 1,2,3 [--all-positions | --replay]   logits as JSON (full compute, or bounded replay)", run_logits},
     {"draft", "draft [--model DIR] --tokens 1,2,3 [--num-speculative K]   DSpark greedy draft after the prompt as JSON (anchor, bonus, drafts, confidence)", run_draft},
     {"make-tiny-model", "make-tiny-model DIR [--seed N]   write the deterministic tiny checkpoint", run_make_tiny_model},

@@ -34,6 +34,11 @@ void ServeConfig::validate(const std::map<std::string, std::string>& origins) co
   } catch (const Error& e) {
     TROUPE_FAIL(where(origins, "inject-faults") << ": " << e.what());
   }
+  try {
+    runtime::parse_speculative_config(speculative_config);
+  } catch (const Error& e) {
+    TROUPE_FAIL(where(origins, "speculative-config") << ": " << e.what());
+  }
   to_engine_config().scheduler.validate();  // the runtime's own rules, as a backstop
 }
 
@@ -53,6 +58,7 @@ runtime::EngineConfig ServeConfig::to_engine_config() const {
   e.enable_prefix_snapshots = enable_prefix_snapshots;
   e.executor.bounded_replay = bounded_replay;
   e.executor.prefix_replay = prefix_replay;
+  e.speculative = runtime::parse_speculative_config(speculative_config);
   return e;
 }
 

@@ -67,6 +67,9 @@ struct ServeConfig {
   bool bounded_replay = true;  // MODEL.md §6: prefill runs the decoder on a bounded tail
   runtime::PrefixReplay prefix_replay = runtime::PrefixReplay::Exact;  // executor.h
   int64_t threads = 0;         // kernel threads; 0: all hardware threads
+  // vLLM's --speculative-config JSON ({"method": "dspark", "num_speculative_tokens": 3});
+  // empty: off. Parsed by runtime::parse_speculative_config (errors name the JSON key).
+  std::string speculative_config;
 
   // --- one instance of R ranks (DEP-R; vLLM's flag names) -----------------------------
   int64_t data_parallel_size = 1;       // ranks, each its own requests and KV (per-rank budget)

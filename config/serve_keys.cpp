@@ -199,6 +199,9 @@ std::vector<ConfigKey> make_keys() {
       {{"exact", PrefixReplay::Exact}, {"window", PrefixReplay::Window}},
       "how a prefix hit rebuilds SWA windows: exact (a hit equals a cold run) or window (W tokens)"));
   k.push_back(int_key("threads", &S::threads, 0, 4096, "kernel threads; 0: all hardware threads"));
+  k.push_back(string_key("speculative-config", &S::speculative_config, true,
+                         "speculative decoding as JSON, e.g. {\"method\": \"dspark\", "
+                         "\"num_speculative_tokens\": 3}; empty: off"));
   k.push_back(int_key("data-parallel-size", &S::data_parallel_size, 1, 256,
                       "ranks of the instance, each with its own requests and KV cache "
                       "(kv-cache-memory-bytes each); threads are split among them"));

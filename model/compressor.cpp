@@ -56,8 +56,7 @@ void run_compressor(const LayerContext& ctx, const float* x) {
       if (p % r != r - 1) continue;
       lat.resize(lat.size() + D);
       pool_group(carry_v, carry_s, r, D, &lat[lat.size() - D]);
-      carry_v.clear();
-      carry_s.clear();
+      st.close_group(ctx.layer, p - (r - 1));
     }
     group_pos.push_back(p - (r - 1));  // g·r
     group_seq.push_back(b.seq[row]);

@@ -38,6 +38,14 @@ class KvStore {
   // The open compressor group of a Full layer with ratio r > 1: v_k and s_k [k, D] f32.
   virtual std::vector<float>& carry_v(int64_t layer) = 0;
   virtual std::vector<float>& carry_s(int64_t layer) = 0;
+  // The open group of a Full layer starting at token group_start was pooled into a row:
+  // its carry is dropped. A store that may have to undo a step (speculative decoding's
+  // rejected tokens) keeps the carried rows instead, so it can reopen the group.
+  virtual void close_group(int64_t layer, int64_t group_start) {
+    (void)group_start;
+    carry_v(layer).clear();
+    carry_s(layer).clear();
+  }
   // The DSpark feature ring (MODEL.md §8), or null: a forward pass computes and stores
   // F[p] only for stores that hold one, so stores without it pay nothing.
   virtual FeatureRing* features() { return nullptr; }

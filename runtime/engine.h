@@ -21,6 +21,8 @@
 #include "runtime/kv_cache/kv_cache_manager.h"
 #include "runtime/kv_cache/paged_kv.h"
 #include "runtime/scheduler/scheduler.h"
+#include "runtime/speculative/drafter.h"
+#include "runtime/speculative/speculative_config.h"
 #include "runtime/step/step_pipeline.h"
 
 namespace troupe::runtime {
@@ -42,6 +44,9 @@ struct EngineConfig {
   // planned past an EOS or stop string is dropped.
   bool async_scheduling = true;
   ExecutorOptions executor;
+  // --speculative-config (docs/dspark.md): greedy requests draft and verify k tokens per
+  // decode step. The Engine then needs a Drafter of that method.
+  SpeculativeConfig speculative;
 };
 
 // Completes config from the model (the scheduler's chunk lookback) and sizes the KV
@@ -50,7 +55,10 @@ KvCacheConfig prepare_engine(const model::ModelConfig& m, EngineConfig& config);
 
 class Engine {
  public:
-  Engine(const model::Forward& forward, const model::Tokenizer* tokenizer, EngineConfig config);
+  // drafter: required when config.speculative is on (a DsparkDrafter needs `forward` made
+  // with the draft weights, to fill the feature rings); must outlive the engine.
+  Engine(const model::Forward& forward, const model::Tokenizer* tokenizer, EngineConfig config,
+         const Drafter* drafter = nullptr);
 
   // siblings: n > 1 choices sharing the prompt's KV (Scheduler::add_request).
   void add_request(RequestId id, std::span<const int32_t> prompt, RequestParams params,

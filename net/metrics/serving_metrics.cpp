@@ -78,6 +78,15 @@ ServingMetrics::ServingMetrics(Registry& r, const std::string& model_name)
       engine_restarts(r.counter("troupe:engine_restarts",
                                 "Times the scheduler and rank were restarted after one died.",
                                 {{"model_name", model_name}})),
+      spec_decode_num_drafts(r.counter("troupe:spec_decode_num_drafts",
+                                       "Number of spec decoding drafts.",
+                                       {{"model_name", model_name}})),
+      spec_decode_num_draft_tokens(r.counter("troupe:spec_decode_num_draft_tokens",
+                                             "Number of draft tokens.",
+                                             {{"model_name", model_name}})),
+      spec_decode_num_accepted_tokens(r.counter("troupe:spec_decode_num_accepted_tokens",
+                                                "Number of accepted tokens.",
+                                                {{"model_name", model_name}})),
       time_to_first_token(r.histogram("troupe:time_to_first_token_seconds",
                                       "Histogram of time to first token in seconds.", kTtftBuckets,
                                       {{"model_name", model_name}})),
@@ -120,6 +129,20 @@ Counter& ServingMetrics::request_success(std::string_view finish_reason) {
   return registry_.counter(
       "troupe:request_success", "Count of successfully processed requests.",
       {{"finished_reason", std::string(finish_reason)}, {"model_name", model_name_}});
+}
+
+void ServingMetrics::record_spec_decode(int64_t num_drafts, int64_t num_draft_tokens,
+                                        int64_t num_accepted,
+                                        std::span<const int64_t> accepted_per_pos) {
+  spec_decode_num_drafts.inc(double(num_drafts));
+  spec_decode_num_draft_tokens.inc(double(num_draft_tokens));
+  spec_decode_num_accepted_tokens.inc(double(num_accepted));
+  for (size_t i = 0; i < accepted_per_pos.size(); ++i)
+    registry_
+        .counter("troupe:spec_decode_num_accepted_tokens_per_pos",
+                 "Accepted tokens per draft position.",
+                 {{"position", std::to_string(i)}, {"model_name", model_name_}})
+        .inc(double(accepted_per_pos[i]));
 }
 
 void ServingMetrics::record_step(const StepStats& s) {

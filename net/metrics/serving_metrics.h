@@ -21,7 +21,11 @@
 //               on), troupe:engine_restarts_total (scheduler + rank restarted after a death),
 //               troupe:slow_client_disconnects_total{api,reason} (troupe's own: connections
 //               closed, their requests aborted, because the client did not read: api http
-//               or tcp, reason output_limit (max-queued-output-bytes) or write_timeout)
+//               or tcp, reason output_limit (max-queued-output-bytes) or write_timeout),
+//               troupe:spec_decode_num_drafts_total, troupe:spec_decode_num_draft_tokens_total,
+//               troupe:spec_decode_num_accepted_tokens_total,
+//               troupe:spec_decode_num_accepted_tokens_per_pos_total{position} (vLLM's
+//               speculative decoding counters; position 0 = a step's first draft token)
 //   histograms  troupe:time_to_first_token_seconds, troupe:inter_token_latency_seconds,
 //               troupe:e2e_request_latency_seconds, troupe:request_queue_time_seconds,
 //               troupe:num_requests_admitted_per_step, troupe:scheduler_step_time_seconds
@@ -29,6 +33,7 @@
 
 #include <cstdint>
 #include <string>
+#include <span>
 #include <string_view>
 
 #include "net/metrics/registry.h"
@@ -63,6 +68,10 @@ class ServingMetrics {
   // A connection closed for not reading its output; api "http" or "tcp", reason
   // net::kOutputLimit or net::kWriteTimeout (net/common/output_queue.h).
   Counter& slow_client_disconnects(std::string_view api, std::string_view reason);
+  // Speculative decoding since the last call: verified drafts, their tokens, the accepted
+  // ones, and accepted_per_pos[i] the accepted tokens at draft position i.
+  void record_spec_decode(int64_t num_drafts, int64_t num_draft_tokens, int64_t num_accepted,
+                          std::span<const int64_t> accepted_per_pos);
 
   // One rank's state gauges in an instance of R > 1 ranks: the four state families with
   // a `rank` label beside the instance total (the child without one).
@@ -89,6 +98,9 @@ class ServingMetrics {
   Counter& rank_busy_seconds;
   Counter& failed_steps;
   Counter& engine_restarts;
+  Counter& spec_decode_num_drafts;
+  Counter& spec_decode_num_draft_tokens;
+  Counter& spec_decode_num_accepted_tokens;
   Histogram& time_to_first_token;
   Histogram& inter_token_latency;
   Histogram& e2e_request_latency;

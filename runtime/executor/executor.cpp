@@ -6,6 +6,7 @@
 #include "kernels/check.h"
 #include "kernels/sampling.h"
 #include "runtime/executor/logprobs.h"
+#include "runtime/kv_cache/step_undo.h"
 
 namespace troupe::runtime {
 
@@ -15,12 +16,13 @@ int64_t exact_replay_tokens(const model::ModelConfig& m, bool bounded_replay) {
 }
 
 Executor::Executor(const model::Forward& forward, PagedKvStorage& storage, ExecutorOptions options,
-                   model::RoutedExperts* routed)
+                   model::RoutedExperts* routed, const Drafter* drafter)
     : forward_(forward),
       storage_(storage),
       options_(options),
       context_(std::make_unique<kernels::ExecContext>(options.kernel_threads)),
-      routed_(routed) {}
+      routed_(routed),
+      drafter_(drafter) {}
 
 int64_t Executor::decoder_tail_start(const ScheduledChunk& c) const {
   const int64_t R = forward_.config().replay_tokens;
@@ -47,6 +49,7 @@ std::vector<SampledChunk> Executor::run(const StepPlan& plan) {
   std::vector<std::vector<int32_t>> tokens(plan.chunks.size());
   std::vector<size_t> ran;  // plan.chunks index of each input
   std::vector<model::SequenceInput> inputs;
+  std::vector<std::unique_ptr<StepUndo>> undo(plan.chunks.size());  // speculative chunks
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     const ScheduledChunk& c = plan.chunks[i];
     if (c.fork || !resolve_tokens(c, tokens[i])) continue;  // a fork has no rows to run
@@ -66,7 +69,14 @@ std::vector<SampledChunk> Executor::run(const StepPlan& plan) {
     const int64_t lookback_start = c.start - static_cast<int64_t>(c.lookback.size());
     seqs.push_back(std::make_unique<PagedSequence>(storage_, c.block_table, c.swa_slot, c.lookback,
                                                    lookback_start, kv_length));
-    model::SequenceInput in{seqs.back().get(), tokens[i], false, decoder_tail_start(c)};
+    const bool speculative = c.num_draft_tokens > 0 && drafter_ != nullptr;
+    if (speculative) {
+      draft(c, tokens[i]);
+      const int64_t end = c.start + static_cast<int64_t>(tokens[i].size());
+      undo[i] = std::make_unique<StepUndo>(storage_, c.swa_slot, c.start, end);
+      seqs.back()->keep_closed_groups(undo[i].get());
+    }
+    model::SequenceInput in{seqs.back().get(), tokens[i], speculative, decoder_tail_start(c)};
     in.first_position = c.start;
     if (replay && options_.prefix_replay == PrefixReplay::Exact) in.window_rows_from = c.start;
     inputs.push_back(in);
@@ -89,8 +99,13 @@ std::vector<SampledChunk> Executor::run(const StepPlan& plan) {
   for (size_t k = 0; k < ran.size(); ++k) {
     const ScheduledChunk& c = plan.chunks[ran[k]];
     if (!c.sample) continue;
-    TROUPE_CHECK(static_cast<int64_t>(logits[k].size()) == V, "no logits for request ", c.id);
-    sampled[ran[k]] = sample(c, logits[k]);
+    if (undo[ran[k]] != nullptr) {  // keep the accepted positions' state only
+      sampled[ran[k]] = verify(c, tokens[ran[k]], logits[k]);
+      undo[ran[k]]->rollback(c.start + static_cast<int64_t>(sampled[ran[k]].tokens.size()));
+    } else {
+      TROUPE_CHECK(static_cast<int64_t>(logits[k].size()) == V, "no logits for request ", c.id);
+      sampled[ran[k]] = sample(c, logits[k]);
+    }
     logits_of[c.id] = k;
   }
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
@@ -102,11 +117,12 @@ std::vector<SampledChunk> Executor::run(const StepPlan& plan) {
   return sampled;
 }
 
-SampledChunk Executor::sample(const ScheduledChunk& c, std::span<const float> logits) {
+SampledChunk Executor::sample(const ScheduledChunk& c, std::span<const float> logits,
+                              uint64_t later) {
   int32_t token = 0;
   // The draws depend on the request's seed and output index only (not on its id, batch or
   // step), so a seed reproduces across requests as with vLLM's per-request generator.
-  const uint64_t stream = 0, counter = c.sample_counter;
+  const uint64_t stream = 0, counter = c.sample_counter + later;
   kernels::SampleParams sp;
   sp.logits = logits.data();
   sp.out = &token;
@@ -120,6 +136,44 @@ SampledChunk Executor::sample(const ScheduledChunk& c, std::span<const float> lo
   out.tokens = {token};
   if (c.num_logprobs >= 0) out.logprobs = {sample_logprobs(logits, token, c.num_logprobs)};
   last_sampled_[c.id] = {c.generation, token};
+  return out;
+}
+
+void Executor::draft(const ScheduledChunk& c, std::vector<int32_t>& tokens) const {
+  TROUPE_CHECK(tokens.size() == 1 && !c.lookback.empty() && c.start >= 1,
+               "speculative chunk of request ", c.id, " needs [bonus] and its anchor token");
+  // Verify positions start .. start + k' must exist (drafts stop before the last position).
+  const int64_t room = forward_.config().max_position_embeddings - 1 - c.start;
+  model::FeatureRing* F = storage_.features(c.swa_slot);
+  const DraftQuery q{c.id, c.start - 1, c.lookback.back(), tokens[0],
+                     std::min(c.num_draft_tokens, room), F};
+  const std::vector<int32_t> drafts = drafter_->propose(q);
+  TROUPE_CHECK(static_cast<int64_t>(drafts.size()) <= q.k, "drafter proposed ", drafts.size(),
+               " tokens for ", q.k, " places");
+  tokens.insert(tokens.end(), drafts.begin(), drafts.end());
+}
+
+SampledChunk Executor::verify(const ScheduledChunk& c, std::span<const int32_t> tokens,
+                              std::span<const float> logits) {
+  const int64_t V = forward_.config().vocab_size;
+  const auto rows = static_cast<int64_t>(tokens.size());
+  TROUPE_CHECK(static_cast<int64_t>(logits.size()) == rows * V, "no verify logits for request ",
+               c.id);
+  SampledChunk out;
+  out.num_draft_tokens = rows - 1;
+  // Row j's logits predict position start + j + 1, whose draft is tokens[j + 1]. Each
+  // emitted token is drawn by sample() with its own output index, exactly as a plain
+  // decode would draw it; a draft is accepted when the draw equals it. For a drafter's
+  // point-mass proposal this is the speculative-sampling rule (docs/model-notes.md,
+  // "Speculative sampling"): d is kept with probability p(d), else the token comes from
+  // p without d, renormalised - so every emitted token has the target's distribution,
+  // and with the same seed the very tokens of plain decoding.
+  for (int64_t j = 0; j < rows; ++j) {
+    SampledChunk one = sample(c, logits.subspan(j * V, V), static_cast<uint64_t>(j));
+    out.tokens.push_back(one.tokens[0]);
+    if (!one.logprobs.empty()) out.logprobs.push_back(std::move(one.logprobs[0]));
+    if (j + 1 == rows || one.tokens[0] != tokens[j + 1]) break;  // the first disagreement
+  }
   return out;
 }
 

@@ -13,6 +13,7 @@
 #include "model/forward.h"
 #include "runtime/kv_cache/paged_kv.h"
 #include "runtime/scheduler/step_plan.h"
+#include "runtime/speculative/drafter.h"
 
 namespace troupe::runtime {
 
@@ -47,8 +48,10 @@ class Executor {
  public:
   // routed: an expert-parallel rank's exchange (runtime/dep/expert_parallel.h); then every
   // run() joins it, an empty plan with zero rows; nullptr: all experts run here.
+  // drafter: proposes the drafts of speculative chunks (num_draft_tokens > 0); nullptr:
+  // such chunks run as plain decodes. Must outlive the executor.
   Executor(const model::Forward& forward, PagedKvStorage& storage, ExecutorOptions options,
-           model::RoutedExperts* routed = nullptr);
+           model::RoutedExperts* routed = nullptr, const Drafter* drafter = nullptr);
 
   // Returns the sampled tokens of each chunk ([1] if chunk.sample, else empty), with their
   // logprobs when the chunk asks for them. Everything it needs travels in the plan
@@ -73,8 +76,15 @@ class Executor {
   // the plan was made ahead of). False if there is none (that step failed): skip it.
   bool resolve_tokens(const ScheduledChunk& c, std::vector<int32_t>& tokens) const;
 
-  // Samples chunk c's token from `logits` (its own stream: the request id) and records it.
-  SampledChunk sample(const ScheduledChunk& c, std::span<const float> logits);
+  // Samples chunk c's token from `logits` (its own stream: the request id) and records it;
+  // `later`: the token is that many output tokens after the chunk's first (verify rows).
+  SampledChunk sample(const ScheduledChunk& c, std::span<const float> logits, uint64_t later = 0);
+  // Drafts for a speculative chunk whose tokens are [bonus]; appends them to tokens.
+  void draft(const ScheduledChunk& c, std::vector<int32_t>& tokens) const;
+  // Verification of [bonus, d_1..d_k'] from their logits [k' + 1, V]: the drafts the
+  // target's own draws agree with, then the target's token (MODEL.md §8; greedy: argmax).
+  SampledChunk verify(const ScheduledChunk& c, std::span<const int32_t> tokens,
+                      std::span<const float> logits);
   // A fork chunk: the sibling gets its leader's state (right after the leader's prompt,
   // before any later plan runs) and its first sample from the leader's logits.
   SampledChunk run_fork(const ScheduledChunk& c, std::span<const float> leader_logits);
@@ -87,6 +97,7 @@ class Executor {
   ExecutorOptions options_;
   std::unique_ptr<kernels::ExecContext> context_;  // bound to the calling thread in run()
   model::RoutedExperts* routed_;
+  const Drafter* drafter_;
   std::unordered_map<RequestId, int64_t> started_;  // id -> generation whose slot is set up
   std::unordered_map<RequestId, Sampled> last_sampled_;
 };

@@ -3,11 +3,12 @@
 #include <algorithm>
 
 #include "kernels/check.h"
+#include "runtime/kv_cache/step_undo.h"
 
 namespace troupe::runtime {
 
 PagedKvStorage::PagedKvStorage(const model::ModelConfig& c, int64_t block_size,
-                               int64_t num_blocks, int64_t num_slots)
+                               int64_t num_blocks, int64_t num_slots, bool keep_features)
     : rows_(model::KvRowLayout::of(c)),
       block_size_(block_size),
       layers_(c.num_hidden_layers),
@@ -27,6 +28,7 @@ PagedKvStorage::PagedKvStorage(const model::ModelConfig& c, int64_t block_size,
   ring_pos_.assign(num_slots * layers_ * window_, -1);
   carry_v_.resize(num_slots * layers_);
   carry_s_.resize(num_slots * layers_);
+  if (keep_features) features_.assign(num_slots, model::FeatureRing(window_, c.hidden_size));
 }
 
 uint8_t* PagedKvStorage::ckv_row(int32_t id, int64_t layer, int64_t within) {
@@ -53,6 +55,7 @@ void PagedKvStorage::reset_slot(int32_t slot) {
     carry_v_[slot * layers_ + l].clear();
     carry_s_[slot * layers_ + l].clear();
   }
+  if (!features_.empty()) std::fill(features_[slot].pos.begin(), features_[slot].pos.end(), -1);
 }
 
 void PagedKvStorage::copy_slot(int32_t src, int32_t dst) {
@@ -63,6 +66,7 @@ void PagedKvStorage::copy_slot(int32_t src, int32_t dst) {
     carry_v_[dst * layers_ + l] = carry_v_[src * layers_ + l];
     carry_s_[dst * layers_ + l] = carry_s_[src * layers_ + l];
   }
+  if (!features_.empty()) features_[dst] = features_[src];
 }
 
 void PagedKvStorage::copy_block(int32_t src, int32_t dst) {
@@ -114,6 +118,12 @@ void PagedSequence::append_row(int64_t layer, const uint8_t* ckv, const uint8_t*
   const auto [id, within] = locate(layer, rows_[layer]++);
   std::copy_n(ckv, storage_.rows().ckv.bytes(), storage_.ckv_row(id, layer, within));
   std::copy_n(ikey, storage_.rows().ikey.bytes(), storage_.ikey_row(id, layer, within));
+}
+
+void PagedSequence::close_group(int64_t layer, int64_t group_start) {
+  if (undo_ != nullptr) undo_->keep_closed_group(layer, group_start, carry_v(layer), carry_s(layer));
+  carry_v(layer).clear();
+  carry_s(layer).clear();
 }
 
 }  // namespace troupe::runtime

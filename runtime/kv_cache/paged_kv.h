@@ -5,7 +5,8 @@
 //   block (block_size tokens):  [Full layer a: bs/r_a KV rows | bs/r_a index keys][layer b: ...]
 //   row j of layer l:           block table[(j·r_l) / bs], row (j mod (bs/r_l)) inside it
 //   slot (one request):         per layer W window rows (+ the position each holds);
-//                               per Full layer with r > 1 its open group's v/s carry
+//                               per Full layer with r > 1 its open group's v/s carry;
+//                               with DSpark on, the F ring of the last W positions
 #pragma once
 
 #include <cstdint>
@@ -17,10 +18,14 @@
 
 namespace troupe::runtime {
 
+class StepUndo;
+
 class PagedKvStorage {
  public:
+  // keep_features: each slot holds a DSpark feature ring (MODEL.md §8), which a forward
+  // with the draft weights fills; the drafter reads it.
   PagedKvStorage(const model::ModelConfig& c, int64_t block_size, int64_t num_blocks,
-                 int64_t num_slots);
+                 int64_t num_slots, bool keep_features = false);
 
   const model::KvRowLayout& rows() const { return rows_; }
   int64_t block_size() const { return block_size_; }
@@ -34,6 +39,12 @@ class PagedKvStorage {
   int64_t& window_pos(int32_t slot, int64_t layer, int64_t ring_slot);
   std::vector<float>& carry_v(int32_t slot, int64_t layer) { return carry_v_[slot * layers_ + layer]; }
   std::vector<float>& carry_s(int32_t slot, int64_t layer) { return carry_s_[slot * layers_ + layer]; }
+  int64_t window() const { return window_; }
+  bool is_full_layer(int64_t layer) const { return layer_off_[layer] >= 0; }  // compresses
+  // The slot's feature ring, or null when features are not kept.
+  model::FeatureRing* features(int32_t slot) {
+    return features_.empty() ? nullptr : &features_[slot];
+  }
   // A slot handed to a request that starts (or restarts) its prefill: empty rings, no carry.
   void reset_slot(int32_t slot);
   // n > 1 fork: slot dst gets slot src's rings, ring positions and compressor carry;
@@ -52,6 +63,7 @@ class PagedKvStorage {
   std::vector<uint8_t> rings_;       // [slots, L, W, window row bytes]
   std::vector<int64_t> ring_pos_;    // [slots, L, W]
   std::vector<std::vector<float>> carry_v_, carry_s_;  // [slots * L]
+  std::vector<model::FeatureRing> features_;           // [slots] or empty
 };
 
 // One request's state for a step: global rows through its block table, rings and carry
@@ -75,6 +87,10 @@ class PagedSequence final : public model::KvStore {
   void append_row(int64_t layer, const uint8_t* ckv, const uint8_t* ikey) override;
   std::vector<float>& carry_v(int64_t layer) override { return storage_.carry_v(slot_, layer); }
   std::vector<float>& carry_s(int64_t layer) override { return storage_.carry_s(slot_, layer); }
+  void close_group(int64_t layer, int64_t group_start) override;
+  model::FeatureRing* features() override { return storage_.features(slot_); }
+  // A speculative verify step: groups closed during it are kept in `undo` (may be null).
+  void keep_closed_groups(StepUndo* undo) { undo_ = undo; }
 
  private:
   // (block id, row within the block) of compressed row j of a layer.
@@ -87,6 +103,7 @@ class PagedSequence final : public model::KvStore {
   int64_t lookback_start_;
   int64_t kv_length_;
   std::vector<int64_t> rows_;  // [L] compressed rows held (complete groups + appended)
+  StepUndo* undo_ = nullptr;
 };
 
 }  // namespace troupe::runtime

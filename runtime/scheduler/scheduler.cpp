@@ -85,10 +85,30 @@ void Scheduler::schedule_running(StepPlan& plan, StepBudget& budget, bool decode
     const bool prefill = uncomputed > 1;
     if (prefill == decodes) continue;
     const ChunkCandidate c{*r, r->num_computed_tokens, prefill};
-    const int64_t n = num_new_tokens(c, budget, config_);
+    int64_t n = num_new_tokens(c, budget, config_);
+    const int64_t drafts = n == 1 && !prefill ? num_draft_tokens(*r, budget) : 0;
+    n += drafts;
     if (n == 0 || !reserve(*r, c.start + n, plan, budget)) continue;
     add_chunk(*r, c.start, n, prefill, plan, budget);
+    if (drafts == 0) continue;
+    plan.chunks.back().num_draft_tokens = drafts;
+    plan.chunks.back().sample = true;  // ends at its last token: the drafts are not tokens yet
   }
+}
+
+// Greedy and sampled requests alike: verification draws each token as plain decoding
+// would (Executor::verify), so sampling stays exact.
+bool Scheduler::speculates(const Request& r) const { return config_.num_speculative_tokens > 0; }
+
+// Drafts a speculating decode verifies: k, cut so that the accepted drafts and the
+// target's token fit max_tokens, max_model_len and the step's token budget (the decode's
+// own token is already taken out of tokens_left).
+int64_t Scheduler::num_draft_tokens(const Request& r, const StepBudget& budget) const {
+  if (!speculates(r)) return 0;
+  const int64_t k = std::min({config_.num_speculative_tokens,
+                              r.params.max_tokens - r.num_output_tokens() - 1,
+                              config_.max_model_len - r.num_tokens() - 1, budget.tokens_left - 1});
+  return std::max<int64_t>(0, k);
 }
 
 void Scheduler::schedule_admissions(StepPlan& plan, StepBudget& budget) {
@@ -160,6 +180,7 @@ bool Scheduler::reserve(Request& r, int64_t total_tokens, StepPlan& plan, StepBu
 // a decode planned past them is dropped then (one wasted row, as vLLM's async scheduling).
 bool Scheduler::may_decode_ahead(const Request& r) const {
   if (r.num_placeholders == 0) return true;
+  if (speculates(r)) return false;  // where its next decode starts depends on the accepted count
   if (r.num_placeholders > 1) return false;  // one plan ahead at most (lookback stays known)
   return r.num_output_tokens_planned() < r.params.max_tokens &&
          r.num_tokens_planned() < config_.max_model_len;
@@ -225,7 +246,7 @@ void Scheduler::finalize(StepPlan& plan) {
     // A position not sampled yet (a plan in flight samples it) travels as kPlaceholderToken.
     const int64_t known = std::min(c.end(), r.num_tokens());
     c.token_ids.assign(r.tokens.begin() + c.start, r.tokens.begin() + known);
-    c.token_ids.resize(size_t(c.num_tokens), kPlaceholderToken);
+    c.token_ids.resize(size_t(c.num_tokens - c.num_draft_tokens), kPlaceholderToken);
     const int64_t back = std::max<int64_t>(0, c.start - config_.chunk_lookback_tokens);
     TROUPE_CHECK(c.start <= r.num_tokens(), "request ", r.id, ": its chunk at ", c.start,
                  " would need placeholders in its lookback");
@@ -235,11 +256,14 @@ void Scheduler::finalize(StepPlan& plan) {
     c.block_table.assign(table.begin(), table.end());
     c.swa_slot = kv_.swa_slot(c.id);
     c.restore_slot = std::exchange(r.restore_slot, -1);  // only the first chunk restores
-    if (config_.snapshot_block_size > 0 && c.end() % config_.snapshot_block_size == 0) {
+    // A speculative chunk's end depends on its accepted count: no window snapshot there.
+    if (config_.snapshot_block_size > 0 && c.num_draft_tokens == 0 &&
+        c.end() % config_.snapshot_block_size == 0) {
       c.snapshot_slot = kv_.snapshot_slot_for(c.id);
       r.snapshot_writes_in_flight += c.snapshot_slot >= 0;
     }
-    r.num_computed_tokens = c.end();
+    // Drafts are computed only once accepted (update()).
+    r.num_computed_tokens = c.end() - c.num_draft_tokens;
     if (c.sample) ++r.num_placeholders;
     plan.num_tokens += c.num_tokens;
     if (c.prefill) plan.prefill_context_read += c.end();
@@ -301,11 +325,15 @@ std::vector<RequestOutput> Scheduler::update(const StepPlan& plan,
     r.snapshot_writes_in_flight -= c.snapshot_slot >= 0;
     if (r.status != RequestStatus::Running || r.num_preemptions != c.generation) continue;
     if (c.sample) --r.num_placeholders;
-    kv_.commit_full_blocks(r.id, r.tokens, c.end());
+    kv_.commit_full_blocks(r.id, r.tokens, c.end() - c.num_draft_tokens);
     if (c.snapshot_slot >= 0) kv_.note_snapshot(r.id, c.end());
     if (!c.sample) continue;
     const SampledChunk& got = sampled[i];
     TROUPE_CHECK(!got.tokens.empty(), "update: no sampled token for request ", r.id);
+    const auto accepted = static_cast<int64_t>(got.tokens.size()) - 1;  // drafts kept in the KV
+    TROUPE_CHECK(accepted <= c.num_draft_tokens, "update: ", got.tokens.size(),
+                 " tokens for request ", r.id, "'s chunk of ", c.num_draft_tokens, " drafts");
+    r.num_computed_tokens += accepted;
     std::vector<int32_t> appended;
     std::vector<SampleLogprobs> logprobs;  // of the appended tokens, when asked for
     for (size_t j = 0; j < got.tokens.size(); ++j) {
@@ -314,6 +342,8 @@ std::vector<RequestOutput> Scheduler::update(const StepPlan& plan,
       if (j < got.logprobs.size()) logprobs.push_back(got.logprobs[j]);
       if (check_stop(r, limits_)) break;
     }
+    if (accepted > 0 && !r.finished())
+      kv_.commit_full_blocks(r.id, r.tokens, r.num_computed_tokens);
     outputs.push_back(make_output(r, std::move(appended)));
     outputs.back().new_logprobs = std::move(logprobs);
     if (r.finished()) release(r);

@@ -79,6 +79,8 @@ class Scheduler {
 
   void schedule_running(StepPlan& plan, StepBudget& budget, bool decodes);
   bool may_decode_ahead(const Request& r) const;
+  bool speculates(const Request& r) const;
+  int64_t num_draft_tokens(const Request& r, const StepBudget& budget) const;
   void schedule_admissions(StepPlan& plan, StepBudget& budget);
   bool try_admit(Request& r, StepPlan& plan, StepBudget& budget);
   bool reserve(Request& r, int64_t total_tokens, StepPlan& plan, StepBudget& budget);

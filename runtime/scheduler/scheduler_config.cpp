@@ -16,6 +16,10 @@ void SchedulerConfig::validate() const {
                "max_model_len must be >= 2 (a prompt token and an output "
                "token), got ",
                max_model_len);
+  TROUPE_CHECK(num_speculative_tokens >= 0, "num_speculative_tokens must be >= 0, got ",
+               num_speculative_tokens);
+  TROUPE_CHECK(num_speculative_tokens == 0 || chunk_lookback_tokens >= 1,
+               "speculative decoding needs chunk_lookback_tokens >= 1 (the anchor token)");
   TROUPE_CHECK(snapshot_block_size >= 0, "snapshot_block_size must be >= 0, got ",
                snapshot_block_size);
 }

@@ -28,6 +28,11 @@ struct SchedulerConfig {
   // block boundary of the tokens known (chunk_rules.h end_at_snapshot_boundary) and chunks
   // that end on a boundary carry a snapshot slot (prepare_engine sets it).
   int64_t snapshot_block_size = 0;
+  // Speculative decoding (docs/dspark.md): a request's decode verifies up to this
+  // many draft tokens after its last sampled one, and takes k + 1 tokens of the budget;
+  // 0: off. Speculating requests are not decoded ahead (the accepted count is unknown
+  // until the step ran). The engine sets it from its SpeculativeConfig.
+  int64_t num_speculative_tokens = 0;
 
   void validate() const;  // throws troupe::Error naming the bad field
 };

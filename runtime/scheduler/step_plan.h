@@ -61,6 +61,10 @@ struct ScheduledChunk {
   // Set: a forked sibling's first sample (num_tokens 0, start = the prompt length); no
   // forward rows of its own (docs/scheduler.md "n > 1").
   std::optional<ForkOp> fork;
+  // Speculative decode (docs/dspark.md): token_ids is [the last sampled token] only; the
+  // executor drafts up to this many tokens after it and verifies them in the same forward,
+  // so num_tokens = 1 + num_draft_tokens rows are budgeted and have blocks. 0: plain.
+  int64_t num_draft_tokens = 0;
 
   int64_t end() const { return start + num_tokens; }
 };
@@ -94,8 +98,11 @@ struct SampleLogprobs {
 
 // What the executor returns for one chunk of a plan.
 struct SampledChunk {
-  std::vector<int32_t> tokens;          // [1] if chunk.sample, else empty
+  std::vector<int32_t> tokens;          // [1] if chunk.sample, else empty; a speculative
+                                        // chunk: the accepted drafts, then the target's token
   std::vector<SampleLogprobs> logprobs;  // [tokens.size()] if chunk.num_logprobs >= 0, else empty
+  int64_t num_draft_tokens = 0;          // drafts verified (speculative chunk); the accepted
+                                         // ones are tokens.size() - 1
 };
 
 // What one request produced since it was last reported.

@@ -23,6 +23,13 @@ EngineFigures sum_figures(std::span<const EngineFigures> ranks) {
     s.schedule_cpu_s += r.schedule_cpu_s;
     s.update_cpu_s += r.update_cpu_s;
     s.rank_busy_seconds += r.rank_busy_seconds;
+    s.spec_num_drafts += r.spec_num_drafts;
+    s.spec_num_draft_tokens += r.spec_num_draft_tokens;
+    s.spec_num_accepted_tokens += r.spec_num_accepted_tokens;
+    if (s.spec_accepted_per_pos.size() < r.spec_accepted_per_pos.size())
+      s.spec_accepted_per_pos.resize(r.spec_accepted_per_pos.size(), 0);
+    for (size_t i = 0; i < r.spec_accepted_per_pos.size(); ++i)
+      s.spec_accepted_per_pos[i] += r.spec_accepted_per_pos[i];
   }
   const int64_t blocks = s.used_blocks + s.free_blocks;
   s.kv_usage = blocks > 0 ? double(s.used_blocks) / double(blocks) : 0.0;

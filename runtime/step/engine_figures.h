@@ -39,6 +39,13 @@ struct EngineFigures {
   int64_t prefix_replay_tokens = 0;  // tokens recomputed to rebuild SWA windows on hits
   int64_t failed_steps = 0;         // steps that threw (their requests failed)
   int64_t restarts = 0;             // times the supervisor restarted scheduler + rank
+  // Speculative decoding (vLLM's spec_decode_* counters): verified drafts (chunks with at
+  // least one draft token), their draft tokens, the accepted ones, and the accepted ones
+  // by draft position (index 0: the first draft token of a step).
+  int64_t spec_num_drafts = 0;
+  int64_t spec_num_draft_tokens = 0;
+  int64_t spec_num_accepted_tokens = 0;
+  std::vector<int64_t> spec_accepted_per_pos;
 
   // --- where the time went, summed over steps. Planning and updating in CPU seconds of
   // the thread that does them (single threaded, so immune to a busy machine); running in

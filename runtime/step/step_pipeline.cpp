@@ -27,6 +27,20 @@ void record_plan(EngineFigures& f, const StepPlan& plan, double plan_seconds) {
   if (f.recent_steps.size() > EngineFigures::kMaxRecentSteps) f.recent_steps.pop_front();
 }
 
+// The drafts verified in a step and how many of each position were accepted.
+void record_speculation(EngineFigures& f, std::span<const SampledChunk> sampled) {
+  for (const SampledChunk& s : sampled) {
+    if (s.num_draft_tokens <= 0) continue;
+    const auto accepted = static_cast<int64_t>(s.tokens.size()) - 1;
+    f.spec_num_drafts += 1;
+    f.spec_num_draft_tokens += s.num_draft_tokens;
+    f.spec_num_accepted_tokens += accepted;
+    if (static_cast<int64_t>(f.spec_accepted_per_pos.size()) < s.num_draft_tokens)
+      f.spec_accepted_per_pos.resize(size_t(s.num_draft_tokens), 0);
+    for (int64_t j = 0; j < accepted; ++j) f.spec_accepted_per_pos[size_t(j)] += 1;
+  }
+}
+
 }  // namespace
 
 StepPipeline::StepPipeline(Scheduler& scheduler, EngineFigures& figures, int depth)
@@ -52,6 +66,7 @@ std::vector<RequestOutput> StepPipeline::complete(std::span<const SampledChunk> 
                                                   double run_seconds) {
   TROUPE_CHECK(!in_flight_.empty(), "StepPipeline::complete: no plan in flight");
   figures_.rank_busy_seconds += run_seconds;
+  record_speculation(figures_, sampled);
   const double t0 = thread_cpu_seconds();
   std::vector<RequestOutput> outputs = scheduler_.update(in_flight_.front(), sampled);
   figures_.update_cpu_s += thread_cpu_seconds() - t0;

@@ -91,6 +91,7 @@ enable-prefix-snapshots: off
 bounded-replay: no
 prefix-replay: window
 threads: 2
+speculative-config: '{"method": "dspark", "num_speculative_tokens": 3}'
 )";
 
 ServeConfig every_key_expected() {
@@ -128,6 +129,7 @@ ServeConfig every_key_expected() {
   c.bounded_replay = false;
   c.prefix_replay = runtime::PrefixReplay::Window;
   c.threads = 2;
+  c.speculative_config = R"({"method": "dspark", "num_speculative_tokens": 3})";
   return c;
 }
 
@@ -392,6 +394,42 @@ TEST(ServeConfig, ApplyProcessSettingsSetsKernelThreads) {
   apply_process_settings(cfg);
   EXPECT_EQ(kernels::num_threads(), 1);
   kernels::set_num_threads(before);
+}
+
+}  // namespace
+}  // namespace troupe::config
+
+namespace troupe::config {
+namespace {
+
+// --speculative-config: vLLM's JSON keys reach the engine config; bad JSON, unknown keys
+// and bad values name the JSON key and where the value came from.
+TEST(ServeConfig, SpeculativeConfigParsesAndNamesBadKeys) {
+  ServeConfig c;
+  c.speculative_config = R"({"method": "dspark", "num_speculative_tokens": 3})";
+  const runtime::EngineConfig e = c.to_engine_config();
+  EXPECT_EQ(e.speculative.method, "dspark");
+  EXPECT_EQ(e.speculative.num_speculative_tokens, 3);
+  EXPECT_FALSE(ServeConfig{}.to_engine_config().speculative.enabled());
+  struct Bad {
+    std::string json, mentions;
+  };
+  for (const Bad& b : std::vector<Bad>{
+           {"{\"method\": \"dspark\"", "not valid JSON"},
+           {"[1]", "must be a JSON object"},
+           {R"({"method": "eagle", "num_speculative_tokens": 3})", "\"method\""},
+           {R"({"method": "dspark", "num_speculative_tokens": 0})", "\"num_speculative_tokens\""},
+           {R"({"method": "dspark", "num_speculative_tokens": "3"})", "\"num_speculative_tokens\""},
+           {R"({"method": "dspark", "num_speculative_tokens": 3, "draft": 1})", "unknown key \"draft\""},
+           {R"({"num_speculative_tokens": 3})", "\"method\" is required"},
+           {R"({"method": "dspark", "num_speculative_tokens": 3, "acceptance_rate": 0.5})",
+            "\"acceptance_rate\""},
+       }) {
+    c.speculative_config = b.json;
+    const std::string e = error_of([&] { c.validate({{"speculative-config", "flag --speculative-config"}}); });
+    EXPECT_NE(e.find("speculative-config (flag --speculative-config)"), std::string::npos) << e;
+    EXPECT_NE(e.find(b.mentions), std::string::npos) << b.json << " -> " << e;
+  }
 }
 
 }  // namespace

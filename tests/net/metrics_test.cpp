@@ -172,5 +172,28 @@ TEST(Metrics, ServingMetricSet) {
   }
 }
 
+// vLLM's speculative decoding counters, the per-position one labelled by position.
+TEST(Metrics, SpecDecodeCounters) {
+  Registry r;
+  ServingMetrics m(r, "tiny");
+  for (const char* line : {"# TYPE troupe:spec_decode_num_drafts_total counter",
+                           "# TYPE troupe:spec_decode_num_draft_tokens_total counter",
+                           "# TYPE troupe:spec_decode_num_accepted_tokens_total counter"})
+    EXPECT_TRUE(has_line(r.render(), line)) << line;
+  const std::vector<int64_t> per_pos = {5, 3, 1};
+  m.record_spec_decode(6, 18, 9, per_pos);
+  m.record_spec_decode(1, 3, 1, std::vector<int64_t>{1, 0, 0});
+  const std::string text = r.render();
+  for (const char* line : {
+           "troupe:spec_decode_num_drafts_total{model_name=\"tiny\"} 7.0",
+           "troupe:spec_decode_num_draft_tokens_total{model_name=\"tiny\"} 21.0",
+           "troupe:spec_decode_num_accepted_tokens_total{model_name=\"tiny\"} 10.0",
+           "troupe:spec_decode_num_accepted_tokens_per_pos_total{position=\"0\",model_name=\"tiny\"} 6.0",
+           "troupe:spec_decode_num_accepted_tokens_per_pos_total{position=\"1\",model_name=\"tiny\"} 3.0",
+           "troupe:spec_decode_num_accepted_tokens_per_pos_total{position=\"2\",model_name=\"tiny\"} 1.0",
+       })
+    EXPECT_TRUE(has_line(text, line)) << line << "\n" << text;
+}
+
 }  // namespace
 }  // namespace troupe::net::metrics

@@ -1,0 +1,22 @@
+// The DSpark draft network (model/dspark_draft.h) as the engine's drafter: greedy drafts
+// from the request's feature ring (MODEL.md §8).
+#pragma once
+
+#include "model/dspark_draft.h"
+#include "runtime/speculative/drafter.h"
+
+namespace troupe::runtime {
+
+class DsparkDrafter final : public Drafter {
+ public:
+  explicit DsparkDrafter(const model::DsparkDraft& draft) : draft_(draft) {}
+  std::vector<int32_t> propose(const DraftQuery& q) const override {
+    return draft_.propose(*q.features, q.anchor, q.anchor_token, q.bonus, q.k).tokens;
+  }
+  bool needs_features() const override { return true; }
+
+ private:
+  const model::DsparkDraft& draft_;
+};
+
+}  // namespace troupe::runtime

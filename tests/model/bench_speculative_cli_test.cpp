@@ -1,0 +1,58 @@
+// `troupe bench forward --speculative` end to end on the golden tiny model: a plain row and
+// one oracle row per acceptance p for each batch size, the plain accepted length exactly 1,
+// the oracle's above 1 (figures are not checked: no timing in tests); the bench itself
+// throws if the speculative tokens differ from plain decoding. Bad flags exit 2.
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "support/golden.h"
+#include "support/run_troupe.h"
+
+namespace troupe::testing {
+namespace {
+
+std::vector<std::vector<std::string>> rows_starting_with_a_number(const std::string& out) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] < '0' || line[0] > '9') continue;
+    std::istringstream words(line);
+    std::vector<std::string> row;
+    for (std::string w; words >> w;) row.push_back(w);
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+TEST(BenchSpeculativeCli, PlainAndOracleRowsPerBatch) {
+  const RunResult r = run_troupe("bench forward --speculative --model " + golden_dir() +
+                                 " --batches 1,3 --acceptance 0.9 --context 8 --new-tokens 8");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("TEST ORACLE"), std::string::npos) << r.out;
+  const auto rows = rows_starting_with_a_number(r.out);
+  ASSERT_EQ(rows.size(), 4u) << r.out;
+  // batch, mode (1 or 2 words), steps, tok/step, accept len, tok/s/user, tok/s total, speedup
+  EXPECT_EQ(rows[0][0], "1");
+  EXPECT_EQ(rows[0][1], "plain");
+  EXPECT_EQ(rows[0][4], "1.000");
+  EXPECT_EQ(rows[1][1] + " " + rows[1][2], "oracle p=0.9");
+  EXPECT_GT(std::stod(rows[1][5]), 1.5) << r.out;  // accepted length
+  EXPECT_LT(std::stoll(rows[1][3]), std::stoll(rows[0][2])) << "fewer steps than plain";
+  EXPECT_EQ(rows[2][0], "3");
+  EXPECT_EQ(rows[3][0], "3");
+}
+
+TEST(BenchSpeculativeCli, BadFlagsExitTwo) {
+  const std::string model = " --model " + golden_dir();
+  expect_usage_errors({
+      {"bench forward --speculative" + model + " --acceptance 1.5", "--acceptance expects probabilities"},
+      {"bench forward --speculative" + model + " --batches 0", "--batches must be at least 1"},
+      {"bench forward --speculative" + model + " --num-speculative 0", "--num-speculative must be at least 1"},
+  });
+}
+
+}  // namespace
+}  // namespace troupe::testing
