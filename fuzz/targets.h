@@ -16,13 +16,14 @@ void serve_config(const uint8_t* data, size_t size);
 void safetensors(const uint8_t* data, size_t size);
 void tokenizer_json(const uint8_t* data, size_t size);
 void expert_loads_json(const uint8_t* data, size_t size);
+void kv_block_file(const uint8_t* data, size_t size);
 
 struct Target {
   std::string_view name;  // also the folder under fuzz/corpus and fuzz/regressions
   Entry entry;
 };
 
-inline constexpr std::array<Target, 7> kTargets{{
+inline constexpr std::array<Target, 8> kTargets{{
     {"http_request", http_request},
     {"openai_body", openai_body},
     {"tcp_frame", tcp_frame},
@@ -30,6 +31,7 @@ inline constexpr std::array<Target, 7> kTargets{{
     {"safetensors", safetensors},
     {"tokenizer_json", tokenizer_json},
     {"expert_loads_json", expert_loads_json},
+    {"kv_block_file", kv_block_file},
 }};
 
 }  // namespace troupe::fuzz

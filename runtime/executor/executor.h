@@ -12,6 +12,7 @@
 #include "kernels/exec_context.h"
 #include "model/forward.h"
 #include "runtime/kv_cache/paged_kv.h"
+#include "runtime/kv_cache/tier_storage.h"
 #include "runtime/scheduler/step_plan.h"
 
 namespace troupe::runtime {
@@ -56,6 +57,8 @@ class Executor {
   std::vector<SampledChunk> run(const StepPlan& plan);
 
   const kernels::ExecContext& context() const { return *context_; }
+  // The host and disk tiers' bytes, for plans with tier_ops (nullptr: none come).
+  void set_tier_storage(TierStorage* tiers) { tiers_ = tiers; }
 
   // Forgets what it knew of requests that ended or lost their KV.
   void drop(RequestId id) {
@@ -87,6 +90,7 @@ class Executor {
   ExecutorOptions options_;
   std::unique_ptr<kernels::ExecContext> context_;  // bound to the calling thread in run()
   model::RoutedExperts* routed_;
+  TierStorage* tiers_ = nullptr;
   std::unordered_map<RequestId, int64_t> started_;  // id -> generation whose slot is set up
   std::unordered_map<RequestId, Sampled> last_sampled_;
 };

@@ -71,8 +71,12 @@ StepPlan Scheduler::schedule() {
   schedule_admissions(plan, budget);
   finalize(plan);
   // An empty plan may never reach an executor (the actors do not send one): keep the
-  // finished ids for the next plan that does.
-  if (plan.empty()) finished_since_plan_.swap(plan.finished);
+  // finished ids (and any tier copies, which stay in kv_) for the next plan that does.
+  if (plan.empty()) {
+    finished_since_plan_.swap(plan.finished);
+  } else {
+    plan.tier_ops = kv_.take_tier_ops();
+  }
   return plan;
 }
 

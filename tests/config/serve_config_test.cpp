@@ -88,6 +88,9 @@ kv-cache-memory-bytes: 3GB
 block-size: 128
 enable-prefix-caching: false
 enable-prefix-snapshots: off
+kv-offload-bytes: 2GiB
+kv-disk-dir: /var/cache/troupe-kv
+kv-disk-bytes: 100GB
 bounded-replay: no
 prefix-replay: window
 threads: 2
@@ -125,6 +128,9 @@ ServeConfig every_key_expected() {
   c.block_size = 128;
   c.enable_prefix_caching = false;
   c.enable_prefix_snapshots = false;
+  c.kv_offload_bytes = int64_t(2) << 30;
+  c.kv_disk_dir = "/var/cache/troupe-kv";
+  c.kv_disk_bytes = 100'000'000'000;
   c.bounded_replay = false;
   c.prefix_replay = runtime::PrefixReplay::Window;
   c.threads = 2;
