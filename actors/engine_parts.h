@@ -32,6 +32,7 @@ struct EngineLedger {
   int64_t prefix_query_base = 0;
   int64_t prefix_hit_base = 0;
   int64_t snapshot_hit_base = 0, replay_hit_base = 0, replay_token_base = 0;
+  int64_t tier_hit_base[3] = {0, 0, 0};  // prefix hit tokens by tier (primary, host, disk)
   // Set by the scheduler before it quits because its rank failed, so the supervisor
   // names the rank even when the scheduler's exit arrives before the rank's.
   std::string death;
@@ -41,15 +42,19 @@ struct EngineLedger {
 // ("injected fault: rank-exit"), else CAF's rendering.
 std::string describe(caf::actor_system& sys, const caf::error& reason);
 
+// tiers: the host and disk tiers' bytes (nullptr: none), shared by the rank (which runs
+// the plans' tier copies) and its scheduler (which adopts the disk files at its start).
 rank_actor spawn_rank(caf::actor_system& sys, const model::Forward& forward,
                       const runtime::KvCacheConfig& kv, const runtime::ExecutorOptions& options,
-                      std::shared_ptr<const runtime::FaultPlan> faults);
+                      std::shared_ptr<const runtime::FaultPlan> faults,
+                      std::shared_ptr<runtime::TierStorage> tiers = nullptr);
 
 scheduler_core_actor spawn_scheduler(caf::actor_system& sys, const model::Forward& forward,
                                      const model::Tokenizer* tokenizer,
                                      const runtime::EngineConfig& config,
                                      const runtime::KvCacheConfig& kv, rank_actor rank,
-                                     std::shared_ptr<EngineLedger> ledger, double request_timeout);
+                                     std::shared_ptr<EngineLedger> ledger, double request_timeout,
+                                     std::shared_ptr<runtime::TierStorage> tiers = nullptr);
 
 // Sends `id` a last TokenEvent: FinishedError with `why`.
 void send_error(const caf::actor& client, runtime::RequestId id, std::string why,

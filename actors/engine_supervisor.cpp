@@ -46,9 +46,13 @@ using supervisor_pointer = scheduler_actor::stateful_pointer<SupervisorState>;
 // says "starting", or "restarting" with the cause after a death).
 void start(supervisor_pointer self) {
   auto& s = self->state;
-  s.rank = spawn_rank(self->home_system(), *s.forward, s.kv, s.config.executor, s.options.faults);
+  // Fresh tiers per incarnation: the host tier died with the rank; the disk files stay.
+  std::shared_ptr<runtime::TierStorage> tiers =
+      runtime::make_tier_storage(s.forward->config(), s.config, s.kv);
+  s.rank = spawn_rank(self->home_system(), *s.forward, s.kv, s.config.executor, s.options.faults,
+                      tiers);
   s.scheduler = spawn_scheduler(self->home_system(), *s.forward, s.tokenizer, s.config, s.kv,
-                                s.rank, s.ledger, s.options.request_timeout);
+                                s.rank, s.ledger, s.options.request_timeout, tiers);
   self->link_to(s.rank);
   self->link_to(s.scheduler);
   const rank_actor rank = s.rank;
@@ -101,6 +105,7 @@ void on_scheduler_down(supervisor_pointer self, const caf::error& reason) {
   s.ledger->snapshot_hit_base = s.ledger->counters.prefix_snapshot_hits;
   s.ledger->replay_hit_base = s.ledger->counters.prefix_replay_hits;
   s.ledger->replay_token_base = s.ledger->counters.prefix_replay_tokens;
+  for (int t = 0; t < 3; ++t) s.ledger->tier_hit_base[t] = s.ledger->counters.prefix_tier_hit_tokens[t];
   if (!restart) {
     spdlog::critical("engine: down for good: {}", s.down);
     return;
@@ -186,6 +191,7 @@ scheduler_actor spawn_engine(caf::actor_system& sys, const model::Forward& forwa
   // Checked here, on the caller's thread: a config that cannot work stops start-up with
   // the numbers instead of killing the first request.
   const runtime::KvCacheConfig kv = runtime::prepare_engine(forward.config(), config);
+  if (kv.disk_blocks > 0) runtime::ensure_disk_dir(config.kv_disk_dir);
   if (!options.health) options.health = std::make_shared<InstanceHealth>();
   return sys.spawn(supervisor_fun, &forward, tokenizer, std::move(config), kv, std::move(options));
 }

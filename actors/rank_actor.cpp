@@ -15,6 +15,7 @@ namespace {
 struct RankState {
   std::unique_ptr<runtime::PagedKvStorage> storage;
   std::unique_ptr<runtime::Executor> executor;
+  std::shared_ptr<runtime::TierStorage> tiers;  // nullptr: no host and disk tiers
   std::shared_ptr<const runtime::FaultPlan> faults;
   int64_t steps = 0;
 };
@@ -42,7 +43,8 @@ StepResult run_step(RankState& st, const runtime::StepPlan& plan, const runtime:
 
 rank_actor::behavior_type rank_fun(rank_pointer self, const model::Forward* forward,
                                    runtime::KvCacheConfig kv, runtime::ExecutorOptions options,
-                                   std::shared_ptr<const runtime::FaultPlan> faults) {
+                                   std::shared_ptr<const runtime::FaultPlan> faults,
+                                   std::shared_ptr<runtime::TierStorage> tiers) {
   auto& st = self->state;
   // On the rank's own thread (detached): a stalled start holds only this rank's mailbox.
   if (const int64_t ms = faults ? faults->next_rank_start() : 0; ms > 0) {
@@ -52,6 +54,8 @@ rank_actor::behavior_type rank_fun(rank_pointer self, const model::Forward* forw
   st.storage = std::make_unique<runtime::PagedKvStorage>(forward->config(), kv.block_size,
                                                          kv.num_blocks, kv.storage_slots());
   st.executor = std::make_unique<runtime::Executor>(*forward, *st.storage, options);
+  st.tiers = std::move(tiers);
+  st.executor->set_tier_storage(st.tiers.get());
   st.faults = std::move(faults);
   return {
       [=](run_atom, const runtime::StepPlan& plan) -> caf::result<StepResult> {
@@ -73,8 +77,10 @@ rank_actor::behavior_type rank_fun(rank_pointer self, const model::Forward* forw
 
 rank_actor spawn_rank(caf::actor_system& sys, const model::Forward& forward,
                       const runtime::KvCacheConfig& kv, const runtime::ExecutorOptions& options,
-                      std::shared_ptr<const runtime::FaultPlan> faults) {
-  return sys.spawn<caf::detached>(rank_fun, &forward, kv, options, std::move(faults));
+                      std::shared_ptr<const runtime::FaultPlan> faults,
+                      std::shared_ptr<runtime::TierStorage> tiers) {
+  return sys.spawn<caf::detached>(rank_fun, &forward, kv, options, std::move(faults),
+                                  std::move(tiers));
 }
 
 }  // namespace troupe::actors

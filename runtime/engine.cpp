@@ -21,6 +21,7 @@ KvCacheConfig prepare_engine(const model::ModelConfig& m, EngineConfig& config) 
   KvCacheConfig kv = kv_cache_config_for(m, config.kv_budget_bytes, running, config.block_size,
                                          snapshots);
   kv.enable_prefix_cache = config.enable_prefix_cache;
+  kv.block_bytes = PagedKvStorage::block_bytes_of(m, config.block_size);
   TROUPE_CHECK(config.kv_offload_bytes >= 0 && config.kv_disk_bytes >= 0,
                "kv-offload-bytes and kv-disk-bytes must be >= 0");
   TROUPE_CHECK(config.kv_disk_dir.empty() == (config.kv_disk_bytes == 0),
@@ -47,7 +48,7 @@ KvCacheConfig prepare_engine(const model::ModelConfig& m, EngineConfig& config) 
 
 std::unique_ptr<TierStorage> make_tier_storage(const model::ModelConfig& m,
                                                const EngineConfig& config,
-                                               const KvCacheConfig& kv, KvCacheManager& manager) {
+                                               const KvCacheConfig& kv) {
   if (kv.host_blocks == 0) return nullptr;
   const int64_t block_bytes = PagedKvStorage::block_bytes_of(m, kv.block_size);
   // Replay modes and the decoder tail change which rows a block holds: part of the tag.
@@ -56,20 +57,21 @@ std::unique_ptr<TierStorage> make_tier_storage(const model::ModelConfig& m,
       (config.executor.bounded_replay ? "/bounded/" : "/full/") + config.kv_disk_tag;
   const BlockFileGeometry g{kv_disk_model_tag(m, kv.block_size, block_bytes, mode), kv.block_size,
                             block_bytes};
-  auto tiers = std::make_unique<TierStorage>(kv.host_blocks, g,
-                                             kv.disk_blocks > 0 ? config.kv_disk_dir : "");
-  if (kv.disk_blocks > 0) {
-    manager.set_disk_reader([dir = config.kv_disk_dir, g](uint64_t hash, uint64_t parent,
-                                                          std::span<const int32_t> tokens,
-                                                          std::vector<uint8_t>& payload) {
-      return read_block_file(dir, g, hash, parent, tokens, payload);
-    });
-    const std::vector<BlockFileHeader> found = tiers->scan_disk();
-    const int64_t adopted = manager.adopt_disk_blocks(found);
-    spdlog::info("kv disk tier {}: {} block files adopted ({} found intact, room for {})",
-                 config.kv_disk_dir, adopted, found.size(), kv.disk_blocks);
-  }
-  return tiers;
+  return std::make_unique<TierStorage>(kv.host_blocks, g,
+                                       kv.disk_blocks > 0 ? config.kv_disk_dir : "");
+}
+
+void attach_disk_tier(KvCacheManager& manager, const TierStorage& tiers) {
+  if (tiers.disk_dir().empty()) return;
+  manager.set_disk_reader([dir = tiers.disk_dir(), g = tiers.geometry()](
+                              uint64_t hash, uint64_t parent, std::span<const int32_t> tokens,
+                              std::vector<uint8_t>& payload) {
+    return read_block_file(dir, g, hash, parent, tokens, payload);
+  });
+  const std::vector<BlockFileHeader> found = tiers.scan_disk();
+  const int64_t adopted = manager.adopt_disk_blocks(found);
+  spdlog::info("kv disk tier {}: {} block files adopted ({} intact found, room for {})",
+               tiers.disk_dir(), adopted, found.size(), manager.config().disk_blocks);
 }
 
 Engine::Engine(const model::Forward& forward, const model::Tokenizer* tokenizer,
@@ -83,7 +85,8 @@ Engine::Engine(const model::Forward& forward, const model::Tokenizer* tokenizer,
   scheduler_ = std::make_unique<Scheduler>(config.scheduler, *kv_,
                                            static_cast<int32_t>(m.eos_token_id), tokenizer);
   executor_ = std::make_unique<Executor>(forward, *storage_, config.executor);
-  tiers_ = make_tier_storage(m, config, kv, *kv_);
+  tiers_ = make_tier_storage(m, config, kv);
+  if (tiers_) attach_disk_tier(*kv_, *tiers_);
   executor_->set_tier_storage(tiers_.get());
   pipeline_ = std::make_unique<StepPipeline>(*scheduler_, counts_, config.async_scheduling ? 2 : 1);
 }

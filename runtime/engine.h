@@ -60,11 +60,13 @@ struct EngineConfig {
 KvCacheConfig prepare_engine(const model::ModelConfig& m, EngineConfig& config);
 
 // The host and disk tiers' bytes for an engine of this config (nullptr when kv has no
-// host tier), and the disk tier's files adopted into kv (with a reader for its finds).
-// Throws troupe::Error if the disk dir cannot be made.
+// host tier: kv.host_blocks == 0). Throws troupe::Error if the disk dir cannot be made.
 std::unique_ptr<TierStorage> make_tier_storage(const model::ModelConfig& m,
                                                const EngineConfig& config,
-                                               const KvCacheConfig& kv, KvCacheManager& manager);
+                                               const KvCacheConfig& kv);
+// The disk tier's files (tiers.scan_disk()) join the manager's disk tier, and its finds
+// read files as `tiers` writes them. No-op without a disk dir.
+void attach_disk_tier(KvCacheManager& manager, const TierStorage& tiers);
 
 class Engine {
  public:

@@ -30,6 +30,8 @@ struct KvCacheConfig {
   // tier holds (fed from the host tier; 0: off; needs host_blocks >= 1).
   int64_t host_blocks = 0;
   int64_t disk_blocks = 0;
+  int64_t block_bytes = 0;  // bytes of one block's rows, for the bytes-per-tier figures
+                            // (0: unknown, they read 0)
   BlockHashFn hash_fn = nullptr;  // nullptr: block_hash. Tests only (forced collisions).
 
   void validate() const;  // throws troupe::Error naming the bad field

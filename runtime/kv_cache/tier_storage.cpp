@@ -32,11 +32,15 @@ TierStorage::TierStorage(int64_t host_slots, const BlockFileGeometry& geometry,
       // Never read before a save wrote it; a pattern, so a missing copy cannot pass for
       // the zeros of a fresh buffer.
       host_(size_t(host_slots * geometry.block_bytes), uint8_t{0x5a}) {
-  if (disk_dir_.empty()) return;
+  if (!disk_dir_.empty()) ensure_disk_dir(disk_dir_);
+}
+
+void ensure_disk_dir(const std::string& dir) {
   std::error_code ec;
-  fs::create_directories(disk_dir_, ec);
-  TROUPE_CHECK(!ec && fs::is_directory(disk_dir_, ec), "kv-disk-dir ", disk_dir_,
-               ": cannot create the directory (", ec.message(), ")");
+  fs::create_directories(dir, ec);
+  const bool ok = !ec && fs::is_directory(dir, ec);
+  TROUPE_CHECK(ok, "kv-disk-dir ", dir, ": cannot create the directory (",
+               ec ? ec.message() : "not a directory", ")");
 }
 
 std::span<uint8_t> TierStorage::host_slot(int32_t slot) {

@@ -31,6 +31,10 @@ bool read_block_file(const std::string& dir, const BlockFileGeometry& g, uint64_
                      std::vector<uint8_t>& payload);
 std::string block_file_path(const std::string& dir, uint64_t hash);
 
+// Creates the disk tier's folder (and parents) if missing; throws troupe::Error naming it
+// if it cannot (a start-up check, before any allocation).
+void ensure_disk_dir(const std::string& dir);
+
 class TierStorage {
  public:
   // disk_dir empty: no disk tier. Creates the dir; throws troupe::Error if it cannot.
