@@ -93,10 +93,16 @@ std::vector<int32_t> second_turn(int c, const Out& first) {
   return p;
 }
 
+// Turn 0 in conversation order, turn 1 in reverse (the most recent conversation goes on
+// first), so the second turns find their prefixes in every tier: the last one's still in
+// the pool, the ones before it in host memory, the oldest on disk.
 std::vector<Out> run_turns(Engine& e, int turn, const std::vector<Out>& firsts) {
-  std::vector<Out> outs;
-  for (int c = 0; c < kConversations; ++c)
-    outs.push_back(run_one(e, 100 * turn + c, turn == 0 ? first_turn(c) : second_turn(c, firsts[size_t(c)])));
+  std::vector<Out> outs(kConversations);
+  for (int k = 0; k < kConversations; ++k) {
+    const int c = turn == 0 ? k : kConversations - 1 - k;
+    outs[size_t(c)] = run_one(e, 100 * turn + c,
+                              turn == 0 ? first_turn(c) : second_turn(c, firsts[size_t(c)]));
+  }
   return outs;
 }
 
@@ -140,7 +146,7 @@ TEST(KvTierEngine, PrefixesFourTimesThePoolHitFromHostAndDiskAndEqualAnUnbounded
   const Reference& ref = reference();
   ASSERT_EQ(ref.second_hit_tokens, kConversations * 256);
   TempDir dir("troupe-kv-tiers-a");
-  Engine e(*golden_model().forward, nullptr, tier_engine(kPrimaryBlocks, 24, 96, dir.path));
+  Engine e(*golden_model().forward, nullptr, tier_engine(kPrimaryBlocks, 24, 128, dir.path));
   ASSERT_EQ(e.kv_cache().pool().num_blocks(), kPrimaryBlocks);
   const auto first = run_turns(e, 0, {});
   const KvCacheStats before = e.kv_cache().stats();
@@ -194,12 +200,12 @@ TEST(KvTierEngine, ARestartOnTheSameDiskDirHitsTheSavedPrefixesAndIgnoresDamaged
   TempDir dir("troupe-kv-tiers-b");
   std::vector<Out> first;
   {
-    Engine e(*golden_model().forward, nullptr, tier_engine(kPrimaryBlocks, 24, 96, dir.path));
+    Engine e(*golden_model().forward, nullptr, tier_engine(kPrimaryBlocks, 24, 128, dir.path));
     first = run_turns(e, 0, {});
   }  // the daemon stops; the primary pool and host tier are gone, the files stay
   const auto files = dir.files();
   damage(files, dir.path);
-  Engine e(*golden_model().forward, nullptr, tier_engine(kPrimaryBlocks, 24, 96, dir.path));
+  Engine e(*golden_model().forward, nullptr, tier_engine(kPrimaryBlocks, 24, 128, dir.path));
   EXPECT_EQ(e.kv_cache().tiers()->disk().num_used(), int64_t(files.size()) - 2);
   const auto second = run_turns(e, 1, first);
   for (int c = 0; c < kConversations; ++c)
@@ -212,7 +218,7 @@ TEST(KvTierEngine, ARestartOnTheSameDiskDirHitsTheSavedPrefixesAndIgnoresDamaged
 TEST(KvTierEngine, FilesDamagedWhileRunningAreMissesNotWrongTokens) {
   const Reference& ref = reference();
   TempDir dir("troupe-kv-tiers-c");
-  Engine e(*golden_model().forward, nullptr, tier_engine(kPrimaryBlocks, 24, 96, dir.path));
+  Engine e(*golden_model().forward, nullptr, tier_engine(kPrimaryBlocks, 24, 128, dir.path));
   const auto first = run_turns(e, 0, {});
   for (const fs::path& f : dir.files()) flip_byte(f, 300);  // every file
   const auto second = run_turns(e, 1, first);
