@@ -269,7 +269,7 @@ def block_file(tag, tokens, payload, parent=0x9e3779b97f4a7c15, lie=0):
 
 
 def kv_block_file():
-    good = block_file(0x1234, [5, 6, 7, 8], bytes(range(1, 38)))
+    good = block_file(0x1234, [5, 6, 7, 8], bytes((i * 7 + 1) % 256 for i in range(37)))
     write("kv_block_file", "valid-4-tokens-37-bytes.kvb", good)
     write("kv_block_file", "valid-16-tokens.kvb", block_file(7, list(range(100, 116)), b"\xab" * 64))
     write("kv_block_file", "truncated.kvb", good[:-9])

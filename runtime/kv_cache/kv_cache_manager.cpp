@@ -112,7 +112,7 @@ std::optional<Admission> KvCacheManager::admit(RequestId id, CachedPrefix prefix
 
   const Admission adm{prefix.num_tokens, prefix.replay_from, r.swa_slot, prefix.snapshot_slot};
   if (adm.restore_slot >= 0) snapshots_->touch(r.table[size_t(num_hit - 1)]);
-  count_hit(prefix);
+  count_hit(prefix, num_hit);  // prefix.blocks moved into the table
   stats_.snapshot_hits += adm.restore_slot >= 0;
   stats_.replay_hits += num_hit > 0 && adm.restore_slot < 0;
   stats_.replay_tokens += adm.num_replay_tokens();
@@ -139,15 +139,15 @@ void KvCacheManager::fetch_from_tiers(CachedPrefix& prefix, int64_t need,
   }
 }
 
-void KvCacheManager::count_hit(const CachedPrefix& prefix) {
-  int64_t blocks[kNumKvTiers] = {int64_t(prefix.blocks.size()), 0, 0};
+void KvCacheManager::count_hit(const CachedPrefix& prefix, int64_t num_hit) {
+  int64_t blocks[kNumKvTiers] = {num_hit, 0, 0};
   for (const TierFetch& f : prefix.fetches) ++blocks[int(f.src.tier)], --blocks[0];
   for (int t = 0; t < kNumKvTiers; ++t) {
     stats_.tier_hits[t] += blocks[t] > 0;
     stats_.tier_hit_tokens[t] += blocks[t] * config_.block_size;
   }
   stats_.admissions += 1;
-  stats_.prefix_hits += !prefix.blocks.empty();
+  stats_.prefix_hits += num_hit > 0;
   stats_.query_tokens += prefix.num_query_tokens;
   stats_.hit_tokens += prefix.num_tokens;
 }

@@ -223,7 +223,7 @@ class KvCacheManager {
   // admit(): blocks for the hit blocks lower tiers hold, their loads, their publication.
   void fetch_from_tiers(CachedPrefix& prefix, int64_t need, std::vector<int32_t>& table,
                         std::vector<int32_t>& fresh);
-  void count_hit(const CachedPrefix& prefix);
+  void count_hit(const CachedPrefix& prefix, int64_t num_hit);
 
   KvCacheConfig config_;
   BlockPool pool_;
