@@ -174,6 +174,10 @@ class KvCacheManager {
   // decided since the last call, for the executor to run in this order before the
   // step's forward (the scheduler puts them in the plan).
   std::vector<TierOp> take_tier_ops();
+  // The executor ran a plan's tier ops (Scheduler::update): its disk writes are done.
+  void tier_ops_done(std::span<const TierOp> ops) {
+    if (tiers_) tiers_->ops_done(ops);
+  }
   bool has_pending_tier_ops() const { return tiers_ && tiers_->has_pending_ops(); }
   const KvTiers* tiers() const { return tiers_.get(); }
   // How finds read disk tier files (without one, disk blocks are never hits). A find

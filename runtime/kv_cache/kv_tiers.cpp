@@ -71,16 +71,32 @@ void KvTiers::spill(const TierIndex::Displaced& d) {
   op.hash = d.hash;
   op.parent_hash = d.parent_hash;
   op.tokens = d.tokens;
+  ++unwritten_[d.hash];
   ops_.push_back(std::move(op));
   ++stats_.spills;
 }
 
+void KvTiers::ops_done(std::span<const TierOp> ops) {
+  for (const TierOp& op : ops) {
+    if (op.kind != TierOpKind::SpillToDisk) continue;
+    const auto it = unwritten_.find(op.hash);
+    if (it != unwritten_.end() && --it->second == 0) unwritten_.erase(it);
+  }
+}
+
 std::optional<TierSource> KvTiers::find(uint64_t hash, uint64_t parent_hash,
-                                        std::span<const int32_t> tokens) const {
+                                        std::span<const int32_t> tokens) {
   if (const int32_t s = host_.find(hash, parent_hash, tokens); s >= 0)
     return TierSource{KvTier::Host, s};
-  if (const int32_t s = disk_.find(hash, parent_hash, tokens); s >= 0)
+  if (const int32_t s = disk_.find(hash, parent_hash, tokens); s >= 0) {
+    // Its spill is in a plan not run yet (the host slot it came from is reused): a miss
+    // this time, not a bad file.
+    if (unwritten_.count(hash)) {
+      ++stats_.unwritten_misses;
+      return std::nullopt;
+    }
     return TierSource{KvTier::Disk, s};
+  }
   return std::nullopt;
 }
 

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -39,6 +40,7 @@ struct KvTierStats {
   int64_t disk_drops = 0;     // disk files deleted over the cap
   int64_t lost = 0;           // evictions no tier could take (every slot pinned)
   int64_t bad_files = 0;      // disk files that failed their check at a lookup (misses)
+  int64_t unwritten_misses = 0;  // lookups of a disk block whose spill had not run yet
   int64_t loads[kNumKvTiers] = {0, 0, 0};  // blocks brought back, by source tier
 };
 
@@ -52,7 +54,7 @@ class KvTiers {
                   std::span<const int32_t> tokens);
   // The lower tier holding this block (host first), verified against parent and tokens.
   std::optional<TierSource> find(uint64_t hash, uint64_t parent_hash,
-                                 std::span<const int32_t> tokens) const;
+                                 std::span<const int32_t> tokens);
   // An admission brings `src` back into primary block `block` (the ops bring the bytes;
   // from disk, `payload`: the block's bytes the hit's lookup read and checked).
   void load(const TierSource& src, int32_t block, std::vector<uint8_t> payload = {});
@@ -67,6 +69,10 @@ class KvTiers {
   // Start-up: a block file found (and checked) in the disk dir. False: the disk tier is
   // full or holds that hash already (the file is left alone).
   bool adopt_disk_block(uint64_t hash, uint64_t parent_hash, std::span<const int32_t> tokens);
+
+  // The executor ran these ops (the plan they travelled in is back): the files their
+  // spills wrote exist now. Until then a disk block is no hit (its file is not written).
+  void ops_done(std::span<const TierOp> ops);
 
   // The ops decided since the last call, in the order they must run.
   std::vector<TierOp> take_ops() { return std::exchange(ops_, {}); }
@@ -86,6 +92,7 @@ class KvTiers {
 
   TierIndex host_, disk_;
   std::vector<TierOp> ops_;
+  std::unordered_map<uint64_t, int32_t> unwritten_;  // hash -> spills of it not run yet
   KvTierStats stats_;
 };
 

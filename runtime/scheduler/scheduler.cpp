@@ -297,6 +297,7 @@ std::vector<RequestOutput> Scheduler::update(const StepPlan& plan,
   TROUPE_CHECK(sampled.size() == plan.chunks.size(), "update: ", sampled.size(),
                " sampled lists for ", plan.chunks.size(), " chunks");
   std::vector<RequestOutput> outputs = std::exchange(pending_, {});
+  kv_.tier_ops_done(plan.tier_ops);  // its spills' files are written: disk hits from now
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     const ScheduledChunk& c = plan.chunks[i];
     auto it = requests_.find(c.id);

@@ -128,6 +128,14 @@ TEST(KvTiers, HostSlotsReusedSpillToDiskAndDiskDropsOverItsCap) {
   // twice; seq2 -> spill seq1 (disk full of seq0: drop first) ...
   const std::vector<TierOp> ops = kv.take_tier_ops();
   using K = TierOpKind;
+  // Until the plan carrying them has run, a spilled block's file is not there: no hit.
+  kv.set_disk_reader([](uint64_t, uint64_t, std::span<const int32_t>, std::vector<uint8_t>&) {
+    ADD_FAILURE() << "a file read before its spill ran";
+    return false;
+  });
+  EXPECT_EQ(kv.find_cached_prefix(concat(iota_tokens(2000, 8), {1})).num_tokens, 0);
+  EXPECT_EQ(kv.tiers()->stats().unwritten_misses, 1);
+  kv.tier_ops_done(ops);
   const std::vector<K> want = {K::SaveToHost, K::SaveToHost,                  // seq0 evicted
                                K::SpillToDisk, K::SaveToHost, K::SpillToDisk, K::SaveToHost,
                                K::DropFromDisk, K::SpillToDisk, K::SaveToHost,  // seq2 evicted
@@ -165,7 +173,7 @@ TEST(KvTiers, HostSlotsReusedSpillToDiskAndDiskDropsOverItsCap) {
 TEST(KvTiers, ADiskFileFailingItsCheckIsAMissAndForgotten) {
   KvCacheManager kv(tier_config(2, 1, 4));
   for (int i = 0; i < 3; ++i) run_and_free(kv, i, iota_tokens(1000 * (i + 1), 8));
-  kv.take_tier_ops();
+  kv.tier_ops_done(kv.take_tier_ops());
   kv.set_disk_reader([](uint64_t, uint64_t, std::span<const int32_t>, std::vector<uint8_t>&) {
     return false;  // every file corrupt
   });
@@ -198,7 +206,9 @@ TEST(KvTiers, EvictionNeverTakesABlockARequestHolds) {
     return s;
   };
   auto check_ops = [&](const std::set<int32_t>& before, RequestId id) {
-    for (const TierOp& op : kv.take_tier_ops()) {
+    const std::vector<TierOp> ops = kv.take_tier_ops();
+    kv.tier_ops_done(ops);  // as if the plan ran
+    for (const TierOp& op : ops) {
       if (op.kind == TierOpKind::SaveToHost) {
         EXPECT_EQ(before.count(op.block), 0u) << op.block;
       }
