@@ -31,7 +31,10 @@ StepResult run_step(RankState& st, const runtime::StepPlan& plan, const runtime:
   const auto t0 = std::chrono::steady_clock::now();
   if (fault.stall_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(fault.stall_ms));
   try {
-    if (fault.fail) throw std::runtime_error("injected fault: step-throw");
+    if (fault.fail) {
+      st.executor->apply_tier_ops(plan);  // the bookkeeping counts on them (executor.h)
+      throw std::runtime_error("injected fault: step-throw");
+    }
     r.sampled = st.executor->run(plan);
   } catch (const std::exception& e) {  // incl. bad_alloc: a failed step, not a dead engine
     r.error = e.what();

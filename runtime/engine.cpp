@@ -6,7 +6,6 @@
 #include <climits>
 
 #include "kernels/check.h"
-
 #include "runtime/kv_cache/kv_cache_config.h"
 
 namespace troupe::runtime {
@@ -29,7 +28,7 @@ KvCacheConfig prepare_engine(const model::ModelConfig& m, EngineConfig& config) 
   TROUPE_CHECK(config.kv_disk_bytes == 0 || config.kv_offload_bytes > 0,
                "a disk tier (kv-disk-dir) needs a host tier: set kv-offload-bytes");
   if (config.enable_prefix_cache && config.kv_offload_bytes > 0) {
-    const int64_t block_bytes = PagedKvStorage::block_bytes_of(m, config.block_size);
+    const int64_t block_bytes = kv.block_bytes;
     const BlockFileGeometry g{0, config.block_size, block_bytes};
     kv.host_blocks = std::min<int64_t>(INT32_MAX, config.kv_offload_bytes / block_bytes);
     kv.disk_blocks = std::min<int64_t>(INT32_MAX, config.kv_disk_bytes / g.file_bytes());

@@ -59,6 +59,10 @@ class Executor {
   const kernels::ExecContext& context() const { return *context_; }
   // The host and disk tiers' bytes, for plans with tier_ops (nullptr: none come).
   void set_tier_storage(TierStorage* tiers) { tiers_ = tiers; }
+  // Runs the plan's tier copies (run() starts with them). A caller that fails a step
+  // without run() must still call this: the KV bookkeeping already counts on those
+  // copies (a tier slot said to hold a block, a published block said to be loaded).
+  void apply_tier_ops(const StepPlan& plan);
 
   // Forgets what it knew of requests that ended or lost their KV.
   void drop(RequestId id) {
