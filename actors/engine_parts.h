@@ -44,6 +44,7 @@ struct EngineLedger {
   int64_t prefix_query_base = 0;
   int64_t prefix_hit_base = 0;
   int64_t snapshot_hit_base = 0, replay_hit_base = 0, replay_token_base = 0;
+  int64_t tier_hit_base[3] = {0, 0, 0};  // prefix hit tokens by tier (primary, host, disk)
   // Set by the scheduler before it quits because its rank failed, so the supervisor
   // names the rank even when the scheduler's exit arrives before the rank's.
   std::string death;
@@ -58,6 +59,9 @@ struct RankSetup {
   int rank = 0;
   std::shared_ptr<runtime::InProcessGroup> group;           // expert parallel: the exchange
   std::shared_ptr<const runtime::eplb::ExpertPlacement> placement;  // with group: the slots
+  // The host and disk tiers' bytes (nullptr: none), shared with the rank's scheduler:
+  // the rank runs the plans' tier copies, the scheduler adopts the disk files at its start.
+  std::shared_ptr<runtime::TierStorage> tiers;
 };
 
 rank_actor spawn_rank(caf::actor_system& sys, const model::Forward& forward,
@@ -78,7 +82,8 @@ scheduler_core_actor spawn_scheduler(caf::actor_system& sys, const model::Forwar
                                      const runtime::EngineConfig& config,
                                      const runtime::KvCacheConfig& kv, rank_actor rank,
                                      std::shared_ptr<EngineLedger> ledger, double request_timeout,
-                                     SyncSetup sync = {});
+                                     SyncSetup sync = {},
+                                     std::shared_ptr<runtime::TierStorage> tiers = nullptr);
 
 // Sends `id` a last TokenEvent: FinishedError with `why`.
 void send_error(const caf::actor& client, runtime::RequestId id, std::string why,

@@ -81,12 +81,17 @@ void start(supervisor_pointer self) {
   if (s.options.expert_parallel) s.group = std::make_shared<runtime::InProcessGroup>(R);
   for (int r = 0; r < R; ++r) {
     const bool faulty = R == 1 || r == s.options.fault_rank;
+    // Fresh tiers per incarnation: the host tier died with the rank; the disk files stay.
+    // (One rank only: spawn_engine refuses tiers for R > 1.)
+    std::shared_ptr<runtime::TierStorage> tiers =
+        runtime::make_tier_storage(s.forward->config(), s.config, s.kv);
     Member m;
     m.rank = spawn_rank(self->home_system(), *s.forward, s.kv, s.config.executor,
-                        faulty ? s.options.faults : nullptr, RankSetup{r, s.group, s.placement});
+                        faulty ? s.options.faults : nullptr,
+                        RankSetup{r, s.group, s.placement, tiers});
     m.scheduler = spawn_scheduler(self->home_system(), *s.forward, s.tokenizer, s.config, s.kv,
                                   m.rank, s.ledgers[r], s.options.request_timeout,
-                                  SyncSetup{r, R, lockstep});
+                                  SyncSetup{r, R, lockstep}, tiers);
     self->link_to(m.rank);
     self->link_to(m.scheduler);
     self->monitor(m.scheduler);  // its down message says it stopped, however it died
@@ -145,6 +150,7 @@ void on_ended(supervisor_pointer self) {
     ledger->snapshot_hit_base = ledger->counters.prefix_snapshot_hits;
     ledger->replay_hit_base = ledger->counters.prefix_replay_hits;
     ledger->replay_token_base = ledger->counters.prefix_replay_tokens;
+    for (int t = 0; t < 3; ++t) ledger->tier_hit_base[t] = ledger->counters.prefix_tier_hit_tokens[t];
   }
   spdlog::error("engine: {}; failed {} requests", why, failed);
   if (!s.restart) {
@@ -362,6 +368,10 @@ scheduler_actor spawn_engine(caf::actor_system& sys, const model::Forward& forwa
                "num-redundant-experts needs enable-expert-parallel");
   TROUPE_CHECK(!options.expert_parallel || forward.config().n_routed_experts > 0,
                "enable-expert-parallel: the model has no routed experts");
+  TROUPE_CHECK((config.kv_offload_bytes == 0 && config.kv_disk_bytes == 0) ||
+                   (options.data_parallel_size == 1 && !options.expert_parallel),
+               "kv-offload-bytes / kv-disk-bytes: the host and disk tiers serve one rank without "
+               "expert parallelism for now (data-parallel-size 1)");
   // Checked here, on the caller's thread: a config that cannot work stops start-up with
   // the numbers instead of killing the first request.
   const runtime::KvCacheConfig kv = runtime::prepare_engine(forward.config(), config);
@@ -369,6 +379,7 @@ scheduler_actor spawn_engine(caf::actor_system& sys, const model::Forward& forwa
   if (config.executor.kernel_threads == 0 && options.data_parallel_size > 1)
     config.executor.kernel_threads =
         std::max(1, kernels::default_num_threads() / options.data_parallel_size);
+  if (kv.disk_blocks > 0) runtime::ensure_disk_dir(config.kv_disk_dir);
   if (!options.health) options.health = std::make_shared<InstanceHealth>();
   return sys.spawn(supervisor_fun, &forward, tokenizer, std::move(config), kv, std::move(options));
 }

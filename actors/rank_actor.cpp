@@ -20,6 +20,7 @@ struct RankState {
   std::shared_ptr<runtime::InProcessGroup> group;      // expert parallel only
   std::unique_ptr<runtime::ExpertParallel> experts;    // on group's communicator
   std::unique_ptr<runtime::Executor> executor;
+  std::shared_ptr<runtime::TierStorage> tiers;  // nullptr: no host and disk tiers
   std::shared_ptr<const runtime::FaultPlan> faults;
   int64_t steps = 0;
 };
@@ -38,7 +39,10 @@ StepResult run_step(RankState& st, const runtime::StepPlan& plan, const runtime:
     if (st.experts) {
       r.sampled = runtime::run_rank_step(*st.executor, *st.experts, plan, fault.fail);
     } else {
-      if (fault.fail) throw std::runtime_error("injected fault: step-throw");
+      if (fault.fail) {
+        st.executor->apply_tier_ops(plan);  // the bookkeeping counts on them (executor.h)
+        throw std::runtime_error("injected fault: step-throw");
+      }
       r.sampled = st.executor->run(plan);
     }
   } catch (const std::exception& e) {  // incl. bad_alloc: a failed step, not a dead engine
@@ -68,6 +72,8 @@ rank_actor::behavior_type rank_fun(rank_pointer self, const model::Forward* forw
   }
   st.executor =
       std::make_unique<runtime::Executor>(*forward, *st.storage, options, st.experts.get());
+  st.tiers = std::move(setup.tiers);
+  st.executor->set_tier_storage(st.tiers.get());
   st.faults = std::move(faults);
   return {
       [=](run_atom, const runtime::StepPlan& plan) -> caf::result<StepResult> {

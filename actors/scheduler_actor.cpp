@@ -75,6 +75,8 @@ void count_prefix_cache(SchedulerState& s) {
   l.counters.prefix_snapshot_hits = l.snapshot_hit_base + s.kv->stats().snapshot_hits;
   l.counters.prefix_replay_hits = l.replay_hit_base + s.kv->stats().replay_hits;
   l.counters.prefix_replay_tokens = l.replay_token_base + s.kv->stats().replay_tokens;
+  for (int t = 0; t < 3; ++t)
+    l.counters.prefix_tier_hit_tokens[t] = l.tier_hit_base[t] + s.kv->stats().tier_hit_tokens[t];
 }
 
 // The step threw: every request in it ends with the rank's error (never a silent abort).
@@ -233,6 +235,7 @@ runtime::EngineFigures figures(SchedulerState& s) {
   earlier.prefix_snapshot_hits = s.ledger->snapshot_hit_base;
   earlier.prefix_replay_hits = s.ledger->replay_hit_base;
   earlier.prefix_replay_tokens = s.ledger->replay_token_base;
+  for (int t = 0; t < 3; ++t) earlier.prefix_tier_hit_tokens[t] = s.ledger->tier_hit_base[t];
   return runtime::current_figures(earlier, *s.scheduler, *s.kv);
 }
 
@@ -246,9 +249,11 @@ runtime::RankLoad probe(SchedulerState& s, const std::vector<int32_t>& prompt) {
 scheduler_core_actor::behavior_type scheduler_fun(
     scheduler_pointer self, const model::Forward* forward, const model::Tokenizer* tokenizer,
     runtime::EngineConfig config, runtime::KvCacheConfig kv, rank_actor rank,
-    std::shared_ptr<EngineLedger> ledger, double request_timeout, SyncSetup sync) {
+    std::shared_ptr<EngineLedger> ledger, double request_timeout, SyncSetup sync,
+    std::shared_ptr<runtime::TierStorage> tiers) {
   auto& st = self->state;
   st.kv = std::make_unique<runtime::KvCacheManager>(kv);
+  if (tiers) runtime::attach_disk_tier(*st.kv, *tiers);  // before the rank sees a plan
   st.scheduler = std::make_unique<runtime::Scheduler>(
       config.scheduler, *st.kv, static_cast<int32_t>(forward->config().eos_token_id), tokenizer);
   st.rank = std::move(rank);
@@ -320,9 +325,9 @@ scheduler_core_actor spawn_scheduler(caf::actor_system& sys, const model::Forwar
                                      const runtime::EngineConfig& config,
                                      const runtime::KvCacheConfig& kv, rank_actor rank,
                                      std::shared_ptr<EngineLedger> ledger, double request_timeout,
-                                     SyncSetup sync) {
+                                     SyncSetup sync, std::shared_ptr<runtime::TierStorage> tiers) {
   return sys.spawn(scheduler_fun, &forward, tokenizer, config, kv, std::move(rank),
-                   std::move(ledger), request_timeout, sync);
+                   std::move(ledger), request_timeout, sync, std::move(tiers));
 }
 
 }  // namespace troupe::actors

@@ -11,8 +11,12 @@
 // step metadata among rank threads, recursive doubling vs gather-broadcast
 // (bench/dp_sync/dp_sync_bench.h); `soak`, many clients for minutes with
 // aborts and bad requests mixed in, then leaks and RSS (bench/soak/soak_bench.h).
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -26,6 +30,7 @@
 #include "bench/dp_sync/dp_sync_bench.h"
 #include "bench/engine/replay_bench.h"
 #include "bench/engine/speculative_bench.h"
+#include "bench/engine/tier_fetch_bench.h"
 #include "bench/engine/step_bench.h"
 #include "bench/eplb/eplb_bench.h"
 #include "bench/forward/dep_bench.h"
@@ -317,10 +322,51 @@ runtime::AgenticWorkloadConfig workload_shape_flags(const Args& a) {
   return w;
 }
 
+// --tiers on|off|both (default off), --kv-offload-mb (default: --kv-budget-mb, a host
+// tier as large as the pool), --kv-disk-mb (default 4x that; 0: no disk tier),
+// --kv-disk-dir (default: a fresh folder under the temp dir, removed at the end).
+struct TierFlags {
+  std::vector<bool> modes;
+  int64_t offload_bytes = 0, disk_bytes = 0;
+  std::string dir;
+  bool own_dir = false;
+  bool any_on() const { return std::find(modes.begin(), modes.end(), true) != modes.end(); }
+  void apply(bench::EngineBenchConfig& c, bool on) const {
+    c.kv_offload_bytes = on ? offload_bytes : 0;
+    c.kv_disk_bytes = on && disk_bytes > 0 ? disk_bytes : 0;
+    c.kv_disk_dir = on && disk_bytes > 0 ? dir : "";
+  }
+};
+
+TierFlags tier_flags(const Args& a, int64_t kv_budget_bytes) {
+  TierFlags t;
+  const std::string v = a.get_or("tiers", "off");
+  if (v == "on") {
+    t.modes = {true};
+  } else if (v == "off") {
+    t.modes = {false};
+  } else if (v == "both") {
+    t.modes = {false, true};
+  } else {
+    TROUPE_FAIL("--tiers expects on, off or both, got '" << v << "'");
+  }
+  t.offload_bytes = at_least(a, "kv-offload-mb", kv_budget_bytes >> 20, 1) << 20;
+  t.disk_bytes = at_least(a, "kv-disk-mb", 4 * (t.offload_bytes >> 20), 0) << 20;
+  t.dir = a.get_or("kv-disk-dir", "");
+  if (t.dir.empty() && t.any_on() && t.disk_bytes > 0) {
+    t.dir = (std::filesystem::temp_directory_path() /
+             ("troupe-bench-kv-" + std::to_string(::getpid())))
+                .string();
+    t.own_dir = true;
+  }
+  return t;
+}
+
 int bench_replay(const CommandArgs& argv) {
   Args a(argv,
          {"model", "conversations", "turns", "system-len", "user-len", "output-len", "max-running",
-          "kv-budget-mb", "block-size", "prefix-replay", "snapshots", "seed", "threads"},
+          "kv-budget-mb", "block-size", "prefix-replay", "snapshots", "seed", "threads", "tiers",
+          "kv-offload-mb", "kv-disk-mb", "kv-disk-dir"},
          {});
   no_positional(a);
   runtime::AgenticWorkloadConfig w = workload_shape_flags(a);
@@ -330,6 +376,7 @@ int bench_replay(const CommandArgs& argv) {
   bench::EngineBenchConfig config = engine_flags(a, max_running);
   const std::vector<runtime::PrefixReplay> modes = prefix_replay_modes(a, /*allow_both=*/true);
   const std::vector<bool> snapshots = snapshot_modes(a, /*allow_both=*/true);
+  const TierFlags tiers = tier_flags(a, config.kv_budget_bytes);
 
   auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false);
   check_budget(m->config, config);
@@ -352,13 +399,28 @@ int bench_replay(const CommandArgs& argv) {
   std::vector<bench::ReplayRun> runs;
   for (const runtime::PrefixReplay mode : modes) {
     for (const bool snapshot : snapshots) {
-      config.prefix_replay = mode;
-      config.prefix_snapshots = snapshot;
-      runs.push_back(bench::run_replay(*m->forward, m->tokenizer.get(), w, config, true));
+      for (const bool tiered : tiers.modes) {
+        config.prefix_replay = mode;
+        config.prefix_snapshots = snapshot;
+        tiers.apply(config, tiered);
+        runs.push_back(bench::run_replay(*m->forward, m->tokenizer.get(), w, config, true));
+      }
     }
   }
+  tiers.apply(config, false);
   runs.push_back(bench::run_replay(*m->forward, m->tokenizer.get(), w, config, false));
   bench::print_replay_report(w, runs);
+  if (tiers.any_on()) {
+    std::printf("\ntiers: host %.1f MB, disk %.1f MB in %s\n", double(tiers.offload_bytes) / 1e6,
+                double(tiers.disk_bytes) / 1e6, tiers.dir.c_str());
+    std::error_code ec;
+    std::filesystem::remove_all(tiers.dir, ec);
+    bench::print_tier_fetch(bench::time_tier_fetch(*m->forward, config, 1024, tiers.dir));
+  }
+  if (tiers.own_dir) {
+    std::error_code ec;
+    std::filesystem::remove_all(tiers.dir, ec);
+  }
   return 0;
 }
 

@@ -126,6 +126,8 @@ int generate_gguf(const std::string& path, const Args& a, int64_t max_tokens,
   }
   std::printf("%s\n", ids.c_str());
   return 0;
+}
+
 // --speculative-config JSON: one request through the Engine with DSpark drafting and
 // verification (the serving path, paged rollback; sampling stays exact); stats to stderr.
 void generate_engine_speculative(const LoadedModel& m, const std::vector<int32_t>& prompt,

@@ -39,6 +39,13 @@ void ServeConfig::validate(const std::map<std::string, std::string>& origins) co
   } catch (const Error& e) {
     TROUPE_FAIL(where(origins, "speculative-config") << ": " << e.what());
   }
+  // The disk tier is fed by the host tier (docs/kv-cache.md "Host and disk tiers").
+  if (kv_disk_dir.empty() != (kv_disk_bytes == 0))
+    TROUPE_FAIL(where(origins, "kv-disk-dir") << " and " << where(origins, "kv-disk-bytes")
+                << " go together: a disk tier needs a folder and a size");
+  if (kv_disk_bytes > 0 && kv_offload_bytes == 0)
+    TROUPE_FAIL(where(origins, "kv-disk-bytes")
+                << " needs a host tier: set kv-offload-bytes (blocks reach disk from host memory)");
   to_engine_config().scheduler.validate();  // the runtime's own rules, as a backstop
 }
 
@@ -59,6 +66,10 @@ runtime::EngineConfig ServeConfig::to_engine_config() const {
   e.executor.bounded_replay = bounded_replay;
   e.executor.prefix_replay = prefix_replay;
   e.speculative = runtime::parse_speculative_config(speculative_config);
+  e.kv_offload_bytes = kv_offload_bytes;
+  e.kv_disk_dir = kv_disk_dir;
+  e.kv_disk_bytes = kv_disk_bytes;
+  e.kv_disk_tag = model;  // the checkpoint: another one's files are foreign
   return e;
 }
 

@@ -64,6 +64,10 @@ struct ServeConfig {
   int64_t block_size = 64;                           // tokens per KV block
   bool enable_prefix_caching = true;
   bool enable_prefix_snapshots = true;  // SWA window snapshots (docs/kv-cache.md)
+  // Host and disk tiers under the primary pool (docs/kv-cache.md "Host and disk tiers").
+  int64_t kv_offload_bytes = 0;  // host memory for blocks evicted from the pool; 0: off
+  std::string kv_disk_dir;       // block files, kept across restarts; empty: no disk tier
+  int64_t kv_disk_bytes = 0;     // most bytes of block files in kv_disk_dir
   bool bounded_replay = true;  // MODEL.md §6: prefill runs the decoder on a bounded tail
   runtime::PrefixReplay prefix_replay = runtime::PrefixReplay::Exact;  // executor.h
   int64_t threads = 0;         // kernel threads; 0: all hardware threads

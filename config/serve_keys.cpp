@@ -192,6 +192,13 @@ std::vector<ConfigKey> make_keys() {
   k.push_back(bool_key("enable-prefix-snapshots", &S::enable_prefix_snapshots,
                        "keep SWA window snapshots so a hit at an earlier request's last block "
                        "boundary replays nothing"));
+  k.push_back(bytes_key("kv-offload-bytes", &S::kv_offload_bytes, 0,
+                        "host memory for KV blocks evicted from the pool (host tier); 0: off"));
+  k.push_back(string_key("kv-disk-dir", &S::kv_disk_dir, true,
+                         "folder of KV block files under the host tier, kept across restarts; "
+                         "empty: no disk tier"));
+  k.push_back(bytes_key("kv-disk-bytes", &S::kv_disk_bytes, 0,
+                        "most bytes of block files in kv-disk-dir (LRU); 0: no disk tier"));
   k.push_back(bool_key("bounded-replay", &S::bounded_replay,
                        "prefill runs the decoder on a bounded tail (MODEL.md 6)"));
   k.push_back(choice_key<PrefixReplay>(

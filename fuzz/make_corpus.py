@@ -293,7 +293,76 @@ def gguf():
     write("gguf", "truncated", gguf_llama(8, 34, 32)[:700])
 
 
+M64 = (1 << 64) - 1
+P1, P2, P3, P4 = (0x9e3779b185ebca87, 0xc2b2ae3d27d4eb4f, 0x165667b19e3779f9,
+                  0x85ebca77c2b2ae63)
+
+
+def rotl(x, r):
+    return ((x << r) | (x >> (64 - r))) & M64
+
+
+def hash_bytes(seed, data):
+    """runtime/kv_cache/block_hash.cpp hash_bytes, for block files with a good checksum."""
+    def lane(acc, v):
+        return (rotl((acc + v * P2) & M64, 31) * P1) & M64
+    def merge(h, l):
+        return ((h ^ lane(0, l)) * P1 + P4) & M64
+    n, i = len(data), 0
+    u64 = lambda j: struct.unpack_from("<Q", data, j)[0]
+    if n >= 32:
+        a, b, c, d = (seed + P1 + P2) & M64, (seed + P2) & M64, seed, (seed - P1) & M64
+        while i + 32 <= n:
+            a, b = lane(a, u64(i)), lane(b, u64(i + 8))
+            c, d = lane(c, u64(i + 16)), lane(d, u64(i + 24))
+            i += 32
+        h = (rotl(a, 1) + rotl(b, 7) + rotl(c, 12) + rotl(d, 18)) & M64
+        h = merge(merge(merge(merge(h, a), b), c), d)
+    else:
+        h = (seed + P3) & M64
+    h = (h + n) & M64
+    while i + 8 <= n:
+        h = (rotl(h ^ lane(0, u64(i)), 27) * P1 + P4) & M64
+        i += 8
+    if i + 4 <= n:
+        v = struct.unpack_from("<I", data, i)[0]
+        h = (rotl(h ^ ((v * P1) & M64), 23) * P2 + P3) & M64
+        i += 4
+    while i < n:
+        h = (rotl(h ^ ((data[i] * P4) & M64), 11) * P1) & M64
+        i += 1
+    h ^= h >> 33
+    h = (h * P2) & M64
+    h ^= h >> 29
+    h = (h * P3) & M64
+    h ^= h >> 32
+    return h
+
+
+def block_file(tag, tokens, payload, parent=0x9e3779b97f4a7c15, lie=0):
+    """runtime/kv_cache/block_file.h: a disk tier block file."""
+    toks = struct.pack("<%di" % len(tokens), *tokens)
+    h = hash_bytes(parent, toks) ^ lie
+    body = (b"TRPKVB\x00\x01" + struct.pack("<QQQQQ", tag, len(tokens), len(payload), h, parent)
+            + toks + payload)
+    return body + struct.pack("<Q", hash_bytes(0x6b76626c6f636b31, body))
+
+
+def kv_block_file():
+    good = block_file(0x1234, [5, 6, 7, 8], bytes((i * 7 + 1) % 256 for i in range(37)))
+    write("kv_block_file", "valid-4-tokens-37-bytes.kvb", good)
+    write("kv_block_file", "valid-16-tokens.kvb", block_file(7, list(range(100, 116)), b"\xab" * 64))
+    write("kv_block_file", "truncated.kvb", good[:-9])
+    flipped = bytearray(good)
+    flipped[60] ^= 0x40
+    write("kv_block_file", "flipped-payload.kvb", bytes(flipped))
+    write("kv_block_file", "lying-hash.kvb", block_file(0x1234, [5, 6, 7, 8], b"\x00" * 37, lie=1))
+    write("kv_block_file", "magic-only.kvb", b"TRPKVB\x00\x01")
+    write("kv_block_file", "huge-geometry.kvb",
+          b"TRPKVB\x00\x01" + struct.pack("<QQQQQ", 1, 1 << 62, 1 << 62, 0, 0))
+
+
 if __name__ == "__main__":
     for make in (openai_body, http_request, tcp_frame, serve_config, safetensors,
-                 tokenizer_json, expert_loads_json, gguf):
+                 tokenizer_json, expert_loads_json, gguf, kv_block_file):
         make()

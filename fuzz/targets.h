@@ -17,6 +17,7 @@ void safetensors(const uint8_t* data, size_t size);
 void tokenizer_json(const uint8_t* data, size_t size);
 void expert_loads_json(const uint8_t* data, size_t size);
 void gguf(const uint8_t* data, size_t size);
+void kv_block_file(const uint8_t* data, size_t size);
 
 struct Target {
   std::string_view name;  // also the folder under fuzz/corpus and fuzz/regressions
@@ -32,6 +33,7 @@ inline constexpr std::array<Target, 8> kTargets{{
     {"tokenizer_json", tokenizer_json},
     {"expert_loads_json", expert_loads_json},
     {"gguf", gguf},
+    {"kv_block_file", kv_block_file},
 }};
 
 }  // namespace troupe::fuzz

@@ -1,6 +1,9 @@
 #include "runtime/engine.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
+#include <climits>
 
 #include "kernels/check.h"
 #include "runtime/kv_cache/kv_cache_config.h"
@@ -26,12 +29,57 @@ KvCacheConfig prepare_engine(const model::ModelConfig& m, EngineConfig& config) 
                "speculative-config: num_speculative_tokens ", config.speculative.num_speculative_tokens,
                " must be below the sliding window ", m.sliding_window);
   kv.enable_prefix_cache = config.enable_prefix_cache;
+  kv.block_bytes = PagedKvStorage::block_bytes_of(m, config.block_size);
+  TROUPE_CHECK(config.kv_offload_bytes >= 0 && config.kv_disk_bytes >= 0,
+               "kv-offload-bytes and kv-disk-bytes must be >= 0");
+  TROUPE_CHECK(config.kv_disk_dir.empty() == (config.kv_disk_bytes == 0),
+               "kv-disk-dir and kv-disk-bytes go together (a disk tier needs both)");
+  TROUPE_CHECK(config.kv_disk_bytes == 0 || config.kv_offload_bytes > 0,
+               "a disk tier (kv-disk-dir) needs a host tier: set kv-offload-bytes");
+  if (config.enable_prefix_cache && config.kv_offload_bytes > 0) {
+    const int64_t block_bytes = kv.block_bytes;
+    const BlockFileGeometry g{0, config.block_size, block_bytes};
+    kv.host_blocks = std::min<int64_t>(INT32_MAX, config.kv_offload_bytes / block_bytes);
+    kv.disk_blocks = std::min<int64_t>(INT32_MAX, config.kv_disk_bytes / g.file_bytes());
+    TROUPE_CHECK(kv.host_blocks >= 1, "kv-offload-bytes ", config.kv_offload_bytes,
+                 " holds no block of ", block_bytes, " bytes");
+    TROUPE_CHECK(config.kv_disk_bytes == 0 || kv.disk_blocks >= 1, "kv-disk-bytes ",
+                 config.kv_disk_bytes, " holds no block file of ", g.file_bytes(), " bytes");
+  }
   if (config.executor.prefix_replay == PrefixReplay::Exact) {
     const bool tail = config.executor.bounded_replay && m.replay_tokens > 0;
     kv.window = exact_replay_tokens(m, tail);
     kv.tail_tokens = tail ? m.replay_tokens : -1;
   }
   return kv;
+}
+
+std::unique_ptr<TierStorage> make_tier_storage(const model::ModelConfig& m,
+                                               const EngineConfig& config,
+                                               const KvCacheConfig& kv) {
+  if (kv.host_blocks == 0) return nullptr;
+  const int64_t block_bytes = PagedKvStorage::block_bytes_of(m, kv.block_size);
+  // Replay modes and the decoder tail change which rows a block holds: part of the tag.
+  const std::string mode =
+      std::string(config.executor.prefix_replay == PrefixReplay::Exact ? "exact" : "window") +
+      (config.executor.bounded_replay ? "/bounded/" : "/full/") + config.kv_disk_tag;
+  const BlockFileGeometry g{kv_disk_model_tag(m, kv.block_size, block_bytes, mode), kv.block_size,
+                            block_bytes};
+  return std::make_unique<TierStorage>(kv.host_blocks, g,
+                                       kv.disk_blocks > 0 ? config.kv_disk_dir : "");
+}
+
+void attach_disk_tier(KvCacheManager& manager, const TierStorage& tiers) {
+  if (tiers.disk_dir().empty()) return;
+  manager.set_disk_reader([dir = tiers.disk_dir(), g = tiers.geometry()](
+                              uint64_t hash, uint64_t parent, std::span<const int32_t> tokens,
+                              std::vector<uint8_t>& payload) {
+    return read_block_file(dir, g, hash, parent, tokens, payload);
+  });
+  const std::vector<BlockFileHeader> found = tiers.scan_disk();
+  const int64_t adopted = manager.adopt_disk_blocks(found);
+  spdlog::info("kv disk tier {}: {} block files adopted ({} intact found, room for {})",
+               tiers.disk_dir(), adopted, found.size(), manager.config().disk_blocks);
 }
 
 Engine::Engine(const model::Forward& forward, const model::Tokenizer* tokenizer,
@@ -50,6 +98,9 @@ Engine::Engine(const model::Forward& forward, const model::Tokenizer* tokenizer,
                                            static_cast<int32_t>(m.eos_token_id), tokenizer);
   executor_ = std::make_unique<Executor>(forward, *storage_, config.executor, nullptr,
                                          config.speculative.enabled() ? drafter : nullptr);
+  tiers_ = make_tier_storage(m, config, kv);
+  if (tiers_) attach_disk_tier(*kv_, *tiers_);
+  executor_->set_tier_storage(tiers_.get());
   pipeline_ = std::make_unique<StepPipeline>(*scheduler_, counts_, config.async_scheduling ? 2 : 1);
 }
 

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "model/forward.h"
@@ -20,6 +21,7 @@
 #include "runtime/executor/executor.h"
 #include "runtime/kv_cache/kv_cache_manager.h"
 #include "runtime/kv_cache/paged_kv.h"
+#include "runtime/kv_cache/tier_storage.h"
 #include "runtime/scheduler/scheduler.h"
 #include "runtime/speculative/drafter.h"
 #include "runtime/speculative/speculative_config.h"
@@ -47,11 +49,29 @@ struct EngineConfig {
   // --speculative-config (docs/dspark.md): greedy requests draft and verify k tokens per
   // decode step. The Engine then needs a Drafter of that method.
   SpeculativeConfig speculative;
+  // Host and disk tiers (docs/kv-cache.md "Host and disk tiers"): blocks evicted from the
+  // primary pool are copied to kv_offload_bytes of host memory (0: off), and from there to
+  // files in kv_disk_dir, at most kv_disk_bytes of them (0 / empty: no disk tier; needs
+  // the host tier). A prefix hit copies them back. kv_disk_tag names the checkpoint in
+  // the files' header, so files of another checkpoint of the same shape are foreign.
+  int64_t kv_offload_bytes = 0;
+  std::string kv_disk_dir;
+  int64_t kv_disk_bytes = 0;
+  std::string kv_disk_tag;
 };
 
 // Completes config from the model (the scheduler's chunk lookback) and sizes the KV
 // cache from the budget. Shared by Engine and the actors that split it in two.
 KvCacheConfig prepare_engine(const model::ModelConfig& m, EngineConfig& config);
+
+// The host and disk tiers' bytes for an engine of this config (nullptr when kv has no
+// host tier: kv.host_blocks == 0). Throws troupe::Error if the disk dir cannot be made.
+std::unique_ptr<TierStorage> make_tier_storage(const model::ModelConfig& m,
+                                               const EngineConfig& config,
+                                               const KvCacheConfig& kv);
+// The disk tier's files (tiers.scan_disk()) join the manager's disk tier, and its finds
+// read files as `tiers` writes them. No-op without a disk dir.
+void attach_disk_tier(KvCacheManager& manager, const TierStorage& tiers);
 
 class Engine {
  public:
@@ -77,6 +97,7 @@ class Engine {
   EngineFigures counts_;
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<PagedKvStorage> storage_;
+  std::unique_ptr<TierStorage> tiers_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<StepPipeline> pipeline_;

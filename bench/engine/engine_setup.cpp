@@ -17,6 +17,9 @@ runtime::EngineConfig make_engine_config(const model::ModelConfig& m, const Engi
   e.enable_prefix_cache = prefix_cache;
   e.executor.prefix_replay = c.prefix_replay;
   e.enable_prefix_snapshots = c.prefix_snapshots;
+  e.kv_offload_bytes = c.kv_offload_bytes;
+  e.kv_disk_bytes = c.kv_disk_bytes;
+  e.kv_disk_dir = c.kv_disk_dir;
   e.scheduler.max_num_running = c.max_running;
   e.scheduler.max_num_batched_tokens = c.max_batched_tokens;
   e.scheduler.max_model_len = m.max_position_embeddings;
@@ -35,6 +38,7 @@ std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint64_t seed) {
 }
 
 void warm_up(const model::Forward& forward, const EngineBenchConfig& c) {
+  // Without the cache, so without tiers too: it never writes to the disk dir.
   runtime::Engine engine(forward, nullptr, make_engine_config(forward.config(), c, false));
   const auto prompt =
       random_tokens(std::min<int64_t>(32, c.block_size), forward.config().vocab_size, 1);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "model/forward.h"
@@ -17,6 +18,10 @@ struct EngineBenchConfig {
   int64_t block_size = 64;                      // tokens per KV block
   runtime::PrefixReplay prefix_replay = runtime::PrefixReplay::Exact;  // how hits replay
   bool prefix_snapshots = true;  // SWA window snapshots (with the prefix cache)
+  // Host and disk tiers (docs/kv-cache.md "Host and disk tiers"); 0 / empty: off.
+  int64_t kv_offload_bytes = 0;
+  int64_t kv_disk_bytes = 0;
+  std::string kv_disk_dir;
 };
 
 // The engine's defaults with these sizes; max_model_len = the model's positions.

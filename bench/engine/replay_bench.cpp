@@ -1,6 +1,7 @@
 #include "bench/engine/replay_bench.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <unordered_map>
 
 #include "bench/common/stats.h"
@@ -65,13 +66,15 @@ const char* replay_name(const ReplayRun& r) {
 void print_row(const ReplayRun& r) {
   const double t = r.wall_s;
   std::printf(
-      "| %s | %s | %s | %lld | %lld | %lld | %lld | %lld | %.1f%% | %lld | %lld | %lld | %lld | "
-      "%lld | %lld | %.3f | %.2f | %.1f | %.1f | %.1f | %.1f |\n",
+      "| %s | %s | %s | %s | %lld | %lld | %lld | %lld | %lld | %.1f%% | %.1f%% | %.1f%% | %.1f%% "
+      "| %lld | %lld | %lld | %lld | %lld | %lld | %.3f | %.2f | %.1f | %.1f | %.1f | %.1f |\n",
       r.prefix_cache ? "on" : "off", replay_name(r),
-      !r.prefix_cache ? "-" : r.snapshots ? "on" : "off", static_cast<long long>(r.turns),
+      !r.prefix_cache ? "-" : r.snapshots ? "on" : "off",
+      !r.prefix_cache ? "-" : r.tiers ? "on" : "off", static_cast<long long>(r.turns),
       static_cast<long long>(r.prompt_tokens), static_cast<long long>(r.cached_tokens),
       static_cast<long long>(r.uncached_tokens()), static_cast<long long>(r.output_tokens),
-      100 * r.hit_rate(), static_cast<long long>(r.snapshot_hits),
+      100 * r.hit_rate(), 100 * r.tier_hit_rate(0), 100 * r.tier_hit_rate(1),
+      100 * r.tier_hit_rate(2), static_cast<long long>(r.snapshot_hits),
       static_cast<long long>(r.replay_hits), static_cast<long long>(r.computed_tokens),
       static_cast<long long>(r.replay_tokens), static_cast<long long>(r.steps),
       static_cast<long long>(r.preemptions),
@@ -89,8 +92,11 @@ void print_wall_ratios(const std::vector<ReplayRun>& runs) {
   std::printf("\n");
   for (const ReplayRun& r : runs)
     if (r.prefix_cache && r.wall_s > 0)
-      std::printf("wall time without / with the prefix cache (%s replay, snapshots %s): %.2fx\n",
-                  replay_name(r), r.snapshots ? "on" : "off", off->wall_s / r.wall_s);
+      std::printf(
+          "wall time without / with the prefix cache (%s replay, snapshots %s, tiers %s): "
+          "%.2fx\n",
+          replay_name(r), r.snapshots ? "on" : "off", r.tiers ? "on" : "off",
+          off->wall_s / r.wall_s);
 }
 
 }  // namespace
@@ -98,6 +104,11 @@ void print_wall_ratios(const std::vector<ReplayRun>& runs) {
 ReplayRun run_replay(const model::Forward& forward, const model::Tokenizer* tokenizer,
                      const runtime::AgenticWorkloadConfig& workload_config,
                      const EngineBenchConfig& engine_config, bool prefix_cache) {
+  const bool tiers = prefix_cache && engine_config.kv_offload_bytes > 0;
+  if (tiers && !engine_config.kv_disk_dir.empty()) {  // a cold disk tier for every run
+    std::error_code ec;
+    std::filesystem::remove_all(engine_config.kv_disk_dir, ec);
+  }
   Engine engine(forward, tokenizer,
                 make_engine_config(forward.config(), engine_config, prefix_cache));
   AgenticWorkload workload(workload_config);
@@ -105,6 +116,7 @@ ReplayRun run_replay(const model::Forward& forward, const model::Tokenizer* toke
   run.prefix_cache = prefix_cache;
   run.prefix_replay = engine_config.prefix_replay;
   run.snapshots = prefix_cache && engine_config.prefix_snapshots;
+  run.tiers = tiers;
   ReplayDriver driver(engine, workload, run);
 
   const double t0 = now_seconds();
@@ -117,6 +129,7 @@ ReplayRun run_replay(const model::Forward& forward, const model::Tokenizer* toke
   const runtime::EngineFigures s = engine.figures();
   run.computed_tokens = s.scheduled_tokens;
   run.replay_tokens = engine.kv_cache().stats().replay_tokens;
+  for (int t = 0; t < 3; ++t) run.tier_hit_tokens[t] = engine.kv_cache().stats().tier_hit_tokens[t];
   run.snapshot_hits = engine.kv_cache().stats().snapshot_hits;
   run.replay_hits = engine.kv_cache().stats().replay_hits;
   run.steps = s.steps;
@@ -143,13 +156,13 @@ void print_replay_report(const runtime::AgenticWorkloadConfig& w,
   print_workload_line(w);
   std::printf("\n");
   std::printf(
-      "| prefix cache | replay | snapshots | turns | input tokens | cached input | uncached input "
-      "| output tokens | hit rate | snapshot hits | replay hits | computed tokens | SWA replay "
+      "| prefix cache | replay | snapshots | tiers | turns | input tokens | cached input | uncached "
+      "input | output tokens | hit rate | primary hits | host hits | disk hits | snapshot hits | replay hits | computed tokens | SWA replay "
       "tokens | steps | preemptions | sched ms/step | wall s | cached in tok/s | uncached in "
       "tok/s | output tok/s | total tok/s |\n");
   std::printf(
-      "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-      "---:|---:|---:|\n");
+      "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+      "---:|---:|---:|---:|---:|---:|\n");
   for (const ReplayRun& r : runs) print_row(r);
   print_wall_ratios(runs);
   std::fflush(stdout);

@@ -21,6 +21,7 @@ struct ReplayRun {
   bool prefix_cache = false;
   runtime::PrefixReplay prefix_replay = runtime::PrefixReplay::Exact;  // with the cache
   bool snapshots = false;                                              // window snapshots on
+  bool tiers = false;  // host (and disk) tiers under the primary pool
   int64_t turns = 0;                                                   // finished requests
   int64_t prompt_tokens = 0;                                           // Σ prompt lengths (input)
   int64_t cached_tokens = 0;    // input served by the prefix cache (at the last admission)
@@ -28,6 +29,7 @@ struct ReplayRun {
   int64_t computed_tokens = 0;  // tokens the executor ran: uncached input, SWA replay,
                                 // recompute after preemption, decodes
   int64_t replay_tokens = 0;    // SWA windows recomputed on hits (docs/kv-cache.md)
+  int64_t tier_hit_tokens[3] = {0, 0, 0};  // cached input by tier: primary, host, disk
   int64_t snapshot_hits = 0;    // prefix hits served by a window snapshot (no replay)
   int64_t replay_hits = 0;      // prefix hits served by a replay
   int64_t steps = 0;
@@ -37,10 +39,14 @@ struct ReplayRun {
 
   int64_t uncached_tokens() const { return prompt_tokens - cached_tokens; }
   double hit_rate() const { return prompt_tokens ? double(cached_tokens) / prompt_tokens : 0; }
+  double tier_hit_rate(int t) const {
+    return prompt_tokens ? double(tier_hit_tokens[t]) / prompt_tokens : 0;
+  }
 };
 
 // One run on a fresh engine; engine.prefix_replay and engine.prefix_snapshots say how
-// hits rebuild the windows.
+// hits rebuild the windows; engine.kv_offload_bytes > 0: with the host (and disk) tiers
+// (the disk dir is emptied first, so each run starts cold).
 ReplayRun run_replay(const model::Forward& forward, const model::Tokenizer* tokenizer,
                      const runtime::AgenticWorkloadConfig& workload,
                      const EngineBenchConfig& engine, bool prefix_cache);

@@ -239,6 +239,11 @@ class ActorBridge : public EngineBridge {
     seen_.rank_busy_seconds = std::max(seen_.rank_busy_seconds, s.rank_busy_seconds);
     advance(metrics_.prefix_cache_queries, s.prefix_query_tokens, seen_.prefix_query_tokens);
     advance(metrics_.prefix_cache_hits, s.prefix_hit_tokens, seen_.prefix_hit_tokens);
+    for (size_t t = 0; t < 3; ++t) {
+      advance(*metrics_.prefix_cache_hits_by_tier[t], s.prefix_tier_hit_tokens[t],
+              seen_.prefix_tier_hit_tokens[t]);
+      metrics_.kv_cache_tier_bytes[t]->set(double(s.tier_bytes[t]));
+    }
     advance(metrics_.prefix_cache_snapshot_hits, s.prefix_snapshot_hits,
             seen_.prefix_snapshot_hits);
     advance(metrics_.prefix_cache_replay_hits, s.prefix_replay_hits, seen_.prefix_replay_hits);

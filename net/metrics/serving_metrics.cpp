@@ -34,6 +34,21 @@ const char* const kErrorCauses[] = {"bad_request", "no_fit", "step_failed", "eng
 
 }  // namespace
 
+namespace {
+
+Counter& tier_counter(Registry& r, const std::string& name, const std::string& help,
+                      const std::string& model_name, const std::string& tier) {
+  return r.counter(name, help, {{"model_name", model_name}, {"tier", tier}});
+}
+
+Gauge& tier_gauge(Registry& r, const std::string& model_name, const std::string& tier) {
+  return r.gauge("troupe:kv_cache_tier_bytes",
+                 "Bytes of KV blocks each tier holds (primary pool, host memory, disk files).",
+                 {{"model_name", model_name}, {"tier", tier}});
+}
+
+}  // namespace
+
 ServingMetrics::ServingMetrics(Registry& r, const std::string& model_name)
     : num_requests_running(
           r.gauge("troupe:num_requests_running", kRunningHelp, {{"model_name", model_name}})),
@@ -49,6 +64,18 @@ ServingMetrics::ServingMetrics(Registry& r, const std::string& model_name)
       prefix_cache_hits(r.counter("troupe:prefix_cache_hits",
                                   "Prefix cache hits, in terms of number of cached tokens.",
                                   {{"model_name", model_name}})),
+      prefix_cache_hits_by_tier{
+          &tier_counter(r, "troupe:prefix_cache_hits",
+                        "Prefix cache hits, in terms of number of cached tokens.", model_name,
+                        "primary"),
+          &tier_counter(r, "troupe:prefix_cache_hits",
+                        "Prefix cache hits, in terms of number of cached tokens.", model_name,
+                        "host"),
+          &tier_counter(r, "troupe:prefix_cache_hits",
+                        "Prefix cache hits, in terms of number of cached tokens.", model_name,
+                        "disk")},
+      kv_cache_tier_bytes{&tier_gauge(r, model_name, "primary"), &tier_gauge(r, model_name, "host"),
+                          &tier_gauge(r, model_name, "disk")},
       prefix_cache_snapshot_hits(
           r.counter("troupe:prefix_cache_snapshot_hits",
                     "Prefix cache hits whose SWA windows a window snapshot restored (no replay).",

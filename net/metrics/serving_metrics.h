@@ -5,8 +5,12 @@
 //   gauges      troupe:num_requests_running, troupe:num_requests_waiting,
 //               troupe:kv_cache_usage_perc (0..1, as vLLM),
 //               troupe:kv_cache_used_blocks (troupe's own: KV blocks held by requests;
-//               0 when idle, so tests and operators can see leaks)
-//   counters    troupe:prefix_cache_queries_total, troupe:prefix_cache_hits_total (tokens),
+//               0 when idle, so tests and operators can see leaks),
+//               troupe:kv_cache_tier_bytes{tier} (troupe's own: bytes the primary pool,
+//               host tier and disk tier hold; docs/kv-cache.md "Host and disk tiers")
+//   counters    troupe:prefix_cache_queries_total, troupe:prefix_cache_hits_total (tokens;
+//               the child without a tier label is the total, vLLM's series; children
+//               {tier="primary|host|disk"} split it by the tier that served the hit),
 //               troupe:prefix_cache_snapshot_hits_total, troupe:prefix_cache_replay_hits_total
 //               (troupe's own: prefix hits, in requests, whose SWA windows came from a
 //               window snapshot / from a replay), troupe:prefix_cache_replay_tokens_total
@@ -31,6 +35,7 @@
 //               troupe:num_requests_admitted_per_step, troupe:scheduler_step_time_seconds
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <span>
@@ -89,6 +94,8 @@ class ServingMetrics {
   Gauge& kv_cache_used_blocks;
   Counter& prefix_cache_queries;
   Counter& prefix_cache_hits;
+  std::array<Counter*, 3> prefix_cache_hits_by_tier;  // primary, host, disk
+  std::array<Gauge*, 3> kv_cache_tier_bytes;
   Counter& prefix_cache_snapshot_hits;
   Counter& prefix_cache_replay_hits;
   Counter& prefix_cache_replay_tokens;

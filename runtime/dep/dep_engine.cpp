@@ -45,6 +45,9 @@ DepEngine::DepEngine(const model::Forward& forward, const model::Tokenizer* toke
   TROUPE_CHECK(dep.ranks >= 1, "data-parallel-size must be >= 1, got ", dep.ranks);
   const model::ModelConfig& m = forward.config();
   const KvCacheConfig kv = prepare_engine(m, config_);
+  // Each rank would need its own host tier and disk dir: not wired yet (issue 14).
+  TROUPE_CHECK(kv.host_blocks == 0, "kv-offload-bytes (host and disk KV tiers) is not "
+               "supported with data-parallel-size > 1 yet");
   placement_ = std::make_shared<const eplb::ExpertPlacement>(eplb::ep_default_placement(
       m.num_hidden_layers, m.n_routed_experts, dep.ranks, dep.num_redundant_experts));
   group_ = std::make_unique<InProcessGroup>(dep.ranks);

@@ -41,10 +41,19 @@ bool Executor::resolve_tokens(const ScheduledChunk& c, std::vector<int32_t>& tok
   return true;
 }
 
+void Executor::apply_tier_ops(const StepPlan& plan) {
+  if (plan.tier_ops.empty()) return;
+  TROUPE_CHECK(tiers_ != nullptr, "a plan with host/disk tier copies, but no tier storage");
+  tiers_->apply(plan.tier_ops, storage_);
+}
+
 std::vector<SampledChunk> Executor::run(const StepPlan& plan) {
   kernels::ScopedExecContext bind(*context_);
   for (RequestId id : plan.preempted) drop(id);
   for (RequestId id : plan.finished) drop(id);
+  // Before any chunk reads or writes a block: saves read blocks this plan's chunks will
+  // overwrite, loads fill blocks its hits read.
+  apply_tier_ops(plan);
   std::vector<std::unique_ptr<PagedSequence>> seqs;
   std::vector<std::vector<int32_t>> tokens(plan.chunks.size());
   std::vector<size_t> ran;  // plan.chunks index of each input

@@ -12,6 +12,7 @@
 #include "kernels/exec_context.h"
 #include "model/forward.h"
 #include "runtime/kv_cache/paged_kv.h"
+#include "runtime/kv_cache/tier_storage.h"
 #include "runtime/scheduler/step_plan.h"
 #include "runtime/speculative/drafter.h"
 
@@ -59,6 +60,12 @@ class Executor {
   std::vector<SampledChunk> run(const StepPlan& plan);
 
   const kernels::ExecContext& context() const { return *context_; }
+  // The host and disk tiers' bytes, for plans with tier_ops (nullptr: none come).
+  void set_tier_storage(TierStorage* tiers) { tiers_ = tiers; }
+  // Runs the plan's tier copies (run() starts with them). A caller that fails a step
+  // without run() must still call this: the KV bookkeeping already counts on those
+  // copies (a tier slot said to hold a block, a published block said to be loaded).
+  void apply_tier_ops(const StepPlan& plan);
 
   // Forgets what it knew of requests that ended or lost their KV.
   void drop(RequestId id) {
@@ -98,6 +105,7 @@ class Executor {
   std::unique_ptr<kernels::ExecContext> context_;  // bound to the calling thread in run()
   model::RoutedExperts* routed_;
   const Drafter* drafter_;
+  TierStorage* tiers_ = nullptr;
   std::unordered_map<RequestId, int64_t> started_;  // id -> generation whose slot is set up
   std::unordered_map<RequestId, Sampled> last_sampled_;
 };

@@ -26,8 +26,13 @@ uint64_t merge(uint64_t h, uint64_t lane) {
 }  // namespace
 
 uint64_t block_hash(uint64_t parent, std::span<const int32_t> tokens) {
-  const auto* p = reinterpret_cast<const unsigned char*>(tokens.data());
-  const size_t n = tokens.size_bytes();
+  return hash_bytes(parent, std::as_bytes(tokens));
+}
+
+uint64_t hash_bytes(uint64_t seed, std::span<const std::byte> bytes) {
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+  const size_t n = bytes.size();
+  const uint64_t parent = seed;
   size_t i = 0;
   uint64_t h;
   if (n >= 32) {
@@ -43,11 +48,13 @@ uint64_t block_hash(uint64_t parent, std::span<const int32_t> tokens) {
   }
   h += n;
   for (; i + 8 <= n; i += 8) h = std::rotl(h ^ lane_round(0, load64(p + i)), 27) * kP1 + kP4;
-  if (i < n) {  // one int32 left (n is a multiple of 4)
+  if (i + 4 <= n) {  // one int32 left (all that is left of a token block)
     uint32_t v;
     std::memcpy(&v, p + i, 4);
     h = std::rotl(h ^ (uint64_t(v) * kP1), 23) * kP2 + kP3;
+    i += 4;
   }
+  for (; i < n; ++i) h = std::rotl(h ^ (uint64_t(p[i]) * kP4), 11) * kP1;  // byte tail
   h ^= h >> 33, h *= kP2, h ^= h >> 29, h *= kP3, h ^= h >> 32;
   return h;
 }

@@ -4,6 +4,7 @@
 // miss, never a wrong answer.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -18,5 +19,9 @@ using BlockHashFn = uint64_t (*)(uint64_t parent, std::span<const int32_t> token
 // xxHash64-style: four independent multiply-rotate lanes over 32-byte stripes (so the
 // multiplies overlap), then a final avalanche. ~10 GB/s: 855K tokens hash in ~0.3 ms.
 uint64_t block_hash(uint64_t parent, std::span<const int32_t> tokens);
+
+// The same hash over any bytes (block_hash is hash_bytes of the token ids' bytes); the
+// checksum of a disk tier file (runtime/kv_cache/block_file.h).
+uint64_t hash_bytes(uint64_t seed, std::span<const std::byte> bytes);
 
 }  // namespace troupe::runtime

@@ -35,6 +35,11 @@ class BlockPool {
   bool publish(int32_t block, uint64_t hash, uint64_t parent_hash, std::span<const int32_t> tokens);
 
   int32_t ref_count(int32_t block) const { return blocks_[block].ref; }
+  // A hashed block's hash, parent hash and token ids; still there right after take()
+  // evicted it (until it is published again), so the evicted block can move to a tier.
+  uint64_t hash_of(int32_t block) const { return blocks_[block].hash; }
+  uint64_t parent_hash_of(int32_t block) const { return blocks_[block].parent_hash; }
+  std::span<const int32_t> stored_tokens(int32_t block) const { return tokens_of(block); }
   bool is_hashed(int32_t block) const { return blocks_[block].hashed; }
   int64_t num_blocks() const { return int64_t(blocks_.size()); }
   int64_t num_free() const { return num_in_list_; }                // free + cached

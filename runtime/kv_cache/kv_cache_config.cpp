@@ -17,6 +17,13 @@ void KvCacheConfig::validate() const {
   TROUPE_CHECK(tail_tokens >= -1, "KvCacheConfig.tail_tokens must be >= -1, got ", tail_tokens);
   TROUPE_CHECK(snapshot_slots >= 0 && snapshot_slots <= INT32_MAX - swa_slots,
                "KvCacheConfig.snapshot_slots must be in [0, 2^31 - swa_slots), got ", snapshot_slots);
+  TROUPE_CHECK(host_blocks >= 0 && host_blocks <= INT32_MAX,
+               "KvCacheConfig.host_blocks must be in [0, 2^31), got ", host_blocks);
+  TROUPE_CHECK(disk_blocks >= 0 && disk_blocks <= INT32_MAX,
+               "KvCacheConfig.disk_blocks must be in [0, 2^31), got ", disk_blocks);
+  // The disk tier is fed by host slots being reused (kv_tiers.h).
+  TROUPE_CHECK(disk_blocks == 0 || host_blocks >= 1,
+               "KvCacheConfig: a disk tier needs a host tier (host_blocks >= 1)");
 }
 
 KvCacheBudget plan_kv_budget(const model::ModelConfig& m, int64_t budget_bytes, int64_t max_running,

@@ -25,6 +25,13 @@ struct KvCacheConfig {
   // hit exactly there restores them and replays nothing. 0: off. Their storage slots
   // follow the swa_slots ring slots: ids [swa_slots, swa_slots + snapshot_slots).
   int64_t snapshot_slots = 0;
+  // Host and disk tiers (runtime/kv_cache/kv_tiers.h): blocks the host tier holds (evicted
+  // primary blocks are copied there; 0: off, evicted blocks are lost) and blocks the disk
+  // tier holds (fed from the host tier; 0: off; needs host_blocks >= 1).
+  int64_t host_blocks = 0;
+  int64_t disk_blocks = 0;
+  int64_t block_bytes = 0;  // bytes of one block's rows, for the bytes-per-tier figures
+                            // (0: unknown, they read 0)
   BlockHashFn hash_fn = nullptr;  // nullptr: block_hash. Tests only (forced collisions).
 
   void validate() const;  // throws troupe::Error naming the bad field

@@ -21,6 +21,8 @@ KvCacheManager::KvCacheManager(const KvCacheConfig& config)
   for (int64_t s = config_.swa_slots - 1; s >= 0; --s) free_slots_.push_back(int32_t(s));
   if (config_.snapshot_slots > 0 && config_.enable_prefix_cache)
     snapshots_ = std::make_unique<SnapshotTable>(config_.snapshot_slots, int32_t(config_.swa_slots));
+  if (config_.host_blocks > 0 && config_.enable_prefix_cache)
+    tiers_ = std::make_unique<KvTiers>(config_.host_blocks, config_.disk_blocks, config_.block_size);
 }
 
 CachedPrefix KvCacheManager::find_cached_prefix(std::span<const int32_t> tokens,
@@ -36,8 +38,10 @@ CachedPrefix KvCacheManager::find_cached_prefix(std::span<const int32_t> tokens,
   hit.blocks.reserve(size_t(max_blocks));
   for (int64_t i = 0; i < max_blocks; ++i) {
     const uint64_t parent = i ? hit.hashes[i - 1] : kRootBlockHash;
-    const int32_t b = pool_.lookup(hit.hashes[i], parent, tokens.subspan(i * bs, bs));
-    if (b < 0) break;
+    const auto block_tokens = tokens.subspan(i * bs, bs);
+    const int32_t b = pool_.lookup(hit.hashes[i], parent, block_tokens);
+    // Not in the primary pool: a lower tier may hold it.
+    if (b < 0 && !find_in_tiers(hit, i, parent, block_tokens)) break;
     hit.blocks.push_back(b);
   }
   hit.num_tokens = int64_t(hit.blocks.size()) * bs;
@@ -47,11 +51,29 @@ CachedPrefix KvCacheManager::find_cached_prefix(std::span<const int32_t> tokens,
     anchor = std::min(anchor, E - config_.tail_tokens);
   }
   hit.replay_from = has_window ? hit.num_tokens : std::max<int64_t>(0, anchor - config_.window);
-  if (snapshots_ && !has_window && !hit.blocks.empty()) {
+  // Snapshots stay in the primary tier: a hit ending on a block brought back replays.
+  if (snapshots_ && !has_window && !hit.blocks.empty() && hit.blocks.back() >= 0) {
     hit.snapshot_slot = snapshots_->find(hit.blocks.back(), hit.num_tokens);
     if (hit.snapshot_slot >= 0) hit.replay_from = hit.num_tokens;
   }
   return hit;
+}
+
+bool KvCacheManager::find_in_tiers(CachedPrefix& hit, int64_t i, uint64_t parent,
+                                   std::span<const int32_t> tokens) const {
+  if (!tiers_) return false;
+  const std::optional<TierSource> src = tiers_->find(hit.hashes[size_t(i)], parent, tokens);
+  if (!src) return false;
+  TierFetch f{i, *src, {}};
+  // A disk block is read and checked now, so a bad file is a miss, never a wrong row.
+  if (src->tier == KvTier::Disk &&
+      (!disk_reader_ || !disk_reader_(hit.hashes[size_t(i)], parent, tokens, f.payload))) {
+    tiers_->drop_disk(src->slot);
+    hit.epoch = ++epoch_;
+    return false;
+  }
+  hit.fetches.push_back(std::move(f));
+  return true;
 }
 
 std::optional<Admission> KvCacheManager::admit(RequestId id, CachedPrefix prefix,
@@ -62,18 +84,27 @@ std::optional<Admission> KvCacheManager::admit(RequestId id, CachedPrefix prefix
                "admit: prefix is stale (blocks were evicted since find_cached_prefix)");
   if (free_slots_.empty()) return std::nullopt;
   const int64_t num_hit = int64_t(prefix.blocks.size());
-  const int64_t need = blocks_for(std::max(total_tokens, prefix.num_tokens)) - num_hit;
+  const int64_t num_fetch = int64_t(prefix.fetches.size());
+  // Fresh blocks: the table past the hit, and one for each hit block a lower tier holds.
+  const int64_t need =
+      blocks_for(std::max(total_tokens, prefix.num_tokens)) - num_hit + num_fetch;
   // Hit blocks with ref 0 sit in the free list: taking them shrinks what is left.
   int64_t hit_free = 0;
-  for (int32_t b : prefix.blocks) hit_free += pool_.ref_count(b) == 0;
+  for (int32_t b : prefix.blocks) hit_free += b >= 0 && pool_.ref_count(b) == 0;
   if (need > pool_.num_free() - hit_free) return std::nullopt;
 
   RequestBlocks& r = requests_[id];
   r.table = std::move(prefix.blocks);
-  r.table.reserve(size_t(num_hit + need));
-  for (int32_t b : r.table) pool_.ref(b);
-  const int64_t evicted = take_blocks(need, r.table);
-  TROUPE_CHECK(evicted >= 0, "admit: pool lost blocks between check and take");
+  r.table.reserve(size_t(num_hit - num_fetch + need));
+  for (int32_t b : r.table)
+    if (b >= 0) pool_.ref(b);
+  if (num_fetch == 0) {
+    TROUPE_CHECK(take_blocks(need, r.table) >= 0, "admit: pool lost blocks between check and take");
+  } else {
+    std::vector<int32_t> fresh;
+    fetch_from_tiers(prefix, need, r.table, fresh);
+    r.table.insert(r.table.end(), fresh.begin() + num_fetch, fresh.end());
+  }
   r.hashes = std::move(prefix.hashes);
   r.num_committed = num_hit;
   r.swa_slot = free_slots_.back();
@@ -81,14 +112,58 @@ std::optional<Admission> KvCacheManager::admit(RequestId id, CachedPrefix prefix
 
   const Admission adm{prefix.num_tokens, prefix.replay_from, r.swa_slot, prefix.snapshot_slot};
   if (adm.restore_slot >= 0) snapshots_->touch(r.table[size_t(num_hit - 1)]);
-  stats_.admissions += 1;
-  stats_.prefix_hits += num_hit > 0;
+  count_hit(prefix, num_hit);  // prefix.blocks moved into the table
   stats_.snapshot_hits += adm.restore_slot >= 0;
   stats_.replay_hits += num_hit > 0 && adm.restore_slot < 0;
-  stats_.query_tokens += prefix.num_query_tokens;
-  stats_.hit_tokens += adm.num_cached_tokens;
   stats_.replay_tokens += adm.num_replay_tokens();
   return adm;
+}
+
+// Takes the `need` fresh blocks admit() needs into `fresh`; its first fetches.size() become the
+// hit blocks lower tiers bring back (the loads run after the saves the take caused, in op
+// order), published at once: later plans run after this one's loads.
+void KvCacheManager::fetch_from_tiers(CachedPrefix& prefix, int64_t need,
+                                      std::vector<int32_t>& table, std::vector<int32_t>& fresh) {
+  // The saves this take causes must not reuse the slots (or files) the loads read.
+  for (const TierFetch& f : prefix.fetches) tiers_->pin(f.src);
+  const int64_t evicted = take_blocks(need, fresh);
+  TROUPE_CHECK(evicted >= 0, "admit: pool lost blocks between check and take");
+  for (size_t k = 0; k < prefix.fetches.size(); ++k) {
+    TierFetch& f = prefix.fetches[k];
+    const int32_t b = fresh[k];
+    table[size_t(f.index)] = b;
+    tiers_->load(f.src, b, std::move(f.payload));
+    const uint64_t parent = f.index ? prefix.hashes[size_t(f.index - 1)] : kRootBlockHash;
+    pool_.publish(b, prefix.hashes[size_t(f.index)], parent, tiers_->tokens_of(f.src));
+    tiers_->unpin(f.src);
+  }
+}
+
+void KvCacheManager::count_hit(const CachedPrefix& prefix, int64_t num_hit) {
+  int64_t blocks[kNumKvTiers] = {num_hit, 0, 0};
+  for (const TierFetch& f : prefix.fetches) ++blocks[int(f.src.tier)], --blocks[0];
+  for (int t = 0; t < kNumKvTiers; ++t) {
+    stats_.tier_hits[t] += blocks[t] > 0;
+    stats_.tier_hit_tokens[t] += blocks[t] * config_.block_size;
+  }
+  stats_.admissions += 1;
+  stats_.prefix_hits += num_hit > 0;
+  stats_.query_tokens += prefix.num_query_tokens;
+  stats_.hit_tokens += prefix.num_tokens;
+}
+
+std::vector<TierOp> KvCacheManager::take_tier_ops() {
+  return tiers_ ? tiers_->take_ops() : std::vector<TierOp>{};
+}
+
+int64_t KvCacheManager::adopt_disk_blocks(std::span<const BlockFileHeader> blocks) {
+  if (!tiers_) return 0;
+  int64_t adopted = 0;
+  for (const BlockFileHeader& h : blocks)
+    if (int64_t(h.tokens.size()) == config_.block_size)
+      adopted += tiers_->adopt_disk_block(h.hash, h.parent_hash, h.tokens);
+  ++epoch_;
+  return adopted;
 }
 
 bool KvCacheManager::allocate(RequestId id, int64_t total_tokens) {
@@ -211,6 +286,7 @@ double KvCacheManager::usage() const {
 
 void KvCacheManager::check_invariants() const {
   pool_.check_invariants();
+  if (tiers_) tiers_->check_invariants();
   if (snapshots_) {
     snapshots_->check_invariants();
     for (int32_t b : snapshots_->cached_blocks())
@@ -261,8 +337,14 @@ void KvCacheManager::hash_blocks(std::span<const int32_t> tokens, int64_t num_fu
 
 int64_t KvCacheManager::take_blocks(int64_t n, std::vector<int32_t>& out) {
   evicted_scratch_.clear();
-  const int64_t evicted = pool_.take(n, out, snapshots_ ? &evicted_scratch_ : nullptr);
-  for (int32_t b : evicted_scratch_) stats_.snapshots_evicted += snapshots_->drop_block(b);
+  const bool track = snapshots_ || tiers_;
+  const int64_t evicted = pool_.take(n, out, track ? &evicted_scratch_ : nullptr);
+  for (int32_t b : evicted_scratch_) {
+    if (snapshots_) stats_.snapshots_evicted += snapshots_->drop_block(b);
+    // Its hash, parent and tokens outlive the eviction until the block is published again.
+    if (tiers_)
+      tiers_->on_evicted(b, pool_.hash_of(b), pool_.parent_hash_of(b), pool_.stored_tokens(b));
+  }
   note_evictions(evicted);
   return evicted;
 }

@@ -36,6 +36,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -43,7 +44,9 @@
 #include <vector>
 
 #include "runtime/kv_cache/block_pool.h"
+#include "runtime/kv_cache/block_file.h"
 #include "runtime/kv_cache/kv_cache_config.h"
+#include "runtime/kv_cache/kv_tiers.h"
 #include "runtime/kv_cache/snapshot_table.h"
 
 namespace troupe::runtime {
@@ -51,13 +54,29 @@ namespace troupe::runtime {
 // Identical redeclarations of this alias (e.g. in runtime/request.h) are allowed.
 using RequestId = int64_t;
 
+// A hit block a lower tier holds: blocks[index] is filled by admit() with a fresh block
+// the executor copies it into.
+struct TierFetch {
+  int64_t index = 0;
+  TierSource src;
+  std::vector<uint8_t> payload;  // from disk: the block's bytes, read and checked by the find
+};
+
+// Reads the disk tier's file of a block and checks it (header, checksum, and that it is
+// this block); false, with a log line, for a missing, corrupt, truncated or foreign file.
+using DiskBlockReader = std::function<bool(uint64_t hash, uint64_t parent_hash,
+                                           std::span<const int32_t> tokens,
+                                           std::vector<uint8_t>& payload)>;
+
 // Longest cached, block-aligned prefix of a token sequence. Valid until the manager next
 // evicts a cached block (admit checks this); admit right after finding is always safe.
 struct CachedPrefix {
   int64_t num_tokens = 0;        // hit boundary B, a multiple of block_size
   int64_t num_query_tokens = 0;  // tokens looked up (the prompt), for the hit rate
   int64_t replay_from = 0;       // P' (§6): encoder recomputes [replay_from, B)
-  std::vector<int32_t> blocks;   // [B / block_size] cached block ids covering [0, B)
+  std::vector<int32_t> blocks;   // [B / block_size] cached block ids covering [0, B); -1:
+                                 // held by a lower tier (fetches says where)
+  std::vector<TierFetch> fetches;  // the hit blocks the host and disk tiers bring back
   std::vector<uint64_t> hashes;  // [full blocks of the tokens] chained hashes, all of them
   uint64_t epoch = 0;            // manager state this answer was computed against
   int32_t snapshot_slot = -1;    // a cached window snapshot at exactly B (replay_from = B)
@@ -92,6 +111,9 @@ struct KvCacheStats {
   int64_t snapshots_kept = 0;     // window snapshots cached when their request ended
   int64_t snapshots_evicted = 0;  // cached ones dropped: their block went, or a writer needed the slot
   int64_t evictions = 0;      // cached blocks reclaimed for new allocations
+  // By the tier that served them (primary, host, disk); hit_tokens is their sum.
+  int64_t tier_hits[kNumKvTiers] = {0, 0, 0};        // admissions with >= 1 block from it
+  int64_t tier_hit_tokens[kNumKvTiers] = {0, 0, 0};  // hit tokens it served
   double hit_rate() const { return query_tokens ? double(hit_tokens) / double(query_tokens) : 0; }
 };
 
@@ -148,6 +170,24 @@ class KvCacheManager {
   // freed. Unknown id: no-op.
   void free(RequestId id, bool keep_snapshot = true);
 
+  // Host and disk tiers (config.host_blocks > 0 and the prefix cache on). The byte copies
+  // decided since the last call, for the executor to run in this order before the
+  // step's forward (the scheduler puts them in the plan).
+  std::vector<TierOp> take_tier_ops();
+  // The executor ran a plan's tier ops (Scheduler::update): its disk writes are done.
+  void tier_ops_done(std::span<const TierOp> ops) {
+    if (tiers_) tiers_->ops_done(ops);
+  }
+  bool has_pending_tier_ops() const { return tiers_ && tiers_->has_pending_ops(); }
+  const KvTiers* tiers() const { return tiers_.get(); }
+  // How finds read disk tier files (without one, disk blocks are never hits). A find
+  // that meets a file failing its check forgets that block (the one change a find makes;
+  // it invalidates earlier CachedPrefix values) and ends the hit before it.
+  void set_disk_reader(DiskBlockReader reader) { disk_reader_ = std::move(reader); }
+  // Start-up: the blocks the disk dir holds (TierStorage::scan_disk, oldest first) join
+  // the disk tier, up to its size. Returns how many did.
+  int64_t adopt_disk_blocks(std::span<const BlockFileHeader> blocks);
+
   bool contains(RequestId id) const { return requests_.count(id) != 0; }
   std::span<const int32_t> block_table(RequestId id) const;  // [ceil(tokens / block_size)]
   int32_t swa_slot(RequestId id) const;
@@ -181,15 +221,26 @@ class KvCacheManager {
   // pool_.take that also drops the snapshots of the cached blocks it evicts.
   int64_t take_blocks(int64_t n, std::vector<int32_t>& out);
   void note_evictions(int64_t evicted);
+  // find_cached_prefix(): block i of a hit from a lower tier, or false (the hit ends).
+  bool find_in_tiers(CachedPrefix& hit, int64_t i, uint64_t parent,
+                     std::span<const int32_t> tokens) const;
+  // admit(): blocks for the hit blocks lower tiers hold, their loads, their publication.
+  void fetch_from_tiers(CachedPrefix& prefix, int64_t need, std::vector<int32_t>& table,
+                        std::vector<int32_t>& fresh);
+  void count_hit(const CachedPrefix& prefix, int64_t num_hit);
 
   KvCacheConfig config_;
   BlockPool pool_;
   std::vector<int32_t> free_slots_;  // SWA ring slots, a stack
   std::unordered_map<RequestId, RequestBlocks> requests_;
   std::unique_ptr<SnapshotTable> snapshots_;  // null: window snapshots off
+  std::unique_ptr<KvTiers> tiers_;            // null: no host and disk tiers
+  DiskBlockReader disk_reader_;
   std::vector<int32_t> evicted_scratch_;
   KvCacheStats stats_;
-  uint64_t epoch_ = 0;  // bumped by evictions, the only change that invalidates a CachedPrefix
+  // Bumped by evictions (and a find dropping a bad disk file), the only changes that
+  // invalidate a CachedPrefix.
+  mutable uint64_t epoch_ = 0;
 };
 
 }  // namespace troupe::runtime

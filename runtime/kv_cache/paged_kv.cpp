@@ -31,6 +31,15 @@ PagedKvStorage::PagedKvStorage(const model::ModelConfig& c, int64_t block_size,
   if (keep_features) features_.assign(num_slots, model::FeatureRing(window_, c.hidden_size));
 }
 
+int64_t PagedKvStorage::block_bytes_of(const model::ModelConfig& c, int64_t block_size) {
+  const model::KvRowLayout rows = model::KvRowLayout::of(c);
+  int64_t bytes = 0;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+    if (c.layer_mode[l] == model::LayerMode::Full)
+      bytes += (block_size / c.ratio(l)) * (rows.ckv.bytes() + rows.ikey.bytes());
+  return bytes;
+}
+
 uint8_t* PagedKvStorage::ckv_row(int32_t id, int64_t layer, int64_t within) {
   return &blocks_[id * block_bytes_ + layer_off_[layer] + within * rows_.ckv.bytes()];
 }

@@ -27,6 +27,9 @@ class PagedKvStorage {
   PagedKvStorage(const model::ModelConfig& c, int64_t block_size, int64_t num_blocks,
                  int64_t num_slots, bool keep_features = false);
 
+  // The bytes of one block of a model's global KV (every Full layer's rows), as held.
+  static int64_t block_bytes_of(const model::ModelConfig& c, int64_t block_size);
+
   const model::KvRowLayout& rows() const { return rows_; }
   int64_t block_size() const { return block_size_; }
   int64_t block_bytes() const { return block_bytes_; }
@@ -52,6 +55,10 @@ class PagedKvStorage {
   // never read before they are written).
   void copy_slot(int32_t src, int32_t dst);
   void copy_block(int32_t src, int32_t dst);
+  // Block id's bytes (every layer's rows): what the host and disk tiers copy.
+  std::span<uint8_t> block_data(int32_t id) {
+    return {blocks_.data() + id * block_bytes_, size_t(block_bytes_)};
+  }
 
  private:
   model::KvRowLayout rows_;

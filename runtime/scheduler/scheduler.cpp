@@ -71,8 +71,12 @@ StepPlan Scheduler::schedule() {
   schedule_admissions(plan, budget);
   finalize(plan);
   // An empty plan may never reach an executor (the actors do not send one): keep the
-  // finished ids for the next plan that does.
-  if (plan.empty()) finished_since_plan_.swap(plan.finished);
+  // finished ids (and any tier copies, which stay in kv_) for the next plan that does.
+  if (plan.empty()) {
+    finished_since_plan_.swap(plan.finished);
+  } else {
+    plan.tier_ops = kv_.take_tier_ops();
+  }
   return plan;
 }
 
@@ -317,6 +321,7 @@ std::vector<RequestOutput> Scheduler::update(const StepPlan& plan,
   TROUPE_CHECK(sampled.size() == plan.chunks.size(), "update: ", sampled.size(),
                " sampled lists for ", plan.chunks.size(), " chunks");
   std::vector<RequestOutput> outputs = std::exchange(pending_, {});
+  kv_.tier_ops_done(plan.tier_ops);  // its spills' files are written: disk hits from now
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     const ScheduledChunk& c = plan.chunks[i];
     auto it = requests_.find(c.id);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/sampling.h"
+#include "runtime/kv_cache/tier_op.h"
 #include "runtime/request.h"
 
 namespace troupe::runtime {
@@ -76,6 +77,10 @@ struct StepPlan {
   std::vector<RequestId> preempted;  // lost their KV this step; recompute from 0 later
   std::vector<RequestId> finished;   // ended outside update() since the last plan (abort,
                                      // error): the executor drops their state
+  // Host and disk tier copies (runtime/kv_cache/kv_tiers.h) the executor runs in order
+  // before the forward: saves of blocks this plan's allocations evicted, loads of the
+  // prefix hits its admissions found on a lower tier.
+  std::vector<TierOp> tier_ops;
   int64_t num_tokens = 0;            // Σ chunk num_tokens <= max_num_batched_tokens
   int64_t prefill_context_read = 0;  // Σ over prefill chunks of end()
   int64_t num_admitted = 0;

@@ -23,6 +23,10 @@ EngineFigures sum_figures(std::span<const EngineFigures> ranks) {
     s.schedule_cpu_s += r.schedule_cpu_s;
     s.update_cpu_s += r.update_cpu_s;
     s.rank_busy_seconds += r.rank_busy_seconds;
+    for (int t = 0; t < 3; ++t) {
+      s.tier_bytes[t] += r.tier_bytes[t];
+      s.prefix_tier_hit_tokens[t] += r.prefix_tier_hit_tokens[t];
+    }
     s.spec_num_drafts += r.spec_num_drafts;
     s.spec_num_draft_tokens += r.spec_num_draft_tokens;
     s.spec_num_accepted_tokens += r.spec_num_accepted_tokens;

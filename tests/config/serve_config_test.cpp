@@ -88,6 +88,9 @@ kv-cache-memory-bytes: 3GB
 block-size: 128
 enable-prefix-caching: false
 enable-prefix-snapshots: off
+kv-offload-bytes: 2GiB
+kv-disk-dir: /var/cache/troupe-kv
+kv-disk-bytes: 100GB
 bounded-replay: no
 prefix-replay: window
 threads: 2
@@ -126,6 +129,9 @@ ServeConfig every_key_expected() {
   c.block_size = 128;
   c.enable_prefix_caching = false;
   c.enable_prefix_snapshots = false;
+  c.kv_offload_bytes = int64_t(2) << 30;
+  c.kv_disk_dir = "/var/cache/troupe-kv";
+  c.kv_disk_bytes = 100'000'000'000;
   c.bounded_replay = false;
   c.prefix_replay = runtime::PrefixReplay::Window;
   c.threads = 2;
@@ -355,6 +361,10 @@ TEST(ServeConfig, ToEngineConfigMapsEveryField) {
   EXPECT_FALSE(e.enable_prefix_cache);
   EXPECT_FALSE(e.executor.bounded_replay);
   EXPECT_EQ(e.executor.prefix_replay, runtime::PrefixReplay::Window);
+  EXPECT_EQ(e.kv_offload_bytes, int64_t(2) << 30);
+  EXPECT_EQ(e.kv_disk_dir, "/var/cache/troupe-kv");
+  EXPECT_EQ(e.kv_disk_bytes, 100'000'000'000);
+  EXPECT_EQ(e.kv_disk_tag, "/models/v41");  // another checkpoint's files are foreign
   // The defaults are the runtime's own defaults: serving without a config changes nothing.
   const runtime::EngineConfig d = ServeConfig{}.to_engine_config();
   const runtime::EngineConfig r;
@@ -371,6 +381,32 @@ TEST(ServeConfig, ToEngineConfigMapsEveryField) {
   EXPECT_EQ(d.enable_prefix_cache, r.enable_prefix_cache);
   EXPECT_EQ(d.executor.bounded_replay, r.executor.bounded_replay);
   EXPECT_EQ(d.executor.prefix_replay, r.executor.prefix_replay);
+}
+
+// The tier keys go together: a disk tier needs its folder, its size and a host tier above.
+TEST(ServeConfig, KvTierKeysGoTogether) {
+  const struct {
+    const char* yaml;
+    const char* message;  // "" : valid
+  } cases[] = {
+      {"kv-offload-bytes: 1GiB", ""},
+      {"kv-offload-bytes: 1GiB\nkv-disk-dir: /tmp/kv\nkv-disk-bytes: 10GB", ""},
+      {"kv-offload-bytes: 1GiB\nkv-disk-dir: /tmp/kv",
+       "kv-disk-dir (cfg.yaml line 2) and kv-disk-bytes go together: a disk tier needs a folder "
+       "and a size"},
+      {"kv-offload-bytes: 1GiB\nkv-disk-bytes: 10GB",
+       "kv-disk-dir and kv-disk-bytes (cfg.yaml line 2) go together: a disk tier needs a folder "
+       "and a size"},
+      {"kv-disk-dir: /tmp/kv\nkv-disk-bytes: 10GB",
+       "kv-disk-bytes (cfg.yaml line 2) needs a host tier: set kv-offload-bytes (blocks reach "
+       "disk from host memory)"},
+  };
+  for (const auto& c : cases) {
+    std::map<std::string, std::string> origins;
+    ServeConfig cfg;
+    apply_serve_config_yaml(cfg, c.yaml, "cfg.yaml", &origins);
+    EXPECT_EQ(error_of([&] { cfg.validate(origins); }), c.message) << c.yaml;
+  }
 }
 
 TEST(ServeConfig, FlagSetsForTheArgParser) {

@@ -111,9 +111,10 @@ TEST(BenchEngineCli, ReplayPrintsExactWindowSnapshotAndBaselineRows) {
   ASSERT_EQ(tables.size(), 1u) << r.out;
   const std::vector<Row>& rows = tables[0];
   ASSERT_EQ(rows.size(), 6u) << r.out;  // header, exact (snapshots on, off), window (same), off
-  const Row header = {"prefix cache",      "replay",           "snapshots",     "turns",
-                      "input tokens",      "cached input",     "uncached input", "output tokens",
-                      "hit rate",          "snapshot hits",    "replay hits",    "computed tokens",
+  const Row header = {"prefix cache",      "replay",           "snapshots",     "tiers",
+                      "turns",             "input tokens",     "cached input",   "uncached input",
+                      "output tokens",     "hit rate",         "primary hits",   "host hits",
+                      "disk hits",         "snapshot hits",    "replay hits",    "computed tokens",
                       "SWA replay tokens", "steps",            "preemptions",    "sched ms/step",
                       "wall s",            "cached in tok/s",  "uncached in tok/s",
                       "output tok/s",      "total tok/s"};
@@ -121,9 +122,11 @@ TEST(BenchEngineCli, ReplayPrintsExactWindowSnapshotAndBaselineRows) {
   const struct {
     Mode mode;
     Row label;
-  } runs[] = {{Mode::Snapshot, {"on", "exact", "on"}}, {Mode::Exact, {"on", "exact", "off"}},
-              {Mode::Snapshot, {"on", "window", "on"}}, {Mode::Window, {"on", "window", "off"}},
-              {Mode::Off, {"off", "-", "-"}}};
+  } runs[] = {{Mode::Snapshot, {"on", "exact", "on", "off"}},
+              {Mode::Exact, {"on", "exact", "off", "off"}},
+              {Mode::Snapshot, {"on", "window", "on", "off"}},
+              {Mode::Window, {"on", "window", "off", "off"}},
+              {Mode::Off, {"off", "-", "-", "-"}}};
   // Hand-worked totals (both conversations) so the rule above is checked too.
   EXPECT_EQ(expected_replay(Mode::Exact, 2, 3, 128, 4, 4, 16).replay, 2 * (109 + 105));
   EXPECT_EQ(expected_replay(Mode::Window, 2, 3, 128, 4, 4, 16).computed, 2 * (132 + 28 + 36) + 18);
@@ -133,22 +136,27 @@ TEST(BenchEngineCli, ReplayPrintsExactWindowSnapshotAndBaselineRows) {
     const Row& row = rows[i + 1];
     ASSERT_EQ(row.size(), header.size()) << r.out;
     const ReplayCounts want = expected_replay(runs[i].mode, 2, 3, 128, 4, 4, 16);
-    EXPECT_EQ(Row(row.begin(), row.begin() + 3), runs[i].label) << r.out;
-    EXPECT_EQ(row[3], "6") << r.out;  // turns
-    EXPECT_EQ(row[4], std::to_string(want.input)) << r.out;
-    EXPECT_EQ(row[5], std::to_string(want.cached)) << r.out;
-    EXPECT_EQ(row[6], std::to_string(want.input - want.cached)) << r.out;
-    EXPECT_EQ(row[7], "24") << r.out;  // output tokens
+    EXPECT_EQ(Row(row.begin(), row.begin() + 4), runs[i].label) << r.out;
+    EXPECT_EQ(row[4], "6") << r.out;  // turns
+    EXPECT_EQ(row[5], std::to_string(want.input)) << r.out;
+    EXPECT_EQ(row[6], std::to_string(want.cached)) << r.out;
+    EXPECT_EQ(row[7], std::to_string(want.input - want.cached)) << r.out;
+    EXPECT_EQ(row[8], "24") << r.out;  // output tokens
+    EXPECT_EQ(row[9], row[10]) << r.out;  // every hit from the primary pool (no tiers)
+    EXPECT_EQ(row[11], "0.0%") << r.out;
+    EXPECT_EQ(row[12], "0.0%") << r.out;
     const bool snap = runs[i].mode == Mode::Snapshot;
-    EXPECT_EQ(row[9], std::to_string(snap ? want.hits : 0)) << r.out;   // snapshot hits
-    EXPECT_EQ(row[10], std::to_string(snap ? 0 : want.hits)) << r.out;  // replay hits
-    EXPECT_EQ(row[11], std::to_string(want.computed)) << r.out;
-    EXPECT_EQ(row[12], std::to_string(want.replay)) << r.out;
-    EXPECT_EQ(row[14], "0");  // preemptions: the default budget holds everything
-    EXPECT_GT(std::stod(row[16]), 0.0);
+    EXPECT_EQ(row[13], std::to_string(snap ? want.hits : 0)) << r.out;  // snapshot hits
+    EXPECT_EQ(row[14], std::to_string(snap ? 0 : want.hits)) << r.out;  // replay hits
+    EXPECT_EQ(row[15], std::to_string(want.computed)) << r.out;
+    EXPECT_EQ(row[16], std::to_string(want.replay)) << r.out;
+    EXPECT_EQ(row[18], "0");  // preemptions: the default budget holds everything
+    EXPECT_GT(std::stod(row[20]), 0.0);
   }
-  for (const char* run : {"exact replay, snapshots on", "exact replay, snapshots off",
-                          "window replay, snapshots on", "window replay, snapshots off"})
+  for (const char* run : {"exact replay, snapshots on, tiers off",
+                          "exact replay, snapshots off, tiers off",
+                          "window replay, snapshots on, tiers off",
+                          "window replay, snapshots off, tiers off"})
     EXPECT_NE(r.out.find(std::string("wall time without / with the prefix cache (") + run + ")"),
               std::string::npos)
         << run;
@@ -165,11 +173,12 @@ TEST(BenchEngineCli, ReplayRunsOneModeWhenAsked) {
   const auto tables = markdown_tables(r.out);
   ASSERT_EQ(tables.size(), 1u) << r.out;
   ASSERT_EQ(tables[0].size(), 3u) << r.out;  // header, window, off
-  EXPECT_EQ(Row(tables[0][1].begin(), tables[0][1].begin() + 3), (Row{"on", "window", "off"}));
-  EXPECT_EQ(Row(tables[0][2].begin(), tables[0][2].begin() + 3), (Row{"off", "-", "-"}));
+  EXPECT_EQ(Row(tables[0][1].begin(), tables[0][1].begin() + 4),
+            (Row{"on", "window", "off", "off"}));
+  EXPECT_EQ(Row(tables[0][2].begin(), tables[0][2].begin() + 4), (Row{"off", "-", "-", "-"}));
   const ReplayCounts want = expected_replay(Mode::Window, 1, 2, 32, 8, 2, 16);
-  EXPECT_EQ(tables[0][1][12], std::to_string(want.replay)) << r.out;
-  EXPECT_EQ(tables[0][1][11], std::to_string(want.computed)) << r.out;
+  EXPECT_EQ(tables[0][1][16], std::to_string(want.replay)) << r.out;
+  EXPECT_EQ(tables[0][1][15], std::to_string(want.computed)) << r.out;
 }
 
 TEST(BenchEngineCli, BadFlagsExitTwoNamingTheFlag) {

@@ -1,0 +1,99 @@
+// The host and disk tiers below the primary pool (issue 14, docs/kv-cache.md "Host and
+// disk tiers"): bookkeeping only. A cached block the primary pool evicts is saved to the
+// host tier; a host slot that must be reused first spills its block to the disk tier
+// (one file per block, size-capped, LRU). A prefix hit on a lower tier brings the block
+// back into a fresh primary block by copy. The tiers are inclusive: a block brought back
+// keeps its lower copies (evicted again, it is only touched), so a hot prefix costs one
+// save. Every byte movement is a TierOp the executor carries out in plan order.
+//
+//   primary --evict--> host --reuse slot--> disk --over the cap--> deleted
+//      ^                 |                    |
+//      +---LoadFromHost--+----LoadFromDisk----+
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "runtime/kv_cache/tier_index.h"
+#include "runtime/kv_cache/tier_op.h"
+
+namespace troupe::runtime {
+
+enum class KvTier : int8_t { Primary = 0, Host = 1, Disk = 2 };
+inline constexpr int kNumKvTiers = 3;
+const char* kv_tier_name(KvTier t);  // "primary", "host", "disk" (metric labels)
+
+// A block a lower tier holds: which tier, which of its slots.
+struct TierSource {
+  KvTier tier = KvTier::Host;
+  int32_t slot = -1;
+};
+
+struct KvTierStats {
+  int64_t saves = 0;          // primary evictions copied to the host tier
+  int64_t already_held = 0;   // primary evictions the host tier held already (touched)
+  int64_t spills = 0;         // host blocks written to disk when their slot was reused
+  int64_t disk_drops = 0;     // disk files deleted over the cap
+  int64_t lost = 0;           // evictions no tier could take (every slot pinned)
+  int64_t bad_files = 0;      // disk files that failed their check at a lookup (misses)
+  int64_t unwritten_misses = 0;  // lookups of a disk block whose spill had not run yet
+  int64_t loads[kNumKvTiers] = {0, 0, 0};  // blocks brought back, by source tier
+};
+
+class KvTiers {
+ public:
+  // host_slots >= 1; disk_slots 0: no disk tier.
+  KvTiers(int64_t host_slots, int64_t disk_slots, int64_t block_size);
+
+  // A cached block left the primary pool (its bytes intact until this plan's forward).
+  void on_evicted(int32_t block, uint64_t hash, uint64_t parent_hash,
+                  std::span<const int32_t> tokens);
+  // The lower tier holding this block (host first), verified against parent and tokens.
+  std::optional<TierSource> find(uint64_t hash, uint64_t parent_hash,
+                                 std::span<const int32_t> tokens);
+  // An admission brings `src` back into primary block `block` (the ops bring the bytes;
+  // from disk, `payload`: the block's bytes the hit's lookup read and checked).
+  void load(const TierSource& src, int32_t block, std::vector<uint8_t> payload = {});
+  // The disk tier's file of `slot` failed its check at lookup: forget it (a miss).
+  void drop_disk(int32_t slot) { disk_.erase(slot), ++stats_.bad_files; }
+  void pin(const TierSource& src) { index(src.tier).pin(src.slot); }
+  void unpin(const TierSource& src) { index(src.tier).unpin(src.slot); }
+  std::span<const int32_t> tokens_of(const TierSource& src) const {
+    return index(src.tier).tokens_of(src.slot);
+  }
+
+  // Start-up: a block file found (and checked) in the disk dir. False: the disk tier is
+  // full or holds that hash already (the file is left alone).
+  bool adopt_disk_block(uint64_t hash, uint64_t parent_hash, std::span<const int32_t> tokens);
+
+  // The executor ran these ops (the plan they travelled in is back): the files their
+  // spills wrote exist now. Until then a disk block is no hit (its file is not written).
+  void ops_done(std::span<const TierOp> ops);
+
+  // The ops decided since the last call, in the order they must run.
+  std::vector<TierOp> take_ops() { return std::exchange(ops_, {}); }
+  bool has_pending_ops() const { return !ops_.empty(); }
+
+  const TierIndex& host() const { return host_; }
+  const TierIndex& disk() const { return disk_; }
+  bool has_disk() const { return disk_.num_slots() > 0; }
+  const KvTierStats& stats() const { return stats_; }
+  void check_invariants() const;
+
+ private:
+  TierIndex& index(KvTier t) { return t == KvTier::Disk ? disk_ : host_; }
+  const TierIndex& index(KvTier t) const { return t == KvTier::Disk ? disk_ : host_; }
+  // A host slot is being reused: its block goes to disk unless disk has it already.
+  void spill(const TierIndex::Displaced& d);
+
+  TierIndex host_, disk_;
+  std::vector<TierOp> ops_;
+  std::unordered_map<uint64_t, int32_t> unwritten_;  // hash -> spills of it not run yet
+  KvTierStats stats_;
+};
+
+}  // namespace troupe::runtime

@@ -1,0 +1,176 @@
+#include "runtime/kv_cache/tier_storage.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <system_error>
+
+#include "kernels/check.h"
+#include "runtime/kv_cache/block_hash.h"
+
+namespace troupe::runtime {
+namespace fs = std::filesystem;
+
+uint64_t kv_disk_model_tag(const model::ModelConfig& m, int64_t block_size, int64_t block_bytes,
+                           std::string_view mode) {
+  std::vector<int64_t> shape = {m.vocab_size,      m.hidden_size, m.num_hidden_layers,
+                                m.n_encoder_layers, m.head_dim,    m.qk_rope_head_dim,
+                                m.sliding_window,  m.index_head_dim, m.replay_tokens,
+                                block_size,        block_bytes};
+  shape.insert(shape.end(), m.compress_ratios.begin(), m.compress_ratios.end());
+  const uint64_t h = hash_bytes(kRootBlockHash, std::as_bytes(std::span(shape)));
+  return hash_bytes(h, std::as_bytes(std::span(mode.data(), mode.size())));
+}
+
+TierStorage::TierStorage(int64_t host_slots, const BlockFileGeometry& geometry,
+                         std::string disk_dir)
+    : geometry_(geometry),
+      disk_dir_(std::move(disk_dir)),
+      // Never read before a save wrote it; a pattern, so a missing copy cannot pass for
+      // the zeros of a fresh buffer.
+      host_(size_t(host_slots * geometry.block_bytes), uint8_t{0x5a}) {
+  if (!disk_dir_.empty()) ensure_disk_dir(disk_dir_);
+}
+
+void ensure_disk_dir(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  const bool ok = !ec && fs::is_directory(dir, ec);
+  TROUPE_CHECK(ok, "kv-disk-dir ", dir, ": cannot create the directory (",
+               ec ? ec.message() : "not a directory", ")");
+}
+
+std::span<uint8_t> TierStorage::host_slot(int32_t slot) {
+  const size_t bytes = size_t(geometry_.block_bytes);
+  TROUPE_CHECK(slot >= 0 && (size_t(slot) + 1) * bytes <= host_.size(), "host tier slot ", slot,
+               " out of range");
+  return {host_.data() + size_t(slot) * bytes, bytes};
+}
+
+void TierStorage::apply(std::span<const TierOp> ops, PagedKvStorage& primary) {
+  for (const TierOp& op : ops) {
+    switch (op.kind) {
+      case TierOpKind::SaveToHost: {
+        const auto src = primary.block_data(op.block);
+        std::copy(src.begin(), src.end(), host_slot(op.host_slot).begin());
+        break;
+      }
+      case TierOpKind::SpillToDisk: write_file(op); break;
+      case TierOpKind::DropFromDisk: {
+        std::error_code ec;
+        fs::remove(block_file_path(disk_dir_, op.hash), ec);
+        if (ec) spdlog::warn("kv disk tier: cannot delete {}: {}", block_file_path(disk_dir_, op.hash), ec.message());
+        break;
+      }
+      case TierOpKind::LoadFromHost: {
+        const auto src = host_slot(op.host_slot);
+        std::copy(src.begin(), src.end(), primary.block_data(op.block).begin());
+        break;
+      }
+      case TierOpKind::LoadFromDisk: {
+        const auto dst = primary.block_data(op.block);
+        TROUPE_CHECK(op.payload.size() == dst.size(), "disk tier load of ", op.payload.size(),
+                     " bytes into a block of ", dst.size());
+        std::copy(op.payload.begin(), op.payload.end(), dst.begin());
+        break;
+      }
+    }
+  }
+}
+
+void TierStorage::write_file(const TierOp& op) {
+  TROUPE_CHECK(!disk_dir_.empty(), "a disk tier op without a disk dir");
+  const auto payload = host_slot(op.host_slot);
+  const std::vector<std::byte> file = encode_block_file(
+      geometry_, {op.hash, op.parent_hash, op.tokens}, std::as_bytes(payload));
+  // Written aside and renamed: a crash mid-write leaves a stray .tmp, never a short .kvb.
+  const std::string path = block_file_path(disk_dir_, op.hash), tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(file.data()), std::streamsize(file.size()));
+    if (!out) {
+      spdlog::warn("kv disk tier: cannot write {} (the block is not kept on disk)", tmp);
+      return;
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) spdlog::warn("kv disk tier: cannot rename {}: {}", tmp, ec.message());
+}
+
+namespace {
+
+// The whole file, or false when it cannot be read or is not `size` bytes.
+bool read_all(const std::string& path, int64_t size, std::vector<std::byte>& out) {
+  std::error_code ec;
+  const auto n = fs::file_size(path, ec);
+  if (ec || n != uint64_t(size)) return false;
+  out.resize(size_t(size));
+  std::ifstream in(path, std::ios::binary);
+  in.read(reinterpret_cast<char*>(out.data()), std::streamsize(size));
+  return bool(in);
+}
+
+}  // namespace
+
+bool read_block_file(const std::string& dir, const BlockFileGeometry& g, uint64_t hash,
+                     uint64_t parent_hash, std::span<const int32_t> tokens,
+                     std::vector<uint8_t>& payload) {
+  const std::string path = block_file_path(dir, hash);
+  std::vector<std::byte> file;
+  std::string why;
+  std::optional<BlockFileHeader> h;
+  payload.resize(size_t(g.block_bytes));
+  if (!read_all(path, g.file_bytes(), file)) {
+    why = "missing, unreadable or truncated";
+  } else if (h = parse_block_file(file, g, &why, std::as_writable_bytes(std::span(payload)));
+             h && (h->hash != hash || h->parent_hash != parent_hash ||
+                   !std::equal(tokens.begin(), tokens.end(), h->tokens.begin(), h->tokens.end()))) {
+    why = "holds another block than the prefix cache expects";
+    h.reset();
+  }
+  if (h) return true;
+  spdlog::warn("kv disk tier: ignoring {} (recomputing the block): {}", path, why);
+  payload.clear();
+  return false;
+}
+
+std::vector<BlockFileHeader> TierStorage::scan_disk() const {
+  std::vector<std::pair<fs::file_time_type, BlockFileHeader>> found;
+  if (disk_dir_.empty()) return {};
+  std::error_code ec;
+  std::vector<std::byte> file;
+  for (fs::directory_iterator it(disk_dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path& p = it->path();
+    if (p.extension() != ".kvb") continue;
+    std::string why;
+    std::optional<BlockFileHeader> h;
+    if (!read_all(p.string(), geometry_.file_bytes(), file)) {
+      why = "unreadable, truncated or of another size";
+    } else if (h = parse_block_file(file, geometry_, &why); h && p.filename() != block_file_name(h->hash)) {
+      why = "its name is not its block's hash";
+      h.reset();
+    }
+    if (!h) {
+      spdlog::warn("kv disk tier: ignoring {}: {}", p.string(), why);
+      continue;
+    }
+    std::error_code tec;
+    found.emplace_back(fs::last_write_time(p, tec), std::move(*h));
+  }
+  if (ec) spdlog::warn("kv disk tier: cannot list {}: {}", disk_dir_, ec.message());
+  std::stable_sort(found.begin(), found.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<BlockFileHeader> out;
+  for (auto& [t, h] : found) out.push_back(std::move(h));
+  return out;
+}
+
+std::string block_file_path(const std::string& dir, uint64_t hash) {
+  return (fs::path(dir) / block_file_name(hash)).string();
+}
+
+}  // namespace troupe::runtime
