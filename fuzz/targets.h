@@ -24,7 +24,7 @@ struct Target {
   Entry entry;
 };
 
-inline constexpr std::array<Target, 8> kTargets{{
+inline constexpr std::array<Target, 9> kTargets{{
     {"http_request", http_request},
     {"openai_body", openai_body},
     {"tcp_frame", tcp_frame},
