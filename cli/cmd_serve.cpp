@@ -237,6 +237,12 @@ int run_serve(const CommandArgs& argv) {
   engine_opts.data_parallel_size = static_cast<int>(cfg.data_parallel_size);
   engine_opts.expert_parallel = cfg.enable_expert_parallel;
   engine_opts.num_redundant_experts = cfg.num_redundant_experts;
+  if (cfg.data_parallel_size > 1 || cfg.enable_expert_parallel)
+    say("instance: " + std::to_string(cfg.data_parallel_size) + " ranks, " +
+        (cfg.enable_expert_parallel
+             ? "expert parallel (" + std::to_string(cfg.num_redundant_experts) +
+                   " redundant expert slots), lockstep steps with DP sync"
+             : "each holding every expert, stepping on its own"));
   auto engine = spawn_checked_engine(sys, *model, engine_cfg, engine_opts);
   auto router = actors::spawn_router(sys, {engine});
   bridge = net::http::make_engine_bridge(sys, router, *metrics, engine_opts.health);

@@ -24,6 +24,12 @@ void ServeConfig::validate(const std::map<std::string, std::string>& origins) co
                 << " must be >= " << where(origins, "max-model-len") << " = " << max_model_len
                 << " when enable-chunked-prefill is false: a longer prompt could never be "
                    "scheduled");
+  if (kv_offload_bytes > 0 && (data_parallel_size > 1 || enable_expert_parallel))
+    TROUPE_FAIL(where(origins, "kv-offload-bytes")
+                << ": the host and disk KV tiers serve one rank without expert parallelism for "
+                   "now; " << where(origins, "data-parallel-size") << " = " << data_parallel_size
+                << ", " << where(origins, "enable-expert-parallel") << " = "
+                << (enable_expert_parallel ? "true" : "false"));
   if (num_redundant_experts > 0 && !enable_expert_parallel)
     TROUPE_FAIL(where(origins, "num-redundant-experts")
                 << " = " << num_redundant_experts << " needs "

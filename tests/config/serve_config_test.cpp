@@ -383,6 +383,32 @@ TEST(ServeConfig, ToEngineConfigMapsEveryField) {
   EXPECT_EQ(d.executor.prefix_replay, r.executor.prefix_replay);
 }
 
+// The DEP-R keys: redundant experts only with expert parallelism, tiers only on one rank.
+TEST(ServeConfig, DepKeysAreCheckedTogether) {
+  const struct {
+    const char* yaml;
+    const char* message;  // "" : valid
+  } cases[] = {
+      {"data-parallel-size: 3\nenable-expert-parallel: true\nnum-redundant-experts: 2", ""},
+      {"data-parallel-size: 2", ""},
+      {"num-redundant-experts: 2",
+       "num-redundant-experts (cfg.yaml line 1) = 2 needs enable-expert-parallel = true: without "
+       "expert parallelism every rank holds every expert"},
+      {"data-parallel-size: 2\nkv-offload-bytes: 1GiB",
+       "kv-offload-bytes (cfg.yaml line 2): the host and disk KV tiers serve one rank without "
+       "expert parallelism for now; data-parallel-size (cfg.yaml line 1) = 2, "
+       "enable-expert-parallel = false"},
+  };
+  for (const auto& c : cases) {
+    std::map<std::string, std::string> origins;
+    ServeConfig cfg;
+    apply_serve_config_yaml(cfg, c.yaml, "cfg.yaml", &origins);
+    EXPECT_EQ(error_of([&] { cfg.validate(origins); }), c.message) << c.yaml;
+  }
+  ServeConfig cfg;
+  EXPECT_NE(error_of([&] { apply_serve_config_yaml(cfg, "data-parallel-size: 0", "cfg.yaml"); }), "");
+}
+
 // The tier keys go together: a disk tier needs its folder, its size and a host tier above.
 TEST(ServeConfig, KvTierKeysGoTogether) {
   const struct {
@@ -418,6 +444,7 @@ TEST(ServeConfig, FlagSetsForTheArgParser) {
   EXPECT_EQ(bools, (std::set<std::string>{"enable-chunked-prefill", "no-enable-chunked-prefill",
                                           "async-scheduling", "no-async-scheduling",
                                           "enable-prefix-snapshots", "no-enable-prefix-snapshots",
+                                          "enable-expert-parallel", "no-enable-expert-parallel",
                                           "enable-prefix-caching", "no-enable-prefix-caching",
                                           "bounded-replay", "no-bounded-replay"}));
   EXPECT_EQ(values.size() + bools.size() / 2, serve_config_keys().size() + 1);
