@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "actors/engine_actors.h"
+#include "actors/engine_test_support.h"
 #include "runtime/golden_engine_config.h"
 #include "support/golden.h"
 
@@ -132,21 +133,8 @@ class DepActors : public ::testing::Test {
     }
     return o;
   }
-  runtime::EngineFigures stats() {
-    caf::scoped_actor self{sys_};
-    runtime::EngineFigures f;
-    self->request(engine_, std::chrono::seconds(10), stats_atom::value)
-        .receive([&](const runtime::EngineFigures& s) { f = s; },
-                 [&](caf::error& e) { ADD_FAILURE() << caf::to_string(e); });
-    return f;
-  }
-  bool becomes_ready() {  // bounded: the restarted ranks answer their pings
-    for (int i = 0; i < 1000; ++i) {
-      if (!health_->problem()) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return false;
-  }
+  runtime::EngineFigures stats() { return engine_figures(sys_, engine_); }
+  bool becomes_ready() { return actors::becomes_ready(*health_); }
 
   caf::actor_system_config cfg_;
   caf::actor_system sys_;

@@ -32,15 +32,6 @@ class ServeDep : public DaemonSuite<ServeDep> {
   }
 };
 
-// The series of `family` whose labels include `label`, or -1.
-double series_with(const std::string& text, const std::string& family, const std::string& label) {
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind(family + "{", 0) == 0 && line.find(label) != std::string::npos)
-      return std::stod(line.substr(line.rfind(' ') + 1));
-  return -1;
-}
-
 std::vector<int32_t> plain_greedy(const std::vector<int32_t>& prompt, int64_t n) {
   runtime::Engine e(*golden_model().forward, nullptr,
                     runtime::golden_engine_config(int64_t(16) << 20, true, 8192, 4));

@@ -47,15 +47,6 @@ class ServeKvTiers : public DaemonSuite<ServeKvTiers> {
   }
 };
 
-// The value of the series of `family` whose labels include `label`, or -1.
-double series_with(const std::string& text, const std::string& family, const std::string& label) {
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind(family + "{", 0) == 0 && line.find(label) != std::string::npos)
-      return std::stod(line.substr(line.rfind(' ') + 1));
-  return -1;
-}
-
 TEST_F(ServeKvTiers, EvictedPrefixesComeBackFromHostAndDiskWithTheSameOutputs) {
   std::vector<std::vector<int32_t>> prompts;
   for (int i = 0; i < 8; ++i) prompts.push_back(random_tokens(480, 300 + i));

@@ -23,4 +23,15 @@ inline double prometheus_value(const std::string& text, const std::string& serie
   return -1;
 }
 
+// The value of the first sample of `family` whose labels contain `label`
+// (`tier="disk"`), or -1 when none does.
+inline double series_with(const std::string& text, const std::string& family,
+                          const std::string& label) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(family + "{", 0) == 0 && line.find(label) != std::string::npos)
+      return std::stod(line.substr(line.rfind(' ') + 1));
+  return -1;
+}
+
 }  // namespace troupe::testing
