@@ -4,6 +4,7 @@
 
 #include <caf/all.hpp>
 #include <memory>
+#include <string>
 #include <unordered_map>
 
 #include "actors/engine_actors.h"
@@ -84,6 +85,12 @@ scheduler_core_actor spawn_scheduler(caf::actor_system& sys, const model::Forwar
                                      std::shared_ptr<EngineLedger> ledger, double request_timeout,
                                      SyncSetup sync = {},
                                      std::shared_ptr<runtime::TierStorage> tiers = nullptr);
+
+// How logs and errors name a member of an instance: "rank" in a one-rank instance,
+// "rank 2" in one of R.
+inline std::string member_name(const char* what, int index, int size) {
+  return size == 1 ? std::string(what) : std::string(what) + " " + std::to_string(index);
+}
 
 // Sends `id` a last TokenEvent: FinishedError with `why`.
 void send_error(const caf::actor& client, runtime::RequestId id, std::string why,

@@ -46,7 +46,6 @@ struct SupervisorState {
   std::shared_ptr<runtime::InProcessGroup> group;          // its exchange (expert parallel)
   int64_t incarnation = 0;
   int ranks_ready = 0;    // of this incarnation, ranks that answered their ping
-  int schedulers_up = 0;  // of this incarnation, schedulers whose exit has not come
   std::string ending;     // non-empty: the incarnation is ending, why
   bool restart = false;   // when it has ended, start again (else down)
   std::deque<Clock::time_point> restarts;  // within options.restart_window_seconds
@@ -63,11 +62,6 @@ struct SupervisorState {
 
 using supervisor_pointer = scheduler_actor::stateful_pointer<SupervisorState>;
 
-// "rank" for a one-rank instance, "rank 2" in one of R.
-std::string rank_name(const SupervisorState& s, int r) {
-  return s.size() == 1 ? "rank" : "rank " + std::to_string(r);
-}
-
 // Spawns the ranks and schedulers; /health turns ready once every rank answers (until
 // then it says "starting", or "restarting" with the cause after a death).
 void start(supervisor_pointer self) {
@@ -76,7 +70,6 @@ void start(supervisor_pointer self) {
   const bool lockstep = s.options.expert_parallel && R > 1;
   s.incarnation += 1;
   s.ranks_ready = 0;
-  s.schedulers_up = R;
   s.ending.clear();
   if (s.options.expert_parallel) s.group = std::make_shared<runtime::InProcessGroup>(R);
   for (int r = 0; r < R; ++r) {
@@ -191,8 +184,8 @@ std::string scheduler_death(supervisor_pointer self, size_t r, const caf::error&
   auto& s = self->state;
   const std::string& death = s.ledgers[r]->death;
   if (!death.empty()) return death;
-  return "scheduler " + (s.size() == 1 ? std::string() : std::to_string(r) + " ") +
-         "died: " + describe(self->home_system(), reason);
+  return member_name("scheduler", int(r), s.size()) + " died: " +
+         describe(self->home_system(), reason);
 }
 
 void on_exit(supervisor_pointer self, caf::exit_msg& msg) {
@@ -203,7 +196,7 @@ void on_exit(supervisor_pointer self, caf::exit_msg& msg) {
       return end_incarnation(self, scheduler_death(self, r, msg.reason));  // on_down counts it
     if (m.rank && msg.source == m.rank.address())
       return end_incarnation(
-          self, rank_name(s, int(r)) + " died: " + describe(self->home_system(), msg.reason));
+          self, member_name("rank", int(r), s.size()) + " died: " + describe(self->home_system(), msg.reason));
   }
   const auto stale = std::find(s.retired.begin(), s.retired.end(), msg.source);
   if (stale != s.retired.end()) return void(s.retired.erase(stale));  // already replaced
@@ -220,7 +213,9 @@ void on_down(supervisor_pointer self, const caf::down_msg& msg) {
     end_incarnation(self, scheduler_death(self, r, msg.reason));
     s.retired.push_back(m.scheduler.address());  // its exit message may still come
     m.scheduler = nullptr;
-    if (--s.schedulers_up == 0) on_ended(self);
+    const bool all_down = std::none_of(s.members.begin(), s.members.end(),
+                                       [](const Member& x) { return bool(x.scheduler); });
+    if (all_down) on_ended(self);
     return;
   }
 }

@@ -115,9 +115,8 @@ void send_to_rank(scheduler_pointer self, const runtime::StepPlan& plan, bool re
       .then([=](const StepResult& result) { on_step_result(self, result); },
             [=](caf::error& err) {  // the rank is gone: the supervisor restarts us all
               const SyncSetup& sync = self->state.sync;
-              self->state.ledger->death =
-                  (sync.size == 1 ? std::string("rank") : "rank " + std::to_string(sync.rank)) +
-                  " died: " + describe(self->home_system(), err);
+              self->state.ledger->death = member_name("rank", sync.rank, sync.size) + " died: " +
+                                          describe(self->home_system(), err);
               self->quit(err);
             });
 }

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <chrono>
 #include <exception>
 #include <string>
@@ -65,10 +66,18 @@ DepEngine::~DepEngine() = default;
 
 int DepEngine::pick_rank(std::span<const int32_t> prompt) const {
   std::vector<RankLoad> loads;
-  for (const auto& r : ranks_)
-    loads.push_back({static_cast<int64_t>(r->scheduler.running_ids().size() +
-                                          r->scheduler.waiting_ids().size()),
-                     r->kv.find_cached_prefix(prompt).num_tokens});
+  int64_t least = INT64_MAX;
+  for (const auto& r : ranks_) {
+    const auto n = static_cast<int64_t>(r->scheduler.running_ids().size() +
+                                        r->scheduler.waiting_ids().size());
+    loads.push_back({n, 0});
+    least = std::min(least, n);
+  }
+  // Hash the prompt only against the caches of ranks within the margin: choose_rank
+  // looks at no other rank's prefix.
+  for (size_t r = 0; r < ranks_.size(); ++r)
+    if (loads[r].requests <= least + dep_.prefix_load_margin)
+      loads[r].cached_tokens = ranks_[r]->kv.find_cached_prefix(prompt).num_tokens;
   return choose_rank(loads, dep_.prefix_load_margin);
 }
 
