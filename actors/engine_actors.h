@@ -13,12 +13,15 @@
 #include "model/forward.h"
 #include "model/tokenizer.h"
 #include "runtime/engine.h"
+#include "runtime/eplb/eplb_planner.h"
 #include "runtime/faults/fault_plan.h"
 
 namespace troupe::actors {
 
 using rank_actor = caf::typed_actor<caf::replies_to<run_atom, runtime::StepPlan>::with<StepResult>,
-                                    caf::replies_to<ping_atom>::with<bool>>;
+                                    caf::replies_to<ping_atom>::with<bool>,
+                                    caf::reacts_to<stage_atom, PlacementUpdate>,
+                                    caf::reacts_to<staged_atom, StagedPlacement>>;
 
 // The engine as clients see it (the supervisor answers it, forwarding to its scheduler).
 using scheduler_actor =
@@ -50,6 +53,9 @@ struct EngineOptions {
   int64_t num_redundant_experts = 0;
   int64_t prefix_load_margin = 1;  // runtime::choose_rank's margin
   int fault_rank = 0;              // with R > 1, faults fire on this rank's steps only
+  // Live EPLB (--enable-eplb, --eplb-config; expert parallel only): a planner rebalances
+  // the placement from the ranks' expert counts and the ranks switch in lockstep.
+  runtime::eplb::EplbConfig eplb;
 };
 
 // Checks the config against the model (the KV budget must hold max-num-seqs requests)

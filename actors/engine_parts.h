@@ -9,6 +9,7 @@
 
 #include "actors/engine_actors.h"
 #include "runtime/dep/in_process_group.h"
+#include "runtime/eplb/eplb_planner.h"
 #include "runtime/eplb/expert_placement.h"
 
 namespace troupe::actors {
@@ -31,7 +32,20 @@ using scheduler_core_actor =
                      caf::replies_to<probe_atom, std::vector<int32_t>>::with<runtime::RankLoad>,
                      caf::reacts_to<dpsync_atom, DpSyncMessage>,
                      caf::reacts_to<dpwake_atom, int64_t>,
-                     caf::reacts_to<peers_atom, DpPeers>>;
+                     caf::reacts_to<peers_atom, DpPeers>,
+                     caf::reacts_to<stage_atom, PlacementUpdate>>;
+
+// The instance's live-EPLB planner (actors/eplb_planner_actor.cpp): each scheduler sends
+// it every step's expert counts; it sends new placements to the schedulers (messages.h).
+using Schedulers = std::vector<scheduler_core_actor>;  // [R], in rank order
+using eplb_planner_actor = caf::typed_actor<caf::reacts_to<eplb_atom, ExpertCounts>,
+                                            caf::reacts_to<peers_atom, Schedulers>>;
+
+// Starts with `placement` (epoch 0) for an instance of `ranks` ranks; the schedulers
+// come by peers_atom once they exist.
+eplb_planner_actor spawn_eplb_planner(caf::actor_system& sys, runtime::eplb::EplbConfig config,
+                                      std::shared_ptr<const runtime::eplb::ExpertPlacement> placement,
+                                      int ranks);
 
 // What outlives one scheduler incarnation. The scheduler writes it while alive; the
 // supervisor reads it only after the scheduler's exit message (so never concurrently):
@@ -60,6 +74,7 @@ struct RankSetup {
   int rank = 0;
   std::shared_ptr<runtime::InProcessGroup> group;           // expert parallel: the exchange
   std::shared_ptr<const runtime::eplb::ExpertPlacement> placement;  // with group: the slots
+  bool eplb = false;  // with group: live EPLB (counts in every StepResult, staged placements)
   // The host and disk tiers' bytes (nullptr: none), shared with the rank's scheduler:
   // the rank runs the plans' tier copies, the scheduler adopts the disk files at its start.
   std::shared_ptr<runtime::TierStorage> tiers;
@@ -76,6 +91,7 @@ struct SyncSetup {
   int rank = 0;
   int size = 1;
   bool lockstep = false;
+  eplb_planner_actor planner;  // live EPLB: where the step counts go; null: off
 };
 
 scheduler_core_actor spawn_scheduler(caf::actor_system& sys, const model::Forward& forward,
@@ -99,3 +115,4 @@ void send_error(const caf::actor& client, runtime::RequestId id, std::string why
 }  // namespace troupe::actors
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::DpPeers)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::Schedulers)

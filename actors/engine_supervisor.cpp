@@ -44,6 +44,7 @@ struct SupervisorState {
   std::vector<std::shared_ptr<EngineLedger>> ledgers;      // [R], across incarnations
   std::vector<Member> members;                             // [R], the incarnation now
   std::shared_ptr<runtime::InProcessGroup> group;          // its exchange (expert parallel)
+  eplb_planner_actor planner;                              // its live-EPLB planner, or null
   int64_t incarnation = 0;
   int ranks_ready = 0;    // of this incarnation, ranks that answered their ping
   std::string ending;     // non-empty: the incarnation is ending, why
@@ -71,7 +72,13 @@ void start(supervisor_pointer self) {
   s.incarnation += 1;
   s.ranks_ready = 0;
   s.ending.clear();
+  const bool eplb = s.options.expert_parallel && s.options.eplb.enabled;
   if (s.options.expert_parallel) s.group = std::make_shared<runtime::InProcessGroup>(R);
+  // Every incarnation starts from the default placement (its ranks copy their slots anew).
+  if (eplb) {
+    s.planner = spawn_eplb_planner(self->home_system(), s.options.eplb, s.placement, R);
+    self->link_to(s.planner);
+  }
   for (int r = 0; r < R; ++r) {
     const bool faulty = R == 1 || r == s.options.fault_rank;
     // Fresh tiers per incarnation: the host tier died with the rank; the disk files stay.
@@ -81,14 +88,19 @@ void start(supervisor_pointer self) {
     Member m;
     m.rank = spawn_rank(self->home_system(), *s.forward, s.kv, s.config.executor,
                         faulty ? s.options.faults : nullptr,
-                        RankSetup{r, s.group, s.placement, tiers});
+                        RankSetup{r, s.group, s.placement, eplb, tiers});
     m.scheduler = spawn_scheduler(self->home_system(), *s.forward, s.tokenizer, s.config, s.kv,
                                   m.rank, s.ledgers[r], s.options.request_timeout,
-                                  SyncSetup{r, R, lockstep}, tiers);
+                                  SyncSetup{r, R, lockstep, s.planner}, tiers);
     self->link_to(m.rank);
     self->link_to(m.scheduler);
     self->monitor(m.scheduler);  // its down message says it stopped, however it died
     s.members.push_back(std::move(m));
+  }
+  if (eplb) {
+    Schedulers schedulers;
+    for (const Member& m : s.members) schedulers.push_back(m.scheduler);
+    self->send(s.planner, peers_atom::value, std::move(schedulers));
   }
   if (lockstep) {
     DpPeers peers;
@@ -126,6 +138,12 @@ void on_ended(supervisor_pointer self) {
     self->unlink_from(m.rank);  // its exit, if it comes, is not news
     self->send_exit(m.rank, caf::exit_reason::kill);
     s.retired.push_back(m.rank.address());
+  }
+  if (s.planner) {
+    self->unlink_from(s.planner);
+    self->send_exit(s.planner, caf::exit_reason::kill);
+    s.retired.push_back(s.planner.address());
+    s.planner = nullptr;
   }
   while (s.retired.size() > 8 + 2 * s.members.size()) s.retired.pop_front();
   s.members.clear();
@@ -198,6 +216,8 @@ void on_exit(supervisor_pointer self, caf::exit_msg& msg) {
       return end_incarnation(
           self, member_name("rank", int(r), s.size()) + " died: " + describe(self->home_system(), msg.reason));
   }
+  if (s.planner && msg.source == s.planner.address())
+    return end_incarnation(self, "the eplb planner died: " + describe(self->home_system(), msg.reason));
   const auto stale = std::find(s.retired.begin(), s.retired.end(), msg.source);
   if (stale != s.retired.end()) return void(s.retired.erase(stale));  // already replaced
   self->quit(msg.reason);  // shutdown: the links take the schedulers and the ranks along
@@ -367,6 +387,11 @@ scheduler_actor spawn_engine(caf::actor_system& sys, const model::Forward& forwa
                    (options.data_parallel_size == 1 && !options.expert_parallel),
                "kv-offload-bytes / kv-disk-bytes: the host and disk tiers serve one rank without "
                "expert parallelism for now (data-parallel-size 1)");
+  TROUPE_CHECK(!options.eplb.enabled || options.expert_parallel,
+               "enable-eplb needs enable-expert-parallel");
+  TROUPE_CHECK(options.eplb.window_size >= 1 && options.eplb.step_interval >= 1,
+               "eplb-config: window_size and step_interval must be >= 1, got ",
+               options.eplb.window_size, " and ", options.eplb.step_interval);
   // Checked here, on the caller's thread: a config that cannot work stops start-up with
   // the numbers instead of killing the first request.
   const runtime::KvCacheConfig kv = runtime::prepare_engine(forward.config(), config);

@@ -22,6 +22,19 @@
 //   scheduler r --dpwake(step)--> scheduler q   (r will wait for q's value before it
 //                                                sends q one: an idle q must join first)
 //
+// Live EPLB (--enable-eplb, expert parallel): every step's result carries the rank's
+// per-layer, per-logical-expert token counts; its scheduler sends them to the instance's
+// planner, which sums the R ranks' counts of each step into a sliding window and every
+// step_interval steps plans a new placement. The planner sends it to every scheduler,
+// which hands it to its rank; the rank copies its new slots' weights on a thread of its
+// own (decoding goes on) and says so in its next results (placement_ready). The DP-sync
+// all-reduce takes the min over ranks, so the first step whose agreed min reaches the
+// new epoch carries it in every rank's plan (StepPlan::placement_epoch): all ranks
+// switch at that step.
+//
+//   scheduler r --eplb(ExpertCounts)--> planner --stage(PlacementUpdate)--> scheduler r
+//   scheduler r --stage--> rank r --(copy thread)--> staged(StagedPlacement) --> rank r
+//
 // CAF 0.17 (Debian): atoms are atom_constant with at most 10 characters. The payload
 // types below are local-only for now (CAF_ALLOW_UNSAFE_MESSAGE_TYPE): they cross threads
 // of one process, not the middleman; they get inspect() functions when ranks move to
@@ -30,12 +43,15 @@
 
 #include <caf/all.hpp>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "runtime/collectives/all_reduce.h"
 #include "runtime/collectives/step_metadata.h"
 #include "runtime/dep/rank_choice.h"
+#include "runtime/dep/slot_weights.h"
+#include "runtime/eplb/expert_placement.h"
 #include "runtime/request.h"
 #include "runtime/scheduler/step_plan.h"
 #include "runtime/step/engine_figures.h"
@@ -55,6 +71,9 @@ using probe_atom = caf::atom_constant<caf::atom("probe")>;        // a rank's lo
 using dpsync_atom = caf::atom_constant<caf::atom("dpsync")>;      // one all-reduce message
 using dpwake_atom = caf::atom_constant<caf::atom("dpwake")>;      // join step N's all-reduce
 using peers_atom = caf::atom_constant<caf::atom("peers")>;        // the instance's schedulers
+using eplb_atom = caf::atom_constant<caf::atom("eplb")>;          // a step's expert counts
+using stage_atom = caf::atom_constant<caf::atom("stage")>;        // copy a new placement's slots
+using staged_atom = caf::atom_constant<caf::atom("staged")>;      // that copy is done
 
 // --- payloads ----------------------------------------------------------------------------
 // A request for one generation; outputs stream to `reply_to` as (token_atom, TokenEvent).
@@ -78,6 +97,34 @@ struct StepResult {
   std::string error;       // non-empty: the step failed; its requests are finished with it
   double run_seconds = 0;  // wall time the rank spent on the step
   int64_t rank_step = 0;   // the rank's own 1-based count of steps run (for logs)
+  // Live EPLB only: [L, Nlog] tokens the rank routed to each logical expert in the step
+  // (empty: none), and the newest placement epoch the rank has copied its slots for.
+  std::vector<int64_t> expert_counts;
+  int64_t placement_ready = 0;
+};
+
+// A step's expert counts from one rank (scheduler -> planner). epoch: the placement the
+// step ran on.
+struct ExpertCounts {
+  int rank = 0;
+  int64_t step = 0;  // the group's step id (DP sync)
+  int64_t epoch = 0;
+  std::vector<int64_t> counts;  // [L, Nlog]; empty: nothing routed
+};
+
+// A new placement (planner -> schedulers -> ranks), numbered 1, 2, ... per incarnation,
+// with the planner's balance figures of its window (MODEL.md §9), per layer.
+struct PlacementUpdate {
+  int64_t epoch = 0;
+  std::shared_ptr<const runtime::eplb::ExpertPlacement> placement;
+  int64_t planned_at = 0;  // the planner's step count
+  double balance_before = 0, balance_after = 0;  // means over layers
+};
+
+// A rank's copy of its slots' weights for a placement, made off its step thread.
+struct StagedPlacement {
+  PlacementUpdate update;
+  std::shared_ptr<const runtime::SlotWeights> weights;
 };
 
 // One message of the schedulers' per-step all-reduce (DP sync).
@@ -98,3 +145,6 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::runtime::EngineFigures)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::runtime::StepPlan)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::DpSyncMessage)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::runtime::RankLoad)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::ExpertCounts)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::PlacementUpdate)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::StagedPlacement)

@@ -2,7 +2,10 @@
 // throws fails only its own requests (StepResult::error); the rank carries on. Injected
 // faults (runtime/faults) make a step throw, stall, or the rank exit. An expert-parallel
 // rank runs its slots' experts for every rank of its group, through the group's
-// exchange (runtime/dep/rank_step.h: a step it fails, it fails for the whole group).
+// exchange (runtime/dep/rank_step.h: a step it fails, it fails for the whole group),
+// from its own copy of their weights. With live EPLB it reports each step's expert
+// counts and copies a new placement's slots on a thread of its own while it serves
+// steps; it switches when a plan says so (messages.h, "Live EPLB").
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -23,6 +26,15 @@ struct RankState {
   std::shared_ptr<runtime::TierStorage> tiers;  // nullptr: no host and disk tiers
   std::shared_ptr<const runtime::FaultPlan> faults;
   int64_t steps = 0;
+  bool eplb = false;
+  int rank = 0, ranks = 1;
+  std::thread copier;  // copies a staged placement's slots (the last one asked for)
+
+  RankState() = default;
+  RankState(const RankState&) = delete;
+  ~RankState() {
+    if (copier.joinable()) copier.join();
+  }
 };
 
 using rank_pointer = rank_actor::stateful_pointer<RankState>;
@@ -50,7 +62,35 @@ StepResult run_step(RankState& st, const runtime::StepPlan& plan, const runtime:
     r.sampled.assign(plan.chunks.size(), {});
   }
   r.run_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (st.eplb) {
+    r.expert_counts = st.experts->take_counts();
+    r.placement_ready = st.experts->staged_epoch();
+  }
   return r;
+}
+
+// Live EPLB: copies this rank's slots of the new placement off the step thread, then
+// hands the copy back to the rank (staged_atom) to stage between two steps. The copy
+// reads the model's weights, which nothing writes.
+void copy_slots(rank_pointer self, const model::Forward* forward, PlacementUpdate update) {
+  auto& st = self->state;
+  if (st.copier.joinable()) st.copier.join();  // the previous copy (long done, normally)
+  const caf::actor_addr me = self->address();
+  st.copier = std::thread([me, forward, update = std::move(update), rank = st.rank,
+                           ranks = st.ranks]() mutable {
+    StagedPlacement staged;
+    try {
+      staged.weights = std::make_shared<const runtime::SlotWeights>(
+          forward->weights(), *update.placement, rank, ranks);
+    } catch (const std::exception& e) {  // e.g. bad_alloc: this placement never goes live
+      spdlog::error("rank {}: eplb: copying placement {} failed: {}", rank, update.epoch, e.what());
+      return;
+    }
+    spdlog::info("rank {}: eplb: placement {} copied ({:.1f} MiB of expert weights)", rank,
+                 update.epoch, double(staged.weights->bytes()) / (1 << 20));
+    staged.update = std::move(update);
+    if (auto h = caf::actor_cast<rank_actor>(me)) caf::anon_send(h, staged_atom::value, std::move(staged));
+  });
 }
 
 rank_actor::behavior_type rank_fun(rank_pointer self, const model::Forward* forward,
@@ -67,8 +107,11 @@ rank_actor::behavior_type rank_fun(rank_pointer self, const model::Forward* forw
                                                          kv.num_blocks, kv.storage_slots());
   if (setup.group) {
     st.group = std::move(setup.group);
-    st.experts = std::make_unique<runtime::ExpertParallel>(st.group->communicator(setup.rank),
-                                                           std::move(setup.placement));
+    st.experts = std::make_unique<runtime::ExpertParallel>(
+        st.group->communicator(setup.rank), std::move(setup.placement), &forward->weights());
+    st.eplb = setup.eplb;
+    st.rank = setup.rank;
+    st.ranks = st.group->size();
   }
   st.executor =
       std::make_unique<runtime::Executor>(*forward, *st.storage, options, st.experts.get());
@@ -88,6 +131,14 @@ rank_actor::behavior_type rank_fun(rank_pointer self, const model::Forward* forw
         return run_step(s, plan, fault);
       },
       [](ping_atom) { return true; },  // answered once the storage and executor exist
+      [=](stage_atom, PlacementUpdate& update) {
+        if (self->state.experts) copy_slots(self, forward, std::move(update));
+      },
+      [=](staged_atom, StagedPlacement& staged) {
+        auto& s = self->state;
+        if (staged.update.epoch <= s.experts->staged_epoch()) return;  // overtaken
+        s.experts->stage(staged.update.epoch, staged.update.placement, std::move(staged.weights));
+      },
   };
 }
 

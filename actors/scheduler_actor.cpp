@@ -12,6 +12,11 @@
 // (recursive doubling's fold-in) wakes it first (dpwake), as it may have no reason to
 // start. With async scheduling the all-reduce of step N+1 runs while the ranks
 // execute step N; it never runs on a rank's thread.
+//
+// With live EPLB it sends every step's expert counts to the planner, hands new
+// placements to its rank, and adds the rank's copied placement to its DP-sync
+// contribution; the step whose agreed min reaches a new placement switches every rank
+// (messages.h, "Live EPLB").
 #include <spdlog/fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
@@ -40,9 +45,13 @@ struct SchedulerState {
   rank_actor rank;
   double request_timeout = 0;
   int depth = 1;  // steps the rank may hold at once (2: async scheduling)
-  // Steps sent to the rank and not answered yet, oldest first: true for the pipeline's
-  // plan, false for a dummy step (lockstep only).
-  std::deque<bool> at_rank;
+  // Steps sent to the rank and not answered yet, oldest first.
+  struct AtRank {
+    bool real = true;     // the pipeline's plan; false: a dummy step (lockstep only)
+    int64_t step = 0;     // the group's step id (lockstep), else the plan's
+    int64_t epoch = 0;    // the expert placement it runs on
+  };
+  std::deque<AtRank> at_rank;
   // --- lockstep only
   SyncSetup sync;
   std::unique_ptr<DpSync> dp;  // this rank's part of the per-step all-reduce
@@ -52,6 +61,11 @@ struct SchedulerState {
   std::vector<int32_t> wake;   // peers to wake as a step starts (wake_peers)
   bool syncing = false;        // that all-reduce is running
   const runtime::StepPlan* sync_plan = nullptr;  // the plan it is for; null: none here
+  // --- live EPLB only
+  eplb_planner_actor planner;
+  int64_t placement_ready = 0;  // the newest placement the rank has copied (its results say)
+  int64_t epoch = 0;            // the placement the last step sent runs on
+  PlacementUpdate update;       // the newest placement the planner sent
 };
 
 using scheduler_pointer = scheduler_core_actor::stateful_pointer<SchedulerState>;
@@ -92,10 +106,23 @@ std::vector<runtime::RequestOutput> fail_step(SchedulerState& st, const StepResu
 
 void kick(scheduler_pointer self);
 
+// Live EPLB: the step's counts to the planner; what the rank has copied, for DP sync.
+void report_counts(SchedulerState& s, const SchedulerState::AtRank& step, const StepResult& result,
+                   scheduler_pointer self) {
+  s.placement_ready = std::max(s.placement_ready, result.placement_ready);
+  const bool routed = std::any_of(result.expert_counts.begin(), result.expert_counts.end(),
+                                  [](int64_t c) { return c != 0; });
+  self->send(s.planner, eplb_atom::value,
+             ExpertCounts{s.sync.rank, step.step, step.epoch,
+                          routed ? result.expert_counts : std::vector<int64_t>{}});
+}
+
 void on_step_result(scheduler_pointer self, const StepResult& result) {
   auto& s = self->state;
-  const bool real = s.at_rank.front();
+  const SchedulerState::AtRank step = s.at_rank.front();
+  const bool real = step.real;
   s.at_rank.pop_front();
+  if (s.planner) report_counts(s, step, result, self);
   if (real) {
     stream(self, result.error.empty() ? s.pipeline->complete(result.sampled, result.run_seconds)
                                       : fail_step(s, result));
@@ -107,11 +134,33 @@ void on_step_result(scheduler_pointer self, const StepResult& result) {
   if (s.dp || s.scheduler->has_unfinished()) kick(self);  // lockstep: a peer may be waiting
 }
 
+// Live EPLB: the placement a step agreed on (the min over the ranks of what each has
+// copied) becomes the one it runs on, when newer; counted once, on every rank alike.
+int64_t placement_for_step(SchedulerState& s, int64_t agreed_ready) {
+  if (!s.planner || agreed_ready <= s.epoch) return 0;
+  s.epoch = agreed_ready;
+  runtime::EngineFigures& c = s.ledger->counters;
+  c.eplb_rebalances += 1;
+  if (s.update.epoch == agreed_ready) {
+    c.eplb_balance_before = s.update.balance_before;
+    c.eplb_balance_after = s.update.balance_after;
+  }
+  return agreed_ready;
+}
+
 // Sends a plan to the rank; the rank answers in order, so results complete the
-// pipeline's plans oldest first (dummy steps in between are skipped).
-void send_to_rank(scheduler_pointer self, const runtime::StepPlan& plan, bool real) {
-  self->state.at_rank.push_back(real);
-  self->request(self->state.rank, caf::infinite, run_atom::value, plan)
+// pipeline's plans oldest first (dummy steps in between are skipped). switch_to > 0: the
+// step switches to that expert placement first.
+void send_to_rank(scheduler_pointer self, const runtime::StepPlan& plan, bool real, int64_t step,
+                  int64_t switch_to = 0) {
+  auto& s = self->state;
+  s.at_rank.push_back({real, step, s.epoch});
+  runtime::StepPlan switching;
+  if (switch_to > 0) {
+    switching = plan;
+    switching.placement_epoch = switch_to;
+  }
+  self->request(s.rank, caf::infinite, run_atom::value, switch_to > 0 ? switching : plan)
       .then([=](const StepResult& result) { on_step_result(self, result); },
             [=](caf::error& err) {  // the rank is gone: the supervisor restarts us all
               const SyncSetup& sync = self->state.sync;
@@ -128,8 +177,10 @@ void on_synced(scheduler_pointer self, const runtime::collectives::StepMetadata&
   TROUPE_CHECK(m.agreed(), "DP sync: ranks at steps ", m.step_min, "..", m.step_max);
   const runtime::StepPlan* plan = std::exchange(s.sync_plan, nullptr);
   s.syncing = false;
-  s.sync_step += 1;
-  if (m.any_work) send_to_rank(self, plan ? *plan : runtime::StepPlan{}, plan != nullptr);
+  const int64_t step = s.sync_step++;
+  if (!m.any_work) return;
+  const int64_t switch_to = placement_for_step(s, m.placement_ready);
+  send_to_rank(self, plan ? *plan : runtime::StepPlan{}, plan != nullptr, step, switch_to);
 }
 
 // The peers a rank receives from before it has sent them anything, in its schedule:
@@ -166,7 +217,7 @@ void kick_lockstep(scheduler_pointer self, std::vector<runtime::RequestOutput>& 
     const int64_t tokens = plan ? plan->num_tokens : 0;
     deliver(self, s.dp->start(s.sync_step, runtime::collectives::local_step_metadata(
                                                s.sync.rank, s.sync.size, s.sync_step, tokens,
-                                               plan != nullptr)));
+                                               plan != nullptr, s.placement_ready)));
   }
 }
 
@@ -179,7 +230,8 @@ void kick(scheduler_pointer self) {
     kick_lockstep(self, finished);
   } else {
     while (const runtime::StepPlan* plan = st.pipeline->plan_next(finished))
-      send_to_rank(self, *plan, true);
+      send_to_rank(self, *plan, true, static_cast<int64_t>(plan->step),
+                   placement_for_step(st, st.placement_ready));
   }
   stream(self, std::move(finished));
 }
@@ -262,6 +314,7 @@ scheduler_core_actor::behavior_type scheduler_fun(
   st.request_timeout = request_timeout;
   st.depth = config.async_scheduling ? 2 : 1;
   st.sync = sync;
+  st.planner = sync.planner;
   if (sync.lockstep) {
     st.dp = std::make_unique<DpSync>(
         runtime::collectives::recursive_doubling_schedule(sync.rank, sync.size));
@@ -297,6 +350,11 @@ scheduler_core_actor::behavior_type scheduler_fun(
       [=](peers_atom, DpPeers& peers) {
         self->state.peers = std::move(peers);
         kick(self);
+      },
+      [=](stage_atom, PlacementUpdate& update) {  // from the planner: the rank copies it
+        auto& s = self->state;
+        s.update = update;
+        self->send(s.rank, stage_atom::value, std::move(update));
       },
   };
 }

@@ -236,12 +236,18 @@ int run_serve(const CommandArgs& argv) {
   engine_opts.restart_window_seconds = cfg.engine_restart_window;
   engine_opts.data_parallel_size = static_cast<int>(cfg.data_parallel_size);
   engine_opts.expert_parallel = cfg.enable_expert_parallel;
-  engine_opts.num_redundant_experts = cfg.num_redundant_experts;
+  engine_opts.num_redundant_experts = cfg.redundant_experts();
+  engine_opts.eplb = cfg.eplb();
   if (cfg.data_parallel_size > 1 || cfg.enable_expert_parallel)
     say("instance: " + std::to_string(cfg.data_parallel_size) + " ranks, " +
         (cfg.enable_expert_parallel
-             ? "expert parallel (" + std::to_string(cfg.num_redundant_experts) +
-                   " redundant expert slots), lockstep steps with DP sync"
+             ? "expert parallel (" + std::to_string(engine_opts.num_redundant_experts) +
+                   " redundant expert slots), lockstep steps with DP sync" +
+                   (engine_opts.eplb.enabled
+                        ? ", live EPLB every " + std::to_string(engine_opts.eplb.step_interval) +
+                              " steps over the last " +
+                              std::to_string(engine_opts.eplb.window_size)
+                        : std::string())
              : "each holding every expert, stepping on its own"));
   auto engine = spawn_checked_engine(sys, *model, engine_cfg, engine_opts);
   auto router = actors::spawn_router(sys, {engine});

@@ -2,6 +2,7 @@
 
 #include "kernels/check.h"
 #include "kernels/parallel.h"
+#include "runtime/eplb/eplb_config_json.h"
 #include "runtime/faults/fault_plan.h"
 
 namespace troupe::config {
@@ -35,6 +36,26 @@ void ServeConfig::validate(const std::map<std::string, std::string>& origins) co
                 << " = " << num_redundant_experts << " needs "
                 << where(origins, "enable-expert-parallel")
                 << " = true: without expert parallelism every rank holds every expert");
+  runtime::eplb::EplbConfigJson eplb_json;
+  try {
+    eplb_json = runtime::eplb::parse_eplb_config(eplb_config);
+  } catch (const Error& e) {
+    TROUPE_FAIL(where(origins, "eplb-config") << ": " << e.what());
+  }
+  if (enable_eplb && !enable_expert_parallel)
+    TROUPE_FAIL(where(origins, "enable-eplb") << " needs " << where(origins, "enable-expert-parallel")
+                << " = true: the placement it balances spreads the experts over the ranks");
+  if (!eplb_config.empty() && !enable_eplb)
+    TROUPE_FAIL(where(origins, "eplb-config") << " is set but " << where(origins, "enable-eplb")
+                << " is false");
+  if (eplb_json.num_redundant_experts && num_redundant_experts > 0 &&
+      *eplb_json.num_redundant_experts != num_redundant_experts)
+    TROUPE_FAIL(where(origins, "eplb-config") << ": num_redundant_experts = "
+                << *eplb_json.num_redundant_experts << " disagrees with "
+                << where(origins, "num-redundant-experts") << " = " << num_redundant_experts);
+  if (eplb_json.num_redundant_experts.value_or(0) > 0 && !enable_expert_parallel)
+    TROUPE_FAIL(where(origins, "eplb-config") << ": num_redundant_experts needs "
+                << where(origins, "enable-expert-parallel") << " = true");
   try {
     runtime::FaultPlan::parse(inject_faults);
   } catch (const Error& e) {
@@ -53,6 +74,17 @@ void ServeConfig::validate(const std::map<std::string, std::string>& origins) co
     TROUPE_FAIL(where(origins, "kv-disk-bytes")
                 << " needs a host tier: set kv-offload-bytes (blocks reach disk from host memory)");
   to_engine_config().scheduler.validate();  // the runtime's own rules, as a backstop
+}
+
+runtime::eplb::EplbConfig ServeConfig::eplb() const {
+  runtime::eplb::EplbConfig c = runtime::eplb::parse_eplb_config(eplb_config).config;
+  c.enabled = enable_eplb;
+  return c;
+}
+
+int64_t ServeConfig::redundant_experts() const {
+  return runtime::eplb::parse_eplb_config(eplb_config)
+      .num_redundant_experts.value_or(num_redundant_experts);
 }
 
 runtime::EngineConfig ServeConfig::to_engine_config() const {

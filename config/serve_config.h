@@ -14,6 +14,7 @@
 #include <string>
 
 #include "runtime/engine.h"
+#include "runtime/eplb/eplb_planner.h"
 
 namespace troupe::config {
 
@@ -79,6 +80,10 @@ struct ServeConfig {
   int64_t data_parallel_size = 1;       // ranks, each its own requests and KV (per-rank budget)
   bool enable_expert_parallel = false;  // routed experts spread over the ranks, lockstep steps
   int64_t num_redundant_experts = 0;    // extra expert slots (replicas), expert parallel only
+  bool enable_eplb = false;             // live EPLB (expert parallel only)
+  // vLLM's --eplb-config JSON ({"window_size", "step_interval", "num_redundant_experts"});
+  // parsed by runtime::eplb::parse_eplb_config (errors name the JSON key).
+  std::string eplb_config;
 
   bool operator==(const ServeConfig&) const = default;
 
@@ -87,6 +92,10 @@ struct ServeConfig {
   void validate(const std::map<std::string, std::string>& origins = {}) const;
 
   runtime::EngineConfig to_engine_config() const;
+  // Live EPLB's settings (enabled = enable-eplb) and the redundant expert slots, from
+  // num-redundant-experts or eplb-config's num_redundant_experts.
+  runtime::eplb::EplbConfig eplb() const;
+  int64_t redundant_experts() const;
 };
 
 // Process-wide settings the serve command applies once at startup (kernel threads).

@@ -216,6 +216,12 @@ std::vector<ConfigKey> make_keys() {
                        "spread the routed experts over the ranks, which then step in lockstep"));
   k.push_back(int_key("num-redundant-experts", &S::num_redundant_experts, 0, 1 << 20,
                       "extra expert slots holding replicas (expert parallel only)"));
+  k.push_back(bool_key("enable-eplb", &S::enable_eplb,
+                       "live expert load balancing: replan the expert placement from the "
+                       "routing counts while serving (expert parallel only)"));
+  k.push_back(string_key("eplb-config", &S::eplb_config, true,
+                         "live EPLB as JSON, e.g. {\"window_size\": 1000, \"step_interval\": "
+                         "3000, \"num_redundant_experts\": 0}; empty: those defaults"));
   return k;
 }
 

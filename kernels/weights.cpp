@@ -27,6 +27,35 @@ const char* to_string(WeightFormat f) {
   return "?";
 }
 
+int64_t data_bytes(const WeightView& w) {
+  switch (w.format) {
+    case WeightFormat::F32:
+      return w.rows * w.cols * 4;
+    case WeightFormat::BF16:
+      return w.rows * w.cols * 2;
+    case WeightFormat::FP8:
+    case WeightFormat::ROWFP8:
+      return w.rows * w.cols;
+    case WeightFormat::FP4:
+      return w.rows * w.cols / 2;
+  }
+  return 0;
+}
+
+int64_t scale_bytes(const WeightView& w) {
+  switch (w.format) {
+    case WeightFormat::F32:
+    case WeightFormat::BF16:
+      return 0;
+    case WeightFormat::FP8:
+      return ((w.rows + 31) / 32) * ((w.cols + 31) / 32);
+    case WeightFormat::FP4:
+    case WeightFormat::ROWFP8:
+      return w.rows * (w.cols / 32);
+  }
+  return 0;
+}
+
 namespace {
 
 void check_view(const WeightView& w, int64_t r0, int64_t n, const float* out) {

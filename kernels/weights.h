@@ -24,6 +24,11 @@ struct WeightView {
   const uint8_t* scale = nullptr; // UE8M0 codes (FP8, FP4, ROWFP8), else null
 };
 
+// Bytes of a view's codes and of its UE8M0 scales as stored (the layouts above; 0 scale
+// bytes for F32 and BF16), e.g. to copy a weight into memory of its own.
+int64_t data_bytes(const WeightView& w);
+int64_t scale_bytes(const WeightView& w);
+
 // Dequantizes rows [r0, r0+n) to f32 (exact, §3): out[n, cols].
 void dequantize_rows(const WeightView& w, int64_t r0, int64_t n, float* out);
 

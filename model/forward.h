@@ -67,6 +67,7 @@ class Forward {
   void run_idle(RoutedExperts& routed) const;
 
   const ModelConfig& config() const { return cfg_; }
+  const ModelWeights& weights() const { return w_; }
 
  private:
   const ModelConfig& cfg_;

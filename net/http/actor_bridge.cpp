@@ -249,6 +249,12 @@ class ActorBridge : public EngineBridge {
     advance(metrics_.prefix_cache_replay_hits, s.prefix_replay_hits, seen_.prefix_replay_hits);
     advance(metrics_.prefix_cache_replay_tokens, s.prefix_replay_tokens,
             seen_.prefix_replay_tokens);
+    if (s.eplb_rebalances > 0) {
+      const metrics::ServingMetrics::EplbSeries e = metrics_.eplb();
+      advance(e.rebalances, s.eplb_rebalances, seen_.eplb_rebalances);
+      e.balance_before.set(s.eplb_balance_before);
+      e.balance_after.set(s.eplb_balance_after);
+    }
     if (s.per_rank.empty()) return observe_steps(s, seen_.steps);
     // R ranks: each numbers its own steps, so each has its own cursor.
     seen_rank_steps_.resize(s.per_rank.size(), 0);

@@ -209,4 +209,17 @@ ServingMetrics::RankGauges ServingMetrics::rank_gauges(int rank) {
           registry_.gauge("troupe:kv_cache_used_blocks", kUsedBlocksHelp, labels)};
 }
 
+ServingMetrics::EplbSeries ServingMetrics::eplb() {
+  const char* const help =
+      "Mean per-layer expert balance (mean rank load / max rank load) of the EPLB window on "
+      "the placement before and after the last switch.";
+  return {registry_.counter("troupe:eplb_rebalances",
+                            "Expert placements the ranks switched to (live EPLB).",
+                            {{"model_name", model_name_}}),
+          registry_.gauge("troupe:eplb_balance", help,
+                          {{"model_name", model_name_}, {"when", "before"}}),
+          registry_.gauge("troupe:eplb_balance", help,
+                          {{"model_name", model_name_}, {"when", "after"}})};
+}
+
 }  // namespace troupe::net::metrics

@@ -29,7 +29,12 @@
 //               troupe:spec_decode_num_drafts_total, troupe:spec_decode_num_draft_tokens_total,
 //               troupe:spec_decode_num_accepted_tokens_total,
 //               troupe:spec_decode_num_accepted_tokens_per_pos_total{position} (vLLM's
-//               speculative decoding counters; position 0 = a step's first draft token)
+//               speculative decoding counters; position 0 = a step's first draft token),
+//               troupe:eplb_rebalances_total (troupe's own: expert placements the ranks
+//               switched to, live EPLB)
+//   gauges (EPLB) troupe:eplb_balance{when="before"|"after"} (troupe's own: the planner's
+//               mean per-layer balance of its window on the placement before and after the
+//               last switch, MODEL.md 9); both EPLB families appear with the first switch
 //   histograms  troupe:time_to_first_token_seconds, troupe:inter_token_latency_seconds,
 //               troupe:e2e_request_latency_seconds, troupe:request_queue_time_seconds,
 //               troupe:num_requests_admitted_per_step, troupe:scheduler_step_time_seconds
@@ -87,6 +92,14 @@ class ServingMetrics {
     Gauge& used_blocks;
   };
   RankGauges rank_gauges(int rank);
+
+  // Live EPLB's series (registered on first use: an instance without EPLB has none).
+  struct EplbSeries {
+    Counter& rebalances;
+    Gauge& balance_before;
+    Gauge& balance_after;
+  };
+  EplbSeries eplb();
 
   Gauge& num_requests_running;
   Gauge& num_requests_waiting;

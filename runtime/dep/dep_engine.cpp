@@ -23,7 +23,7 @@ struct DepEngine::Rank {
         storage(forward.config(), kv_config.block_size, kv_config.num_blocks,
                 kv_config.storage_slots()),
         scheduler(c.scheduler, kv, static_cast<int32_t>(forward.config().eos_token_id), tokenizer),
-        experts(comm, std::move(placement)),
+        experts(comm, std::move(placement), &forward.weights()),
         executor(forward, storage, c.executor, &experts),
         pipeline(scheduler, counts, c.async_scheduling ? 2 : 1) {}
 
@@ -161,15 +161,14 @@ void DepEngine::rebalance_if_due() {
   std::optional<eplb::Rebalance> plan = planner_->record(counts, *placement_);
   if (!plan) return;
   placement_ = std::make_shared<const eplb::ExpertPlacement>(plan->placement);
-  for (auto& r : ranks_) r->experts.set_placement(placement_);
-  const auto mean = [](const std::vector<double>& v) {
-    double s = 0;
-    for (double x : v) s += x;
-    return v.empty() ? 0.0 : s / double(v.size());
-  };
-  spdlog::info("eplb: rebalanced at step {}: mean balance {:.3f} -> {:.3f} over {} layers",
-               plan->step, mean(plan->balance_before), mean(plan->balance_after),
-               plan->balance_before.size());
+  const int64_t epoch = static_cast<int64_t>(rebalances_.size()) + 1;
+  for (size_t r = 0; r < ranks_.size(); ++r) {
+    ExpertParallel& e = ranks_[r]->experts;
+    e.stage(epoch, placement_,
+            std::make_shared<const SlotWeights>(*e.model(), *placement_, int(r), ranks()));
+    e.use(epoch);
+  }
+  spdlog::info("eplb: rebalanced at {}", eplb::describe(*plan));
   rebalances_.push_back(std::move(*plan));
 }
 

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <string>
 #include <utility>
 
 #include "kernels/check.h"
@@ -59,18 +60,49 @@ double seconds_since(Clock::time_point& t) {
 }  // namespace
 
 ExpertParallel::ExpertParallel(Communicator& comm,
-                               std::shared_ptr<const eplb::ExpertPlacement> placement)
-    : comm_(comm) {
-  set_placement(std::move(placement));
+                               std::shared_ptr<const eplb::ExpertPlacement> placement,
+                               const model::ModelWeights* model)
+    : comm_(comm), model_(model) {
+  TROUPE_CHECK(placement != nullptr, "expert parallel: no placement");
+  std::shared_ptr<const SlotWeights> weights;
+  if (model_) weights = std::make_shared<const SlotWeights>(*model_, *placement, comm_.rank(), comm_.size());
+  set_placement(std::move(placement), std::move(weights));
 }
 
-void ExpertParallel::set_placement(std::shared_ptr<const eplb::ExpertPlacement> placement) {
+void ExpertParallel::set_placement(std::shared_ptr<const eplb::ExpertPlacement> placement,
+                                   std::shared_ptr<const SlotWeights> weights) {
   TROUPE_CHECK(placement && placement->num_physical % comm_.size() == 0, "the placement's ",
                placement ? placement->num_physical : 0, " slots do not split over ", comm_.size(),
                " ranks");
+  TROUPE_CHECK(!model_ || (weights && weights->slots_per_rank() * comm_.size() ==
+                                          placement->num_physical),
+               "expert parallel: a placement without this rank's copy of its slots' weights");
   slots_per_rank_ = placement->num_physical / comm_.size();
   counts_.resize(placement->num_layers * placement->num_logical, 0);
   placement_ = std::move(placement);
+  weights_ = std::move(weights);
+}
+
+void ExpertParallel::stage(int64_t epoch, std::shared_ptr<const eplb::ExpertPlacement> placement,
+                           std::shared_ptr<const SlotWeights> weights) {
+  TROUPE_CHECK(epoch > epoch_, "expert parallel: placement ", epoch, " is not newer than ", epoch_,
+               " in use");
+  TROUPE_CHECK(placement != nullptr, "expert parallel: no placement");
+  TROUPE_CHECK(!model_ || weights, "expert parallel: placement ", epoch,
+               " staged without this rank's copy of its slots' weights");
+  staged_ = std::move(placement);
+  staged_weights_ = std::move(weights);
+  staged_epoch_ = epoch;
+}
+
+void ExpertParallel::use(int64_t epoch) {
+  if (epoch == epoch_) return;
+  TROUPE_CHECK(staged_ && epoch == staged_epoch_, "expert parallel: placement ", epoch,
+               " asked for, but ", epoch_, " is in use and ",
+               staged_ ? std::to_string(staged_epoch_) : std::string("none"), " staged");
+  set_placement(std::move(staged_), std::move(staged_weights_));
+  epoch_ = epoch;
+  staged_ = nullptr;
 }
 
 std::vector<int64_t> ExpertParallel::take_counts() {
@@ -112,8 +144,12 @@ void ExpertParallel::run(const model::RoutedBatch& b) {
   times_.dispatch_s += seconds_since(t);
   const Arrived in = unpack_dispatch(arrived, H, S);
   const int64_t n = static_cast<int64_t>(in.slot.size());
+  // This rank's own copy of its slots' experts where it has one of this layer, else the
+  // batch's weights in place.
+  const bool own = weights_ && weights_->copies(b.layer, b.weights);
   std::vector<kernels::ExpertWeights> slots(S);
-  for (int64_t s = 0; s < S; ++s) slots[s] = b.weights->experts[pl.logical_of(b.layer, me * S + s)];
+  for (int64_t s = 0; s < S; ++s)
+    slots[s] = own ? weights_->slot(b.layer, s) : b.weights->experts[pl.logical_of(b.layer, me * S + s)];
   std::vector<float> y(n * H);
   kernels::MoeExpertRowsParams p;
   p.x = in.x.data();

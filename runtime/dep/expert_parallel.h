@@ -17,6 +17,7 @@
 #include "kernels/moe.h"
 #include "model/routed_experts.h"
 #include "runtime/dep/communicator.h"
+#include "runtime/dep/slot_weights.h"
 #include "runtime/eplb/expert_placement.h"
 
 namespace troupe::runtime {
@@ -35,7 +36,10 @@ struct ExpertParallelTimes {
 class ExpertParallel : public model::RoutedExperts {
  public:
   // placement: the instance's, shared by its ranks (one table, switched between steps).
-  ExpertParallel(Communicator& comm, std::shared_ptr<const eplb::ExpertPlacement> placement);
+  // model: the rank copies its slots' experts from it and runs those copies (its own
+  // shard, SlotWeights); null: it runs them from each batch's weights in place.
+  ExpertParallel(Communicator& comm, std::shared_ptr<const eplb::ExpertPlacement> placement,
+                 const model::ModelWeights* model = nullptr);
 
   void run(const model::RoutedBatch& batch) override;
   void begin_step() override {
@@ -48,8 +52,19 @@ class ExpertParallel : public model::RoutedExperts {
   // Fails the rest of this rank's current step on every rank (Communicator::abort).
   void abort(const std::string& why) { comm_.abort(why); }
 
-  // Replaces the placement; all ranks must switch at the same step boundary.
-  void set_placement(std::shared_ptr<const eplb::ExpertPlacement> placement);
+  // Live EPLB. A placement is numbered by its epoch (the first is 0). stage() hands over
+  // the next one with this rank's copy of its slots' weights (made beforehand, in the
+  // background: SlotWeights); use() switches to it. Every rank of the group must call
+  // use(e) at the same step boundary (the DP-sync agreed step). Without a model copy
+  // (constructed with model null) weights may be null.
+  void stage(int64_t epoch, std::shared_ptr<const eplb::ExpertPlacement> placement,
+             std::shared_ptr<const SlotWeights> weights);
+  void use(int64_t epoch);  // throws troupe::Error unless `epoch` is in use or staged
+  int64_t epoch() const { return epoch_; }
+  int64_t staged_epoch() const { return staged_ ? staged_epoch_ : epoch_; }
+  const model::ModelWeights* model() const { return model_; }
+  const eplb::ExpertPlacement& placement() const { return *placement_; }
+
   int64_t slots_per_rank() const { return slots_per_rank_; }
   const ExpertParallelTimes& times() const { return times_; }
   // [L, Nlog] tokens this rank routed to each logical expert since the last call (the
@@ -57,8 +72,17 @@ class ExpertParallel : public model::RoutedExperts {
   std::vector<int64_t> take_counts();
 
  private:
+  void set_placement(std::shared_ptr<const eplb::ExpertPlacement> placement,
+                     std::shared_ptr<const SlotWeights> weights);
+
   Communicator& comm_;
+  const model::ModelWeights* model_ = nullptr;
   std::shared_ptr<const eplb::ExpertPlacement> placement_;
+  std::shared_ptr<const SlotWeights> weights_;  // null: the batch's weights in place
+  int64_t epoch_ = 0;
+  std::shared_ptr<const eplb::ExpertPlacement> staged_;
+  std::shared_ptr<const SlotWeights> staged_weights_;
+  int64_t staged_epoch_ = 0;
   int64_t slots_per_rank_ = 0;
   int64_t steps_begun_ = 0;
   ExpertParallelTimes times_;

@@ -10,6 +10,7 @@ std::vector<SampledChunk> run_rank_step(Executor& executor, ExpertParallel& expe
   const int64_t begun = experts.steps_begun();
   try {
     if (inject_throw) throw std::runtime_error("injected fault: step-throw");
+    if (plan.placement_epoch > experts.epoch()) experts.use(plan.placement_epoch);
     return executor.run(plan);
   } catch (const std::exception& e) {
     if (experts.steps_begun() == begun) experts.begin_step();  // the step this rank missed

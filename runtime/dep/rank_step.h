@@ -1,5 +1,6 @@
-// One step of an expert-parallel rank, shared by DepEngine and the rank actor: the
-// executor runs the plan (an empty plan is a dummy step that joins every exchange with
+// One step of an expert-parallel rank, shared by DepEngine and the rank actor: it
+// switches to the plan's expert placement when that is newer (live EPLB: every rank at
+// the same step), and the executor runs the plan (an empty plan is a dummy step that joins every exchange with
 // zero rows). A throw anywhere in the step aborts it on the whole group, so no peer
 // waits for this rank: after joining the step first when the executor had not got that
 // far, since an abort fails the step the rank is in (runtime/dep/in_process_group.h).

@@ -1,5 +1,7 @@
 #include "runtime/eplb/eplb_planner.h"
 
+#include <spdlog/fmt/fmt.h>
+
 #include <utility>
 
 #include "kernels/check.h"
@@ -29,6 +31,18 @@ ExpertPlacement better_layers(const ExpertPlacement& fresh, const ExpertPlacemen
 }
 
 }  // namespace
+
+double mean_balance(const std::vector<double>& per_layer) {
+  double s = 0;
+  for (double x : per_layer) s += x;
+  return per_layer.empty() ? 0.0 : s / double(per_layer.size());
+}
+
+std::string describe(const Rebalance& r) {
+  return fmt::format("step {}: mean balance {:.3f} -> {:.3f} over {} layers", r.step,
+                     mean_balance(r.balance_before), mean_balance(r.balance_after),
+                     r.balance_before.size());
+}
 
 EplbPlanner::EplbPlanner(EplbConfig config, int64_t num_layers, int64_t num_logical,
                          int64_t num_physical, int64_t num_ranks)

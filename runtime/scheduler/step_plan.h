@@ -72,6 +72,10 @@ struct ScheduledChunk {
 
 struct StepPlan {
   uint64_t step = 0;
+  // DEP-R with live EPLB: the expert placement epoch this step runs on, agreed by the
+  // group's DP sync so every rank switches at the same step; a rank switches to it
+  // (ExpertParallel::use) when it is newer than its own. 0: no switch.
+  int64_t placement_epoch = 0;
   // Decodes first, then continuing prefills, then new admissions (each in queue order).
   std::vector<ScheduledChunk> chunks;
   std::vector<RequestId> preempted;  // lost their KV this step; recompute from 0 later

@@ -34,6 +34,11 @@ EngineFigures sum_figures(std::span<const EngineFigures> ranks) {
       s.spec_accepted_per_pos.resize(r.spec_accepted_per_pos.size(), 0);
     for (size_t i = 0; i < r.spec_accepted_per_pos.size(); ++i)
       s.spec_accepted_per_pos[i] += r.spec_accepted_per_pos[i];
+    if (r.eplb_rebalances > s.eplb_rebalances) {  // the ranks switch together: the latest
+      s.eplb_rebalances = r.eplb_rebalances;
+      s.eplb_balance_before = r.eplb_balance_before;
+      s.eplb_balance_after = r.eplb_balance_after;
+    }
   }
   const int64_t blocks = s.used_blocks + s.free_blocks;
   s.kv_usage = blocks > 0 ? double(s.used_blocks) / double(blocks) : 0.0;

@@ -50,6 +50,11 @@ struct EngineFigures {
   int64_t spec_num_draft_tokens = 0;
   int64_t spec_num_accepted_tokens = 0;
   std::vector<int64_t> spec_accepted_per_pos;
+  // Live EPLB (DEP-R): expert placements the ranks switched to, and the planner's mean
+  // per-layer balance (MODEL.md §9: mean rank load / max rank load) of its window on the
+  // placement before and after the last switch. The same on every rank of an instance.
+  int64_t eplb_rebalances = 0;
+  double eplb_balance_before = 0, eplb_balance_after = 0;
 
   // --- where the time went, summed over steps. Planning and updating in CPU seconds of
   // the thread that does them (single threaded, so immune to a busy machine); running in

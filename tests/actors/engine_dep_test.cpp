@@ -91,8 +91,11 @@ class DepActors : public ::testing::Test {
   ~DepActors() override { caf::anon_send_exit(engine_, caf::exit_reason::user_shutdown); }
 
   void start(int ranks, const runtime::EngineConfig& c, bool expert_parallel = true,
-             const std::string& faults = "", int fault_rank = 0) {
+             const std::string& faults = "", int fault_rank = 0,
+             runtime::eplb::EplbConfig eplb = {}, int64_t redundant = 0) {
     EngineOptions o;
+    o.eplb = eplb;
+    o.num_redundant_experts = redundant;
     o.data_parallel_size = ranks;
     o.expert_parallel = expert_parallel;
     o.health = health_;
@@ -186,6 +189,39 @@ TEST_P(DepActorsRanks, AnAbortedRequestStopsEarlyAndTheOthersAreUnchanged) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, DepActorsRanks,
                          ::testing::Combine(::testing::Values(2, 3, 4), ::testing::Bool()));
+
+// Live EPLB: the planner rebalances every 3 steps from a 4-step window; the ranks copy
+// their new slots in the background and switch together, several times in the middle
+// of the workload, and the tokens and logprobs stay those of the one-rank Engine.
+class DepActorsEplb : public DepActors,
+                      public ::testing::WithParamInterface<std::tuple<int, bool>> {};
+
+TEST_P(DepActorsEplb, ALiveRebalanceLeavesTheTokensUnchanged) {
+  const auto [ranks, async] = GetParam();
+  const runtime::EngineConfig c = dep_config(async);
+  std::vector<Job> jobs = mixed_jobs();
+  for (Job& j : jobs) j.params.max_tokens = 24;  // long enough for several switches
+  const Outcome want = run_plain(jobs, c);
+  runtime::eplb::EplbConfig eplb;
+  eplb.enabled = true;
+  eplb.window_size = 4;
+  eplb.step_interval = 3;
+  start(ranks, c, true, "", 0, eplb, /*redundant=*/ranks);
+  const Outcome got = run(jobs);
+  EXPECT_EQ(got.tokens, want.tokens);
+  EXPECT_EQ(got.logprobs, want.logprobs);
+  const runtime::EngineFigures f = stats();
+  EXPECT_GE(f.eplb_rebalances, 1) << "no placement went live";
+  for (const runtime::EngineFigures& r : f.per_rank)  // every rank switched each time
+    EXPECT_EQ(r.eplb_rebalances, f.eplb_rebalances);
+  EXPECT_GT(f.eplb_balance_after, 0.0);
+  EXPECT_LE(f.eplb_balance_after, 1.0);
+  EXPECT_EQ(f.used_blocks, 0);
+  EXPECT_EQ(f.failed_steps, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, DepActorsEplb,
+                         ::testing::Combine(::testing::Values(2, 3), ::testing::Bool()));
 
 TEST_F(DepActors, IdleRanksRunDummyStepsAndTheBusyOneFinishes) {
   const runtime::EngineConfig c = dep_config(true);

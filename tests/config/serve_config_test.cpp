@@ -409,6 +409,56 @@ TEST(ServeConfig, DepKeysAreCheckedTogether) {
   EXPECT_NE(error_of([&] { apply_serve_config_yaml(cfg, "data-parallel-size: 0", "cfg.yaml"); }), "");
 }
 
+// Live EPLB: only with expert parallelism; its JSON's keys and values checked by name;
+// the redundant slots from either key, never two different numbers.
+TEST(ServeConfig, EplbKeysAreCheckedTogether) {
+  const struct {
+    const char* yaml;
+    const char* message;  // "" : valid
+  } cases[] = {
+      {"data-parallel-size: 2\nenable-expert-parallel: true\nenable-eplb: true", ""},
+      {"enable-expert-parallel: true\nenable-eplb: true\n"
+       "eplb-config: '{\"window_size\": 10, \"step_interval\": 20, \"num_redundant_experts\": 2}'",
+       ""},
+      {"enable-eplb: true",
+       "enable-eplb (cfg.yaml line 1) needs enable-expert-parallel = true: the placement it "
+       "balances spreads the experts over the ranks"},
+      {"enable-expert-parallel: true\neplb-config: '{}'",
+       "eplb-config (cfg.yaml line 2) is set but enable-eplb is false"},
+      {"enable-expert-parallel: true\nenable-eplb: true\neplb-config: '{\"window\": 3}'",
+       "eplb-config (cfg.yaml line 3): eplb-config: unknown key \"window\" (known: window_size, "
+       "step_interval, num_redundant_experts)"},
+      {"enable-expert-parallel: true\nenable-eplb: true\neplb-config: '{\"step_interval\": 0}'",
+       "eplb-config (cfg.yaml line 3): eplb-config: \"step_interval\" must be an integer in [1, "
+       "1099511627776], got 0"},
+      {"enable-expert-parallel: true\nenable-eplb: true\neplb-config: '[1'",
+       nullptr},  // not JSON: some message
+      {"enable-expert-parallel: true\nnum-redundant-experts: 2\nenable-eplb: true\n"
+       "eplb-config: '{\"num_redundant_experts\": 4}'",
+       "eplb-config (cfg.yaml line 4): num_redundant_experts = 4 disagrees with "
+       "num-redundant-experts (cfg.yaml line 2) = 2"},
+  };
+  for (const auto& c : cases) {
+    std::map<std::string, std::string> origins;
+    ServeConfig cfg;
+    apply_serve_config_yaml(cfg, c.yaml, "cfg.yaml", &origins);
+    const std::string got = error_of([&] { cfg.validate(origins); });
+    if (c.message) EXPECT_EQ(got, c.message) << c.yaml;
+    else EXPECT_NE(got, "") << c.yaml;
+  }
+  ServeConfig cfg;
+  apply_serve_config_yaml(cfg, cases[1].yaml, "cfg.yaml");
+  const runtime::eplb::EplbConfig e = cfg.eplb();
+  EXPECT_TRUE(e.enabled);
+  EXPECT_EQ(e.window_size, 10);
+  EXPECT_EQ(e.step_interval, 20);
+  EXPECT_EQ(cfg.redundant_experts(), 2);
+  ServeConfig plain;
+  EXPECT_FALSE(plain.eplb().enabled);
+  EXPECT_EQ(plain.eplb().window_size, 1000);
+  EXPECT_EQ(plain.eplb().step_interval, 3000);
+}
+
 // The tier keys go together: a disk tier needs its folder, its size and a host tier above.
 TEST(ServeConfig, KvTierKeysGoTogether) {
   const struct {
@@ -445,6 +495,7 @@ TEST(ServeConfig, FlagSetsForTheArgParser) {
                                           "async-scheduling", "no-async-scheduling",
                                           "enable-prefix-snapshots", "no-enable-prefix-snapshots",
                                           "enable-expert-parallel", "no-enable-expert-parallel",
+                                          "enable-eplb", "no-enable-eplb",
                                           "enable-prefix-caching", "no-enable-prefix-caching",
                                           "bounded-replay", "no-bounded-replay"}));
   EXPECT_EQ(values.size() + bools.size() / 2, serve_config_keys().size() + 1);

@@ -1,7 +1,8 @@
 // `troupe serve --data-parallel-size 3 --enable-expert-parallel` (DEP-3 with a redundant
-// expert slot per rank, issue 10) over HTTP: concurrent completions get the greedy tokens
-// of the plain one-rank Engine, and /metrics has each rank's state gauges under a
-// `rank` label beside the instance total.
+// expert slot per rank, issue 10) with live EPLB replanning every 3 steps over HTTP:
+// concurrent completions get the greedy tokens of the plain one-rank Engine through the
+// placement switches, and /metrics has each rank's state gauges under a `rank` label
+// beside the instance total, and the switches with their balance.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -28,7 +29,8 @@ class ServeDep : public DaemonSuite<ServeDep> {
     return {kModelDir,  "--port",         "0",     "--tcp-port",           "0",
             "--max-model-len", "512",     "--block-size", "16", "--kv-cache-memory-bytes",
             "16MiB",    "--max-num-seqs", "8", "--data-parallel-size", "3", "--enable-expert-parallel",
-            "--num-redundant-experts", "3", "--threads", "2"};
+            "--num-redundant-experts", "3", "--threads", "2", "--enable-eplb",
+            "--eplb-config", R"({"window_size": 4, "step_interval": 3})"};
   }
 };
 
@@ -50,7 +52,7 @@ TEST_F(ServeDep, ConcurrentCompletionsGetTheOneRankTokensOverThreeRanks) {
   std::vector<std::thread> clients;
   for (int i = 0; i < kRequests; ++i)
     clients.emplace_back([&, i] {
-      const json body = {{"model", "v41-tiny-seed7"}, {"prompt", prompts[i]}, {"max_tokens", 10},
+      const json body = {{"model", "v41-tiny-seed7"}, {"prompt", prompts[i]}, {"max_tokens", 16},
                          {"temperature", 0},          {"ignore_eos", true},  {"return_token_ids", true}};
       responses[i] = DaemonSuite::post("/v1/completions", body.dump());
     });
@@ -58,7 +60,7 @@ TEST_F(ServeDep, ConcurrentCompletionsGetTheOneRankTokensOverThreeRanks) {
   for (int i = 0; i < kRequests; ++i) {
     ASSERT_EQ(responses[i].status, 200) << responses[i].body;
     const json j = json::parse(responses[i].body);
-    EXPECT_EQ(j["choices"][0]["token_ids"].get<std::vector<int32_t>>(), plain_greedy(prompts[i], 10))
+    EXPECT_EQ(j["choices"][0]["token_ids"].get<std::vector<int32_t>>(), plain_greedy(prompts[i], 16))
         << "request " << i;
   }
   const std::string m = http(port_, "GET", "/metrics").body;
@@ -68,6 +70,11 @@ TEST_F(ServeDep, ConcurrentCompletionsGetTheOneRankTokensOverThreeRanks) {
     EXPECT_EQ(series_with(m, "troupe:kv_cache_used_blocks", label), 0) << m;
   }
   EXPECT_EQ(series_with(m, "troupe:num_requests_running", "rank=\"3\""), -1);  // three ranks
+  EXPECT_GE(series_with(m, "troupe:eplb_rebalances_total", ""), 1) << m;
+  const double after = series_with(m, "troupe:eplb_balance", "when=\"after\"");
+  EXPECT_GT(after, 0.0) << m;
+  EXPECT_LE(after, 1.0) << m;
+  EXPECT_GT(series_with(m, "troupe:eplb_balance", "when=\"before\""), 0.0) << m;
   EXPECT_EQ(http(port_, "GET", "/health").status, 200);
 }
 

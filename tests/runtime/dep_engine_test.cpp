@@ -61,8 +61,10 @@ TEST(RankChoice, TheLeastLoadedUnlessANearTieHoldsALongerPrefix) {
 }
 
 // Sequences spread over R ranks, one forward pass each on its own thread with its own
-// ExpertParallel; returns each sequence's logits (every position).
-std::vector<std::vector<float>> dep_forward(const std::vector<Ids>& prompts, int ranks) {
+// ExpertParallel (own_copies: each rank runs its own copy of its slots' weights, as the
+// engines do); returns each sequence's logits (every position).
+std::vector<std::vector<float>> dep_forward(const std::vector<Ids>& prompts, int ranks,
+                                            bool own_copies) {
   const auto& g = golden_model();
   InProcessGroup group(ranks);
   auto placement = std::make_shared<const eplb::ExpertPlacement>(eplb::ep_default_placement(
@@ -71,7 +73,7 @@ std::vector<std::vector<float>> dep_forward(const std::vector<Ids>& prompts, int
   std::vector<std::thread> threads;
   for (int r = 0; r < ranks; ++r)
     threads.emplace_back([&, r] {
-      ExpertParallel experts(group.communicator(r), placement);
+      ExpertParallel experts(group.communicator(r), placement, own_copies ? &g.weights : nullptr);
       std::vector<model::SequenceState> states;
       std::vector<size_t> mine;
       for (size_t i = r; i < prompts.size(); i += ranks) mine.push_back(i);
@@ -98,11 +100,12 @@ TEST(DepForward, LogitsEqualOneRankBitForBit) {
   std::vector<model::SequenceInput> in;
   for (size_t i = 0; i < prompts.size(); ++i) in.push_back({&states[i], prompts[i], true});
   const auto want = g.forward->run(in);
-  for (int ranks : {1, 2, 3, 4}) {  // 4: one rank has no sequence and joins idle
-    const auto got = dep_forward(prompts, ranks);
-    for (size_t i = 0; i < prompts.size(); ++i)
-      EXPECT_TRUE(got[i] == want[i]) << "R = " << ranks << ", sequence " << i;
-  }
+  for (int ranks : {1, 2, 3, 4})  // 4: one rank has no sequence and joins idle
+    for (bool own : {false, true}) {
+      const auto got = dep_forward(prompts, ranks, own);
+      for (size_t i = 0; i < prompts.size(); ++i)
+        EXPECT_TRUE(got[i] == want[i]) << "R = " << ranks << ", sequence " << i << ", copies " << own;
+    }
 }
 
 struct Outcome {
