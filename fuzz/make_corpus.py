@@ -143,6 +143,12 @@ def serve_config():
     write("serve_config", "faults.yaml",
           "inject-faults: \"step-throw@3,rank-exit@7,step-stall@2:250,tokenize-fail@1\"\n")
     write("serve_config", "nested.yaml", "port: [1, {a: b}]\n---\nx: &a y\nz: *a\n")
+    # the JSON values parsed in validate(): --eplb-config and --speculative-config
+    write("serve_config", "eplb.yaml",
+          "enable-expert-parallel: true\nenable-eplb: true\neplb-config: "
+          "'{\"window_size\": 10, \"step_interval\": 20, \"num_redundant_experts\": 2}'\n")
+    write("serve_config", "speculative.yaml",
+          "speculative-config: '{\"method\": \"dspark\", \"num_speculative_tokens\": 3}'\n")
 
 
 def safetensors_file(tensors, metadata=None):
