@@ -13,6 +13,7 @@
 #include "model/forward.h"
 #include "model/tokenizer.h"
 #include "runtime/engine.h"
+#include "runtime/engram/engram_host_tables.h"
 #include "runtime/eplb/eplb_planner.h"
 #include "runtime/faults/fault_plan.h"
 
@@ -22,6 +23,18 @@ using rank_actor = caf::typed_actor<caf::replies_to<run_atom, runtime::StepPlan>
                                     caf::replies_to<ping_atom>::with<bool>,
                                     caf::reacts_to<stage_atom, PlacementUpdate>,
                                     caf::reacts_to<staged_atom, StagedPlacement>>;
+
+// The node's Engram owner (messages.h): prefetches the Engram table rows of the plans
+// the schedulers send it; stats answers what it has done.
+using engram_owner_actor =
+    caf::typed_actor<caf::reacts_to<prefetch_atom, runtime::StepPlan>,
+                     caf::replies_to<stats_atom>::with<EngramOwnerFigures>>;
+
+// tables: the node's Engram tables, already adopted by `weights` (runtime/engram); both
+// must outlive the actor.
+engram_owner_actor spawn_engram_owner(caf::actor_system& sys, const model::ModelConfig& config,
+                                      const model::ModelWeights& weights,
+                                      std::shared_ptr<const runtime::EngramHostTables> tables);
 
 // The engine as clients see it (the supervisor answers it, forwarding to its scheduler).
 using scheduler_actor =
@@ -56,6 +69,9 @@ struct EngineOptions {
   // Live EPLB (--enable-eplb, --eplb-config; expert parallel only): a planner rebalances
   // the placement from the ranks' expert counts and the ranks switch in lockstep.
   runtime::eplb::EplbConfig eplb;
+  // The node's Engram owner (spawn_engram_owner): every scheduler sends it its plans to
+  // prefetch their Engram rows. Null: no prefetch (the ranks read the tables anyway).
+  engram_owner_actor engram_owner;
 };
 
 // Checks the config against the model (the KV budget must hold max-num-seqs requests)

@@ -92,6 +92,7 @@ struct SyncSetup {
   int size = 1;
   bool lockstep = false;
   eplb_planner_actor planner;  // live EPLB: where the step counts go; null: off
+  engram_owner_actor engram;   // where its plans go for Engram prefetch; null: none
 };
 
 scheduler_core_actor spawn_scheduler(caf::actor_system& sys, const model::Forward& forward,

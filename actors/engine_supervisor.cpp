@@ -91,7 +91,7 @@ void start(supervisor_pointer self) {
                         RankSetup{r, s.group, s.placement, eplb, tiers});
     m.scheduler = spawn_scheduler(self->home_system(), *s.forward, s.tokenizer, s.config, s.kv,
                                   m.rank, s.ledgers[r], s.options.request_timeout,
-                                  SyncSetup{r, R, lockstep, s.planner}, tiers);
+                                  SyncSetup{r, R, lockstep, s.planner, s.options.engram_owner}, tiers);
     self->link_to(m.rank);
     self->link_to(m.scheduler);
     self->monitor(m.scheduler);  // its down message says it stopped, however it died

@@ -35,6 +35,13 @@
 //   scheduler r --eplb(ExpertCounts)--> planner --stage(PlacementUpdate)--> scheduler r
 //   scheduler r --stage--> rank r --(copy thread)--> staged(StagedPlacement) --> rank r
 //
+// The node's Engram owner (actors/engram_owner_actor.cpp) holds the Engram tables in one
+// shared host mapping that every rank reads in place; each scheduler sends it every plan
+// as it goes to the rank, and the owner brings that step's table rows in (their ids
+// depend on token ids only) while the ranks still run the step before.
+//
+//   scheduler r --prefetch(StepPlan)--> engram owner       (no answer; never on a rank)
+//
 // CAF 0.17 (Debian): atoms are atom_constant with at most 10 characters. The payload
 // types below are local-only for now (CAF_ALLOW_UNSAFE_MESSAGE_TYPE): they cross threads
 // of one process, not the middleman; they get inspect() functions when ranks move to
@@ -74,6 +81,7 @@ using peers_atom = caf::atom_constant<caf::atom("peers")>;        // the instanc
 using eplb_atom = caf::atom_constant<caf::atom("eplb")>;          // a step's expert counts
 using stage_atom = caf::atom_constant<caf::atom("stage")>;        // copy a new placement's slots
 using staged_atom = caf::atom_constant<caf::atom("staged")>;      // that copy is done
+using prefetch_atom = caf::atom_constant<caf::atom("prefetch")>;  // a planned step's Engram rows
 
 // --- payloads ----------------------------------------------------------------------------
 // A request for one generation; outputs stream to `reply_to` as (token_atom, TokenEvent).
@@ -130,6 +138,14 @@ struct StagedPlacement {
 // One message of the schedulers' per-step all-reduce (DP sync).
 using DpSyncMessage = runtime::collectives::CollectiveMessage<runtime::collectives::StepMetadata>;
 
+// What the Engram owner has done (stats_atom to it), for tests and logs.
+struct EngramOwnerFigures {
+  int64_t plans = 0;          // plans it was sent
+  int64_t rows = 0;           // table rows it brought in
+  int64_t skipped_positions = 0;  // positions of a placeholder token (async decode): unknown rows
+  int64_t table_bytes = 0;    // codes + scales of every table in the mapping
+};
+
 // probe_atom answers with runtime::RankLoad (runtime/dep/rank_choice.h): the scheduler's
 // running + waiting requests and how much of the probed prompt its prefix cache holds.
 
@@ -148,3 +164,4 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::runtime::RankLoad)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::ExpertCounts)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::PlacementUpdate)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::StagedPlacement)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::EngramOwnerFigures)

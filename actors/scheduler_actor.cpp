@@ -155,6 +155,7 @@ void send_to_rank(scheduler_pointer self, const runtime::StepPlan& plan, bool re
                   int64_t switch_to = 0) {
   auto& s = self->state;
   s.at_rank.push_back({real, step, s.epoch});
+  if (real && s.sync.engram) self->send(s.sync.engram, prefetch_atom::value, plan);
   runtime::StepPlan switching;
   if (switch_to > 0) {
     switching = plan;

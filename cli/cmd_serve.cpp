@@ -199,6 +199,7 @@ int run_serve(const CommandArgs& argv) {
   // Owned here in this order so each outlives what uses it: the actors (destroyed with
   // the actor system, first) use the bridge, metrics and model.
   std::unique_ptr<LoadedModel> model;
+  std::shared_ptr<runtime::EngramHostTables> engram;  // the model's Engram tables read here
   net::metrics::Registry registry;
   std::unique_ptr<net::metrics::ServingMetrics> metrics;
   std::unique_ptr<net::http::EngineBridge> bridge;
@@ -217,6 +218,14 @@ int run_serve(const CommandArgs& argv) {
   char took[32];
   std::snprintf(took, sizeof took, "%.2f s", std::chrono::duration<double>(Clock::now() - t0).count());
   say(std::string("model loaded in ") + took);
+  // One copy of the Engram tables for the node, in a shared host mapping (the owner).
+  engram = runtime::EngramHostTables::adopt(model->weights, model->config);
+  if (engram) {
+    char mib[32];
+    std::snprintf(mib, sizeof mib, "%.1f MiB", double(engram->table_bytes()) / (1 << 20));
+    say("engram: " + std::to_string(engram->layers()) + " tables, " + mib +
+        " in one shared host mapping on " + engram->mapping().describe());
+  }
 
   runtime::EngineConfig engine_cfg = cfg.to_engine_config();
   const int64_t max_len = std::min<int64_t>(cfg.max_model_len, model->config.max_position_embeddings);
@@ -238,6 +247,7 @@ int run_serve(const CommandArgs& argv) {
   engine_opts.expert_parallel = cfg.enable_expert_parallel;
   engine_opts.num_redundant_experts = cfg.redundant_experts();
   engine_opts.eplb = cfg.eplb();
+  if (engram) engine_opts.engram_owner = actors::spawn_engram_owner(sys, model->config, model->weights, engram);
   if (cfg.data_parallel_size > 1 || cfg.enable_expert_parallel)
     say("instance: " + std::to_string(cfg.data_parallel_size) + " ranks, " +
         (cfg.enable_expert_parallel

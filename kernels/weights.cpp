@@ -56,6 +56,28 @@ int64_t scale_bytes(const WeightView& w) {
   return 0;
 }
 
+int64_t copied_bytes(const WeightView& w) {
+  return (data_bytes(w) + 63) / 64 * 64 + (scale_bytes(w) + 63) / 64 * 64;
+}
+
+WeightView copy_weight(const WeightView& w, std::byte* dst) {
+  const int64_t data = data_bytes(w), scale = scale_bytes(w);
+  TROUPE_CHECK((data == 0 || w.data != nullptr) && (scale == 0 || w.scale != nullptr),
+               "copy_weight: a ", to_string(w.format), " weight without its bytes");
+  TROUPE_CHECK(reinterpret_cast<uintptr_t>(dst) % 64 == 0, "copy_weight: dst is not 64-byte aligned");
+  WeightView c = w;
+  if (data > 0) {
+    std::memcpy(dst, w.data, static_cast<size_t>(data));
+    c.data = dst;
+  }
+  if (scale > 0) {
+    std::byte* s = dst + (data + 63) / 64 * 64;
+    std::memcpy(s, w.scale, static_cast<size_t>(scale));
+    c.scale = reinterpret_cast<const uint8_t*>(s);
+  }
+  return c;
+}
+
 namespace {
 
 void check_view(const WeightView& w, int64_t r0, int64_t n, const float* out) {

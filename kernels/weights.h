@@ -2,6 +2,7 @@
 // kernels consume it. Shape is [rows = out, cols = in]; y = W·x.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace troupe::kernels {
@@ -28,6 +29,12 @@ struct WeightView {
 // bytes for F32 and BF16), e.g. to copy a weight into memory of its own.
 int64_t data_bytes(const WeightView& w);
 int64_t scale_bytes(const WeightView& w);
+// Bytes copy_weight uses: the codes, then the scales, each padded to 64 bytes (so copies
+// placed one after another all start 64-byte aligned).
+int64_t copied_bytes(const WeightView& w);
+// Copies w's codes and scales into dst (64-byte aligned, copied_bytes(w) long) and
+// returns the view of the copy.
+WeightView copy_weight(const WeightView& w, std::byte* dst);
 
 // Dequantizes rows [r0, r0+n) to f32 (exact, §3): out[n, cols].
 void dequantize_rows(const WeightView& w, int64_t r0, int64_t n, float* out);

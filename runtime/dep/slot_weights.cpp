@@ -1,6 +1,5 @@
 #include "runtime/dep/slot_weights.h"
 
-#include <cstring>
 #include <new>
 
 #include "kernels/check.h"
@@ -37,24 +36,14 @@ SlotWeights::SlotWeights(const model::ModelWeights& model, const eplb::ExpertPla
   }
 }
 
-// The view's codes and scales in one buffer of this object's (codes first, scales after,
-// each 64-byte aligned).
+// The view in a buffer of this object's own (kernels::copy_weight's layout).
 kernels::WeightView SlotWeights::copy_view(const kernels::WeightView& w) {
-  const int64_t data = kernels::data_bytes(w), scale = kernels::scale_bytes(w);
-  if (data == 0) return w;
-  TROUPE_CHECK(w.data != nullptr && (scale == 0 || w.scale != nullptr),
-               "slot weights: a ", kernels::to_string(w.format), " weight without its bytes");
-  const int64_t scale_at = (data + 63) / 64 * 64;
-  const auto size = static_cast<size_t>(scale_at + scale);
-  std::unique_ptr<std::byte, AlignedFree> buf(static_cast<std::byte*>(::operator new[](size, kAlign)));
-  std::memcpy(buf.get(), w.data, static_cast<size_t>(data));
-  kernels::WeightView c = w;
-  c.data = buf.get();
-  if (scale > 0) {
-    std::memcpy(buf.get() + scale_at, w.scale, static_cast<size_t>(scale));
-    c.scale = reinterpret_cast<const uint8_t*>(buf.get() + scale_at);
-  }
-  bytes_ += data + scale;
+  const int64_t bytes = kernels::copied_bytes(w);
+  if (kernels::data_bytes(w) == 0) return w;
+  std::unique_ptr<std::byte, AlignedFree> buf(
+      static_cast<std::byte*>(::operator new[](static_cast<size_t>(bytes), kAlign)));
+  const kernels::WeightView c = kernels::copy_weight(w, buf.get());
+  bytes_ += kernels::data_bytes(w) + kernels::scale_bytes(w);
   buffers_.push_back(std::move(buf));
   return c;
 }

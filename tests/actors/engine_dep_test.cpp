@@ -13,6 +13,7 @@
 
 #include "actors/engine_actors.h"
 #include "actors/engine_test_support.h"
+#include "runtime/engram/engram_host_tables.h"
 #include "runtime/golden_engine_config.h"
 #include "support/golden.h"
 
@@ -222,6 +223,53 @@ TEST_P(DepActorsEplb, ALiveRebalanceLeavesTheTokensUnchanged) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, DepActorsEplb,
                          ::testing::Combine(::testing::Values(2, 3), ::testing::Bool()));
+
+// A golden model of its own whose Engram tables live in a shared host mapping (made once,
+// kept for the test binary as golden_model() is: actors may outlive a test body).
+struct AdoptedModel {
+  testing::GoldenModel* model;
+  std::shared_ptr<runtime::EngramHostTables> tables;
+};
+const AdoptedModel& adopted_model() {
+  static const AdoptedModel m = [] {
+    testing::GoldenModel* g = testing::load_golden_model(testing::Golden::kSeed7);
+    return AdoptedModel{g, runtime::EngramHostTables::adopt(g->weights, g->config)};
+  }();
+  return m;
+}
+
+// The node's Engram owner: every plan reaches it, it brings in that plan's rows, and the
+// ranks, reading the tables in the owner's mapping, give the plain Engine's tokens.
+// Synchronous scheduling: a plan's tokens are all known when it is sent, so no position
+// is skipped.
+TEST_F(DepActors, TheEngramOwnerPrefetchesEveryPlanAndTheTokensStay) {
+  const AdoptedModel& m = adopted_model();
+  ASSERT_NE(m.tables, nullptr);
+  const runtime::EngineConfig c = dep_config(false);
+  const std::vector<Job> jobs = mixed_jobs();
+  const Outcome want = run_plain(jobs, c);
+  const engram_owner_actor owner =
+      spawn_engram_owner(sys_, m.model->config, m.model->weights, m.tables);
+  EngineOptions o;
+  o.data_parallel_size = 2;
+  o.expert_parallel = true;
+  o.health = health_;
+  o.engram_owner = owner;
+  engine_ = spawn_engine(sys_, *m.model->forward, nullptr, c, o);
+  const Outcome got = run(jobs);
+  EXPECT_EQ(got.tokens, want.tokens);
+  EXPECT_EQ(got.logprobs, want.logprobs);
+  caf::scoped_actor self{sys_};
+  EngramOwnerFigures f;
+  self->request(owner, std::chrono::seconds(10), stats_atom::value)
+      .receive([&](const EngramOwnerFigures& x) { f = x; },
+               [&](caf::error& e) { ADD_FAILURE() << caf::to_string(e); });
+  EXPECT_EQ(f.plans, stats().steps) << "every real plan of both ranks";
+  EXPECT_GT(f.rows, 0);
+  EXPECT_EQ(f.skipped_positions, 0);
+  EXPECT_EQ(f.table_bytes, m.tables->table_bytes());
+  caf::anon_send_exit(owner, caf::exit_reason::user_shutdown);
+}
 
 TEST_F(DepActors, IdleRanksRunDummyStepsAndTheBusyOneFinishes) {
   const runtime::EngineConfig c = dep_config(true);
