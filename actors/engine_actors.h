@@ -69,6 +69,9 @@ struct EngineOptions {
   // Live EPLB (--enable-eplb, --eplb-config; expert parallel only): a planner rebalances
   // the placement from the ranks' expert counts and the ranks switch in lockstep.
   runtime::eplb::EplbConfig eplb;
+  // Expert parallel: every step's routing counts summed over the ranks, one JSON line per
+  // step (expert-counts-file; runtime/eplb/expert_loads_json.h's format); empty: off.
+  std::string expert_counts_file;
   // The node's Engram owner (spawn_engram_owner): every scheduler sends it its plans to
   // prefetch their Engram rows. Null: no prefetch (the ranks read the tables anyway).
   engram_owner_actor engram_owner;

@@ -9,6 +9,7 @@
 
 #include "actors/engine_actors.h"
 #include "runtime/dep/in_process_group.h"
+#include "runtime/eplb/counts_trace.h"
 #include "runtime/eplb/eplb_planner.h"
 #include "runtime/eplb/expert_placement.h"
 
@@ -42,10 +43,12 @@ using eplb_planner_actor = caf::typed_actor<caf::reacts_to<eplb_atom, ExpertCoun
                                             caf::reacts_to<peers_atom, Schedulers>>;
 
 // Starts with `placement` (epoch 0) for an instance of `ranks` ranks; the schedulers
-// come by peers_atom once they exist.
+// come by peers_atom once they exist. config.enabled false: it plans nothing and only
+// records. recorder: where every step's summed counts go (null: nowhere).
 eplb_planner_actor spawn_eplb_planner(caf::actor_system& sys, runtime::eplb::EplbConfig config,
                                       std::shared_ptr<const runtime::eplb::ExpertPlacement> placement,
-                                      int ranks);
+                                      int ranks,
+                                      std::shared_ptr<runtime::eplb::CountsRecorder> recorder);
 
 // What outlives one scheduler incarnation. The scheduler writes it while alive; the
 // supervisor reads it only after the scheduler's exit message (so never concurrently):

@@ -45,6 +45,7 @@ struct SupervisorState {
   std::vector<Member> members;                             // [R], the incarnation now
   std::shared_ptr<runtime::InProcessGroup> group;          // its exchange (expert parallel)
   eplb_planner_actor planner;                              // its live-EPLB planner, or null
+  std::shared_ptr<runtime::eplb::CountsRecorder> counts;   // expert-counts-file, or null
   int64_t incarnation = 0;
   int ranks_ready = 0;    // of this incarnation, ranks that answered their ping
   std::string ending;     // non-empty: the incarnation is ending, why
@@ -72,11 +73,12 @@ void start(supervisor_pointer self) {
   s.incarnation += 1;
   s.ranks_ready = 0;
   s.ending.clear();
-  const bool eplb = s.options.expert_parallel && s.options.eplb.enabled;
+  // The planner also runs, planning nothing, to record the counts (expert-counts-file).
+  const bool eplb = s.options.expert_parallel && (s.options.eplb.enabled || s.counts);
   if (s.options.expert_parallel) s.group = std::make_shared<runtime::InProcessGroup>(R);
   // Every incarnation starts from the default placement (its ranks copy their slots anew).
   if (eplb) {
-    s.planner = spawn_eplb_planner(self->home_system(), s.options.eplb, s.placement, R);
+    s.planner = spawn_eplb_planner(self->home_system(), s.options.eplb, s.placement, R, s.counts);
     self->link_to(s.planner);
   }
   for (int r = 0; r < R; ++r) {
@@ -344,6 +346,8 @@ scheduler_actor::behavior_type supervisor_fun(supervisor_pointer self,
   s.config = std::move(config);
   s.kv = kv;
   s.options = std::move(options);
+  if (!s.options.expert_counts_file.empty())  // opened by spawn_engine already: cannot fail
+    s.counts = std::make_shared<runtime::eplb::CountsRecorder>(s.options.expert_counts_file);
   for (int r = 0; r < s.size(); ++r) s.ledgers.push_back(std::make_shared<EngineLedger>());
   if (s.options.expert_parallel) {
     const model::ModelConfig& m = forward->config();
@@ -389,6 +393,10 @@ scheduler_actor spawn_engine(caf::actor_system& sys, const model::Forward& forwa
                "expert parallelism for now (data-parallel-size 1)");
   TROUPE_CHECK(!options.eplb.enabled || options.expert_parallel,
                "enable-eplb needs enable-expert-parallel");
+  TROUPE_CHECK(options.expert_counts_file.empty() || options.expert_parallel,
+               "expert-counts-file needs enable-expert-parallel");
+  if (!options.expert_counts_file.empty())  // an error names the file now, not in an actor
+    runtime::eplb::CountsRecorder check(options.expert_counts_file);
   TROUPE_CHECK(options.eplb.window_size >= 1 && options.eplb.step_interval >= 1,
                "eplb-config: window_size and step_interval must be >= 1, got ",
                options.eplb.window_size, " and ", options.eplb.step_interval);

@@ -1,4 +1,5 @@
-// The live-EPLB planner of one instance (--enable-eplb): it sums the R ranks' expert
+// The live-EPLB planner of one instance (--enable-eplb; also the recorder of
+// expert-counts-file, with or without planning): it sums the R ranks' expert
 // counts of each step (messages.h ExpertCounts; a step is complete once all R have come)
 // and feeds the sums to runtime::eplb::EplbPlanner in step order. When that plans a new
 // placement it numbers it (epoch 1, 2, ...) and sends it to every scheduler, which hands
@@ -21,7 +22,8 @@ struct PendingStep {
 };
 
 struct PlannerState {
-  std::unique_ptr<runtime::eplb::EplbPlanner> planner;
+  std::unique_ptr<runtime::eplb::EplbPlanner> planner;  // null: record only
+  std::shared_ptr<runtime::eplb::CountsRecorder> recorder;
   std::shared_ptr<const runtime::eplb::ExpertPlacement> in_use;
   int64_t epoch = 0;  // of in_use
   PlacementUpdate in_flight;  // epoch 0: none
@@ -34,6 +36,16 @@ using planner_pointer = eplb_planner_actor::stateful_pointer<PlannerState>;
 
 void plan(planner_pointer self, const std::vector<int64_t>& counts) {
   auto& s = self->state;
+  if (s.recorder) {
+    try {
+      s.recorder->write(counts, s.in_use->num_layers, s.in_use->num_logical);
+    } catch (const std::exception& e) {  // the disk is full, say: stop recording, keep serving
+      spdlog::error("eplb: expert-counts-file {}: {}; not recording any more",
+                    s.recorder->path(), e.what());
+      s.recorder = nullptr;
+    }
+  }
+  if (!s.planner) return;
   std::optional<runtime::eplb::Rebalance> r = s.planner->record(counts, *s.in_use);
   if (!r) return;
   if (s.in_flight.epoch != 0 || s.schedulers.empty()) {
@@ -81,10 +93,13 @@ void on_counts(planner_pointer self, ExpertCounts& c) {
 
 eplb_planner_actor::behavior_type planner_fun(
     planner_pointer self, runtime::eplb::EplbConfig config,
-    std::shared_ptr<const runtime::eplb::ExpertPlacement> placement, int ranks) {
+    std::shared_ptr<const runtime::eplb::ExpertPlacement> placement, int ranks,
+    std::shared_ptr<runtime::eplb::CountsRecorder> recorder) {
   auto& s = self->state;
-  s.planner = std::make_unique<runtime::eplb::EplbPlanner>(
-      config, placement->num_layers, placement->num_logical, placement->num_physical, ranks);
+  if (config.enabled)
+    s.planner = std::make_unique<runtime::eplb::EplbPlanner>(
+        config, placement->num_layers, placement->num_logical, placement->num_physical, ranks);
+  s.recorder = std::move(recorder);
   s.in_use = std::move(placement);
   s.ranks = ranks;
   return {
@@ -97,8 +112,9 @@ eplb_planner_actor::behavior_type planner_fun(
 
 eplb_planner_actor spawn_eplb_planner(caf::actor_system& sys, runtime::eplb::EplbConfig config,
                                       std::shared_ptr<const runtime::eplb::ExpertPlacement> placement,
-                                      int ranks) {
-  return sys.spawn(planner_fun, config, std::move(placement), ranks);
+                                      int ranks,
+                                      std::shared_ptr<runtime::eplb::CountsRecorder> recorder) {
+  return sys.spawn(planner_fun, config, std::move(placement), ranks, std::move(recorder));
 }
 
 }  // namespace troupe::actors

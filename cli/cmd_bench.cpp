@@ -33,6 +33,8 @@
 #include "bench/engine/tier_fetch_bench.h"
 #include "bench/engine/step_bench.h"
 #include "bench/eplb/eplb_bench.h"
+#include "bench/eplb/eplb_counts_bench.h"
+#include "runtime/eplb/counts_trace.h"
 #include "bench/forward/dep_bench.h"
 #include "bench/forward/forward_bench.h"
 #include "bench/serve/engine_compare.h"
@@ -526,12 +528,35 @@ int bench_serve(const CommandArgs& argv) {
   return 0;
 }
 
+// --counts FILE: a recording of the engine's routing (expert-counts-file) beside a
+// synthetic trace of its shape.
+int bench_eplb_counts(const Args& a) {
+  bench::EplbCountsBenchConfig c;
+  c.gpus = int_list(a, "gpus", "2,4,8", 1);
+  c.redundant = a.get_int("redundant", c.redundant);
+  c.window_steps = a.get_int("window-steps", c.window_steps);
+  c.eval_steps = a.get_int("eval-steps", c.eval_steps);
+  c.zipf = a.get_double("zipf", c.zipf);
+  c.top_k = a.get_int("top-k", c.top_k);
+  c.seed = static_cast<uint64_t>(a.get_int("seed", static_cast<int64_t>(c.seed)));
+  c.validate();
+  const std::string path = *a.get("counts");
+  std::printf("troupe bench eplb --counts %s\n", path.c_str());
+  bench::print_eplb_counts_report(
+      bench::run_eplb_counts_bench(runtime::eplb::read_counts_trace(path), c));
+  return 0;
+}
+
 int bench_eplb(const CommandArgs& argv) {
   Args a(argv,
          {"layers", "experts", "top-k", "tokens-per-gpu", "window-steps", "eval-steps", "zipf",
-          "seed", "repeats", "threads"},
+          "seed", "repeats", "threads", "counts", "gpus", "redundant"},
          {});
   no_positional(a);
+  if (a.has("counts")) return bench_eplb_counts(a);
+  if (a.has("gpus") || a.has("redundant"))
+    TROUPE_FAIL("--gpus and --redundant apply to --counts FILE only (the synthetic run's "
+                "topologies are EP32 and EP64)");
   bench::EplbBenchConfig c;
   c.layers = a.get_int("layers", c.layers);
   c.experts = a.get_int("experts", c.experts);

@@ -53,6 +53,10 @@ void ServeConfig::validate(const std::map<std::string, std::string>& origins) co
     TROUPE_FAIL(where(origins, "eplb-config") << ": num_redundant_experts = "
                 << *eplb_json.num_redundant_experts << " disagrees with "
                 << where(origins, "num-redundant-experts") << " = " << num_redundant_experts);
+  if (!expert_counts_file.empty() && !enable_expert_parallel)
+    TROUPE_FAIL(where(origins, "expert-counts-file") << " needs "
+                << where(origins, "enable-expert-parallel")
+                << " = true: the counts come from the expert-parallel ranks");
   if (eplb_json.num_redundant_experts.value_or(0) > 0 && !enable_expert_parallel)
     TROUPE_FAIL(where(origins, "eplb-config") << ": num_redundant_experts needs "
                 << where(origins, "enable-expert-parallel") << " = true");

@@ -84,6 +84,9 @@ struct ServeConfig {
   // vLLM's --eplb-config JSON ({"window_size", "step_interval", "num_redundant_experts"});
   // parsed by runtime::eplb::parse_eplb_config (errors name the JSON key).
   std::string eplb_config;
+  // Every step's routing counts, one JSON line [[tokens per expert] per layer] each, for
+  // `troupe bench eplb --counts`; empty: not written.
+  std::string expert_counts_file;
 
   bool operator==(const ServeConfig&) const = default;
 

@@ -222,6 +222,10 @@ std::vector<ConfigKey> make_keys() {
   k.push_back(string_key("eplb-config", &S::eplb_config, true,
                          "live EPLB as JSON, e.g. {\"window_size\": 1000, \"step_interval\": "
                          "3000, \"num_redundant_experts\": 0}; empty: those defaults"));
+  k.push_back(string_key("expert-counts-file", &S::expert_counts_file, true,
+                         "append every step's per-layer, per-expert routing counts to this file, "
+                         "one JSON line per step (troupe bench eplb --counts; expert parallel "
+                         "only); empty: off"));
   return k;
 }
 
