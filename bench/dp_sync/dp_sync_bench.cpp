@@ -1,4 +1,5 @@
 #include "bench/dp_sync/dp_sync_bench.h"
+#include "bench/dp_sync/inproc_all_reduce.h"
 
 #include <algorithm>
 #include <atomic>
@@ -97,25 +98,13 @@ void check_result(const StepMetadata& m, int32_t R, int64_t step) {
                  " tokens for rank ", q, ", expected ", q + 1);
 }
 
-// One all-reduce on rank r's thread: deliver what the state machine sends, drain the
-// mailbox (waiting for mail as the row says while it is empty) until the step's result comes. Messages
-// of the next step that arrive in the same batch stay buffered in `ar`.
+// One all-reduce on rank r's thread (inproc_all_reduce.h), its result checked.
 bool run_step(Group& g, AllReduceRank<StepMetadata, StepMetadataReduce>& ar, int32_t r,
               int64_t step, std::vector<Message>& batch) {
-  std::optional<StepMetadata> result;
-  auto deliver = [&](Progress p) {
-    for (Message& m : p.send) g.boxes[m.to].push(std::move(m));
-    if (p.result) result = std::move(p.result);
-  };
-  deliver(ar.start(step, runtime::collectives::local_step_metadata(r, g.ranks, step, r + 1, true)));
-  while (!result) {
-    if (!g.boxes[r].drain(batch)) {
-      if (g.abort.load()) return false;
-      g.boxes[r].wait_for_mail(g.how);
-      continue;
-    }
-    for (Message& m : batch) deliver(ar.receive(std::move(m)));
-  }
+  const std::optional<StepMetadata> result = inproc_all_reduce(
+      ar, g.boxes, r, step, runtime::collectives::local_step_metadata(r, g.ranks, step, r + 1, true),
+      g.how, g.abort, batch);
+  if (!result) return false;
   check_result(*result, g.ranks, step);
   return true;
 }

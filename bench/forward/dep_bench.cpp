@@ -1,5 +1,7 @@
 #include "bench/forward/dep_bench.h"
 
+#include "bench/dp_sync/inproc_all_reduce.h"
+
 #include <algorithm>
 #include <barrier>
 #include <cstdio>
@@ -87,7 +89,9 @@ DepStepSplit time_dep_decode(const model::Forward& forward, const ForwardBenchSh
   // The machine's kernel threads shared out: each rank its own context.
   const int threads = std::max(1, kernels::default_num_threads() / ranks);
   std::vector<runtime::ExpertParallelTimes> before(ranks), after(ranks);
-  std::vector<double> steps;
+  std::vector<double> steps, sync_s(ranks, 0.0);
+  std::vector<InprocMailbox<DpSyncMessage>> boxes(ranks);
+  const std::atomic<bool> never{false};
   std::barrier sync(ranks);
   std::vector<std::thread> pool;
   for (int r = 0; r < ranks; ++r)
@@ -99,9 +103,15 @@ DepStepSplit time_dep_decode(const model::Forward& forward, const ForwardBenchSh
       for (int64_t s = r; s < shape.batch; s += ranks) run.prompts.push_back(prompts[s]);
       run.prefill(forward, &experts);
       before[r] = experts.times();
+      DpSyncRank dp(runtime::collectives::recursive_doubling_schedule(r, ranks));
+      std::vector<DpSyncMessage> batch;
       for (int64_t n = 0; n < shape.new_tokens; ++n) {
         sync.arrive_and_wait();
         const double t0 = now_seconds();
+        const auto mine = runtime::collectives::local_step_metadata(
+            r, ranks, n + 1, static_cast<int64_t>(run.prompts.size()), true);
+        inproc_all_reduce(dp, boxes, r, n + 1, mine, MailWait::Spin, never, batch);
+        sync_s[r] += now_seconds() - t0;
         run.step(forward, &experts);
         sync.arrive_and_wait();
         if (r == 0) steps.push_back(now_seconds() - t0);
@@ -118,6 +128,7 @@ DepStepSplit time_dep_decode(const model::Forward& forward, const ForwardBenchSh
     out.dispatch_s += (after[r].dispatch_s - before[r].dispatch_s) * per / ranks;
     out.experts_s += (after[r].experts_s - before[r].experts_s) * per / ranks;
     out.combine_s += (after[r].combine_s - before[r].combine_s) * per / ranks;
+    out.sync_s += sync_s[r] * per / ranks;
     out.rows_sent += double(after[r].rows_sent - before[r].rows_sent) * per;
     out.rows_kept += double(after[r].rows_kept - before[r].rows_kept) * per;
   }
@@ -128,20 +139,24 @@ void print_dep_table(const ForwardBenchShape& shape, const std::vector<DepStepSp
   std::printf("\ndecode step of %lld sequences over R ranks (median of %lld steps; per step, mean "
               "over ranks; exchanges include waiting for the slowest rank)\n",
               static_cast<long long>(shape.batch), static_cast<long long>(shape.new_tokens));
-  std::printf("%-10s %10s %9s %12s %10s %10s %10s %10s %11s %11s\n", "ranks", "step ms", "vs base",
-              "own layers", "route", "dispatch", "experts", "combine", "rows sent", "rows kept");
+  std::printf("%-10s %10s %9s %12s %10s %10s %10s %10s %10s %11s %11s\n", "ranks", "step ms",
+              "vs base", "own layers", "dp sync", "route", "dispatch", "experts", "combine",
+              "rows sent", "rows kept");
   const double base = rows.empty() ? 0 : rows.front().step_s;
   for (const DepStepSplit& r : rows) {
-    const double moe = r.route_s + r.dispatch_s + r.experts_s + r.combine_s;
+    const double moe = r.sync_s + r.route_s + r.dispatch_s + r.experts_s + r.combine_s;
     char name[32];
     std::snprintf(name, sizeof name, r.ranks == 0 ? "1 (plain)" : "%d", r.ranks);
-    std::printf("%-10s %10.3f %8.2fx %12.3f %10.3f %10.3f %10.3f %10.3f %11.0f %11.0f\n", name,
-                r.step_s * 1e3, base > 0 ? r.step_s / base : 0.0,
-                (r.ranks == 0 ? r.step_s : std::max(0.0, r.step_s - moe)) * 1e3, r.route_s * 1e3,
+    std::printf("%-10s %10.3f %8.2fx %12.3f %10.3f %10.3f %10.3f %10.3f %10.3f %11.0f %11.0f\n",
+                name, r.step_s * 1e3, base > 0 ? r.step_s / base : 0.0,
+                (r.ranks == 0 ? r.step_s : std::max(0.0, r.step_s - moe)) * 1e3, r.sync_s * 1e3,
+                r.route_s * 1e3,
                 r.dispatch_s * 1e3, r.experts_s * 1e3, r.combine_s * 1e3, r.rows_sent, r.rows_kept);
   }
-  std::printf("(\"own layers\" = step - the MoE exchange parts: attention, norms, mHC, gate, shared "
-              "expert, head; on fewer cores than ranks the ranks time-share, so wall time grows with R)\n");
+  std::printf("(\"own layers\" = step - the DP sync and the MoE exchange parts: attention, norms, "
+              "mHC, gate, shared expert, head; \"dp sync\" = the recursive-doubling all-reduce of "
+              "the step metadata before the step, over in-process mailboxes; on fewer cores than "
+              "ranks the ranks time-share, so wall time grows with R)\n");
 }
 
 }  // namespace troupe::bench

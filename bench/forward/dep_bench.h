@@ -18,6 +18,9 @@ struct DepStepSplit {
   double step_s = 0;      // median decode step (all ranks done)
   // Per decode step, mean over ranks; the exchanges include waiting for the slowest rank.
   double route_s = 0, dispatch_s = 0, experts_s = 0, combine_s = 0;
+  // The DP-sync all-reduce of the step's metadata before it (recursive doubling among the
+  // rank threads, bench/dp_sync/inproc_all_reduce.h), as the schedulers run it.
+  double sync_s = 0;
   double rows_sent = 0, rows_kept = 0;  // per step, summed over ranks
 };
 
