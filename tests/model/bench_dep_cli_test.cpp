@@ -20,7 +20,7 @@ std::vector<std::string> row_of(const std::string& out, const std::string& name)
     std::istringstream fields(line);
     std::vector<std::string> f;
     for (std::string x; fields >> x;) f.push_back(x);
-    if (!f.empty() && f[0] == name && f.size() >= 10 && f[1] != "(plain)") return f;
+    if (!f.empty() && f[0] == name && f.size() >= 11 && f[1] != "(plain)") return f;
   }
   return {};
 }
@@ -34,11 +34,12 @@ TEST(BenchDepCli, RowsPerRankCountAndRoutedRowsAddUp) {
   for (const char* ranks : {"1", "2", "3"}) {
     const auto f = row_of(r.out, ranks);
     ASSERT_FALSE(f.empty()) << "no row for " << ranks << " ranks\n" << r.out;
-    const double sent = std::stod(f[8]), kept = std::stod(f[9]);
+    const double sent = std::stod(f[9]), kept = std::stod(f[10]);
     EXPECT_EQ(sent + kept, per_step) << ranks << " ranks\n" << r.out;
     if (std::string(ranks) == "1") EXPECT_EQ(sent, 0.0);  // nowhere to send
     else EXPECT_GT(sent, 0.0);
     EXPECT_GT(std::stod(f[1]), 0.0);  // step ms
+    EXPECT_GE(std::stod(f[4]), 0.0);  // dp sync ms
   }
   EXPECT_NE(r.out.find("1 (plain)"), std::string::npos) << r.out;
 }
