@@ -47,19 +47,20 @@ target_sources(troupe_kernels PRIVATE ${TROUPE_CUDA_SRCS}
 set_target_properties(troupe_kernels PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}"
                       CUDA_STANDARD 20 CUDA_STANDARD_REQUIRED ON)
 # Static cudart: binaries need only the driver (libcuda) at run time, and without one
-# they still start (device_count() = 0, with the reason).
-target_link_libraries(troupe_kernels PUBLIC CUDA::cudart_static)
+# they still start (device_count() = 0, with the reason). PRIVATE: the rest of the tree
+# compiles with the same flags as without CUDA (and shares ccache entries); only the
+# link picks cudart up.
+target_link_libraries(troupe_kernels PRIVATE CUDA::cudart_static)
 # --expt-relaxed-constexpr: the shared TROUPE_HD rules call std::max and friends.
 target_compile_options(troupe_kernels PRIVATE
   $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -Xcompiler=-Wall>)
-target_compile_definitions(troupe_kernels PUBLIC TROUPE_HAVE_CUDA=1)
 
 # The device checks: a self-contained program (no GTest: the device machine has none)
 # comparing every CUDA kernel with kernels/ref on tables of cases. Exit code 77 = no
 # GPU, which ctest reports as skipped.
 file(GLOB TROUPE_CUDA_CHECK_SRCS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/cuda/*.cpp)
 add_executable(troupe_cuda_check ${TROUPE_CUDA_CHECK_SRCS})
-target_link_libraries(troupe_cuda_check PRIVATE troupe_kernels)
+target_link_libraries(troupe_cuda_check PRIVATE troupe_kernels CUDA::cudart_static)
 enable_testing()
 add_test(NAME cuda_check COMMAND troupe_cuda_check)
 set_tests_properties(cuda_check PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
@@ -69,7 +70,7 @@ set_tests_properties(cuda_check PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
 file(GLOB TROUPE_CUDA_BENCH_SRCS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/bench/cuda/*.cpp)
 if(TROUPE_CUDA_BENCH_SRCS)
   add_executable(troupe_cuda_bench ${TROUPE_CUDA_BENCH_SRCS})
-  target_link_libraries(troupe_cuda_bench PRIVATE troupe_kernels)
+  target_link_libraries(troupe_cuda_bench PRIVATE troupe_kernels CUDA::cudart_static)
   if(TARGET CUDA::cublas)  # the measured matrix peak
     target_link_libraries(troupe_cuda_bench PRIVATE CUDA::cublas)
     target_compile_definitions(troupe_cuda_bench PRIVATE TROUPE_BENCH_CUBLAS=1)
@@ -85,7 +86,8 @@ if(TROUPE_NCCL_INCLUDE AND TROUPE_NCCL_LIB)
   message(STATUS "troupe: NCCL found (${TROUPE_NCCL_LIB}): building troupe_nccl")
   add_library(troupe_nccl STATIC ${CMAKE_SOURCE_DIR}/runtime/dep/nccl/nccl_communicator.cpp)
   target_include_directories(troupe_nccl PUBLIC ${CMAKE_SOURCE_DIR} ${TROUPE_NCCL_INCLUDE})
-  target_link_libraries(troupe_nccl PUBLIC troupe_kernels ${TROUPE_NCCL_LIB})
+  target_link_libraries(troupe_nccl PUBLIC troupe_kernels ${TROUPE_NCCL_LIB}
+                        PRIVATE CUDA::cudart_static)
   target_compile_definitions(troupe_nccl PUBLIC TROUPE_HAVE_NCCL=1)
   target_link_libraries(troupe_cuda_check PRIVATE troupe_nccl)
 else()

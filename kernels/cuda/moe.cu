@@ -18,6 +18,7 @@
 // so weights match within tolerance, picks exactly unless scores tie to an ulp).
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gemm_tile.cuh"
+#include "kernels/cuda/moe_plan.h"
 #include "kernels/moe.h"
 #include "kernels/moe_scalar.h"
 
@@ -71,16 +72,8 @@ __global__ void count_entries(const int32_t* pick, int64_t entries, int32_t* cou
 
 // One thread: experts is at most a few hundred.
 __global__ void plan_groups(Groups g, int64_t experts) {
-  int32_t rows = 0, tiles = 0;
-  for (int64_t e = 0; e < experts; ++e) {
-    g.offset[e] = rows;
-    g.cursor[e] = rows;
-    g.tile_start[e] = tiles;
-    rows += g.counts[e];
-    tiles += (g.counts[e] + kTile - 1) / kTile;
-  }
-  g.offset[experts] = rows;
-  g.tile_start[experts] = tiles;
+  plan_expert_tiles(g.counts, experts, kTile, g.offset, g.tile_start);
+  for (int64_t e = 0; e < experts; ++e) g.cursor[e] = g.offset[e];
 }
 
 __global__ void scatter_entries(const int32_t* pick, int64_t entries, Groups g) {
@@ -103,13 +96,7 @@ struct GroupedGemm {
 __global__ void __launch_bounds__(256) grouped_gemm(GroupedGemm a, Groups g) {
   const int32_t t = static_cast<int32_t>(blockIdx.y);
   if (t >= g.tile_start[a.experts_count]) return;
-  int64_t lo = 0, hi = a.experts_count;  // the last e with tile_start[e] <= t
-  while (hi - lo > 1) {
-    const int64_t mid = (lo + hi) / 2;
-    if (g.tile_start[mid] <= t) lo = mid;
-    else hi = mid;
-  }
-  const int64_t e = lo;
+  const int64_t e = expert_of_tile(g.tile_start, a.experts_count, t);
   const ExpertWeights& ex = a.experts[e];
   const WeightView& w = a.which == 0 ? ex.w1 : a.which == 1 ? ex.w3 : ex.w2;
   if (int64_t(blockIdx.x) * kTile >= w.rows) return;
