@@ -95,6 +95,7 @@ void check_norm_rope(DeviceContext&, Report&);
 void check_sampling(DeviceContext&, Report&);
 void check_attention_indexer(DeviceContext&, Report&);
 void check_moe(DeviceContext&, Report&);
+void check_graph(DeviceContext&, Report&);
 #if defined(TROUPE_HAVE_NCCL)
 void check_nccl(DeviceContext&, Report&);  // built where NCCL is found
 #endif

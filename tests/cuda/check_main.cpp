@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
                   {"sampling", cuda_check::check_sampling},
                   {"attention_indexer", cuda_check::check_attention_indexer},
                   {"moe", cuda_check::check_moe},
+                  {"graph", cuda_check::check_graph},
 #if defined(TROUPE_HAVE_NCCL)
                   {"nccl", cuda_check::check_nccl},
 #endif
