@@ -23,6 +23,8 @@ void attention(const AttentionParams& p) {
       return ref::attention(p);
     case Backend::Cpu:
       return cpu::attention(p);
+    case Backend::Cuda:
+      return cuda::attention(p);
   }
 }
 

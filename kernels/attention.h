@@ -29,5 +29,6 @@ void attention(const AttentionParams& p);
 
 namespace ref { void attention(const AttentionParams& p); }
 namespace cpu { void attention(const AttentionParams& p); }
+namespace cuda { void attention(const AttentionParams& p); }
 
 }  // namespace troupe::kernels

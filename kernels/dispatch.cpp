@@ -136,6 +136,7 @@ const char* to_string(Backend b) {
   switch (b) {
     case Backend::Ref: return "ref";
     case Backend::Cpu: return "cpu";
+    case Backend::Cuda: return "cuda";
   }
   return "?";
 }

@@ -9,8 +9,14 @@
 // TROUPE_CPU=avx2|portable caps it for the process (the features above the cap read as
 // absent), and tests and benchmarks switch it with ScopedCpuPath.
 //
-// (Backend::Cuda joins when kernels/cuda is built.) The default is Cpu; tests and
-// benchmarks switch it with ScopedBackend.
+//   Backend::Cuda -> cuda::op  kernels/cuda on the device of the calling thread's
+//                              ExecContext (its cuda::DeviceContext: device, stream, pool);
+//                              every pointer in the Params is then device memory, and the
+//                              entry skips the checks that would read array contents
+//                              (indices, per-row parameters): the kernels assume them valid.
+//                              Built without CUDA, it throws (kernels/cuda/device_context.h).
+//
+// The default is Cpu; tests and benchmarks switch it with ScopedBackend.
 #pragma once
 
 #include <cstdint>
@@ -45,7 +51,7 @@ CpuPath best_cpu_path();                    // the default: the best supported r
 CpuPath active_cpu_path();
 void set_active_cpu_path(CpuPath p);        // TROUPE_CHECKs cpu_supports(p)
 
-enum class Backend : uint8_t { Ref, Cpu };
+enum class Backend : uint8_t { Ref, Cpu, Cuda };
 // The calling thread's execution context's backend where it pins one
 // (kernels/exec_context.h), else the process-wide setting below.
 Backend active_backend();

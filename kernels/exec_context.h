@@ -21,6 +21,8 @@
 
 namespace troupe::kernels {
 
+namespace cuda { class DeviceContext; }
+
 class ExecContext {
  public:
   // threads <= 0: the process default (set_num_threads, else all hardware threads),
@@ -34,6 +36,9 @@ class ExecContext {
   // The backend kernels called under this context dispatch to; nullopt: the process's.
   std::optional<Backend> backend() const { return backend_; }
   void set_backend(std::optional<Backend> b) { backend_ = b; }
+  // The rank's GPU for Backend::Cuda kernels; null: none (they throw).
+  cuda::DeviceContext* device() const { return device_; }
+  void set_device(cuda::DeviceContext* d) { device_ = d; }
   // Calls fn(begin, end) on disjoint chunks covering [0, n), on this context's workers.
   void parallel_for(int64_t n, int64_t min_chunk, const std::function<void(int64_t, int64_t)>& fn);
 
@@ -42,6 +47,7 @@ class ExecContext {
  private:
   int threads_;
   std::optional<Backend> backend_;
+  cuda::DeviceContext* device_ = nullptr;
   std::unique_ptr<Pool> pool_;
 };
 

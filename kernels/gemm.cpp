@@ -44,6 +44,8 @@ void gemm(const GemmParams& p) {
       return ref::gemm(p);
     case Backend::Cpu:
       return cpu::gemm(p);
+    case Backend::Cuda:
+      return cuda::gemm(p);
   }
 }
 

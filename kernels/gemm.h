@@ -31,5 +31,6 @@ void gemm(const GemmParams& p);
 
 namespace ref { void gemm(const GemmParams& p); }
 namespace cpu { void gemm(const GemmParams& p); }
+namespace cuda { void gemm(const GemmParams& p); }
 
 }  // namespace troupe::kernels

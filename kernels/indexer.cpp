@@ -34,13 +34,15 @@ void indexer_score(const IndexerScoreParams& p) {
   TROUPE_CHECK(p.visible != nullptr, "indexer_score: visible is null");
   TROUPE_CHECK(p.keys != nullptr || p.rows == 0, "indexer_score: keys is null with rows ", p.rows);
   TROUPE_CHECK(p.score != nullptr || p.rows == 0, "indexer_score: score is null");
-  check_rows(p);
+  if (active_backend() != Backend::Cuda) check_rows(p);  // device arrays: not read here
   if (p.rows == 0) return;
   switch (active_backend()) {
     case Backend::Ref:
       return ref::indexer_score(p);
     case Backend::Cpu:
       return cpu::indexer_score(p);
+    case Backend::Cuda:
+      return cuda::indexer_score(p);
   }
 }
 
@@ -56,6 +58,8 @@ int64_t topk(const float* score, int64_t n, int64_t k, int32_t* out) {
       return ref::topk(score, n, k, out);
     case Backend::Cpu:
       return cpu::topk(score, n, k, out);
+    case Backend::Cuda:
+      return cuda::topk(score, n, k, out);
   }
   return 0;
 }

@@ -36,5 +36,10 @@ namespace cpu {
 void indexer_score(const IndexerScoreParams& p);
 int64_t topk(const float* score, int64_t n, int64_t k, int32_t* out);
 }  // namespace cpu
+namespace cuda {
+void indexer_score(const IndexerScoreParams& p);
+// score and out are device memory; waits for the stream to return the count.
+int64_t topk(const float* score, int64_t n, int64_t k, int32_t* out);
+}  // namespace cuda
 
 }  // namespace troupe::kernels

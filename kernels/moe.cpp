@@ -37,6 +37,7 @@ void moe_gate(const MoeGateParams& p) {
   switch (active_backend()) {
     case Backend::Ref: return ref::moe_gate(p);
     case Backend::Cpu: return cpu::moe_gate(p);
+    case Backend::Cuda: return cuda::moe_gate(p);
   }
 }
 
@@ -56,7 +57,8 @@ void moe_experts(const MoeExpertsParams& p) {
   TROUPE_CHECK(p.weight != nullptr, "weight is null");
   TROUPE_CHECK(p.experts != nullptr, "experts is null");
   TROUPE_CHECK(p.out != nullptr, "out is null");
-  for (int64_t i = 0; i < p.m * p.top_k; ++i) {
+  // Under Backend::Cuda picks and expert views are device memory: not read here.
+  for (int64_t i = 0; active_backend() != Backend::Cuda && i < p.m * p.top_k; ++i) {
     const int32_t e = p.pick[i];
     TROUPE_CHECK(e >= -1 && e < p.experts_count, "pick[", i / p.top_k, ", ", i % p.top_k,
                  "] = ", e, " with experts_count = ", p.experts_count);
@@ -66,6 +68,7 @@ void moe_experts(const MoeExpertsParams& p) {
   switch (active_backend()) {
     case Backend::Ref: return ref::moe_experts(p);
     case Backend::Cpu: return cpu::moe_experts(p);
+    case Backend::Cuda: return cuda::moe_experts(p);
   }
 }
 
@@ -78,7 +81,7 @@ void moe_expert_rows(const MoeExpertRowsParams& p) {
   if (p.n == 0) return;
   TROUPE_CHECK(p.x != nullptr && p.pick != nullptr && p.y != nullptr && p.experts != nullptr,
                "moe_expert_rows: a null pointer");
-  for (int64_t i = 0; i < p.n; ++i) {
+  for (int64_t i = 0; active_backend() != Backend::Cuda && i < p.n; ++i) {
     const int32_t e = p.pick[i];
     TROUPE_CHECK(e >= -1 && e < p.experts_count, "pick[", i, "] = ", e,
                  " with experts_count = ", p.experts_count);
@@ -88,6 +91,7 @@ void moe_expert_rows(const MoeExpertRowsParams& p) {
   switch (active_backend()) {
     case Backend::Ref: return ref::moe_expert_rows(p);
     case Backend::Cpu: return cpu::moe_expert_rows(p);
+    case Backend::Cuda: return cuda::moe_expert_rows(p);
   }
 }
 
@@ -100,6 +104,7 @@ void moe_combine(const MoeCombineParams& p) {
   switch (active_backend()) {
     case Backend::Ref: return ref::moe_combine(p);
     case Backend::Cpu: return cpu::moe_combine(p);
+    case Backend::Cuda: return cuda::moe_combine(p);
   }
 }
 

@@ -90,5 +90,11 @@ void moe_experts(const MoeExpertsParams& p);
 void moe_expert_rows(const MoeExpertRowsParams& p);
 void moe_combine(const MoeCombineParams& p);
 }  // namespace cpu
+namespace cuda {  // experts: a device array of ExpertWeights whose views hold device pointers
+void moe_gate(const MoeGateParams& p);
+void moe_experts(const MoeExpertsParams& p);
+void moe_expert_rows(const MoeExpertRowsParams& p);
+void moe_combine(const MoeCombineParams& p);
+}  // namespace cuda
 
 }  // namespace troupe::kernels

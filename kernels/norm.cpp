@@ -22,6 +22,8 @@ void rms_norm(const RmsNormParams& p) {
       return ref::rms_norm(p);
     case Backend::Cpu:
       return cpu::rms_norm(p);
+    case Backend::Cuda:
+      return cuda::rms_norm(p);
   }
 }
 
@@ -36,6 +38,8 @@ void softmax(const SoftmaxParams& p) {
       return ref::softmax(p);
     case Backend::Cpu:
       return cpu::softmax(p);
+    case Backend::Cuda:
+      return cuda::softmax(p);
   }
 }
 

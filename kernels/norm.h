@@ -35,5 +35,9 @@ namespace cpu {
 void rms_norm(const RmsNormParams& p);
 void softmax(const SoftmaxParams& p);
 }  // namespace cpu
+namespace cuda {
+void rms_norm(const RmsNormParams& p);
+void softmax(const SoftmaxParams& p);
+}  // namespace cuda
 
 }  // namespace troupe::kernels

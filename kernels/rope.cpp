@@ -72,6 +72,8 @@ void rope(const RopeParams& p) {
       return ref::rope(p);
     case Backend::Cpu:
       return cpu::rope(p);
+    case Backend::Cuda:
+      return cuda::rope(p);
   }
 }
 

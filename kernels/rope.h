@@ -34,5 +34,6 @@ void rope(const RopeParams& p);
 
 namespace ref { void rope(const RopeParams& p); }
 namespace cpu { void rope(const RopeParams& p); }
+namespace cuda { void rope(const RopeParams& p); }
 
 }  // namespace troupe::kernels

@@ -1,4 +1,4 @@
-// Philox4x32-10, argmax, and validation + dispatch of sample() (kernels/sampling.h).
+// Philox4x32-10 (kernels/philox.h), argmax, and validation + dispatch of sample() (kernels/sampling.h).
 #include "kernels/sampling.h"
 
 #include <cmath>
@@ -6,21 +6,10 @@
 
 #include "kernels/check.h"
 #include "kernels/dispatch.h"
+#include "kernels/philox.h"
 
 namespace troupe::kernels {
 namespace {
-
-constexpr uint32_t kPhiloxM0 = 0xD2511F53u;
-constexpr uint32_t kPhiloxM1 = 0xCD9E8D57u;
-constexpr uint32_t kPhiloxW0 = 0x9E3779B9u;  // key schedule (golden ratio)
-constexpr uint32_t kPhiloxW1 = 0xBB67AE85u;  // key schedule (sqrt(3) - 1)
-
-void philox_round(std::array<uint32_t, 4>& c, const std::array<uint32_t, 2>& k) {
-  const uint64_t p0 = static_cast<uint64_t>(kPhiloxM0) * c[0];
-  const uint64_t p1 = static_cast<uint64_t>(kPhiloxM1) * c[2];
-  c = {static_cast<uint32_t>(p1 >> 32) ^ c[1] ^ k[0], static_cast<uint32_t>(p1),
-       static_cast<uint32_t>(p0 >> 32) ^ c[3] ^ k[1], static_cast<uint32_t>(p0)};
-}
 
 void check_row(const SamplingParams& s, int64_t row) {
   TROUPE_CHECK(std::isfinite(s.temperature) && s.temperature >= 0, "sampling[", row,
@@ -35,25 +24,13 @@ void check_row(const SamplingParams& s, int64_t row) {
 }  // namespace
 
 std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key) {
-  for (int round = 0; round < 10; ++round) {
-    if (round > 0) {
-      key[0] += kPhiloxW0;
-      key[1] += kPhiloxW1;
-    }
-    philox_round(counter, key);
-  }
-  return counter;
+  const philox_detail::Block out =
+      philox_detail::philox4x32_10({{counter[0], counter[1], counter[2], counter[3]}}, key[0], key[1]);
+  return {out.w[0], out.w[1], out.w[2], out.w[3]};
 }
 
-// key = seed, counter = (counter, stream) as 64-bit halves, low words first; the
-// 24 high bits of the first output word fill a float's mantissa exactly.
 float philox_uniform(uint64_t seed, uint64_t stream, uint64_t counter) {
-  const std::array<uint32_t, 4> ctr = {
-      static_cast<uint32_t>(counter), static_cast<uint32_t>(counter >> 32),
-      static_cast<uint32_t>(stream), static_cast<uint32_t>(stream >> 32)};
-  const std::array<uint32_t, 2> key = {static_cast<uint32_t>(seed),
-                                       static_cast<uint32_t>(seed >> 32)};
-  return static_cast<float>(philox4x32(ctr, key)[0] >> 8) * 0x1p-24f;
+  return philox_detail::uniform(seed, stream, counter);
 }
 
 int32_t argmax(const float* x, int64_t n) {
@@ -73,7 +50,8 @@ void sample(const SampleParams& p) {
   TROUPE_CHECK(p.logits != nullptr, "logits is null");
   TROUPE_CHECK(p.out != nullptr, "out is null");
   TROUPE_CHECK(p.sampling != nullptr, "sampling is null");
-  for (int64_t i = 0; i < p.m; ++i) {
+  // Under Backend::Cuda the per-row parameters are device memory: not read here.
+  for (int64_t i = 0; active_backend() != Backend::Cuda && i < p.m; ++i) {
     check_row(p.sampling[i], i);
     if (p.sampling[i].temperature > 0) {
       TROUPE_CHECK(p.streams != nullptr && p.counters != nullptr, "streams/counters are null but row ",
@@ -83,6 +61,7 @@ void sample(const SampleParams& p) {
   switch (active_backend()) {
     case Backend::Ref: return ref::sample(p);
     case Backend::Cpu: return cpu::sample(p);
+    case Backend::Cuda: return cuda::sample(p);
   }
 }
 

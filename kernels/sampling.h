@@ -48,5 +48,6 @@ int32_t argmax(const float* x, int64_t n);  // ties -> lowest index
 
 namespace ref { void sample(const SampleParams& p); }
 namespace cpu { void sample(const SampleParams& p); }
+namespace cuda { void sample(const SampleParams& p); }
 
 }  // namespace troupe::kernels

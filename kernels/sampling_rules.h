@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "kernels/hd.h"
 #include "kernels/sampling.h"
 
 namespace troupe::kernels::sampling_detail {
@@ -28,14 +29,14 @@ inline void softmax_weights(const float* logits, int64_t vocab, float temperatur
 }
 
 // Order O: larger weight first, equal weights -> lower token id.
-inline bool ranks_before(const float* e, int32_t a, int32_t b) {
+TROUPE_HD inline bool ranks_before(const float* e, int32_t a, int32_t b) {
   return e[a] > e[b] || (e[a] == e[b] && a < b);
 }
 
 // Σ e_i in ascending id over the tokens at or before `last` in O (last < 0: all tokens).
 // Summing by id, not by rank, lets the fast path get the mass of a long prefix without
 // sorting it.
-inline double mass_through(const float* e, int64_t vocab, int32_t last) {
+TROUPE_HD inline double mass_through(const float* e, int64_t vocab, int32_t last) {
   double sum = 0;
   for (int64_t i = 0; i < vocab; ++i) {
     if (last < 0 || i == last || ranks_before(e, static_cast<int32_t>(i), last)) sum += e[i];
@@ -46,7 +47,7 @@ inline double mass_through(const float* e, int64_t vocab, int32_t last) {
 // Applies top-k, top-p and min-p to O and draws with u in [0, 1). `order(j)` returns
 // the j-th token of O (j < vocab); it may sort on demand.
 template <class Order>
-int32_t draw(const float* e, int64_t vocab, const SamplingParams& sp, float u, Order&& order) {
+TROUPE_HD int32_t draw(const float* e, int64_t vocab, const SamplingParams& sp, float u, Order&& order) {
   const bool all_tokens = sp.top_k <= 0 || sp.top_k >= vocab;
   int64_t n = all_tokens ? vocab : sp.top_k;   // candidates: O[0, n)
   if (sp.top_p < 1.0f) {

@@ -16,19 +16,14 @@
 #include <vector>
 
 #include "kernels/dispatch.h"
+#include "tests/support/random_normal.h"
 
 namespace troupe::kernels::testing {
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-inline std::vector<float> random_normal(size_t n, uint32_t seed, float stddev = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, stddev);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using testing_support::random_normal;
 
 // A fast-path variant under test: `run` calls the op on params it is given.
 template <class Params>

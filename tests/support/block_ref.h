@@ -17,6 +17,7 @@
 #include "kernels/weights.h"
 #include "model/batch.h"
 #include "model/config.h"
+#include "tests/support/random_normal.h"
 
 namespace troupe::testing::ref {
 
@@ -197,11 +198,7 @@ inline std::vector<int64_t> rank_desc(const DVec& v) {
 
 // --- test plumbing ------------------------------------------------------------------
 inline std::vector<float> random_floats(size_t n, uint32_t seed, float stddev = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, stddev);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
+  return testing_support::random_normal(n, seed, stddev);
 }
 
 inline double rel_l2(const DVec& got, const DVec& want) {
