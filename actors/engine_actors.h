@@ -50,6 +50,11 @@ struct EngineOptions {
   int64_t num_redundant_experts = 0;
   int64_t prefix_load_margin = 1;  // runtime::choose_rank's margin
   int fault_rank = 0;              // with R > 1, faults fire on this rank's steps only
+  // --speculative-config (docs/dspark.md): every rank drafts with this drafter (required
+  // when config.speculative is on; `forward` must then be made with the draft weights if
+  // drafter->needs_features()). Shared by the ranks: propose() is const. Must outlive
+  // the actors.
+  const runtime::Drafter* drafter = nullptr;
 };
 
 // Checks the config against the model (the KV budget must hold max-num-seqs requests)

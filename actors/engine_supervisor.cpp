@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <unordered_set>
 
 #include "actors/engine_parts.h"
 #include "kernels/parallel.h"
@@ -56,6 +57,10 @@ struct SupervisorState {
   // R > 1: requests waiting to be routed, and whether one is being probed (route_next).
   std::deque<std::pair<GenerateRequest, caf::actor>> routing;
   bool probing = false;
+  // Aborts that came while requests were being routed: no scheduler holds those yet, so
+  // the abort follows the request to its scheduler (forward_generate). Cleared when
+  // routing is idle (what is left was for requests routed before).
+  std::unordered_set<runtime::RequestId> routing_aborts;
 
   int size() const { return options.data_parallel_size; }
 };
@@ -72,6 +77,7 @@ void start(supervisor_pointer self) {
   s.ranks_ready = 0;
   s.ending.clear();
   if (s.options.expert_parallel) s.group = std::make_shared<runtime::InProcessGroup>(R);
+  const runtime::Drafter* drafter = s.config.speculative.enabled() ? s.options.drafter : nullptr;
   for (int r = 0; r < R; ++r) {
     const bool faulty = R == 1 || r == s.options.fault_rank;
     // Fresh tiers per incarnation: the host tier died with the rank; the disk files stay.
@@ -81,7 +87,7 @@ void start(supervisor_pointer self) {
     Member m;
     m.rank = spawn_rank(self->home_system(), *s.forward, s.kv, s.config.executor,
                         faulty ? s.options.faults : nullptr,
-                        RankSetup{r, s.group, s.placement, tiers});
+                        RankSetup{r, s.group, s.placement, tiers, drafter});
     m.scheduler = spawn_scheduler(self->home_system(), *s.forward, s.tokenizer, s.config, s.kv,
                                   m.rank, s.ledgers[r], s.options.request_timeout,
                                   SyncSetup{r, R, lockstep}, tiers);
@@ -242,6 +248,8 @@ void forward_generate(supervisor_pointer self, GenerateRequest req, const caf::a
                      "the engine failed before taking the request (" +
                          describe(self->home_system(), err) + ")");
             });
+  for (runtime::RequestId id : ids)  // after the generate: messages keep their order
+    if (s.routing_aborts.erase(id) > 0) self->send(s.members[r].scheduler, abort_atom::value, id);
 }
 
 void route_next(supervisor_pointer self);
@@ -260,7 +268,10 @@ void route_generate(supervisor_pointer self, GenerateRequest& req, const caf::ac
 
 void route_next(supervisor_pointer self) {
   auto& s = self->state;
-  if (s.routing.empty()) return;
+  if (s.routing.empty()) {
+    if (!s.probing) s.routing_aborts.clear();
+    return;
+  }
   auto [req, client] = std::move(s.routing.front());
   s.routing.pop_front();
   if (s.members.empty() || !s.ending.empty()) {
@@ -341,7 +352,9 @@ scheduler_actor::behavior_type supervisor_fun(supervisor_pointer self,
       // A request's rank is the scheduler's business: every scheduler hears the abort
       // (unknown ids are ignored; aborts are rare).
       [=](abort_atom, runtime::RequestId id) {
-        for (const Member& m : self->state.members)
+        auto& st = self->state;
+        if (st.probing || !st.routing.empty()) st.routing_aborts.insert(id);
+        for (const Member& m : st.members)
           if (m.scheduler) self->send(m.scheduler, abort_atom::value, id);
       },
       [=](fail_atom, runtime::RequestId id, std::string& why) {
@@ -367,6 +380,9 @@ scheduler_actor spawn_engine(caf::actor_system& sys, const model::Forward& forwa
                    (options.data_parallel_size == 1 && !options.expert_parallel),
                "kv-offload-bytes / kv-disk-bytes: the host and disk tiers serve one rank without "
                "expert parallelism for now (data-parallel-size 1)");
+  TROUPE_CHECK(!config.speculative.enabled() || options.drafter != nullptr,
+               "speculative-config: method \"", config.speculative.method,
+               "\" has no drafter in this engine");
   // Checked here, on the caller's thread: a config that cannot work stops start-up with
   // the numbers instead of killing the first request.
   const runtime::KvCacheConfig kv = runtime::prepare_engine(forward.config(), config);

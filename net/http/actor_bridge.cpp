@@ -249,6 +249,7 @@ class ActorBridge : public EngineBridge {
     advance(metrics_.prefix_cache_replay_hits, s.prefix_replay_hits, seen_.prefix_replay_hits);
     advance(metrics_.prefix_cache_replay_tokens, s.prefix_replay_tokens,
             seen_.prefix_replay_tokens);
+    advance_spec_decode(s);
     if (s.per_rank.empty()) return observe_steps(s, seen_.steps);
     // R ranks: each numbers its own steps, so each has its own cursor.
     seen_rank_steps_.resize(s.per_rank.size(), 0);
@@ -271,6 +272,26 @@ class ActorBridge : public EngineBridge {
       metrics_.scheduler_step_time.observe(step.plan_seconds);
     }
     seen = std::max(seen, f.steps);
+  }
+
+  // The speculative-decoding counts since the last scrape (vLLM's spec_decode_* series).
+  void advance_spec_decode(const runtime::EngineFigures& s) {
+    std::vector<int64_t> per_pos(s.spec_accepted_per_pos.size(), 0);
+    seen_.spec_accepted_per_pos.resize(std::max(per_pos.size(), seen_.spec_accepted_per_pos.size()), 0);
+    for (size_t i = 0; i < per_pos.size(); ++i) {
+      per_pos[i] = std::max<int64_t>(0, s.spec_accepted_per_pos[i] - seen_.spec_accepted_per_pos[i]);
+      seen_.spec_accepted_per_pos[i] = std::max(seen_.spec_accepted_per_pos[i], s.spec_accepted_per_pos[i]);
+    }
+    auto delta = [](int64_t now, int64_t& seen) {
+      const int64_t d = std::max<int64_t>(0, now - seen);
+      seen = std::max(seen, now);
+      return d;
+    };
+    const int64_t drafts = delta(s.spec_num_drafts, seen_.spec_num_drafts);
+    const int64_t draft_tokens = delta(s.spec_num_draft_tokens, seen_.spec_num_draft_tokens);
+    const int64_t accepted = delta(s.spec_num_accepted_tokens, seen_.spec_num_accepted_tokens);
+    if (drafts > 0 || draft_tokens > 0 || accepted > 0)
+      metrics_.record_spec_decode(drafts, draft_tokens, accepted, per_pos);
   }
 
   static void advance(metrics::Counter& c, int64_t now, int64_t& seen) {
