@@ -276,17 +276,16 @@ class ActorBridge : public EngineBridge {
 
   // The speculative-decoding counts since the last scrape (vLLM's spec_decode_* series).
   void advance_spec_decode(const runtime::EngineFigures& s) {
-    std::vector<int64_t> per_pos(s.spec_accepted_per_pos.size(), 0);
-    seen_.spec_accepted_per_pos.resize(std::max(per_pos.size(), seen_.spec_accepted_per_pos.size()), 0);
-    for (size_t i = 0; i < per_pos.size(); ++i) {
-      per_pos[i] = std::max<int64_t>(0, s.spec_accepted_per_pos[i] - seen_.spec_accepted_per_pos[i]);
-      seen_.spec_accepted_per_pos[i] = std::max(seen_.spec_accepted_per_pos[i], s.spec_accepted_per_pos[i]);
-    }
     auto delta = [](int64_t now, int64_t& seen) {
       const int64_t d = std::max<int64_t>(0, now - seen);
       seen = std::max(seen, now);
       return d;
     };
+    const std::vector<int64_t>& now = s.spec_accepted_per_pos;
+    std::vector<int64_t>& seen = seen_.spec_accepted_per_pos;
+    seen.resize(std::max(now.size(), seen.size()), 0);
+    std::vector<int64_t> per_pos(now.size(), 0);
+    for (size_t i = 0; i < now.size(); ++i) per_pos[i] = delta(now[i], seen[i]);
     const int64_t drafts = delta(s.spec_num_drafts, seen_.spec_num_drafts);
     const int64_t draft_tokens = delta(s.spec_num_draft_tokens, seen_.spec_num_draft_tokens);
     const int64_t accepted = delta(s.spec_num_accepted_tokens, seen_.spec_num_accepted_tokens);

@@ -28,7 +28,7 @@ using testing::golden_model;
 using testing::random_tokens;
 using Tokens = std::vector<int32_t>;
 
-constexpr RequestId kAborted = 1;  // aborted after its first streamed token
+constexpr RequestId kAborted = 1;   // aborted after its first streamed token
 constexpr RequestId kSibling = 50;  // request 3's second choice
 
 struct Work {
@@ -42,9 +42,12 @@ std::vector<Work> workload() {
   const Tokens shared = random_tokens(40, 71);
   Tokens follow = shared;
   for (int32_t t : random_tokens(13, 72)) follow.push_back(t);
-  return {{0, random_tokens(5, 73), 13},  {kAborted, random_tokens(29, 74), 300},
-          {2, shared, 9},                 {3, random_tokens(61, 75), 11, true},
-          {4, follow, 15},                {5, random_tokens(2, 76), 7}};
+  return {{0, random_tokens(5, 73), 13},
+          {kAborted, random_tokens(29, 74), 300},
+          {2, shared, 9},
+          {3, random_tokens(61, 75), 11, true},
+          {4, follow, 15},
+          {5, random_tokens(2, 76), 7}};
 }
 
 runtime::RequestParams params_of(const Work& w) {
@@ -117,8 +120,8 @@ Streams serve(const runtime::EngineConfig& c, const runtime::Drafter* drafter, i
   o.drafter = drafter;
   o.data_parallel_size = ranks;
   o.expert_parallel = ranks > 1;
-  const model::Forward& forward = drafter && drafter->needs_features() ? *golden_draft().forward
-                                                                       : *golden_model().forward;
+  const model::Forward& forward =
+      drafter && drafter->needs_features() ? *golden_draft().forward : *golden_model().forward;
   scheduler_actor engine = spawn_engine(sys, forward, nullptr, c, o);
   caf::scoped_actor self{sys};
   size_t expected = 0;
@@ -190,7 +193,7 @@ TEST_P(SpeculativeActors, OracleDraftStreamsThePlainGreedyTokens) {
   const Streams got = serve(config(async, 3, "oracle"), &drafter, ranks, f);
   expect_plain_tokens(got, async);
   expect_spec_counts(f, 3);
-  EXPECT_GT(f.spec_num_accepted_tokens, 0);  // accepted runs
+  EXPECT_GT(f.spec_num_accepted_tokens, 0);                        // accepted runs
   EXPECT_LT(f.spec_num_accepted_tokens, f.spec_num_draft_tokens);  // and rollbacks
   ASSERT_EQ(static_cast<int>(f.per_rank.size()), ranks == 1 ? 0 : ranks);
 }
@@ -202,6 +205,20 @@ TEST_P(SpeculativeActors, DsparkDraftStreamsThePlainGreedyTokens) {
   const Streams got = serve(config(async, 2, "dspark"), &drafter, ranks, f);
   expect_plain_tokens(got, async);
   expect_spec_counts(f, 2);
+}
+
+// The online cost table picks k per step from the rank's measured step times (so which k
+// it picks depends on the machine); whatever it picks, the tokens are the plain ones.
+TEST_P(SpeculativeActors, AdaptiveKStreamsThePlainGreedyTokens) {
+  const auto [ranks, async] = GetParam();
+  const runtime::OracleDrafter drafter = oracle(0.6, async);
+  runtime::EngineConfig c = config(async, 3, "oracle");
+  c.speculative.adaptive = true;
+  runtime::EngineFigures f;
+  const Streams got = serve(c, &drafter, ranks, f);
+  expect_plain_tokens(got, async);
+  EXPECT_FALSE(f.spec_steps_by_k.empty());
+  EXPECT_EQ(f.used_blocks, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, SpeculativeActors,

@@ -9,7 +9,6 @@
 #include <thread>
 
 #include "net/http_test_client.h"
-#include "runtime/engine.h"
 #include "runtime/golden_engine_config.h"
 #include "support/golden.h"
 #include "support/prometheus_text.h"
@@ -23,9 +22,9 @@ const std::string kModelDir = std::string(TROUPE_TEST_DATA) + "/v41-tiny-seed7";
 const std::string kSpec = R"({"method": "dspark", "num_speculative_tokens": 3})";
 
 std::vector<std::string> spec_daemon(std::vector<std::string> extra) {
-  std::vector<std::string> args = {kModelDir,         "--port",        "0",    "--tcp-port",
-                                   "0",               "--max-model-len", "512", "--block-size",
-                                   "16",              "--threads",     "2",    "--speculative-config",
+  std::vector<std::string> args = {kModelDir, "--port",          "0",   "--tcp-port",
+                                   "0",       "--max-model-len", "512", "--block-size",
+                                   "16",      "--threads",       "2",   "--speculative-config",
                                    kSpec};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
@@ -43,21 +42,9 @@ struct ExpertParallelTwoRanks : DaemonSuite<ExpertParallelTwoRanks> {
   }
 };
 
-// The plain (non-speculative) one-rank Engine's greedy tokens.
-std::vector<int32_t> plain_greedy(const std::vector<int32_t>& prompt, int64_t n) {
-  runtime::Engine e(*golden_model().forward, nullptr,
-                    runtime::golden_engine_config(int64_t(16) << 20, true, 8192, 4));
-  e.add_request(0, prompt, runtime::greedy(n));
-  std::vector<int32_t> out;
-  while (e.has_unfinished())
-    for (const auto& o : e.step()) out.insert(out.end(), o.new_tokens.begin(), o.new_tokens.end());
-  return out;
-}
-
 json completion(const std::vector<int32_t>& prompt, int64_t max_tokens, int n, bool stream) {
-  return {{"prompt", prompt}, {"max_tokens", max_tokens}, {"n", n},
-          {"temperature", 0}, {"ignore_eos", true},       {"return_token_ids", true},
-          {"stream", stream}};
+  return {{"prompt", prompt},   {"max_tokens", max_tokens}, {"n", n},          {"temperature", 0},
+          {"ignore_eos", true}, {"return_token_ids", true}, {"stream", stream}};
 }
 
 template <class Suite>
@@ -76,7 +63,10 @@ class ServeSpeculative : public Suite {
     ASSERT_GT(recv(fd, buf, sizeof buf, 0), 0);  // the stream has begun
     close(fd);
     EXPECT_TRUE(eventually(
-        [&] { return prometheus_value(http(Suite::port_, "GET", "/metrics").body, aborted) >= before + 1; },
+        [&] {
+          return prometheus_value(http(Suite::port_, "GET", "/metrics").body, aborted) >=
+                 before + 1;
+        },
         30))
         << Suite::daemon_->output();
   }
@@ -106,7 +96,9 @@ TYPED_TEST(ServeSpeculative, GreedyCompletionsEqualPlainGreedyAndMetricsCountThe
   for (int i = 0; i < kRequests; ++i) {
     ASSERT_EQ(responses[i].status, 200) << responses[i].body;
     const json j = json::parse(responses[i].body);
-    const std::vector<int32_t> want = plain_greedy(prompts[i], lengths[i]);
+    // The plain (non-speculative) one-rank Engine's greedy tokens.
+    const std::vector<int32_t> want =
+        runtime::engine_greedy(*golden_model().forward, prompts[i], lengths[i]);
     ASSERT_EQ(j["choices"].size(), i == 2 ? 2u : 1u);
     for (const json& c : j["choices"]) {
       EXPECT_EQ(c["token_ids"].get<std::vector<int32_t>>(), want) << "request " << i;
@@ -122,7 +114,8 @@ TYPED_TEST(ServeSpeculative, GreedyCompletionsEqualPlainGreedyAndMetricsCountThe
   EXPECT_GE(prometheus_value(m, "troupe:spec_decode_num_accepted_tokens_total"), 0) << m;
   for (const char* pos : {"position=\"0\"", "position=\"1\"", "position=\"2\""})
     EXPECT_GE(series_with(m, "troupe:spec_decode_num_accepted_tokens_per_pos_total", pos), 0)
-        << pos << "\n" << m;
+        << pos << "\n"
+        << m;
   EXPECT_EQ(prometheus_value(m, "troupe:num_requests_running"), 0.0);
   EXPECT_EQ(prometheus_value(m, "troupe:kv_cache_used_blocks"), 0.0);
 }
