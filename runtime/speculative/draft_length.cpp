@@ -121,6 +121,7 @@ int64_t DraftLengthChooser::probe_k(int64_t best) const {
 
 int64_t DraftLengthChooser::choose(int64_t batch) {
   if (const std::optional<int64_t> k = uncalibrated(batch)) return *k;
+  if (pending_probe_ >= 0) return pending_probe_;
   const int64_t b = best(batch);
   if (++steps_since_probe_ < probe_interval_) return b;
   steps_since_probe_ = 0;
@@ -128,10 +129,11 @@ int64_t DraftLengthChooser::choose(int64_t batch) {
   probe_interval_ = b == last_best_ ? std::min(kLastProbe, 2 * probe_interval_) : kFirstProbe;
   last_best_ = b;
   probes_ += 1;
-  return probe_k(b);
+  return pending_probe_ = probe_k(b);
 }
 
 void DraftLengthChooser::observe(const StepOutcome& step) {
+  if (step.batch > 0 && step.limit == pending_probe_) pending_probe_ = -1;
   acceptance_.observe(step.drafts);
   if (step.decode_only && step.batch > 0) table_.observe({step.batch, step.k, step.seconds});
 }

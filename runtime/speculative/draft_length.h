@@ -80,6 +80,7 @@ struct StepOutcome {
   bool decode_only = true;  // no prefill or fork: the time is the decodes' own
   double seconds = 0;
   std::vector<std::pair<int64_t, int64_t>> drafts;  // (drafted, accepted) per speculating chunk
+  int64_t limit = 0;  // the plan's draft limit: what choose() said for it
 };
 
 class DraftLengthChooser {
@@ -113,6 +114,10 @@ class DraftLengthChooser {
   int64_t probe_interval_ = kFirstProbe;
   int64_t last_best_ = -1;
   int64_t probes_ = 0;
+  // A probe chosen but not run yet (-1: none): an async plan may come out empty (its
+  // requests wait for the step in flight), so the probe is asked for until a step of
+  // decodes ran with it.
+  int64_t pending_probe_ = -1;
 };
 
 }  // namespace troupe::runtime

@@ -51,6 +51,7 @@ StepOutcome step_outcome(const StepPlan& plan, std::span<const SampledChunk> sam
                          double seconds) {
   StepOutcome o;
   o.seconds = seconds;
+  o.limit = plan.draft_limit;
   for (size_t i = 0; i < sampled.size(); ++i) {
     const ScheduledChunk& c = plan.chunks[i];
     if (c.prefill || c.fork) o.decode_only = false;

@@ -98,7 +98,7 @@ TEST(DraftLengthChooser, PicksZeroWhenNothingIsAcceptedAndStillProbes) {
     const int64_t k = ch.choose(1);
     if (k > 0) probes.push_back(s), probe_ks.push_back(k);
     drafting += k > 0;
-    ch.observe({k, 1, true, k == 0 ? 1.0 : 1.05, k > 0 ? Drafts{{k, 0}} : Drafts{}});
+    ch.observe({k, 1, true, k == 0 ? 1.0 : 1.05, k > 0 ? Drafts{{k, 0}} : Drafts{}, k});
   }
   // Probes (every other k in turn) at doubling intervals up to kLastProbe: few, not none.
   EXPECT_GE(drafting, 3);
@@ -107,6 +107,23 @@ TEST(DraftLengthChooser, PicksZeroWhenNothingIsAcceptedAndStillProbes) {
             (std::vector<int64_t>{1, 2, 3, 1}));
   for (size_t i = 2; i < probes.size(); ++i)
     EXPECT_GE(probes[i] - probes[i - 1], probes[i - 1] - probes[i - 2]) << "probe " << i;
+}
+
+// Async scheduling: the plan a probe was chosen for may come out empty (its requests wait
+// for the step in flight); the probe is asked for again until a step of decodes ran it.
+TEST(DraftLengthChooser, AProbeIsAskedForUntilItRan) {
+  DraftLengthChooser ch(3, 8, row(1, {1.0, 2.0, 3.0, 4.0}));
+  int64_t probe = 0;
+  for (int s = 0; s < 100 && probe == 0; ++s) {
+    probe = ch.choose(1);
+    if (probe == 0) ch.observe({0, 1, true, 1.0, {}, 0});
+  }
+  ASSERT_GT(probe, 0);
+  EXPECT_EQ(ch.choose(1), probe);        // its plan was empty: nothing observed
+  ch.observe({0, 1, true, 1.0, {}, 0});  // the step in flight (k = 0) completes
+  EXPECT_EQ(ch.choose(1), probe);
+  ch.observe({probe, 1, true, 2.0, {{probe, 0}}, probe});  // the probe ran
+  EXPECT_EQ(ch.choose(1), 0);
 }
 
 TEST(DraftLengthChooser, MovesWhenTheMeasuredTimesChange) {
@@ -288,6 +305,7 @@ TEST_P(AdaptivePipeline, RejectedDraftsSettleOnZeroAndDecodeAheadResumes) {
   int64_t drafting = 0;
   for (size_t k = 1; k < by_k.size(); ++k) drafting += by_k[k];
   EXPECT_GT(by_k[0], 4 * drafting);  // calibration and a probe or two
+  EXPECT_GE(drafting, 4);            // the probes ran (async: not lost to an empty plan)
   if (GetParam()) {
     EXPECT_GT(m.planned_ahead, 0);  // k = 0 decodes overlap again
   }
