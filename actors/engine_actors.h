@@ -75,6 +75,11 @@ struct EngineOptions {
   // The node's Engram owner (spawn_engram_owner): every scheduler sends it its plans to
   // prefetch their Engram rows. Null: no prefetch (the ranks read the tables anyway).
   engram_owner_actor engram_owner;
+  // --speculative-config (docs/dspark.md): every rank drafts with this drafter (required
+  // when config.speculative is on; `forward` must then be made with the draft weights if
+  // drafter->needs_features()). Shared by the ranks: propose() is const. Must outlive
+  // the actors.
+  const runtime::Drafter* drafter = nullptr;
 };
 
 // Checks the config against the model (the KV budget must hold max-num-seqs requests)

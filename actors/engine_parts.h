@@ -81,6 +81,7 @@ struct RankSetup {
   // The host and disk tiers' bytes (nullptr: none), shared with the rank's scheduler:
   // the rank runs the plans' tier copies, the scheduler adopts the disk files at its start.
   std::shared_ptr<runtime::TierStorage> tiers;
+  const runtime::Drafter* drafter = nullptr;  // speculative decoding: the step's drafts
 };
 
 rank_actor spawn_rank(caf::actor_system& sys, const model::Forward& forward,

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <unordered_set>
 
 #include "actors/engine_parts.h"
 #include "kernels/parallel.h"
@@ -58,6 +59,10 @@ struct SupervisorState {
   // R > 1: requests waiting to be routed, and whether one is being probed (route_next).
   std::deque<std::pair<GenerateRequest, caf::actor>> routing;
   bool probing = false;
+  // Aborts that came while requests were being routed: no scheduler holds those yet, so
+  // the abort follows the request to its scheduler (forward_generate). Cleared when
+  // routing is idle (what is left was for requests routed before).
+  std::unordered_set<runtime::RequestId> routing_aborts;
 
   int size() const { return options.data_parallel_size; }
 };
@@ -81,6 +86,7 @@ void start(supervisor_pointer self) {
     s.planner = spawn_eplb_planner(self->home_system(), s.options.eplb, s.placement, R, s.counts);
     self->link_to(s.planner);
   }
+  const runtime::Drafter* drafter = s.config.speculative.enabled() ? s.options.drafter : nullptr;
   for (int r = 0; r < R; ++r) {
     const bool faulty = R == 1 || r == s.options.fault_rank;
     // Fresh tiers per incarnation: the host tier died with the rank; the disk files stay.
@@ -90,7 +96,7 @@ void start(supervisor_pointer self) {
     Member m;
     m.rank = spawn_rank(self->home_system(), *s.forward, s.kv, s.config.executor,
                         faulty ? s.options.faults : nullptr,
-                        RankSetup{r, s.group, s.placement, eplb, tiers});
+                        RankSetup{r, s.group, s.placement, eplb, tiers, drafter});
     m.scheduler = spawn_scheduler(self->home_system(), *s.forward, s.tokenizer, s.config, s.kv,
                                   m.rank, s.ledgers[r], s.options.request_timeout,
                                   SyncSetup{r, R, lockstep, s.planner, s.options.engram_owner}, tiers);
@@ -264,6 +270,8 @@ void forward_generate(supervisor_pointer self, GenerateRequest req, const caf::a
                      "the engine failed before taking the request (" +
                          describe(self->home_system(), err) + ")");
             });
+  for (runtime::RequestId id : ids)  // after the generate: messages keep their order
+    if (s.routing_aborts.erase(id) > 0) self->send(s.members[r].scheduler, abort_atom::value, id);
 }
 
 void route_next(supervisor_pointer self);
@@ -282,7 +290,10 @@ void route_generate(supervisor_pointer self, GenerateRequest& req, const caf::ac
 
 void route_next(supervisor_pointer self) {
   auto& s = self->state;
-  if (s.routing.empty()) return;
+  if (s.routing.empty()) {
+    if (!s.probing) s.routing_aborts.clear();
+    return;
+  }
   auto [req, client] = std::move(s.routing.front());
   s.routing.pop_front();
   if (s.members.empty() || !s.ending.empty()) {
@@ -365,7 +376,9 @@ scheduler_actor::behavior_type supervisor_fun(supervisor_pointer self,
       // A request's rank is the scheduler's business: every scheduler hears the abort
       // (unknown ids are ignored; aborts are rare).
       [=](abort_atom, runtime::RequestId id) {
-        for (const Member& m : self->state.members)
+        auto& st = self->state;
+        if (st.probing || !st.routing.empty()) st.routing_aborts.insert(id);
+        for (const Member& m : st.members)
           if (m.scheduler) self->send(m.scheduler, abort_atom::value, id);
       },
       [=](fail_atom, runtime::RequestId id, std::string& why) {
@@ -400,6 +413,9 @@ scheduler_actor spawn_engine(caf::actor_system& sys, const model::Forward& forwa
   TROUPE_CHECK(options.eplb.window_size >= 1 && options.eplb.step_interval >= 1,
                "eplb-config: window_size and step_interval must be >= 1, got ",
                options.eplb.window_size, " and ", options.eplb.step_interval);
+  TROUPE_CHECK(!config.speculative.enabled() || options.drafter != nullptr,
+               "speculative-config: method \"", config.speculative.method,
+               "\" has no drafter in this engine");
   // Checked here, on the caller's thread: a config that cannot work stops start-up with
   // the numbers instead of killing the first request.
   const runtime::KvCacheConfig kv = runtime::prepare_engine(forward.config(), config);

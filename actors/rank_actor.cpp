@@ -103,8 +103,11 @@ rank_actor::behavior_type rank_fun(rank_pointer self, const model::Forward* forw
     spdlog::warn("rank: injected fault rank-start-stall: {} ms before setting up", ms);
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
   }
+  // Speculative decoding: the drafter's feature rings live in the slots (docs/dspark.md).
+  const bool features = setup.drafter != nullptr && setup.drafter->needs_features();
   st.storage = std::make_unique<runtime::PagedKvStorage>(forward->config(), kv.block_size,
-                                                         kv.num_blocks, kv.storage_slots());
+                                                         kv.num_blocks, kv.storage_slots(),
+                                                         features);
   if (setup.group) {
     st.group = std::move(setup.group);
     st.experts = std::make_unique<runtime::ExpertParallel>(
@@ -113,8 +116,8 @@ rank_actor::behavior_type rank_fun(rank_pointer self, const model::Forward* forw
     st.rank = setup.rank;
     st.ranks = st.group->size();
   }
-  st.executor =
-      std::make_unique<runtime::Executor>(*forward, *st.storage, options, st.experts.get());
+  st.executor = std::make_unique<runtime::Executor>(*forward, *st.storage, options,
+                                                    st.experts.get(), setup.drafter);
   st.tiers = std::move(setup.tiers);
   st.executor->set_tier_storage(st.tiers.get());
   st.faults = std::move(faults);

@@ -137,8 +137,11 @@ int bench_forward_speculative(const Args& a) {
   s.k = at_least(a, "num-speculative", s.k, 1);
   s.context = at_least(a, "context", s.context, 1);
   s.new_tokens = at_least(a, "new-tokens", s.new_tokens, 2);
+  s.adaptive = a.has("adaptive");
   kernels::set_num_threads(threads_flag(a));
   auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false);
+  std::unique_ptr<DraftModel> draft;  // --adaptive: the DSpark rows, when there is a draft
+  if (s.adaptive && m->config.num_nextn_predict_layers > 0) draft = load_draft(*m);
   check_positions(m->config, s.context + s.new_tokens, "--context + --new-tokens");
   bench::EngineBenchConfig c;
   c.kv_budget_bytes = at_least(a, "kv-budget-mb", c.kv_budget_bytes >> 20, 1) << 20;
@@ -149,7 +152,15 @@ int bench_forward_speculative(const Args& a) {
               "every request's first token)\n\n",
               static_cast<long long>(s.context), static_cast<long long>(s.new_tokens),
               static_cast<long long>(s.k), kernels::num_threads());
-  bench::print_speculative_table(bench::run_speculative_bench(*m->forward, s, c));
+  const bench::DsparkBench dspark{draft ? draft->forward.get() : nullptr,
+                                  draft ? draft->drafter.get() : nullptr};
+  const bench::SpeculativeBenchResult r = bench::run_speculative_bench(*m->forward, s, c, dspark);
+  bench::print_speculative_table(r.rows);
+  if (s.adaptive)
+    std::printf("\nadaptive: k per step by the online cost table; its measured step times as a "
+                "speculative-config seed (%s):\n\"step_seconds\": %s\n",
+                draft ? "the dspark adaptive run's" : "the last adaptive run's",
+                bench::step_seconds_json(r.step_seconds, s.k).c_str());
   return 0;
 }
 
@@ -157,7 +168,7 @@ int bench_forward(const CommandArgs& argv) {
   Args a(argv,
          {"model", "batch", "context", "new-tokens", "repeats", "threads", "dep", "batches",
           "acceptance", "num-speculative", "kv-budget-mb"},
-         {"speculative"});
+         {"speculative", "adaptive"});
   no_positional(a);
   if (a.has("speculative")) return bench_forward_speculative(a);
   const bench::ForwardBenchShape shape = forward_shape(a);

@@ -138,14 +138,11 @@ void generate_engine_speculative(const LoadedModel& m, const std::vector<int32_t
     TROUPE_FAIL("speculative-config: method \"" << spec.method
                 << "\" is a bench/test mode (troupe bench forward --speculative); generate "
                    "takes \"dspark\"");
-  const model::DsparkWeights dw = model::bind_dspark_weights(m.checkpoint, m.config);
-  const model::Forward forward(m.config, m.weights, &dw);
-  const model::DsparkDraft draft(m.config, m.weights, dw);
-  const runtime::DsparkDrafter drafter(draft);
+  const std::unique_ptr<DraftModel> d = load_draft(m);
   runtime::EngineConfig config;
   config.speculative = spec;
   config.scheduler.max_model_len = m.config.max_position_embeddings;
-  runtime::Engine engine(forward, m.tokenizer.get(), config, &drafter);
+  runtime::Engine engine(*d->forward, m.tokenizer.get(), config, d->drafter.get());
   runtime::RequestParams params;
   params.max_tokens = n;
   params.ignore_eos = ignore_eos;

@@ -85,10 +85,9 @@ config::ServeConfig read_config(const CommandArgs& argv) {
   if (a.positional().size() > 1) TROUPE_FAIL("serve takes one MODEL_DIR, got " << a.positional().size());
   if (!a.positional().empty()) flags["model"] = a.positional().front();
   config::ServeConfig cfg = config::resolve_serve_config(flags);
-  // The rank actor has no drafter yet (issue 13): refuse rather than decode without it.
-  if (!cfg.speculative_config.empty())
-    TROUPE_FAIL("speculative-config: troupe serve does not run speculative decoding yet "
-                "(troupe generate --speculative-config does)");
+  if (runtime::parse_speculative_config(cfg.speculative_config).method == "oracle")
+    TROUPE_FAIL("speculative-config: method \"oracle\" is a bench/test mode (troupe bench "
+                "forward --speculative); troupe serve takes \"dspark\"");
   return cfg;
 }
 
@@ -175,11 +174,12 @@ std::shared_ptr<const runtime::FaultPlan> fault_plan(const config::ServeConfig& 
 
 // Spawns the engine, or stops start-up with why its config cannot work (before any
 // request could find out).
-actors::scheduler_actor spawn_checked_engine(caf::actor_system& sys, const LoadedModel& model,
+actors::scheduler_actor spawn_checked_engine(caf::actor_system& sys, const model::Forward& forward,
+                                             const LoadedModel& model,
                                              const runtime::EngineConfig& engine_cfg,
                                              actors::EngineOptions options) {
   try {
-    return actors::spawn_engine(sys, *model.forward, model.tokenizer.get(), engine_cfg,
+    return actors::spawn_engine(sys, forward, model.tokenizer.get(), engine_cfg,
                                 std::move(options));
   } catch (const Error& e) {
     TROUPE_FAIL("the engine config cannot work with this model: "
@@ -200,6 +200,7 @@ int run_serve(const CommandArgs& argv) {
   // the actor system, first) use the bridge, metrics and model.
   std::unique_ptr<LoadedModel> model;
   std::shared_ptr<runtime::EngramHostTables> engram;  // the model's Engram tables read here
+  std::unique_ptr<DraftModel> draft;  // speculative-config dspark: the ranks' drafter
   net::metrics::Registry registry;
   std::unique_ptr<net::metrics::ServingMetrics> metrics;
   std::unique_ptr<net::http::EngineBridge> bridge;
@@ -260,7 +261,17 @@ int run_serve(const CommandArgs& argv) {
                               std::to_string(engine_opts.eplb.window_size)
                         : std::string())
              : "each holding every expert, stepping on its own"));
-  auto engine = spawn_checked_engine(sys, *model, engine_cfg, engine_opts);
+  if (engine_cfg.speculative.enabled()) {
+    draft = load_draft(*model);
+    engine_opts.drafter = draft->drafter.get();
+    say("speculative decoding: " + engine_cfg.speculative.method + ", " +
+        std::to_string(engine_cfg.speculative.num_speculative_tokens) + " draft tokens per step");
+    // vLLM's per-position series exist from the start, at 0.
+    metrics->record_spec_decode(
+        0, 0, 0, std::vector<int64_t>(size_t(engine_cfg.speculative.num_speculative_tokens), 0));
+  }
+  auto engine = spawn_checked_engine(sys, draft ? *draft->forward : *model->forward, *model,
+                                     engine_cfg, engine_opts);
   auto router = actors::spawn_router(sys, {engine});
   bridge = net::http::make_engine_bridge(sys, router, *metrics, engine_opts.health);
   backend->tokenizer = model->tokenizer.get();

@@ -31,4 +31,18 @@ std::unique_ptr<LoadedModel> load_model(const std::string& dir_arg, bool need_to
   return m;
 }
 
+std::unique_ptr<DraftModel> load_draft(const LoadedModel& m) {
+  auto d = std::make_unique<DraftModel>();
+  try {
+    d->weights = model::bind_dspark_weights(m.checkpoint, m.config);
+  } catch (const Error& e) {
+    TROUPE_FAIL("speculative-config: method \"dspark\" needs the checkpoint's DSpark draft "
+                "(mtp.* tensors, MODEL.md 8): " << e.what());
+  }
+  d->forward = std::make_unique<model::Forward>(m.config, m.weights, &d->weights);
+  d->draft = std::make_unique<model::DsparkDraft>(m.config, m.weights, d->weights);
+  d->drafter = std::make_unique<runtime::DsparkDrafter>(*d->draft);
+  return d;
+}
+
 }  // namespace troupe::cli

@@ -6,10 +6,12 @@
 #include <string>
 
 #include "model/config.h"
+#include "model/dspark_draft.h"
 #include "model/forward.h"
 #include "model/safetensors.h"
 #include "model/tokenizer.h"
 #include "model/weights.h"
+#include "runtime/speculative/dspark_drafter.h"
 
 namespace troupe::cli {
 
@@ -24,5 +26,18 @@ struct LoadedModel {
 
 // Loads and validates; with an empty dir uses the built-in tiny model.
 std::unique_ptr<LoadedModel> load_model(const std::string& dir, bool need_tokenizer);
+
+// The checkpoint's DSpark draft (MODEL.md §8) ready for the engine: a target Forward that
+// fills the feature rings, the draft network and the drafter over it. Borrows the model's
+// weights: `m` must outlive it.
+struct DraftModel {
+  model::DsparkWeights weights;
+  std::unique_ptr<model::Forward> forward;  // the target, with the draft's feature taps
+  std::unique_ptr<model::DsparkDraft> draft;
+  std::unique_ptr<runtime::DsparkDrafter> drafter;
+};
+
+// Throws troupe::Error naming speculative-config when the checkpoint has no DSpark draft.
+std::unique_ptr<DraftModel> load_draft(const LoadedModel& m);
 
 }  // namespace troupe::cli

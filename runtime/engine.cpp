@@ -14,6 +14,8 @@ KvCacheConfig prepare_engine(const model::ModelConfig& m, EngineConfig& config) 
   config.scheduler.chunk_lookback_tokens = std::max<int64_t>(0, m.engram_max_ngram_size - 1);
   if (config.speculative.enabled()) {
     config.scheduler.num_speculative_tokens = config.speculative.num_speculative_tokens;
+    config.scheduler.adaptive_speculation = config.speculative.adaptive;
+    config.scheduler.speculation_seed = config.speculative.step_seconds;
     // The drafter reads the anchor token, the one before the chunk.
     config.scheduler.chunk_lookback_tokens = std::max<int64_t>(config.scheduler.chunk_lookback_tokens, 1);
   }

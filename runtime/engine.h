@@ -91,6 +91,8 @@ class Engine {
   const Scheduler& scheduler() const { return *scheduler_; }
   // Steps, preemptions, tokens and where the time went, with the state as of now.
   EngineFigures figures() const;
+  // The online cost table (speculative-config "adaptive"), else nullptr.
+  const DraftLengthChooser* draft_length() const { return pipeline_->draft_length(); }
 
  private:
   EngineConfig config_;

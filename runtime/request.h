@@ -93,6 +93,8 @@ struct Request {
   // positions [num_tokens, num_tokens + this) and a next plan may already decode them; the
   // executor fills in their ids. At most one with one plan in flight.
   int64_t num_placeholders = 0;
+  // Of those, from speculative chunks: where the next chunk starts is unknown until they ran.
+  int64_t num_speculative_in_flight = 0;
   int64_t num_cached_tokens = 0;    // prefix-cache hit at the last admission
   // Window snapshots: the snapshot slot the next chunk restores its rings from (a hit on
   // one at admission), and the chunks planned with a snapshot copy that update() has not

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <string>
 
 #include "kernels/check.h"
 #include "runtime/speculative/oracle_drafter.h"
@@ -13,7 +14,17 @@ namespace {
 struct Timed {
   SpeculativeBenchRow row;
   std::map<runtime::RequestId, std::vector<int32_t>> outputs;
+  std::vector<runtime::StepTimeSample> table;  // adaptive: the measured cells at the batch
 };
+
+// The cost table's measured cells at `batch`.
+std::vector<runtime::StepTimeSample> measured_cells(const runtime::DraftLengthChooser& c,
+                                                    int64_t batch) {
+  std::vector<runtime::StepTimeSample> out;
+  for (int64_t k = 0; k <= c.table().kmax(); ++k)
+    if (c.table().measured(batch, k)) out.push_back({batch, k, *c.table().estimate(batch, k)});
+  return out;
+}
 
 // B requests prefilled (untimed: until every request has its first token), then decoded
 // to the end (timed).
@@ -48,66 +59,126 @@ Timed run_once(const model::Forward& forward, runtime::EngineConfig config,
   const int64_t drafts = after.spec_num_drafts - before.spec_num_drafts;
   const int64_t accepted = after.spec_num_accepted_tokens - before.spec_num_accepted_tokens;
   t.row.mean_accepted_length = drafts ? 1.0 + double(accepted) / double(drafts) : 1.0;
+  t.row.steps_by_k = after.spec_steps_by_k;
+  for (size_t k = 0; k < before.spec_steps_by_k.size(); ++k)
+    t.row.steps_by_k[k] -= before.spec_steps_by_k[k];
+  if (const runtime::DraftLengthChooser* c = engine.draft_length())
+    t.table = measured_cells(*c, t.row.batch);
   return t;
+}
+
+// One batch size: plain, the oracle at each p (and adaptive), DSpark (and adaptive).
+// Verification is exact: every run must give the plain run's tokens.
+void run_batch(const model::Forward& forward, const SpeculativeBenchShape& shape,
+               const runtime::EngineConfig& plain_config, const DsparkBench& dspark,
+               const std::vector<std::vector<int32_t>>& prompts, SpeculativeBenchResult& out) {
+  const int64_t vocab = forward.config().vocab_size;
+  const Timed plain = run_once(forward, plain_config, nullptr, prompts, shape.new_tokens);
+  out.rows.push_back(plain.row);
+  out.rows.back().mode = "plain";
+  std::vector<runtime::StepTimeSample> table;
+  auto spec = [&](const std::string& mode, const model::Forward& f, runtime::SpeculativeConfig sc,
+                  const runtime::Drafter& drafter) {
+    runtime::EngineConfig c = plain_config;
+    c.speculative = sc;
+    Timed t = run_once(f, c, &drafter, prompts, shape.new_tokens);
+    TROUPE_CHECK(t.outputs == plain.outputs, "bench forward --speculative: batch ",
+                 prompts.size(), ", ", mode, ": the speculative tokens differ from plain decoding");
+    t.row.mode = mode;
+    out.rows.push_back(t.row);
+    if (!t.table.empty()) table = t.table;
+  };
+  for (double p : shape.acceptance) {
+    runtime::OracleDrafter oracle(p, vocab, shape.seed);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      std::vector<int32_t> seq = prompts[i];
+      const auto& o = plain.outputs.at(static_cast<runtime::RequestId>(i));
+      seq.insert(seq.end(), o.begin(), o.end());
+      oracle.set_sequence(static_cast<runtime::RequestId>(i), std::move(seq));
+    }
+    char label[32];
+    std::snprintf(label, sizeof label, "oracle p=%.1f", p);
+    spec(label, forward, {"oracle", shape.k, p}, oracle);
+    if (!shape.adaptive) continue;
+    std::snprintf(label, sizeof label, "adaptive p=%.1f", p);
+    runtime::SpeculativeConfig adaptive{"oracle", shape.k, p};
+    adaptive.adaptive = true;
+    spec(label, forward, adaptive, oracle);
+  }
+  if (shape.adaptive && dspark.drafter != nullptr) {
+    spec("dspark k=" + std::to_string(shape.k), *dspark.forward, {"dspark", shape.k, 1.0},
+         *dspark.drafter);
+    runtime::SpeculativeConfig adaptive{"dspark", shape.k, 1.0};
+    adaptive.adaptive = true;
+    spec("dspark adaptive", *dspark.forward, adaptive, *dspark.drafter);
+  }
+  out.step_seconds.insert(out.step_seconds.end(), table.begin(), table.end());
 }
 
 }  // namespace
 
-std::vector<SpeculativeBenchRow> run_speculative_bench(const model::Forward& forward,
-                                                       const SpeculativeBenchShape& shape,
-                                                       const EngineBenchConfig& config) {
+SpeculativeBenchResult run_speculative_bench(const model::Forward& forward,
+                                             const SpeculativeBenchShape& shape,
+                                             const EngineBenchConfig& config,
+                                             const DsparkBench& dspark) {
   warm_up(forward, config);
-  std::vector<SpeculativeBenchRow> rows;
+  SpeculativeBenchResult out;
   const int64_t vocab = forward.config().vocab_size;
   for (int64_t B : shape.batches) {
     EngineBenchConfig c = config;
     c.max_running = std::max(c.max_running, B);
-    const runtime::EngineConfig plain_config = make_engine_config(forward.config(), c, false);
     std::vector<std::vector<int32_t>> prompts;
     for (int64_t b = 0; b < B; ++b)
       prompts.push_back(random_tokens(shape.context, vocab, shape.seed + uint64_t(b)));
-    const Timed plain = run_once(forward, plain_config, nullptr, prompts, shape.new_tokens);
-    rows.push_back(plain.row);
-    for (double p : shape.acceptance) {
-      runtime::OracleDrafter oracle(p, vocab, shape.seed);
-      for (size_t i = 0; i < prompts.size(); ++i) {
-        std::vector<int32_t> seq = prompts[i];
-        const auto& out = plain.outputs.at(static_cast<runtime::RequestId>(i));
-        seq.insert(seq.end(), out.begin(), out.end());
-        oracle.set_sequence(static_cast<runtime::RequestId>(i), std::move(seq));
-      }
-      runtime::EngineConfig spec = plain_config;
-      spec.speculative = {"oracle", shape.k, p};
-      Timed t = run_once(forward, spec, &oracle, prompts, shape.new_tokens);
-      // Verification is exact: the oracle run must give the plain run's tokens.
-      TROUPE_CHECK(t.outputs == plain.outputs, "bench forward --speculative: batch ", B,
-                   ", p ", p, ": the speculative tokens differ from plain decoding");
-      t.row.p = p;
-      rows.push_back(t.row);
-    }
+    run_batch(forward, shape, make_engine_config(forward.config(), c, false), dspark, prompts, out);
   }
-  return rows;
+  return out;
+}
+
+// "55/0/1/4": decode steps at k = 0, 1, ...; "-" for plain decoding.
+static std::string steps_by_k_text(const std::vector<int64_t>& by_k) {
+  if (by_k.empty()) return "-";
+  std::string s;
+  for (size_t k = 0; k < by_k.size(); ++k) s += (k ? "/" : "") + std::to_string(by_k[k]);
+  return s;
 }
 
 void print_speculative_table(const std::vector<SpeculativeBenchRow>& rows) {
-  std::printf("%-6s %-14s %8s %10s %13s %14s %14s %8s\n", "batch", "mode", "steps", "tok/step",
-              "accept len", "tok/s/user", "tok/s total", "speedup");
+  std::printf("%-6s %-16s %8s %10s %13s %14s %14s %8s  %s\n", "batch", "mode", "steps",
+              "tok/step", "accept len", "tok/s/user", "tok/s total", "speedup", "steps by k");
   double plain_rate = 0;
   for (const SpeculativeBenchRow& r : rows) {
     const double total = r.decode_seconds > 0 ? double(r.tokens) / r.decode_seconds : 0;
     const double per_user = total / double(r.batch);
-    if (r.p < 0) plain_rate = per_user;
-    char mode[32];
-    if (r.p < 0)
-      std::snprintf(mode, sizeof mode, "plain");
-    else
-      std::snprintf(mode, sizeof mode, "oracle p=%.1f", r.p);
-    std::printf("%-6lld %-14s %8lld %10.3f %13.3f %14.1f %14.1f %7.2fx\n",
-                static_cast<long long>(r.batch), mode, static_cast<long long>(r.decode_steps),
+    if (r.mode == "plain") plain_rate = per_user;
+    std::printf("%-6lld %-16s %8lld %10.3f %13.3f %14.1f %14.1f %7.2fx  %s\n",
+                static_cast<long long>(r.batch), r.mode.c_str(),
+                static_cast<long long>(r.decode_steps),
                 r.decode_steps ? double(r.tokens) / double(r.decode_steps * r.batch) : 0.0,
                 r.mean_accepted_length, per_user, total,
-                plain_rate > 0 ? per_user / plain_rate : 0.0);
+                plain_rate > 0 ? per_user / plain_rate : 0.0,
+                steps_by_k_text(r.steps_by_k).c_str());
   }
+}
+
+std::string step_seconds_json(std::span<const runtime::StepTimeSample> samples, int64_t kmax) {
+  std::map<int64_t, std::vector<double>> by_batch;
+  for (const runtime::StepTimeSample& s : samples) {
+    auto& v = by_batch[s.batch];
+    if (static_cast<int64_t>(v.size()) == s.k) v.push_back(s.seconds);
+  }
+  std::string out = "{";
+  for (const auto& [batch, times] : by_batch) {
+    if (static_cast<int64_t>(times.size()) != kmax + 1) continue;
+    out += (out.size() > 1 ? ", \"" : "\"") + std::to_string(batch) + "\": [";
+    for (size_t k = 0; k < times.size(); ++k) {
+      char t[32];
+      std::snprintf(t, sizeof t, "%s%.6g", k ? ", " : "", times[k]);
+      out += t;
+    }
+    out += "]";
+  }
+  return out + "}";
 }
 
 }  // namespace troupe::bench

@@ -3,10 +3,16 @@
 // ORACLE (runtime/speculative/oracle_drafter.h): the target's own greedy continuation
 // (taken from the plain run), each token kept with probability p, so both the machinery's
 // overhead and its speed-up at a known acceptance are measured on any checkpoint (the
-// tiny random draft accepts nothing). Figures only, never pass/fail.
+// tiny random draft accepts nothing). With `adaptive` also the online cost table
+// (speculative-config "adaptive": k per step in 0..k) on each oracle p, and the real DSpark
+// draft with fixed k and adaptive, when the checkpoint has one: its random tiny draft
+// accepts nothing, so the adaptive row measures what noticing that costs against plain.
+// Figures only, never pass/fail.
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "bench/engine/engine_setup.h"
@@ -20,22 +26,41 @@ struct SpeculativeBenchShape {
   int64_t context = 64;     // prompt tokens per request
   int64_t new_tokens = 64;  // output tokens per request
   uint64_t seed = 99;
+  bool adaptive = false;
+};
+
+// The checkpoint's DSpark draft for the bench: the target Forward that fills its feature
+// rings and the drafter (both outlive the run).
+struct DsparkBench {
+  const model::Forward* forward = nullptr;
+  const runtime::Drafter* drafter = nullptr;
 };
 
 struct SpeculativeBenchRow {
   int64_t batch = 0;
-  double p = -1;              // < 0: plain decoding
+  std::string mode;           // "plain", "oracle p=0.6", "adaptive p=0.6", "dspark k=3", ...
   int64_t decode_steps = 0;   // steps after the prefill steps
   double decode_seconds = 0;  // wall time of those steps
   int64_t tokens = 0;         // output tokens after each request's first
   double mean_accepted_length = 0;  // tokens per speculative verify (1 + accepted / drafts)
+  std::vector<int64_t> steps_by_k;  // decode steps by draft limit (EngineFigures::spec_steps_by_k)
 };
 
-// Plain, then one oracle run per p, for each batch size.
-std::vector<SpeculativeBenchRow> run_speculative_bench(const model::Forward& forward,
-                                                       const SpeculativeBenchShape& shape,
-                                                       const EngineBenchConfig& config);
+struct SpeculativeBenchResult {
+  std::vector<SpeculativeBenchRow> rows;
+  // The adaptive runs' measured step times (the DSpark one's when there is one), as the
+  // speculative-config "step_seconds" seed; empty without `adaptive`.
+  std::vector<runtime::StepTimeSample> step_seconds;
+};
+
+// Plain, then one oracle run per p (and the adaptive and DSpark runs), for each batch size.
+SpeculativeBenchResult run_speculative_bench(const model::Forward& forward,
+                                             const SpeculativeBenchShape& shape,
+                                             const EngineBenchConfig& config,
+                                             const DsparkBench& dspark = {});
 
 void print_speculative_table(const std::vector<SpeculativeBenchRow>& rows);
+// {"<batch>": [T(b, 0), ..., T(b, k)]} of the batches whose every k was measured.
+std::string step_seconds_json(std::span<const runtime::StepTimeSample> samples, int64_t kmax);
 
 }  // namespace troupe::bench

@@ -255,6 +255,7 @@ class ActorBridge : public EngineBridge {
       e.balance_before.set(s.eplb_balance_before);
       e.balance_after.set(s.eplb_balance_after);
     }
+    advance_spec_decode(s);
     if (s.per_rank.empty()) return observe_steps(s, seen_.steps);
     // R ranks: each numbers its own steps, so each has its own cursor.
     seen_rank_steps_.resize(s.per_rank.size(), 0);
@@ -277,6 +278,25 @@ class ActorBridge : public EngineBridge {
       metrics_.scheduler_step_time.observe(step.plan_seconds);
     }
     seen = std::max(seen, f.steps);
+  }
+
+  // The speculative-decoding counts since the last scrape (vLLM's spec_decode_* series).
+  void advance_spec_decode(const runtime::EngineFigures& s) {
+    auto delta = [](int64_t now, int64_t& seen) {
+      const int64_t d = std::max<int64_t>(0, now - seen);
+      seen = std::max(seen, now);
+      return d;
+    };
+    const std::vector<int64_t>& now = s.spec_accepted_per_pos;
+    std::vector<int64_t>& seen = seen_.spec_accepted_per_pos;
+    seen.resize(std::max(now.size(), seen.size()), 0);
+    std::vector<int64_t> per_pos(now.size(), 0);
+    for (size_t i = 0; i < now.size(); ++i) per_pos[i] = delta(now[i], seen[i]);
+    const int64_t drafts = delta(s.spec_num_drafts, seen_.spec_num_drafts);
+    const int64_t draft_tokens = delta(s.spec_num_draft_tokens, seen_.spec_num_draft_tokens);
+    const int64_t accepted = delta(s.spec_num_accepted_tokens, seen_.spec_num_accepted_tokens);
+    if (drafts > 0 || draft_tokens > 0 || accepted > 0)
+      metrics_.record_spec_decode(drafts, draft_tokens, accepted, per_pos);
   }
 
   static void advance(metrics::Counter& c, int64_t now, int64_t& seen) {

@@ -14,6 +14,7 @@ Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager& kv, int32_t 
                      const model::Tokenizer* tokenizer)
     : config_(config), kv_(kv) {
   config_.validate();
+  draft_limit_ = config_.num_speculative_tokens;
   limits_.eos_token_id = eos_token_id;
   limits_.max_model_len = config_.max_model_len;
   limits_.tokenizer = tokenizer;
@@ -64,6 +65,7 @@ void Scheduler::abort(RequestId id) {
 StepPlan Scheduler::schedule() {
   StepPlan plan;
   plan.step = step_++;
+  plan.draft_limit = draft_limit_;
   plan.finished = std::exchange(finished_since_plan_, {});
   StepBudget budget(config_);
   schedule_running(plan, budget, /*decodes=*/true);
@@ -102,14 +104,18 @@ void Scheduler::schedule_running(StepPlan& plan, StepBudget& budget, bool decode
 
 // Greedy and sampled requests alike: verification draws each token as plain decoding
 // would (Executor::verify), so sampling stays exact.
-bool Scheduler::speculates(const Request& r) const { return config_.num_speculative_tokens > 0; }
+bool Scheduler::speculates(const Request& r) const { return draft_limit_ > 0; }
+
+void Scheduler::set_draft_limit(int64_t k) {
+  draft_limit_ = std::clamp<int64_t>(k, 0, config_.num_speculative_tokens);
+}
 
 // Drafts a speculating decode verifies: k, cut so that the accepted drafts and the
 // target's token fit max_tokens, max_model_len and the step's token budget (the decode's
 // own token is already taken out of tokens_left).
 int64_t Scheduler::num_draft_tokens(const Request& r, const StepBudget& budget) const {
   if (!speculates(r)) return 0;
-  const int64_t k = std::min({config_.num_speculative_tokens,
+  const int64_t k = std::min({draft_limit_,
                               r.params.max_tokens - r.num_output_tokens() - 1,
                               config_.max_model_len - r.num_tokens() - 1, budget.tokens_left - 1});
   return std::max<int64_t>(0, k);
@@ -184,7 +190,9 @@ bool Scheduler::reserve(Request& r, int64_t total_tokens, StepPlan& plan, StepBu
 // a decode planned past them is dropped then (one wasted row, as vLLM's async scheduling).
 bool Scheduler::may_decode_ahead(const Request& r) const {
   if (r.num_placeholders == 0) return true;
-  if (speculates(r)) return false;  // where its next decode starts depends on the accepted count
+  // Where its next decode starts depends on the accepted count (of a speculative chunk in
+  // flight); a decode that would speculate waits for its bonus token.
+  if (speculates(r) || r.num_speculative_in_flight > 0) return false;
   if (r.num_placeholders > 1) return false;  // one plan ahead at most (lookback stays known)
   return r.num_output_tokens_planned() < r.params.max_tokens &&
          r.num_tokens_planned() < config_.max_model_len;
@@ -218,6 +226,7 @@ void Scheduler::preempt(Request& r, StepPlan& plan, StepBudget& budget) {
   r.restore_slot = -1;
   r.num_computed_tokens = 0;  // recompute prompt and output; a prefix hit may shorten it
   r.num_placeholders = 0;     // the plan in flight's sample is dropped (a stale generation)
+  r.num_speculative_in_flight = 0;
   r.num_cached_tokens = 0;
   ++r.num_preemptions;
   waiting_.emplace(queue_key(r), &r);
@@ -269,6 +278,7 @@ void Scheduler::finalize(StepPlan& plan) {
     // Drafts are computed only once accepted (update()).
     r.num_computed_tokens = c.end() - c.num_draft_tokens;
     if (c.sample) ++r.num_placeholders;
+    if (c.num_draft_tokens > 0) ++r.num_speculative_in_flight;
     plan.num_tokens += c.num_tokens;
     if (c.prefill) plan.prefill_context_read += c.end();
   }
@@ -330,6 +340,7 @@ std::vector<RequestOutput> Scheduler::update(const StepPlan& plan,
     r.snapshot_writes_in_flight -= c.snapshot_slot >= 0;
     if (r.status != RequestStatus::Running || r.num_preemptions != c.generation) continue;
     if (c.sample) --r.num_placeholders;
+    if (c.num_draft_tokens > 0) --r.num_speculative_in_flight;
     kv_.commit_full_blocks(r.id, r.tokens, c.end() - c.num_draft_tokens);
     if (c.snapshot_slot >= 0) kv_.note_snapshot(r.id, c.end());
     if (!c.sample) continue;

@@ -72,6 +72,12 @@ class Scheduler {
   std::vector<RequestId> running_ids() const;
   std::vector<RequestId> waiting_ids() const;  // in admission order, then unforked siblings
   const SchedulerConfig& config() const { return config_; }
+  int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
+  // Speculative decoding: the drafts a decode may verify from the next plan on, clamped to
+  // [0, config.num_speculative_tokens] (the online cost table's choice; 0: plain decodes,
+  // which may then be planned ahead again under async scheduling).
+  void set_draft_limit(int64_t k);
+  int64_t draft_limit() const { return draft_limit_; }
 
  private:
   using QueueKey = std::pair<int64_t, uint64_t>;  // (priority or 0, arrival)
@@ -98,6 +104,7 @@ class Scheduler {
   void release(Request& r);
 
   SchedulerConfig config_;
+  int64_t draft_limit_ = 0;
   KvCacheManager& kv_;
   StopLimits limits_;
   uint64_t next_arrival_ = 0;

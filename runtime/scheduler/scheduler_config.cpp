@@ -20,6 +20,8 @@ void SchedulerConfig::validate() const {
                num_speculative_tokens);
   TROUPE_CHECK(num_speculative_tokens == 0 || chunk_lookback_tokens >= 1,
                "speculative decoding needs chunk_lookback_tokens >= 1 (the anchor token)");
+  TROUPE_CHECK(!adaptive_speculation || num_speculative_tokens > 0,
+               "adaptive speculation needs num_speculative_tokens > 0");
   TROUPE_CHECK(snapshot_block_size >= 0, "snapshot_block_size must be >= 0, got ",
                snapshot_block_size);
 }

@@ -2,6 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
+
+#include "runtime/speculative/draft_length.h"
 
 namespace troupe::runtime {
 
@@ -33,6 +36,11 @@ struct SchedulerConfig {
   // 0: off. Speculating requests are not decoded ahead (the accepted count is unknown
   // until the step ran). The engine sets it from its SpeculativeConfig.
   int64_t num_speculative_tokens = 0;
+  // Online cost table (runtime/speculative/draft_length.h): the StepPipeline picks each
+  // step's draft limit in 0..num_speculative_tokens from measured step times and the
+  // running acceptance; speculation_seed: step times of a bench run to start from.
+  bool adaptive_speculation = false;
+  std::vector<StepTimeSample> speculation_seed;
 
   void validate() const;  // throws troupe::Error naming the bad field
 };

@@ -88,6 +88,7 @@ struct StepPlan {
   int64_t num_tokens = 0;            // Σ chunk num_tokens <= max_num_batched_tokens
   int64_t prefill_context_read = 0;  // Σ over prefill chunks of end()
   int64_t num_admitted = 0;
+  int64_t draft_limit = 0;           // speculative decoding: the step's k (chunks' drafts <= it)
 
   bool empty() const { return chunks.empty(); }
 };

@@ -2,6 +2,11 @@
 
 namespace troupe::runtime {
 
+void add_counts(std::vector<int64_t>& to, std::span<const int64_t> from) {
+  if (to.size() < from.size()) to.resize(from.size(), 0);
+  for (size_t i = 0; i < from.size(); ++i) to[i] += from[i];
+}
+
 EngineFigures sum_figures(std::span<const EngineFigures> ranks) {
   EngineFigures s;
   for (const EngineFigures& r : ranks) {
@@ -30,10 +35,8 @@ EngineFigures sum_figures(std::span<const EngineFigures> ranks) {
     s.spec_num_drafts += r.spec_num_drafts;
     s.spec_num_draft_tokens += r.spec_num_draft_tokens;
     s.spec_num_accepted_tokens += r.spec_num_accepted_tokens;
-    if (s.spec_accepted_per_pos.size() < r.spec_accepted_per_pos.size())
-      s.spec_accepted_per_pos.resize(r.spec_accepted_per_pos.size(), 0);
-    for (size_t i = 0; i < r.spec_accepted_per_pos.size(); ++i)
-      s.spec_accepted_per_pos[i] += r.spec_accepted_per_pos[i];
+    add_counts(s.spec_accepted_per_pos, r.spec_accepted_per_pos);
+    add_counts(s.spec_steps_by_k, r.spec_steps_by_k);
     if (r.eplb_rebalances > s.eplb_rebalances) {  // the ranks switch together: the latest
       s.eplb_rebalances = r.eplb_rebalances;
       s.eplb_balance_before = r.eplb_balance_before;

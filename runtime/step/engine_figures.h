@@ -55,6 +55,9 @@ struct EngineFigures {
   // placement before and after the last switch. The same on every rank of an instance.
   int64_t eplb_rebalances = 0;
   double eplb_balance_before = 0, eplb_balance_after = 0;
+  // Steps with speculating decodes by their draft limit k (index k; the online cost
+  // table's choices when adaptive, else all at num_speculative_tokens).
+  std::vector<int64_t> spec_steps_by_k;
 
   // --- where the time went, summed over steps. Planning and updating in CPU seconds of
   // the thread that does them (single threaded, so immune to a busy machine); running in
@@ -78,5 +81,8 @@ struct EngineFigures {
 // kv_usage the used share of all ranks' blocks, recent_steps left empty (each rank
 // numbers its own steps: per-step readers take them from per_rank), per_rank = ranks.
 EngineFigures sum_figures(std::span<const EngineFigures> ranks);
+
+// to[i] += from[i], growing `to` to from's length (per-position counts).
+void add_counts(std::vector<int64_t>& to, std::span<const int64_t> from);
 
 }  // namespace troupe::runtime

@@ -2,6 +2,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -27,18 +28,40 @@ void record_plan(EngineFigures& f, const StepPlan& plan, double plan_seconds) {
   if (f.recent_steps.size() > EngineFigures::kMaxRecentSteps) f.recent_steps.pop_front();
 }
 
-// The drafts verified in a step and how many of each position were accepted.
-void record_speculation(EngineFigures& f, std::span<const SampledChunk> sampled) {
-  for (const SampledChunk& s : sampled) {
-    if (s.num_draft_tokens <= 0) continue;
-    const auto accepted = static_cast<int64_t>(s.tokens.size()) - 1;
+// The drafts verified in a step and how many of each position were accepted; a step
+// with decodes counts under its draft limit.
+void record_speculation(EngineFigures& f, const StepPlan& plan, const StepOutcome& outcome) {
+  for (const auto& [drafted, accepted] : outcome.drafts) {
     f.spec_num_drafts += 1;
-    f.spec_num_draft_tokens += s.num_draft_tokens;
+    f.spec_num_draft_tokens += drafted;
     f.spec_num_accepted_tokens += accepted;
-    if (static_cast<int64_t>(f.spec_accepted_per_pos.size()) < s.num_draft_tokens)
-      f.spec_accepted_per_pos.resize(size_t(s.num_draft_tokens), 0);
+    if (static_cast<int64_t>(f.spec_accepted_per_pos.size()) < drafted)
+      f.spec_accepted_per_pos.resize(size_t(drafted), 0);
     for (int64_t j = 0; j < accepted; ++j) f.spec_accepted_per_pos[size_t(j)] += 1;
   }
+  if (outcome.batch == 0) return;
+  if (static_cast<int64_t>(f.spec_steps_by_k.size()) <= plan.draft_limit)
+    f.spec_steps_by_k.resize(size_t(plan.draft_limit + 1), 0);
+  f.spec_steps_by_k[size_t(plan.draft_limit)] += 1;
+}
+
+// What the step tells the cost table: its decodes, the drafts they verified (k: the most
+// any chunk drafted, as the time was spent on those), whether the time is theirs alone.
+StepOutcome step_outcome(const StepPlan& plan, std::span<const SampledChunk> sampled,
+                         double seconds) {
+  StepOutcome o;
+  o.seconds = seconds;
+  o.limit = plan.draft_limit;
+  for (size_t i = 0; i < sampled.size(); ++i) {
+    const ScheduledChunk& c = plan.chunks[i];
+    if (c.prefill || c.fork) o.decode_only = false;
+    else o.batch += 1;
+    if (sampled[i].num_draft_tokens <= 0) continue;
+    o.k = std::max(o.k, sampled[i].num_draft_tokens);
+    o.drafts.emplace_back(sampled[i].num_draft_tokens,
+                          static_cast<int64_t>(sampled[i].tokens.size()) - 1);
+  }
+  return o;
 }
 
 }  // namespace
@@ -46,11 +69,16 @@ void record_speculation(EngineFigures& f, std::span<const SampledChunk> sampled)
 StepPipeline::StepPipeline(Scheduler& scheduler, EngineFigures& figures, int depth)
     : scheduler_(scheduler), figures_(figures), depth_(depth) {
   TROUPE_CHECK(depth >= 1, "StepPipeline: depth must be >= 1, got ", depth);
+  const SchedulerConfig& c = scheduler.config();
+  if (c.adaptive_speculation)
+    chooser_ = std::make_unique<DraftLengthChooser>(c.num_speculative_tokens, c.max_num_running,
+                                                    c.speculation_seed);
 }
 
 const StepPlan* StepPipeline::plan_next(std::vector<RequestOutput>& outputs) {
   if (in_flight() >= depth_) return nullptr;
   const double t0 = thread_cpu_seconds();
+  if (chooser_) scheduler_.set_draft_limit(chooser_->choose(scheduler_.num_running()));
   StepPlan plan = scheduler_.schedule();
   record_plan(figures_, plan, thread_cpu_seconds() - t0);
   if (plan.empty()) {
@@ -66,7 +94,11 @@ std::vector<RequestOutput> StepPipeline::complete(std::span<const SampledChunk> 
                                                   double run_seconds) {
   TROUPE_CHECK(!in_flight_.empty(), "StepPipeline::complete: no plan in flight");
   figures_.rank_busy_seconds += run_seconds;
-  record_speculation(figures_, sampled);
+  if (scheduler_.config().num_speculative_tokens > 0) {
+    const StepOutcome outcome = step_outcome(in_flight_.front(), sampled, run_seconds);
+    record_speculation(figures_, in_flight_.front(), outcome);
+    if (chooser_) chooser_->observe(outcome);
+  }
   const double t0 = thread_cpu_seconds();
   std::vector<RequestOutput> outputs = scheduler_.update(in_flight_.front(), sampled);
   figures_.update_cpu_s += thread_cpu_seconds() - t0;

@@ -16,11 +16,13 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "runtime/scheduler/scheduler.h"
+#include "runtime/speculative/draft_length.h"
 #include "runtime/step/engine_figures.h"
 
 namespace troupe::runtime {
@@ -52,12 +54,15 @@ class StepPipeline {
   const StepPlan& oldest() const { return in_flight_.front(); }
   int in_flight() const { return static_cast<int>(in_flight_.size()); }
   bool busy() const { return !in_flight_.empty() || scheduler_.has_unfinished(); }
+  // The online cost table (SchedulerConfig::adaptive_speculation), else nullptr.
+  const DraftLengthChooser* draft_length() const { return chooser_.get(); }
 
  private:
   Scheduler& scheduler_;
   EngineFigures& figures_;
   int depth_;
   std::deque<StepPlan> in_flight_;  // planned and handed out, not completed; oldest first
+  std::unique_ptr<DraftLengthChooser> chooser_;
 };
 
 // The figures with the state fields filled in from the scheduler and its KV cache, and

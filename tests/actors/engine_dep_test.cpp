@@ -348,5 +348,28 @@ TEST_F(DepActors, ADeadRankRestartsTheWholeInstance) {
   EXPECT_EQ(f.used_blocks, 0);
 }
 
+// An abort that reaches the supervisor while it still probes the ranks for the request
+// (sent right behind the generate) follows the request to its rank: not lost.
+TEST_F(DepActors, AnAbortWhileTheRequestIsRoutedEndsIt) {
+  start(2, dep_config(true));
+  caf::scoped_actor self{sys_};
+  self->send(engine_, generate_atom::value,
+             GenerateRequest{4, random_tokens(12, 41), greedy(300), {}}, caf::actor{self});
+  self->send(engine_, abort_atom::value, RequestId{4});
+  std::string reason;
+  while (reason.empty()) {
+    bool got = false;
+    self->receive(
+        [&](token_atom, const TokenEvent& e) {
+          got = true;
+          if (e.output.finished()) reason = std::string(e.output.finish_reason());
+        },
+        caf::after(std::chrono::seconds(60)) >> [] {});
+    if (!got) break;
+  }
+  EXPECT_EQ(reason, "abort");
+  EXPECT_EQ(stats().used_blocks, 0);
+}
+
 }  // namespace
 }  // namespace troupe::actors

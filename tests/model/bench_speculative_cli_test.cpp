@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/speculative/speculative_config.h"
 #include "support/golden.h"
 #include "support/run_troupe.h"
 
@@ -43,6 +44,29 @@ TEST(BenchSpeculativeCli, PlainAndOracleRowsPerBatch) {
   EXPECT_LT(std::stoll(rows[1][3]), std::stoll(rows[0][2])) << "fewer steps than plain";
   EXPECT_EQ(rows[2][0], "3");
   EXPECT_EQ(rows[3][0], "3");
+}
+
+// --adaptive: per batch also the online cost table on each p and the golden checkpoint's
+// DSpark draft with fixed and adaptive k (the bench throws if any run's tokens differ from
+// plain decoding), then the measured step times as a speculative-config seed that parses.
+TEST(BenchSpeculativeCli, AdaptiveAndDsparkRowsAndASeed) {
+  const RunResult r = run_troupe("bench forward --speculative --adaptive --model " + golden_dir() +
+                                 " --batches 2 --acceptance 0.9 --context 8 --new-tokens 12");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto rows = rows_starting_with_a_number(r.out);
+  ASSERT_EQ(rows.size(), 5u) << r.out;
+  const std::vector<std::string> modes = {"plain", "oracle p=0.9", "adaptive p=0.9", "dspark k=3",
+                                          "dspark adaptive"};
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i][0], "2");
+    EXPECT_EQ(i == 0 ? rows[i][1] : rows[i][1] + " " + rows[i][2], modes[i]) << r.out;
+  }
+  const size_t at = r.out.find("\"step_seconds\": ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const std::string seed = r.out.substr(at, r.out.find('\n', at) - at);
+  const runtime::SpeculativeConfig c = runtime::parse_speculative_config(
+      R"({"method": "dspark", "num_speculative_tokens": 3, "adaptive": true, )" + seed + "}");
+  EXPECT_EQ(c.step_seconds.size(), 4u) << seed;  // batch 2, k = 0..3
 }
 
 TEST(BenchSpeculativeCli, BadFlagsExitTwo) {

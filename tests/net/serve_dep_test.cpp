@@ -45,13 +45,7 @@ class ServeDep : public DaemonSuite<ServeDep> {
 };
 
 std::vector<int32_t> plain_greedy(const std::vector<int32_t>& prompt, int64_t n) {
-  runtime::Engine e(*golden_model().forward, nullptr,
-                    runtime::golden_engine_config(int64_t(16) << 20, true, 8192, 4));
-  e.add_request(0, prompt, runtime::greedy(n));
-  std::vector<int32_t> out;
-  while (e.has_unfinished())
-    for (const auto& o : e.step()) out.insert(out.end(), o.new_tokens.begin(), o.new_tokens.end());
-  return out;
+  return runtime::engine_greedy(*golden_model().forward, prompt, n);
 }
 
 TEST_F(ServeDep, ConcurrentCompletionsGetTheOneRankTokensOverThreeRanks) {

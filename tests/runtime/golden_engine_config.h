@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "runtime/engine.h"
 
@@ -28,6 +29,18 @@ inline RequestParams greedy(int64_t max_tokens) {
   p.max_tokens = max_tokens;
   p.ignore_eos = true;
   return p;
+}
+
+// The plain one-rank Engine's greedy tokens of one request (16 MiB of KV, async, a whole
+// prompt per step): the reference the serve tests compare a daemon's tokens with.
+inline std::vector<int32_t> engine_greedy(const model::Forward& forward,
+                                          const std::vector<int32_t>& prompt, int64_t n) {
+  Engine e(forward, nullptr, golden_engine_config(int64_t(16) << 20, true, 8192, 4));
+  e.add_request(0, prompt, greedy(n));
+  std::vector<int32_t> out;
+  while (e.has_unfinished())
+    for (const auto& o : e.step()) out.insert(out.end(), o.new_tokens.begin(), o.new_tokens.end());
+  return out;
 }
 
 }  // namespace troupe::runtime

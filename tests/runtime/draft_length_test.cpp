@@ -1,0 +1,318 @@
+// The online cost table (runtime/speculative/draft_length.h), directly: given step times
+// and an acceptance rate it picks the k that maximises b * E(k) / T(b, k); it picks 0
+// when drafts are never accepted; it moves when measured times change; it calibrates an
+// unknown batch size by trying every k once and probes at doubling intervals. Then through
+// the StepPipeline with a mocked model whose step time is a table: the plans' draft limits
+// follow the chooser, k = 0 decodes are planned ahead again under async scheduling, and the
+// tokens stay right.
+#include "runtime/speculative/draft_length.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <deque>
+#include <map>
+
+#include "kernels/check.h"
+#include "runtime/kv_cache/kv_cache_manager.h"
+#include "runtime/scheduler/scheduler.h"
+#include "runtime/speculative/speculative_config.h"
+#include "runtime/step/step_pipeline.h"
+
+namespace troupe::runtime {
+namespace {
+
+using Drafts = std::vector<std::pair<int64_t, int64_t>>;
+
+// Steps of `batch` drafts of k = 3, each accepted position by position with rate `a`
+// (deterministically: of 20 drafts, round(20 a^j) reach acceptance at position j).
+void feed_acceptance(DraftLengthChooser& c, double a, int steps) {
+  Drafts d;
+  for (int i = 0; i < 20; ++i) {
+    int64_t m = 0;
+    while (m < 3 && i < std::lround(20 * std::pow(a, double(m + 1)))) ++m;
+    d.emplace_back(3, m);
+  }
+  for (int s = 0; s < steps; ++s) c.observe({3, 20, false, 0, d});  // no time: not decode-only
+}
+
+std::vector<StepTimeSample> row(int64_t batch, std::vector<double> t) {
+  std::vector<StepTimeSample> out;
+  for (size_t k = 0; k < t.size(); ++k) out.push_back({batch, int64_t(k), t[k]});
+  return out;
+}
+
+TEST(AcceptanceTracker, CountsPositionsUpToTheFirstRejection) {
+  AcceptanceTracker t(3, 1.0);  // no forgetting
+  const Drafts d{{3, 1}, {3, 3}, {2, 0}};
+  t.observe(d);
+  // position 1: reached 3, accepted 2; position 2: reached 2 (after an accepted 1),
+  // accepted 1; position 3: reached 1, accepted 1. Prior: +0.5 / +1.
+  EXPECT_DOUBLE_EQ(t.rate(1), 2.5 / 4);
+  EXPECT_DOUBLE_EQ(t.rate(2), 1.5 / 3);
+  EXPECT_DOUBLE_EQ(t.rate(3), 1.5 / 2);
+  EXPECT_DOUBLE_EQ(t.expected_tokens(0), 1.0);
+  EXPECT_DOUBLE_EQ(t.expected_tokens(2), 1 + 2.5 / 4 + (2.5 / 4) * (1.5 / 3));
+}
+
+// A table of (step times at k = 0..3, acceptance) -> the k it must pick.
+TEST(DraftLengthChooser, PicksTheArgmaxOfTokensPerSecond) {
+  struct Case {
+    std::vector<double> times;
+    double acceptance;
+    int64_t want;
+  };
+  const Case cases[] = {
+      {{1.0, 1.1, 1.2, 1.3}, 0.8, 3},     // memory-bound verify: draft all
+      {{1.0, 2.0, 3.0, 4.0}, 0.8, 0},     // compute-bound: a 4-token verify costs 4 steps
+      {{1.0, 1.2, 1.9, 2.6}, 0.8, 1},     // the second draft is not worth its cost
+      {{1.0, 1.1, 1.2, 1.3}, 0.3, 1},     // a poor draft: only the first one pays
+      {{1.0, 1.02, 1.04, 1.06}, 0.0, 0},  // never accepted: plain decoding
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message()
+                 << "acceptance " << c.acceptance << ", T(1, 1) " << c.times[1]);
+    DraftLengthChooser ch(3, 8, row(1, c.times));
+    feed_acceptance(ch, c.acceptance, 200);
+    EXPECT_EQ(ch.best(1), c.want);
+    // The argmax by hand, from the chooser's own rates.
+    double best_rate = 0;
+    int64_t best = -1;
+    for (int64_t k = 0; k <= 3; ++k) {
+      const double r = ch.acceptance().expected_tokens(k) / c.times[size_t(k)];
+      if (r > best_rate) best_rate = r, best = k;
+    }
+    EXPECT_EQ(best, c.want);
+    EXPECT_NEAR(*ch.expected_rate(1, c.want), best_rate, 1e-12);
+  }
+}
+
+TEST(DraftLengthChooser, PicksZeroWhenNothingIsAcceptedAndStillProbes) {
+  DraftLengthChooser ch(3, 8, row(1, {1.0, 1.05, 1.1, 1.15}));
+  EXPECT_EQ(ch.choose(1), 3);  // the prior (one half) says drafting pays
+  for (int s = 0; s < 100; ++s) ch.observe({3, 1, true, 1.15, {{3, 0}}});
+  EXPECT_LT(ch.acceptance().rate(1), 0.05);
+  int64_t drafting = 0;
+  std::vector<int64_t> probes, probe_ks;
+  for (int s = 0; s < 2000; ++s) {
+    const int64_t k = ch.choose(1);
+    if (k > 0) probes.push_back(s), probe_ks.push_back(k);
+    drafting += k > 0;
+    ch.observe({k, 1, true, k == 0 ? 1.0 : 1.05, k > 0 ? Drafts{{k, 0}} : Drafts{}, k});
+  }
+  // Probes (every other k in turn) at doubling intervals up to kLastProbe: few, not none.
+  EXPECT_GE(drafting, 3);
+  EXPECT_LE(drafting, 12);
+  EXPECT_EQ(std::vector<int64_t>(probe_ks.begin(), probe_ks.begin() + 4),
+            (std::vector<int64_t>{1, 2, 3, 1}));
+  for (size_t i = 2; i < probes.size(); ++i)
+    EXPECT_GE(probes[i] - probes[i - 1], probes[i - 1] - probes[i - 2]) << "probe " << i;
+}
+
+// Async scheduling: the plan a probe was chosen for may come out empty (its requests wait
+// for the step in flight); the probe is asked for again until a step of decodes ran it.
+TEST(DraftLengthChooser, AProbeIsAskedForUntilItRan) {
+  DraftLengthChooser ch(3, 8, row(1, {1.0, 2.0, 3.0, 4.0}));
+  int64_t probe = 0;
+  for (int s = 0; s < 100 && probe == 0; ++s) {
+    probe = ch.choose(1);
+    if (probe == 0) ch.observe({0, 1, true, 1.0, {}, 0});
+  }
+  ASSERT_GT(probe, 0);
+  EXPECT_EQ(ch.choose(1), probe);        // its plan was empty: nothing observed
+  ch.observe({0, 1, true, 1.0, {}, 0});  // the step in flight (k = 0) completes
+  EXPECT_EQ(ch.choose(1), probe);
+  ch.observe({probe, 1, true, 2.0, {{probe, 0}}, probe});  // the probe ran
+  EXPECT_EQ(ch.choose(1), 0);
+}
+
+TEST(DraftLengthChooser, MovesWhenTheMeasuredTimesChange) {
+  DraftLengthChooser ch(3, 8, row(4, {1.0, 1.1, 1.2, 1.3}));
+  feed_acceptance(ch, 0.8, 100);
+  EXPECT_EQ(ch.best(4), 3);
+  // Serving measures k = 3 steps at 4 s (the seed was optimistic): the table follows.
+  for (int s = 0; s < 30; ++s) ch.observe({3, 4, true, 4.0, {}});
+  EXPECT_NEAR(*ch.table().estimate(4, 3), 4.0, 0.01);
+  EXPECT_EQ(ch.best(4), 2);
+  for (int s = 0; s < 30; ++s) ch.observe({2, 4, true, 3.0, {}});
+  EXPECT_EQ(ch.best(4), 1);
+  // A step with a prefill in it says nothing about the decodes' time.
+  for (int s = 0; s < 30; ++s) ch.observe({1, 4, false, 50.0, {}});
+  EXPECT_EQ(ch.best(4), 1);
+}
+
+TEST(DraftLengthChooser, CalibratesAnUnknownBatchSizeByTryingEveryK) {
+  DraftLengthChooser ch(3, 64);
+  std::vector<int64_t> tried;
+  for (int s = 0; s < 4; ++s) {
+    const int64_t k = ch.choose(16);
+    tried.push_back(k);
+    ch.observe({k, 16, true, 1.0 + double(k), {}});
+  }
+  EXPECT_EQ(tried, (std::vector<int64_t>{3, 0, 1, 2}));
+  EXPECT_TRUE(ch.table().estimate(20, 2).has_value());   // within a factor of two: shared
+  EXPECT_FALSE(ch.table().estimate(40, 2).has_value());  // beyond: calibrated again
+  EXPECT_EQ(ch.choose(40), 3);
+}
+
+TEST(SpeculativeConfigAdaptive, ParsesTheSeedTable) {
+  const SpeculativeConfig c = parse_speculative_config(
+      R"({"method": "dspark", "num_speculative_tokens": 2, "adaptive": true,
+          "step_seconds": {"1": [0.01, 0.012, 0.014], "8": [0.02, 0.03, 0.04]}})");
+  EXPECT_TRUE(c.adaptive);
+  ASSERT_EQ(c.step_seconds.size(), 6u);
+  EXPECT_EQ(c.step_seconds[4].batch, 8);
+  EXPECT_EQ(c.step_seconds[4].k, 1);
+  EXPECT_DOUBLE_EQ(c.step_seconds[4].seconds, 0.03);
+  EXPECT_EQ(parse_speculative_config(to_json(c)), c);
+  for (const char* bad :
+       {R"({"method": "dspark", "num_speculative_tokens": 2, "adaptive": 1})",
+        R"({"method": "dspark", "num_speculative_tokens": 1, "step_seconds": {"1": [1, 1, 1]}})",
+        R"({"method": "dspark", "num_speculative_tokens": 1, "step_seconds": {"x": [1]}})",
+        R"({"method": "dspark", "num_speculative_tokens": 1, "step_seconds": {"2": [0]}})"})
+    EXPECT_THROW(parse_speculative_config(bad), troupe::Error) << bad;
+}
+
+// --- through the StepPipeline, with a mocked model -------------------------------------
+
+// Four greedy requests; the mocked model's step takes times[k] seconds per step of k
+// drafts and accepts every draft (accept_all) or none; tokens are 7 + position.
+struct Mocked {
+  Mocked(bool async, std::vector<double> times, bool accept_all)
+      : kv(kv_config()),
+        s(config(), kv, 1),
+        pipeline(s, figures, async ? 2 : 1),
+        times(std::move(times)),
+        accept_all(accept_all) {
+    for (RequestId id = 0; id < 4; ++id) {
+      RequestParams p;
+      p.max_tokens = 60;
+      p.ignore_eos = true;
+      std::vector<int32_t> prompt(5 + id, 3);
+      s.add_request(id, prompt, p);
+    }
+  }
+  static KvCacheConfig kv_config() {
+    KvCacheConfig c;
+    c.block_size = 4;
+    c.num_blocks = 512;
+    c.swa_slots = 16;
+    c.enable_prefix_cache = false;
+    return c;
+  }
+  static SchedulerConfig config() {
+    SchedulerConfig c;
+    c.num_speculative_tokens = 3;
+    c.chunk_lookback_tokens = 1;
+    c.max_num_running = 8;
+    c.adaptive_speculation = true;
+    return c;
+  }
+  std::vector<SampledChunk> run(const StepPlan& plan) const {
+    std::vector<SampledChunk> out(plan.chunks.size());
+    for (size_t i = 0; i < plan.chunks.size(); ++i) {
+      const ScheduledChunk& c = plan.chunks[i];
+      if (!c.sample) continue;
+      const int64_t first = c.end() - c.num_draft_tokens;  // position of the first new token
+      const int64_t n = accept_all ? c.num_draft_tokens + 1 : 1;
+      for (int64_t j = 0; j < n; ++j) out[i].tokens.push_back(static_cast<int32_t>(7 + first + j));
+      out[i].num_draft_tokens = c.num_draft_tokens;
+    }
+    return out;
+  }
+  void drive() {
+    std::deque<const StepPlan*> pending;
+    for (int guard = 0; pipeline.busy() && guard < 2000; ++guard) {
+      std::vector<RequestOutput> outs;
+      while (const StepPlan* p = pipeline.plan_next(outs)) {
+        limits.push_back(p->draft_limit);
+        for (const ScheduledChunk& c : p->chunks)
+          planned_ahead +=
+              !c.prefill && !c.token_ids.empty() && c.token_ids[0] == kPlaceholderToken;
+      }
+      if (pipeline.in_flight() == 0) break;
+      const StepPlan& plan = pipeline.oldest();
+      int64_t k = 0;
+      for (const ScheduledChunk& c : plan.chunks) k = std::max(k, c.num_draft_tokens);
+      for (const RequestOutput& o : pipeline.complete(run(plan), times[size_t(k)]))
+        tokens[o.id].insert(tokens[o.id].end(), o.new_tokens.begin(), o.new_tokens.end());
+    }
+  }
+
+  KvCacheManager kv;
+  Scheduler s;
+  EngineFigures figures;
+  StepPipeline pipeline;
+  std::vector<double> times;
+  bool accept_all;
+  std::vector<int64_t> limits;  // of every plan, in order
+  int64_t planned_ahead = 0;    // decodes planned on a placeholder (async)
+  std::map<RequestId, std::vector<int32_t>> tokens;
+};
+
+void expect_positions(const Mocked& m) {
+  for (RequestId id = 0; id < 4; ++id) {
+    const std::vector<int32_t>& t = m.tokens.at(id);
+    ASSERT_EQ(t.size(), 60u) << "request " << id;
+    for (size_t i = 0; i < t.size(); ++i)
+      ASSERT_EQ(t[i], static_cast<int32_t>(7 + 5 + id + i)) << "request " << id << " token " << i;
+  }
+}
+
+// The draft limit drops to 0 while a speculative chunk is in flight: where the request's
+// next decode starts is unknown until it ran, so it is not planned ahead; once it ran, the
+// plain decodes are planned ahead again (async scheduling).
+TEST(AdaptiveScheduler, ASpeculativeChunkInFlightIsNotDecodedAhead) {
+  Mocked m(true, {1, 1, 1, 1}, /*accept_all=*/true);  // its scheduler, driven by hand
+  Scheduler& s = m.s;
+  const StepPlan prefill = s.schedule();
+  s.update(prefill, m.run(prefill));
+  s.set_draft_limit(3);
+  const StepPlan spec = s.schedule();
+  ASSERT_EQ(spec.chunks.size(), 4u);
+  for (const ScheduledChunk& c : spec.chunks) EXPECT_EQ(c.num_draft_tokens, 3);
+  s.set_draft_limit(0);
+  EXPECT_TRUE(s.schedule().empty());  // every request waits for its accepted count
+  s.update(spec, m.run(spec));        // all 3 drafts accepted: 4 tokens each
+  const StepPlan plain = s.schedule();
+  ASSERT_EQ(plain.chunks.size(), 4u);
+  for (const ScheduledChunk& c : plain.chunks) {
+    EXPECT_EQ(c.num_draft_tokens, 0);
+    EXPECT_EQ(c.start, 5 + c.id + 4);  // after the prompt, its first token and 4 more, less 1
+  }
+  const StepPlan ahead = s.schedule();
+  ASSERT_EQ(ahead.chunks.size(), 4u);
+  for (const ScheduledChunk& c : ahead.chunks) EXPECT_EQ(c.token_ids[0], kPlaceholderToken);
+}
+
+class AdaptivePipeline : public ::testing::TestWithParam<bool> {};  // async scheduling
+
+TEST_P(AdaptivePipeline, CheapVerifyAndAcceptedDraftsSettleOnKmax) {
+  Mocked m(GetParam(), {1.0, 1.05, 1.1, 1.15}, /*accept_all=*/true);
+  m.drive();
+  expect_positions(m);
+  const auto& by_k = m.figures.spec_steps_by_k;
+  ASSERT_EQ(by_k.size(), 4u);
+  EXPECT_GT(by_k[3], by_k[0] + by_k[1] + by_k[2]);
+}
+
+TEST_P(AdaptivePipeline, RejectedDraftsSettleOnZeroAndDecodeAheadResumes) {
+  Mocked m(GetParam(), {1.0, 1.5, 2.0, 2.5}, /*accept_all=*/false);
+  m.drive();
+  expect_positions(m);
+  const auto& by_k = m.figures.spec_steps_by_k;
+  ASSERT_FALSE(by_k.empty());
+  int64_t drafting = 0;
+  for (size_t k = 1; k < by_k.size(); ++k) drafting += by_k[k];
+  EXPECT_GT(by_k[0], 4 * drafting);  // calibration and a probe or two
+  EXPECT_GE(drafting, 4);            // the probes ran (async: not lost to an empty plan)
+  if (GetParam()) {
+    EXPECT_GT(m.planned_ahead, 0);  // k = 0 decodes overlap again
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Scheduling, AdaptivePipeline, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "Async" : "Sync"; });
+
+}  // namespace
+}  // namespace troupe::runtime
