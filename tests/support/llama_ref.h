@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "model/gguf_dequant.h"
 #include "model/gguf_writer.h"
 #include "support/ggml_ref.h"
 
@@ -20,10 +21,26 @@ namespace troupe::testing {
 
 using DVec = std::vector<double>;
 
+// x as the q8_0 GEMM sees it (kernels/ggml_blocks.h, llama.cpp's numerics): per block of
+// 32, f32 d = amax / 127, q = round-to-even(x / d) with f32 arithmetic, times f16(d).
+inline DVec ref_q8_activations(const DVec& x) {
+  DVec out(x.size());
+  for (size_t b = 0; b < x.size(); b += 32) {
+    float amax = 0;
+    for (size_t i = b; i < b + 32; ++i) amax = std::max(amax, std::fabs(float(x[i])));
+    const float d = amax / 127.0f, inv = d != 0 ? 1.0f / d : 0.0f;
+    const double d16 = model::f16_to_f32(model::f32_to_f16(d));
+    for (size_t i = b; i < b + 32; ++i) out[i] = double(std::nearbyint(float(x[i]) * inv)) * d16;
+  }
+  return out;
+}
+
 struct RefMatrix {
   int64_t rows = 0, cols = 0;
   DVec w;  // row-major
-  DVec apply(const DVec& x) const {  // W · x
+  bool q8_input = false;  // stored as Q8_0 / Q4_0: the GEMM quantizes x to q8_0 first
+  DVec apply(const DVec& x_in) const {  // W · x
+    const DVec x = q8_input ? ref_q8_activations(x_in) : x_in;
     DVec y(static_cast<size_t>(rows), 0.0);
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < cols; ++c) y[r] += w[r * cols + c] * x[c];
@@ -204,9 +221,10 @@ inline RefLlama write_tiny_llama(const TinyLlamaSpec& s, const std::string& path
     if (planes > 1 || name.find("_exps") != std::string::npos) ne.push_back(planes);
     w.add_tensor(name, s.type, ne, v);
     const DVec stored = ref_stored(s.type, v);
+    const bool q8 = s.type == model::GgmlType::Q8_0 || s.type == model::GgmlType::Q4_0;
     std::vector<RefMatrix> out;
     for (int64_t p = 0; p < planes; ++p)
-      out.push_back({rows, cols, DVec(stored.begin() + p * rows * cols, stored.begin() + (p + 1) * rows * cols)});
+      out.push_back({rows, cols, DVec(stored.begin() + p * rows * cols, stored.begin() + (p + 1) * rows * cols), q8});
     return out;
   };
   auto norm = [&](const std::string& name) {
