@@ -3,7 +3,8 @@
 // `troupe bench peer --model` (bench/peer/peer_bench.cpp): pp = one prefill of PP tokens,
 // tg = TG decode steps after a 16-token prompt, batched = S sequences decoded together;
 // best of REPEATS each. Prints one JSON line; "greedy" holds the prompt and the TG tokens
-// it generated greedily, for troupe's teacher-forced check.
+// it generated greedily, for troupe's teacher-forced check (an end-of-text token does
+// not stop either engine: both feed it back like any other).
 //   node llamacpp_bench.mjs MODEL.gguf THREADS PP TG "4,16" PARALLEL_STEPS REPEATS
 import { pathToFileURL } from "node:url";
 import { join } from "node:path";
@@ -47,12 +48,13 @@ async function generate() {
     const seq = ctx.getSequence();
     const prompt = tokens(16), out = [];
     let t0 = 0;
-    for await (const t of seq.evaluate(prompt, { temperature: 0 })) {
+    for await (const t of seq.evaluate(prompt, { temperature: 0, yieldEogToken: true })) {
       if (out.length === 0) t0 = now();  // the first token comes from the prompt's logits
       out.push(t);
       if (out.length === tg + 1) break;
     }
     best = Math.min(best, now() - t0);
+    if (out.length !== tg + 1) throw new Error(`generation stopped after ${out.length} tokens`);
     greedy = prompt.concat(out.slice(0, tg));
     seq.dispose();
   }
@@ -68,7 +70,7 @@ async function batched(seqs) {
     let t0 = 0, started = 0;
     await Promise.all(all.map(async (seq, i) => {
       let n = 0;
-      for await (const _ of seq.evaluate(tokens(16, i), { temperature: 0 })) {
+      for await (const _ of seq.evaluate(tokens(16, i), { temperature: 0, yieldEogToken: true })) {
         if (n === 0 && ++started === seqs) t0 = now();  // every prompt done: time the steps
         if (++n === steps + 1) break;
       }
@@ -86,7 +88,7 @@ const par = [];
 for (const s of parallel) par.push({ seqs: s, tok_s: await batched(s) });
 console.log(JSON.stringify({
   engine: "llama.cpp (node-llama-cpp)", model, threads, pp, tg, pp_tok_s, tg_tok_s: gen.tok_s,
-  parallel: par, greedy: gen.greedy, prompt_len: 16,
+  parallel: par, greedy: gen.greedy, prompt_len: 16, build: llama.buildType, system_info: llama.systemInfo,
 }));
 await m.dispose();
 await llama.dispose?.();
