@@ -6,6 +6,7 @@
 
 #include "kernels/check.h"
 #include "model/gguf_writer.h"
+#include "model/llama_config.h"
 
 namespace troupe::bench {
 namespace {
@@ -94,22 +95,11 @@ void write_peer_file(const PeerShape& s, model::GgmlType type, uint64_t seed, co
   Rng rng{seed};
   const int64_t hd = s.dim / s.heads;
   model::GgufWriter w;
-  w.set_string("general.architecture", "llama");
-  w.set_string("general.name", std::string("troupe-peer-") + s.name);
-  w.set_u32("llama.context_length", uint32_t(s.context));
-  w.set_u32("llama.embedding_length", uint32_t(s.dim));
-  w.set_u32("llama.block_count", uint32_t(s.layers));
-  w.set_u32("llama.feed_forward_length", uint32_t(s.ffn));
-  w.set_u32("llama.attention.head_count", uint32_t(s.heads));
-  w.set_u32("llama.attention.head_count_kv", uint32_t(s.kv_heads));
-  w.set_u32("llama.rope.dimension_count", uint32_t(hd));
-  w.set_f32("llama.rope.freq_base", 10000.0f);
-  w.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
-  w.set_u32("llama.vocab_size", uint32_t(s.vocab));
-  if (s.experts > 0) {
-    w.set_u32("llama.expert_count", uint32_t(s.experts));
-    w.set_u32("llama.expert_used_count", uint32_t(s.top_k));
-  }
+  model::LlamaConfig c;
+  c.vocab_size = s.vocab, c.dim = s.dim, c.layers = s.layers, c.ffn_dim = s.ffn, c.heads = s.heads;
+  c.kv_heads = s.kv_heads, c.head_dim = hd, c.context_length = s.context;
+  c.experts = s.experts, c.experts_used = s.top_k;
+  model::write_llama_config(c, std::string("troupe-peer-") + s.name, w);
   add_vocab(w, s.vocab);
   auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, int64_t planes = 0) {
     std::vector<int64_t> ne{cols, rows};

@@ -69,19 +69,12 @@ struct Avx2Tile {
       }
     }
     for (int i = 0; i < MR; ++i)
-      for (int r = 0; r < NR; ++r) {
-        float& y = a.y[(m0 + i) * a.ldy + n0 + r];
-        const float s = hsum(acc[i][r]);
-        y = a.accumulate ? y + s : s;
-      }
+      for (int r = 0; r < NR; ++r) store_output<Avx2Tile>(a, m0 + i, n0 + r, hsum(acc[i][r]));
   }
 };
 
 }  // namespace
 
-void gemm_q8_range_avx2(const QGemmArgs& a, int64_t n0, int64_t n1) {
-  if (a.format == WeightFormat::Q8_0) TileWalk<Avx2Tile<WeightFormat::Q8_0>>::run(a, n0, n1);
-  else TileWalk<Avx2Tile<WeightFormat::Q4_0>>::run(a, n0, n1);
-}
+void gemm_q8_range_avx2(const QGemmArgs& a, int64_t n0, int64_t n1) { run_tiles<Avx2Tile>(a, n0, n1); }
 
 }  // namespace troupe::kernels::cpu

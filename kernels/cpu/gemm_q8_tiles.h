@@ -7,7 +7,7 @@
 //       for each MR activation rows of the chunk    (the NR rows now come from L1)
 //         Tile::run<mr, nr>: MR x NR dot products over all K blocks
 //
-// Tile provides kM, kN and template <int MR, int NR> static void run(a, m0, n0); edge
+// Tile<F> provides kM, kN and template <int MR, int NR> static void run(a, m0, n0); edge
 // tiles (fewer rows left) run the smaller instantiations from a table.
 #pragma once
 
@@ -19,6 +19,13 @@
 #include "kernels/cpu/gemm_q8.h"
 
 namespace troupe::kernels::cpu {
+
+// One finished output (a tile's horizontal sum).
+template <class Tile>
+inline void store_output(const QGemmArgs& a, int64_t m, int64_t n, float s) {
+  float& y = a.y[m * a.ldy + n];
+  y = a.accumulate ? y + s : s;
+}
 
 template <class Tile>
 struct TileWalk {
@@ -44,5 +51,12 @@ struct TileWalk {
     }
   }
 };
+
+// The range kernel of a file's Tile template, per weight format.
+template <template <WeightFormat> class Tile>
+void run_tiles(const QGemmArgs& a, int64_t n0, int64_t n1) {
+  if (a.format == WeightFormat::Q8_0) TileWalk<Tile<WeightFormat::Q8_0>>::run(a, n0, n1);
+  else TileWalk<Tile<WeightFormat::Q4_0>>::run(a, n0, n1);
+}
 
 }  // namespace troupe::kernels::cpu

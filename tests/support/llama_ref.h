@@ -15,6 +15,7 @@
 
 #include "model/gguf_dequant.h"
 #include "model/gguf_writer.h"
+#include "model/llama_config.h"
 #include "support/ggml_ref.h"
 
 namespace troupe::testing {
@@ -196,22 +197,11 @@ inline RefLlama write_tiny_llama(const TinyLlamaSpec& s, const std::string& path
   m.V = s.vocab, m.D = s.dim, m.L = s.layers, m.F = s.ffn, m.H = s.heads, m.KV = s.kv_heads;
   m.hd = s.dim / s.heads, m.E = s.experts, m.K = s.top_k, m.theta = s.theta, m.eps = 1e-5;
   model::GgufWriter w;
-  w.set_string("general.architecture", "llama");
-  w.set_string("general.name", "troupe-test-tiny-llama");
-  w.set_u32("llama.context_length", uint32_t(s.context));
-  w.set_u32("llama.embedding_length", uint32_t(s.dim));
-  w.set_u32("llama.block_count", uint32_t(s.layers));
-  w.set_u32("llama.feed_forward_length", uint32_t(s.ffn));
-  w.set_u32("llama.attention.head_count", uint32_t(s.heads));
-  w.set_u32("llama.attention.head_count_kv", uint32_t(s.kv_heads));
-  w.set_u32("llama.rope.dimension_count", uint32_t(m.hd));
-  w.set_f32("llama.rope.freq_base", float(s.theta));
-  w.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
-  w.set_u32("llama.vocab_size", uint32_t(s.vocab));
-  if (s.experts > 0) {
-    w.set_u32("llama.expert_count", uint32_t(s.experts));
-    w.set_u32("llama.expert_used_count", uint32_t(s.top_k));
-  }
+  model::LlamaConfig c;
+  c.vocab_size = s.vocab, c.dim = s.dim, c.layers = s.layers, c.ffn_dim = s.ffn, c.heads = s.heads;
+  c.kv_heads = s.kv_heads, c.head_dim = m.hd, c.context_length = s.context, c.rope_base = s.theta;
+  c.experts = s.experts, c.experts_used = s.top_k;
+  model::write_llama_config(c, "troupe-test-tiny-llama", w);
   w.set_u32("tokenizer.ggml.bos_token_id", 1);
   w.set_u32("tokenizer.ggml.eos_token_id", 2);
   if (s.more_metadata) s.more_metadata(w);
