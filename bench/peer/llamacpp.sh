@@ -32,7 +32,10 @@ done
 
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+# The limits at the start and again at the end: the table takes the higher of each (a
+# shared machine's load can only lower a probe), and prints both with the load average.
 "$troupe" bench peer --limits --threads "$threads" > "$out/limits.json"
+cut -d' ' -f1-3 /proc/loadavg > "$out/load.txt"
 for f in $files; do
   model="$peer/models/$f.gguf"
   echo "running $f" >&2
@@ -46,4 +49,6 @@ for f in $files; do
       > "$out/$f.check.json"
   fi
 done
+"$troupe" bench peer --limits --threads "$threads" >> "$out/limits.json"
+cut -d' ' -f1-3 /proc/loadavg >> "$out/load.txt"
 python3 "$root/bench/peer/peer_table.py" "$out" $files

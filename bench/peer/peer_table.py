@@ -16,10 +16,19 @@ def load(path):
 
 
 def main(out, files):
-    lim = load(f"{out}/limits.json")
-    print(f"machine limits (measured in this run, {lim['threads']} threads): DRAM read "
-          f"{lim['dram_gbs']:.1f} GB/s, {lim['int8_what']} {lim['int8_gops']:.0f} GOP/s, "
-          f"{lim['fp32_what']} {lim['fp32_gflops']:.0f} GFLOP/s\n")
+    with open(f"{out}/limits.json") as f:
+        probes = [json.loads(line) for line in f if line.strip()]
+    with open(f"{out}/load.txt") as f:
+        loads = [line.strip() for line in f if line.strip()]
+    for when, p, ld in zip(("start", "end"), probes, loads):
+        print(f"machine limits at the {when} ({p['threads']} threads, load average {ld}): DRAM read "
+              f"{p['dram_gbs']:.1f} GB/s, {p['int8_what']} {p['int8_gops']:.0f} GOP/s, "
+              f"{p['fp32_what']} {p['fp32_gflops']:.0f} GFLOP/s")
+    lim = dict(probes[0])
+    for key in ("dram_gbs", "int8_gops", "fp32_gflops"):
+        lim[key] = max(p[key] for p in probes)
+    print(f"judged against the higher of each: DRAM {lim['dram_gbs']:.1f} GB/s, int8 "
+          f"{lim['int8_gops']:.0f} GOP/s, fp32 {lim['fp32_gflops']:.0f} GFLOP/s\n")
     print("| file | figure | troupe tok/s | llama.cpp tok/s | troupe / llama.cpp "
           "| troupe % of limit | llama.cpp % of limit | limit |")
     print("|---|---|---:|---:|---:|---:|---:|---|")
