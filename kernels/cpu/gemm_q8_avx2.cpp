@@ -6,24 +6,11 @@
 // Saturation: |w| <= 128 and |x| <= 127 give pair sums <= 32512 < 32767.
 #include <immintrin.h>
 
-#include <cstring>
-
+#include "kernels/cpu/gemm_q8_simd.h"
 #include "kernels/cpu/gemm_q8_tiles.h"
 
 namespace troupe::kernels::cpu {
 namespace {
-
-inline float half_at(const uint8_t* blk) {
-  uint16_t h;
-  std::memcpy(&h, blk, 2);
-  return _cvtsh_ss(h);
-}
-
-inline float hsum(__m256 v) {
-  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
-}
 
 template <WeightFormat F>
 struct Avx2Tile {

@@ -3,29 +3,20 @@
 // summed per int32 lane), each half's dw · dx applied in f32. Q8_0: the unsigned operand
 // is x + 128 (x xor 0x80) and the accumulator starts at -128 · Σw per lane, made once per
 // weight block, so Σ (x + 128)·w - 128 Σw = Σ x·w; Q4_0: the nibbles are the unsigned
-// operand and the accumulator starts at the quantizer's per-lane -8 · Σx (off). An odd last block
-// runs with the upper half zero (masked loads, zero scales).
+// operand and the accumulator starts at the quantizer's per-lane -8 · Σx (off). An odd
+// last block runs with the upper half zero (masked loads, zero scales).
 #include <immintrin.h>
 
-#include <cstring>
-
+#include "kernels/cpu/avx512_vec.h"  // also silences GCC 12.2's header warnings (PR 105593)
+#include "kernels/cpu/gemm_q8_simd.h"
 #include "kernels/cpu/gemm_q8_tiles.h"
 
 namespace troupe::kernels::cpu {
 namespace {
 
-inline float half_at(const uint8_t* blk) {
-  uint16_t h;
-  std::memcpy(&h, blk, 2);
-  return _cvtsh_ss(h);
-}
-
 // Lanes summed in a fixed order (GCC 12's _mm512_reduce_add_ps warns on its own header).
 inline float hsum(__m512 v) {
-  const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+  return hsum(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
 }
 
 inline __m512 halves(float lo, float hi) {
