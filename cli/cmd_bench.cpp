@@ -42,6 +42,7 @@
 #include "bench/serve/serve_bench.h"
 #include "bench/soak/soak_bench.h"
 #include "cli/args.h"
+#include "cli/bench_peer.h"
 #include "cli/commands.h"
 #include "cli/loaded_model.h"
 #include "config/load.h"
@@ -679,6 +680,7 @@ const Benchmark kBenchmarks[] = {
     {"eplb", bench_eplb},
     {"dp-sync", bench_dp_sync},
     {"soak", bench_soak},
+    {"peer", bench_peer},  // cli/cmd_bench_peer.cpp
 };
 
 std::string available() {

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <mutex>
 
 #include "kernels/check.h"
 #include "model/tensor_spec.h"
@@ -9,10 +10,21 @@
 
 namespace troupe::cli {
 
+void warn_random_weights() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::fprintf(stderr,
+                 "troupe: no --model given, so this runs the built-in tiny model: its weights are "
+                 "random (it checks the engine, not language), so its text is gibberish. Give "
+                 "--model a V4.1 HF folder or a LLaMA-family .gguf file (README: Models).\n");
+  });
+}
+
 std::unique_ptr<LoadedModel> load_model(const std::string& dir_arg, bool need_tokenizer) {
   std::string dir = dir_arg;
   if (dir.empty()) {
     dir = model::builtin_tiny_model_dir();
+    warn_random_weights();
   }
   namespace fs = std::filesystem;
   if (!fs::is_directory(dir)) TROUPE_FAIL("model folder '" << dir << "' does not exist");

@@ -24,8 +24,10 @@ struct LoadedModel {
   std::unique_ptr<model::Tokenizer> tokenizer;  // null when the folder has no tokenizer.json
 };
 
-// Loads and validates; with an empty dir uses the built-in tiny model.
+// Loads and validates; with an empty dir uses the built-in tiny model and says once on
+// stderr that its weights are random (warn_random_weights).
 std::unique_ptr<LoadedModel> load_model(const std::string& dir, bool need_tokenizer);
+void warn_random_weights();  // once per process, on stderr
 
 // The checkpoint's DSpark draft (MODEL.md §8) ready for the engine: a target Forward that
 // fills the feature rings, the draft network and the drafter over it. Borrows the model's

@@ -19,9 +19,10 @@ void validate(const GemmParams& p) {
                "gemm: unknown precision ", static_cast<int>(p.precision));
   const bool scaled = w.format == WeightFormat::FP8 || w.format == WeightFormat::FP4 ||
                       w.format == WeightFormat::ROWFP8;
-  TROUPE_CHECK(scaled || w.format == WeightFormat::F32 || w.format == WeightFormat::BF16,
+  TROUPE_CHECK(scaled || is_ggml_block(w.format) || w.format == WeightFormat::F32 ||
+                   w.format == WeightFormat::BF16,
                "gemm: unknown weight format ", static_cast<int>(w.format));
-  if (w.format == WeightFormat::FP4 || w.format == WeightFormat::ROWFP8)
+  if (w.format == WeightFormat::FP4 || w.format == WeightFormat::ROWFP8 || is_ggml_block(w.format))
     TROUPE_CHECK(w.cols % 32 == 0, "gemm: w.cols (", w.cols, ") must be a multiple of 32 for ",
                  to_string(w.format));
   if (p.m > 0) {

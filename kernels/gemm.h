@@ -1,7 +1,10 @@
 // GEMM: y[M, N] = x[M, K] · Wᵀ, W a stored weight [N, K] in any WeightFormat
 // (dequantized on the fly, exactly, to f32). Activations and accumulation are f32
 // (MODEL.md §5 numerics); the fast CPU backend may use BF16 dot products only
-// behind GemmPrecision::Bf16, which callers opt into explicitly.
+// behind GemmPrecision::Bf16, which callers opt into explicitly. GGUF block weights
+// (WeightFormat::Q8_0 / Q4_0) are the exception: their GEMM quantizes x to q8_0 per
+// 32-column block and multiplies on int8 dot products, as llama.cpp does
+// (kernels/ggml_blocks.h), whatever the precision.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +32,10 @@ struct GemmParams {
 // Validated, dispatched entry (kernels/dispatch.cpp picks the backend).
 void gemm(const GemmParams& p);
 
-namespace ref { void gemm(const GemmParams& p); }
+namespace ref {
+void gemm(const GemmParams& p);
+void gemm_q8(const GemmParams& p);  // the Q8_0 / Q4_0 definition (ref::gemm calls it)
+}  // namespace ref
 namespace cpu { void gemm(const GemmParams& p); }
 namespace cuda { void gemm(const GemmParams& p); }
 

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "kernels/check.h"
+#include "kernels/ggml_blocks.h"
 #include "kernels/quant.h"
 
 namespace troupe::kernels {
@@ -23,6 +24,10 @@ const char* to_string(WeightFormat f) {
       return "FP4";
     case WeightFormat::ROWFP8:
       return "ROWFP8";
+    case WeightFormat::Q8_0:
+      return "Q8_0";
+    case WeightFormat::Q4_0:
+      return "Q4_0";
   }
   return "?";
 }
@@ -38,6 +43,9 @@ int64_t data_bytes(const WeightView& w) {
       return w.rows * w.cols;
     case WeightFormat::FP4:
       return w.rows * w.cols / 2;
+    case WeightFormat::Q8_0:
+    case WeightFormat::Q4_0:  // blocks with their f16 scales inline
+      return w.rows * ggml_row_bytes(w.format, w.cols);
   }
   return 0;
 }
@@ -46,6 +54,8 @@ int64_t scale_bytes(const WeightView& w) {
   switch (w.format) {
     case WeightFormat::F32:
     case WeightFormat::BF16:
+    case WeightFormat::Q8_0:
+    case WeightFormat::Q4_0:
       return 0;
     case WeightFormat::FP8:
       return ((w.rows + 31) / 32) * ((w.cols + 31) / 32);
@@ -92,7 +102,8 @@ void check_view(const WeightView& w, int64_t r0, int64_t n, const float* out) {
                       w.format == WeightFormat::ROWFP8;
   TROUPE_CHECK(!scaled || w.scale != nullptr, "dequantize_rows: w.scale is null (",
                to_string(w.format), ")");
-  const bool row_blocks = w.format == WeightFormat::FP4 || w.format == WeightFormat::ROWFP8;
+  const bool row_blocks = w.format == WeightFormat::FP4 || w.format == WeightFormat::ROWFP8 ||
+                          is_ggml_block(w.format);
   TROUPE_CHECK(!row_blocks || w.cols % 32 == 0, "dequantize_rows: w.cols (", w.cols,
                ") must be a multiple of 32 for ", to_string(w.format));
 }
@@ -139,6 +150,12 @@ void dequant_bf16_row(const WeightView& w, int64_t r, float* out) {
   for (int64_t c = 0; c < w.cols; ++c) out[c] = bf16_decode(q[c]);
 }
 
+void dequant_ggml_row(const WeightView& w, int64_t r, float* out) {
+  const uint8_t* row = static_cast<const uint8_t*>(w.data) + r * ggml_row_bytes(w.format, w.cols);
+  if (w.format == WeightFormat::Q8_0) dequant_q8_0_row(row, w.cols, out);
+  else dequant_q4_0_row(row, w.cols, out);
+}
+
 void dequant_f32_row(const WeightView& w, int64_t r, float* out) {
   const float* q = static_cast<const float*>(w.data) + r * w.cols;
   std::memcpy(out, q, static_cast<size_t>(w.cols) * sizeof(float));
@@ -165,6 +182,10 @@ void dequantize_rows(const WeightView& w, int64_t r0, int64_t n, float* out) {
       break;
     case WeightFormat::ROWFP8:
       row_fn = dequant_rowfp8_row;
+      break;
+    case WeightFormat::Q8_0:
+    case WeightFormat::Q4_0:
+      row_fn = dequant_ggml_row;
       break;
   }
   TROUPE_CHECK(row_fn != nullptr, "dequantize_rows: unknown format ", static_cast<int>(w.format));

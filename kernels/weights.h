@@ -13,6 +13,8 @@ enum class WeightFormat : uint8_t {
   FP8,     // E4M3 [rows, cols] + UE8M0 scale [ceil(rows/32), ceil(cols/32)] (32x32 blocks)
   FP4,     // packed E2M1 [rows, cols/2] + UE8M0 scale [rows, cols/32]
   ROWFP8,  // E4M3 [rows, cols] + UE8M0 scale [rows, cols/32]
+  Q8_0,    // GGUF q8_0 blocks [rows, cols/32] of 34 bytes, no scale (kernels/ggml_blocks.h)
+  Q4_0,    // GGUF q4_0 blocks [rows, cols/32] of 18 bytes, no scale
 };
 
 const char* to_string(WeightFormat f);
@@ -35,6 +37,13 @@ int64_t copied_bytes(const WeightView& w);
 // Copies w's codes and scales into dst (64-byte aligned, copied_bytes(w) long) and
 // returns the view of the copy.
 WeightView copy_weight(const WeightView& w, std::byte* dst);
+// GGUF block formats (Q8_0, Q4_0): the GEMM multiplies them on int8 dot products with
+// the activations quantized to q8_0 (kernels/ggml_blocks.h), not in f32.
+inline bool is_ggml_block(WeightFormat f) { return f == WeightFormat::Q8_0 || f == WeightFormat::Q4_0; }
+// Bytes of one stored row of a GGUF block format (cols % 32 == 0).
+inline int64_t ggml_row_bytes(WeightFormat f, int64_t cols) {
+  return cols / 32 * (f == WeightFormat::Q8_0 ? 34 : 18);
+}
 
 // Dequantizes rows [r0, r0+n) to f32 (exact, §3): out[n, cols].
 void dequantize_rows(const WeightView& w, int64_t r0, int64_t n, float* out);

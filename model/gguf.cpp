@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 
@@ -297,6 +298,33 @@ GgufFile GgufFile::parse(std::span<const uint8_t> bytes, const std::string& sour
   return f;
 }
 
+namespace {
+
+// The file's bytes in anonymous memory on 2 MiB pages (transparent huge pages, asked for
+// with madvise): decode streams every weight once per token, and with 4 KiB file pages
+// the TLB walks cost ~25% of a q8_0 decode (measured: docs/peer-bench.md). The copy is
+// the file's size (weights stay quantized); TROUPE_GGUF_MMAP=1 maps the file instead.
+void* read_into_huge_pages(int fd, size_t file_size, size_t& mapped, const std::string& path) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  mapped = (file_size + kHuge - 1) / kHuge * kHuge;
+  void* addr = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (addr == MAP_FAILED) return nullptr;
+  ::madvise(addr, mapped, MADV_HUGEPAGE);  // advice only: without THP this is plain memory
+  for (size_t done = 0; done < file_size;) {
+    const ssize_t r = ::pread(fd, static_cast<char*>(addr) + done, file_size - done, off_t(done));
+    if (r <= 0) {
+      const int err = errno;
+      ::munmap(addr, mapped);
+      TROUPE_FAIL("cannot read '" << path << "': " << (r == 0 ? "file shrank" : std::strerror(err)));
+    }
+    done += static_cast<size_t>(r);
+  }
+  ::mprotect(addr, mapped, PROT_READ);
+  return addr;
+}
+
+}  // namespace
+
 GgufFile GgufFile::open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) TROUPE_FAIL("cannot open '" << path << "': " << std::strerror(errno));
@@ -306,8 +334,18 @@ GgufFile GgufFile::open(const std::string& path) {
     TROUPE_FAIL("'" << path << "' is not a regular file");
   }
   auto m = std::make_unique<Mapping>();
-  m->size = static_cast<size_t>(st.st_size);
-  if (m->size > 0) {
+  const size_t file_size = static_cast<size_t>(st.st_size);
+  const char* plain = std::getenv("TROUPE_GGUF_MMAP");
+  if (file_size > 0 && !(plain && std::strcmp(plain, "1") == 0)) {
+    try {
+      m->addr = read_into_huge_pages(fd, file_size, m->size, path);
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+  }
+  if (file_size > 0 && m->addr == nullptr) {  // TROUPE_GGUF_MMAP=1, or no anonymous memory
+    m->size = file_size;
     m->addr = ::mmap(nullptr, m->size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (m->addr == MAP_FAILED) {
       m->addr = nullptr;
@@ -316,7 +354,7 @@ GgufFile GgufFile::open(const std::string& path) {
     }
   }
   ::close(fd);
-  const std::span<const uint8_t> bytes(static_cast<const uint8_t*>(m->addr), m->size);
+  const std::span<const uint8_t> bytes(static_cast<const uint8_t*>(m->addr), file_size);
   GgufFile f = parse(bytes, path);
   f.mapping_ = std::move(m);
   return f;

@@ -5,6 +5,7 @@
 
 #include "kernels/check.h"
 #include "model/gguf.h"
+#include "model/gguf_writer.h"
 
 namespace troupe::model {
 namespace {
@@ -93,6 +94,25 @@ LlamaConfig llama_config_from_gguf(const GgufFile& f) {
     TROUPE_FAIL(f.source() << ": llama.rope.scaling.type '" << f.get_string("llama.rope.scaling.type")
                            << "' is not supported (only unscaled RoPE)");
   return c;
+}
+
+void write_llama_config(const LlamaConfig& c, const std::string& name, GgufWriter& w) {
+  w.set_string("general.architecture", "llama");
+  w.set_string("general.name", name);
+  w.set_u32("llama.context_length", uint32_t(c.context_length));
+  w.set_u32("llama.embedding_length", uint32_t(c.dim));
+  w.set_u32("llama.block_count", uint32_t(c.layers));
+  w.set_u32("llama.feed_forward_length", uint32_t(c.ffn_dim));
+  w.set_u32("llama.attention.head_count", uint32_t(c.heads));
+  w.set_u32("llama.attention.head_count_kv", uint32_t(c.kv_heads));
+  w.set_u32("llama.rope.dimension_count", uint32_t(c.head_dim));
+  w.set_f32("llama.rope.freq_base", float(c.rope_base));
+  w.set_f32("llama.attention.layer_norm_rms_epsilon", c.rms_eps);
+  w.set_u32("llama.vocab_size", uint32_t(c.vocab_size));
+  if (c.is_moe()) {
+    w.set_u32("llama.expert_count", uint32_t(c.experts));
+    w.set_u32("llama.expert_used_count", uint32_t(c.experts_used));
+  }
 }
 
 }  // namespace troupe::model

@@ -34,4 +34,9 @@ struct LlamaConfig {
 // is llama.vocab_size, else the length of tokenizer.ggml.tokens, else token_embd's rows.
 LlamaConfig llama_config_from_gguf(const GgufFile& f);
 
+class GgufWriter;
+// The other way (files tests and benchmarks write): general.architecture "llama",
+// general.name, and the llama.* keys of c (expert keys only for MoE; no tokenizer keys).
+void write_llama_config(const LlamaConfig& c, const std::string& name, GgufWriter& w);
+
 }  // namespace troupe::model

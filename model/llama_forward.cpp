@@ -6,6 +6,7 @@
 
 #include "kernels/check.h"
 #include "kernels/moe.h"
+#include "kernels/parallel.h"
 #include "kernels/rope.h"
 #include "model/ops.h"
 
@@ -21,38 +22,47 @@ Vec normed(const Vec& x, int64_t rows, int64_t n, const Vec& weight, float eps) 
   return out;
 }
 
+// Eight partial sums in a fixed order: vectorisable without -ffast-math.
+float dot(const float* a, const float* b, int64_t n) {
+  float part[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) part[j] += a[i + j] * b[i + j];
+  for (int j = 0; i + j < n; ++j) part[j] += a[i + j] * b[i + j];
+  return ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7]));
+}
+
 // Causal GQA attention over the cache (the shared attention kernel, MODEL.md §5.3, has
-// K = V, so LLaMA's separate V goes through this loop until a GQA kernel exists).
-// q [T, H, hd] for positions start.., caches [start + T, KV, hd]; out [T, H, hd].
+// K = V, so LLaMA's separate V goes through this loop until a GQA kernel exists),
+// threaded over (position, head). q [T, H, hd] for positions start.., caches
+// [start + T, KV, hd]; out [T, H, hd].
 void causal_attention(const Vec& q, const Vec& k, const Vec& v, int64_t start, int64_t T,
                       int64_t H, int64_t KV, int64_t hd, Vec& out) {
   out.assign(static_cast<size_t>(T * H * hd), 0.0f);
   const int64_t group = H / KV, kv_stride = KV * hd;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  Vec score(static_cast<size_t>(start + T));
-  for (int64_t t = 0; t < T; ++t) {
-    const int64_t keys = start + t + 1;
-    for (int64_t h = 0; h < H; ++h) {
-      const float* qh = q.data() + (t * H + h) * hd;
-      const int64_t g = h / group;
+  // (position, head) items per chunk: ~64K multiply-adds over the longest rows' keys.
+  const int64_t min_chunk = std::max<int64_t>(1, 65536 / ((start + T) * hd));
+  kernels::parallel_for(T * H, min_chunk, [&](int64_t i0, int64_t i1) {
+    Vec score(static_cast<size_t>(start + T));
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t t = i / H, h = i % H, g = h / group, keys = start + t + 1;
+      const float* qh = q.data() + i * hd;
       float mx = -INFINITY;
       for (int64_t j = 0; j < keys; ++j) {
-        const float* kj = k.data() + j * kv_stride + g * hd;
-        float s = 0;
-        for (int64_t d = 0; d < hd; ++d) s += qh[d] * kj[d];
-        score[j] = s * scale;
+        score[j] = dot(qh, k.data() + j * kv_stride + g * hd, hd) * scale;
         mx = std::max(mx, score[j]);
       }
       float sum = 0;
       for (int64_t j = 0; j < keys; ++j) sum += score[j] = std::exp(score[j] - mx);
-      float* oh = out.data() + (t * H + h) * hd;
+      float* oh = out.data() + i * hd;
       for (int64_t j = 0; j < keys; ++j) {
         const float pj = score[j] / sum;
         const float* vj = v.data() + j * kv_stride + g * hd;
         for (int64_t d = 0; d < hd; ++d) oh[d] += pj * vj[d];
       }
     }
-  }
+  });
 }
 
 }  // namespace
@@ -88,8 +98,8 @@ LlamaForward::LlamaForward(const LlamaConfig& config, const LlamaWeights& weight
                "LlamaForward: ", weights.layers.size(), " layers of weights for ", config.layers);
 }
 
-void LlamaForward::attention_block(const LlamaLayerWeights& lw, Vec& k_cache, Vec& v_cache,
-                                   int64_t start, Vec& x) const {
+void LlamaForward::attention_block(const LlamaLayerWeights& lw, int64_t layer,
+                                   std::span<const Segment> segs, Vec& x) const {
   const int64_t T = static_cast<int64_t>(x.size()) / cfg_.dim, H = cfg_.heads, KV = cfg_.kv_heads,
                 hd = cfg_.head_dim;
   const Vec attn_in = normed(x, T, cfg_.dim, lw.attn_norm, cfg_.rms_eps);
@@ -97,13 +107,21 @@ void LlamaForward::attention_block(const LlamaLayerWeights& lw, Vec& k_cache, Ve
   Vec k = linear(attn_in.data(), T, lw.wk.view());  // [T, KV, hd]
   const Vec v = linear(attn_in.data(), T, lw.wv.view());
   std::vector<int64_t> positions(static_cast<size_t>(T));
-  std::iota(positions.begin(), positions.end(), start);
+  for (const Segment& sg : segs)
+    std::iota(positions.begin() + sg.row, positions.begin() + sg.row + sg.count, sg.start);
   rope_rows(q.data(), T * H, hd, hd, positions.data(), H, rope_freqs_);
   rope_rows(k.data(), T * KV, hd, hd, positions.data(), KV, rope_freqs_);
-  k_cache.insert(k_cache.end(), k.begin(), k.end());
-  v_cache.insert(v_cache.end(), v.begin(), v.end());
-  Vec attn;
-  causal_attention(q, k_cache, v_cache, start, T, H, KV, hd, attn);
+  Vec attn(static_cast<size_t>(T * H * hd)), seg_out;
+  for (const Segment& sg : segs) {
+    Vec& k_cache = sg.state->k[layer];
+    Vec& v_cache = sg.state->v[layer];
+    const int64_t kv_row = KV * hd;
+    k_cache.insert(k_cache.end(), k.begin() + sg.row * kv_row, k.begin() + (sg.row + sg.count) * kv_row);
+    v_cache.insert(v_cache.end(), v.begin() + sg.row * kv_row, v.begin() + (sg.row + sg.count) * kv_row);
+    const Vec seg_q(q.begin() + sg.row * H * hd, q.begin() + (sg.row + sg.count) * H * hd);
+    causal_attention(seg_q, k_cache, v_cache, sg.start, sg.count, H, KV, hd, seg_out);
+    std::copy(seg_out.begin(), seg_out.end(), attn.begin() + sg.row * H * hd);
+  }
   const Vec attn_out = linear(attn.data(), T, lw.wo.view());
   for (size_t i = 0; i < x.size(); ++i) x[i] += attn_out[i];
 }
@@ -138,26 +156,56 @@ void LlamaForward::ffn_block(const LlamaLayerWeights& lw, Vec& x) const {
   kernels::moe_experts(mp);
 }
 
+void LlamaForward::check_tokens(std::span<const int32_t> tokens) const {
+  if (tokens.empty()) TROUPE_FAIL("LlamaForward: no tokens");
+  for (int32_t id : tokens)
+    if (id < 0 || id >= cfg_.vocab_size)
+      TROUPE_FAIL("token id " << id << " is outside the vocabulary [0, " << cfg_.vocab_size << ")");
+}
+
 std::vector<float> LlamaForward::run(LlamaState& state, std::span<const int32_t> tokens,
                                      bool all_logits) const {
-  const int64_t T = static_cast<int64_t>(tokens.size()), D = cfg_.dim, V = cfg_.vocab_size;
-  if (T == 0) TROUPE_FAIL("LlamaForward: no tokens");
-  for (int32_t id : tokens)
-    if (id < 0 || id >= V) TROUPE_FAIL("token id " << id << " is outside the vocabulary [0, " << V << ")");
-  const int64_t start = state.length;
+  check_tokens(tokens);
+  const int64_t T = static_cast<int64_t>(tokens.size()), start = state.length;
   if (start + T > cfg_.context_length)
     TROUPE_FAIL(start + T << " positions exceed the context length " << cfg_.context_length);
   TROUPE_CHECK(static_cast<int64_t>(state.k.size()) == cfg_.layers, "LlamaForward: state has ",
                state.k.size(), " layers, the model ", cfg_.layers);
+  const Segment seg{&state, 0, T, start};
+  return forward(std::span(&seg, 1), tokens, all_logits);
+}
 
+std::vector<float> LlamaForward::decode(std::span<LlamaState* const> states,
+                                        std::span<const int32_t> tokens) const {
+  check_tokens(tokens);
+  TROUPE_CHECK(states.size() == tokens.size(), "LlamaForward::decode: ", states.size(),
+               " states for ", tokens.size(), " tokens");
+  std::vector<Segment> segs;
+  for (size_t i = 0; i < states.size(); ++i) {
+    LlamaState* s = states[i];
+    TROUPE_CHECK(s != nullptr && static_cast<int64_t>(s->k.size()) == cfg_.layers,
+                 "LlamaForward::decode: state ", i, " is null or not this model's");
+    for (size_t j = 0; j < i; ++j)
+      TROUPE_CHECK(states[j] != s, "LlamaForward::decode: state ", i, " is also state ", j);
+    if (s->length + 1 > cfg_.context_length)
+      TROUPE_FAIL(s->length + 1 << " positions exceed the context length " << cfg_.context_length);
+    segs.push_back({s, static_cast<int64_t>(i), 1, s->length});
+  }
+  return forward(segs, tokens, /*all_logits=*/true);
+}
+
+// The layers on every row of the step; each segment's state grows by its rows.
+std::vector<float> LlamaForward::forward(std::span<const Segment> segs,
+                                         std::span<const int32_t> tokens, bool all_logits) const {
+  const int64_t T = static_cast<int64_t>(tokens.size()), D = cfg_.dim;
   Vec x(static_cast<size_t>(T * D));
   for (int64_t t = 0; t < T; ++t)
     kernels::dequantize_rows(w_.token_embd.view(), tokens[t], 1, x.data() + t * D);
   for (int64_t l = 0; l < cfg_.layers; ++l) {
-    attention_block(w_.layers[l], state.k[l], state.v[l], start, x);
+    attention_block(w_.layers[l], l, segs, x);
     ffn_block(w_.layers[l], x);
   }
-  state.length = start + T;
+  for (const Segment& sg : segs) sg.state->length = sg.start + sg.count;
 
   const int64_t rows = all_logits ? T : 1;
   const Vec last(x.end() - rows * D, x.end());

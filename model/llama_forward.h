@@ -40,11 +40,24 @@ class LlamaForward {
   // context overflow throw troupe::Error before the state changes.
   std::vector<float> run(LlamaState& state, std::span<const int32_t> tokens, bool all_logits) const;
 
+  // One decode step of several sequences at once: tokens[i] is appended to *states[i]
+  // (distinct states), every GEMM runs on all rows together. Returns logits [B, V].
+  // Checks as run() does, before any state changes.
+  std::vector<float> decode(std::span<LlamaState* const> states, std::span<const int32_t> tokens) const;
+
   const LlamaConfig& config() const { return cfg_; }
 
  private:
-  void attention_block(const LlamaLayerWeights& lw, std::vector<float>& k_cache,
-                       std::vector<float>& v_cache, int64_t start, std::vector<float>& x) const;
+  // Rows [row, row + count) of one step belong to one sequence, at positions start.. .
+  struct Segment {
+    LlamaState* state;
+    int64_t row, count, start;
+  };
+  std::vector<float> forward(std::span<const Segment> segs, std::span<const int32_t> tokens,
+                             bool all_logits) const;
+  void check_tokens(std::span<const int32_t> tokens) const;
+  void attention_block(const LlamaLayerWeights& lw, int64_t layer, std::span<const Segment> segs,
+                       std::vector<float>& x) const;
   void ffn_block(const LlamaLayerWeights& lw, std::vector<float>& x) const;
 
   const LlamaConfig& cfg_;

@@ -6,6 +6,7 @@
 #include "kernels/check.h"
 #include "model/gguf.h"
 #include "model/gguf_dequant.h"
+#include "model/weights.h"
 
 namespace troupe::model {
 namespace {
@@ -52,6 +53,13 @@ LlamaMatrix read_matrix(const GgufFile& f, const std::string& name, int64_t rows
     m.full.data = t.data;
     return m;
   }
+  // q8_0 / q4_0 blocks stay in the mapping too: the GEMM multiplies them on int8 dot
+  // products (kernels/ggml_blocks.h); their 34 / 18-byte blocks need no alignment.
+  if (t.type == GgmlType::Q8_0 || t.type == GgmlType::Q4_0) {
+    m.full.format = t.type == GgmlType::Q8_0 ? kernels::WeightFormat::Q8_0 : kernels::WeightFormat::Q4_0;
+    m.full.data = t.data;
+    return m;
+  }
   m.owned.resize(static_cast<size_t>(t.numel()));
   dequantize_ggml(t.type, t.data, t.numel(), m.owned.data());
   m.full.format = kernels::WeightFormat::F32;
@@ -88,15 +96,7 @@ LlamaLayerWeights read_layer(const GgufFile& f, const LlamaConfig& c, int64_t l)
 
 }  // namespace
 
-kernels::WeightView LlamaMatrix::slice(int64_t r0, int64_t n) const {
-  TROUPE_CHECK(r0 >= 0 && n >= 0 && r0 + n <= full.rows, "LlamaMatrix::slice: rows [", r0, ", ",
-               r0 + n, ") of ", full.rows);
-  const int64_t elem_bytes = full.format == kernels::WeightFormat::BF16 ? 2 : 4;
-  kernels::WeightView v = full;
-  v.rows = n;
-  v.data = static_cast<const uint8_t*>(full.data) + r0 * full.cols * elem_bytes;
-  return v;
-}
+kernels::WeightView LlamaMatrix::slice(int64_t r0, int64_t n) const { return row_slice(full, r0, n); }
 
 LlamaWeights load_llama_weights(const GgufFile& f, const LlamaConfig& c) {
   LlamaWeights w;

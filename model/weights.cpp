@@ -260,6 +260,10 @@ WeightView row_slice(const WeightView& w, int64_t r0, int64_t n) {
       s.data = static_cast<const uint8_t*>(w.data) + r0 * w.cols;
       s.scale = w.scale + r0 * (w.cols / 32);
       break;
+    case WeightFormat::Q8_0:
+    case WeightFormat::Q4_0:
+      s.data = static_cast<const uint8_t*>(w.data) + r0 * kernels::ggml_row_bytes(w.format, w.cols);
+      break;
   }
   return s;
 }

@@ -1,9 +1,11 @@
 // cpu::gemm: the AVX-512 (kernels/cpu/gemm_avx512.cpp), AVX2+FMA (gemm_avx2.cpp) or
-// portable path (the blocked loops below), per active_cpu_path(). All thread over output
+// portable path (the blocked loops below), per active_cpu_path(); GGUF block weights
+// go to cpu::gemm_q8 (kernels/cpu/gemm_q8.h). All thread over output
 // columns, so every y element is computed by one thread in a fixed order.
 #include <vector>
 
 #include "kernels/cpu/gemm_internal.h"
+#include "kernels/cpu/gemm_q8.h"
 #include "kernels/cpu/gemm_weight_src.h"
 #include "kernels/dispatch.h"
 #include "kernels/parallel.h"
@@ -95,6 +97,7 @@ void gemm_portable(const GemmParams& p) {
 }
 
 void gemm(const GemmParams& p) {
+  if (is_ggml_block(p.w.format)) return gemm_q8(p, best_q_kernel());
   switch (active_cpu_path()) {
     case CpuPath::Avx512:
       return gemm_avx512(p, cpu_features().avx512bf16);

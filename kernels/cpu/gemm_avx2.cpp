@@ -398,6 +398,9 @@ void run_format(const Plan& pl, WeightFormat f, int64_t nb, int64_t ne) {
       return run_range<WeightFormat::FP4>(pl, nb, ne);
     case WeightFormat::ROWFP8:
       return run_range<WeightFormat::ROWFP8>(pl, nb, ne);
+    case WeightFormat::Q8_0:
+    case WeightFormat::Q4_0:
+      return;  // cpu::gemm sends these to gemm_q8 (kernels/cpu/gemm_q8.h)
   }
 }
 

@@ -343,6 +343,9 @@ void with_format(WeightFormat f, Fn&& fn) {
       return fn(std::integral_constant<WF, WF::FP4>{});
     case WF::ROWFP8:
       return fn(std::integral_constant<WF, WF::ROWFP8>{});
+    case WF::Q8_0:
+    case WF::Q4_0:
+      return;  // cpu::gemm sends these to gemm_q8 (kernels/cpu/gemm_q8.h)
   }
 }
 

@@ -79,6 +79,9 @@ TROUPE_HD inline float weight_at(const WeightView& w, int64_t r, int64_t c) {
       const uint8_t q = static_cast<const uint8_t*>(w.data)[r * (w.cols / 2) + c / 2];
       return e2m1_value((c & 1) ? q >> 4 : q & 0xF) * ue8m0_value(w.scale[r * (w.cols / 32) + c / 32]);
     }
+    case WeightFormat::Q8_0:  // GGUF blocks: no CUDA path (cuda::gemm refuses them); a NaN
+    case WeightFormat::Q4_0:  // here can only fail a check, never pass one
+      return float_from_bits(0x7FC00000u);
   }
   return 0.0f;
 }

@@ -102,6 +102,8 @@ void launch_decode(const GemmPlan& plan, const GemmArgs& a, cudaStream_t s) {
 }  // namespace
 
 void gemm(const GemmParams& p) {
+  TROUPE_CHECK(!is_ggml_block(p.w.format), "cuda::gemm: ", to_string(p.w.format),
+               " (GGUF blocks) has no CUDA path yet");
   if (p.m == 0 || p.w.rows == 0) return;
   const Launch l = launch_on_current("cuda::gemm");
   GemmArgs a{p.x, p.w, p.y, p.m, p.ldx ? p.ldx : p.w.cols, p.ldy ? p.ldy : p.w.rows,

@@ -2,7 +2,9 @@
 
 #include <cstring>
 
+#include "kernels/check.h"
 #include "kernels/quant.h"
+#include "kernels/weights.h"
 
 namespace troupe::cuda_check {
 
@@ -38,6 +40,9 @@ HostWeight make_weight(WeightFormat f, int64_t rows, int64_t cols, uint32_t seed
       h.scale.resize(w.size() / 32);
       kernels::quantize_weight_rowfp8(w.data(), rows, cols, h.data.data(), h.scale.data());
       break;
+    case WeightFormat::Q8_0:
+    case WeightFormat::Q4_0:
+      TROUPE_FAIL("cuda check: " << kernels::to_string(f) << " has no CUDA path");
   }
   return h;
 }

@@ -13,17 +13,35 @@
 #include <string>
 #include <vector>
 
+#include "model/gguf_dequant.h"
 #include "model/gguf_writer.h"
+#include "model/llama_config.h"
 #include "support/ggml_ref.h"
 
 namespace troupe::testing {
 
 using DVec = std::vector<double>;
 
+// x as the q8_0 GEMM sees it (kernels/ggml_blocks.h, llama.cpp's numerics): per block of
+// 32, f32 d = amax / 127, q = round-to-even(x / d) with f32 arithmetic, times f16(d).
+inline DVec ref_q8_activations(const DVec& x) {
+  DVec out(x.size());
+  for (size_t b = 0; b < x.size(); b += 32) {
+    float amax = 0;
+    for (size_t i = b; i < b + 32; ++i) amax = std::max(amax, std::fabs(float(x[i])));
+    const float d = amax / 127.0f, inv = d != 0 ? 1.0f / d : 0.0f;
+    const double d16 = model::f16_to_f32(model::f32_to_f16(d));
+    for (size_t i = b; i < b + 32; ++i) out[i] = double(std::nearbyint(float(x[i]) * inv)) * d16;
+  }
+  return out;
+}
+
 struct RefMatrix {
   int64_t rows = 0, cols = 0;
   DVec w;  // row-major
-  DVec apply(const DVec& x) const {  // W · x
+  bool q8_input = false;  // stored as Q8_0 / Q4_0: the GEMM quantizes x to q8_0 first
+  DVec apply(const DVec& x_in) const {  // W · x
+    const DVec x = q8_input ? ref_q8_activations(x_in) : x_in;
     DVec y(static_cast<size_t>(rows), 0.0);
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < cols; ++c) y[r] += w[r * cols + c] * x[c];
@@ -179,22 +197,11 @@ inline RefLlama write_tiny_llama(const TinyLlamaSpec& s, const std::string& path
   m.V = s.vocab, m.D = s.dim, m.L = s.layers, m.F = s.ffn, m.H = s.heads, m.KV = s.kv_heads;
   m.hd = s.dim / s.heads, m.E = s.experts, m.K = s.top_k, m.theta = s.theta, m.eps = 1e-5;
   model::GgufWriter w;
-  w.set_string("general.architecture", "llama");
-  w.set_string("general.name", "troupe-test-tiny-llama");
-  w.set_u32("llama.context_length", uint32_t(s.context));
-  w.set_u32("llama.embedding_length", uint32_t(s.dim));
-  w.set_u32("llama.block_count", uint32_t(s.layers));
-  w.set_u32("llama.feed_forward_length", uint32_t(s.ffn));
-  w.set_u32("llama.attention.head_count", uint32_t(s.heads));
-  w.set_u32("llama.attention.head_count_kv", uint32_t(s.kv_heads));
-  w.set_u32("llama.rope.dimension_count", uint32_t(m.hd));
-  w.set_f32("llama.rope.freq_base", float(s.theta));
-  w.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
-  w.set_u32("llama.vocab_size", uint32_t(s.vocab));
-  if (s.experts > 0) {
-    w.set_u32("llama.expert_count", uint32_t(s.experts));
-    w.set_u32("llama.expert_used_count", uint32_t(s.top_k));
-  }
+  model::LlamaConfig c;
+  c.vocab_size = s.vocab, c.dim = s.dim, c.layers = s.layers, c.ffn_dim = s.ffn, c.heads = s.heads;
+  c.kv_heads = s.kv_heads, c.head_dim = m.hd, c.context_length = s.context, c.rope_base = s.theta;
+  c.experts = s.experts, c.experts_used = s.top_k;
+  model::write_llama_config(c, "troupe-test-tiny-llama", w);
   w.set_u32("tokenizer.ggml.bos_token_id", 1);
   w.set_u32("tokenizer.ggml.eos_token_id", 2);
   if (s.more_metadata) s.more_metadata(w);
@@ -204,9 +211,10 @@ inline RefLlama write_tiny_llama(const TinyLlamaSpec& s, const std::string& path
     if (planes > 1 || name.find("_exps") != std::string::npos) ne.push_back(planes);
     w.add_tensor(name, s.type, ne, v);
     const DVec stored = ref_stored(s.type, v);
+    const bool q8 = s.type == model::GgmlType::Q8_0 || s.type == model::GgmlType::Q4_0;
     std::vector<RefMatrix> out;
     for (int64_t p = 0; p < planes; ++p)
-      out.push_back({rows, cols, DVec(stored.begin() + p * rows * cols, stored.begin() + (p + 1) * rows * cols)});
+      out.push_back({rows, cols, DVec(stored.begin() + p * rows * cols, stored.begin() + (p + 1) * rows * cols), q8});
     return out;
   };
   auto norm = [&](const std::string& name) {

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# troupe vs llama.cpp on the same seeded GGUF files, back to back at the same thread
+# count (docs/peer-bench.md). Run it under the build lock so no compile shares the cores:
+#   flock /tmp/troupe-build.lock bench/peer/llamacpp.sh
+# Environment (defaults): THREADS=2 PP=512 TG=128 PARALLEL=4,16 PARALLEL_STEPS=32 REPEATS=2
+#   FILES="dense-f16 dense-q8_0 dense-q4_0 moe-q8_0 moe-q4_0" (SHAPE-TYPE, bench/peer/peer_files.h)
+#   CHECK=dense-f16 (the files of the teacher-forced greedy check)
+#   PEER_DIR=.cache/peer (node-llama-cpp and the model files), TROUPE=build/troupe
+# Steps: install node-llama-cpp 3.21.1 from npm into PEER_DIR (its prebuilt CPU backend,
+# no GPU), write the files troupe bench peer --write makes (once; kept), measure the
+# machine limits, then per file troupe's figures and llama.cpp's, and the check.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+peer=${PEER_DIR:-$root/.cache/peer}
+troupe=${TROUPE:-$root/build/troupe}
+threads=${THREADS:-2} pp=${PP:-512} tg=${TG:-128} parallel=${PARALLEL:-4,16}
+steps=${PARALLEL_STEPS:-32} repeats=${REPEATS:-2}
+files=${FILES:-"dense-f16 dense-q8_0 dense-q4_0 moe-q8_0 moe-q4_0"}
+check=${CHECK:-dense-f16}
+version=3.21.1
+
+mkdir -p "$peer/models"
+installed=$(node -p "require('$peer/node_modules/node-llama-cpp/package.json').version" 2>/dev/null || true)
+if [ "$installed" != "$version" ]; then
+  echo "installing node-llama-cpp $version into $peer" >&2
+  (cd "$peer" && { [ -f package.json ] || echo '{"name":"troupe-peer","private":true}' > package.json; } &&
+     npm install --no-audit --no-fund --save-exact "node-llama-cpp@$version" >&2)
+fi
+for f in $files; do
+  [ -f "$peer/models/$f.gguf" ] || "$troupe" bench peer --write "$peer/models" --files "$f" >&2
+done
+
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+# The limits at the start and again at the end: the table takes the higher of each (a
+# shared machine's load can only lower a probe), and prints both with the load average.
+"$troupe" bench peer --limits --threads "$threads" > "$out/limits.json"
+cut -d' ' -f1-3 /proc/loadavg > "$out/load.txt"
+for f in $files; do
+  model="$peer/models/$f.gguf"
+  echo "running $f" >&2
+  "$troupe" bench peer --model "$model" --threads "$threads" --pp "$pp" --tg "$tg" \
+    --parallel "$parallel" --parallel-steps "$steps" --repeats "$repeats" > "$out/$f.troupe.json"
+  PEER_DIR="$peer" node "$root/bench/peer/llamacpp_bench.mjs" "$model" "$threads" "$pp" "$tg" \
+    "$parallel" "$steps" "$repeats" > "$out/$f.llama.json"
+  if [[ " $check " == *" $f "* ]]; then
+    tokens=$(python3 -c 'import json,sys; print(",".join(map(str, json.load(open(sys.argv[1]))["greedy"])))' "$out/$f.llama.json")
+    "$troupe" bench peer --model "$model" --threads "$threads" --check-tokens "$tokens" --prompt-len 16 \
+      > "$out/$f.check.json"
+  fi
+done
+"$troupe" bench peer --limits --threads "$threads" >> "$out/limits.json"
+cut -d' ' -f1-3 /proc/loadavg >> "$out/load.txt"
+python3 "$root/bench/peer/peer_table.py" "$out" $files

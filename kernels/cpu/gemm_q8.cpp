@@ -1,0 +1,162 @@
+// cpu::gemm_q8 (kernels/cpu/gemm_q8.h): the activation quantizer, the portable range
+// kernel, and the one place that picks a range kernel.
+#include "kernels/cpu/gemm_q8.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/gemm_internal.h"
+#include "kernels/cpu/gemm_weight_src.h"
+#include "kernels/dispatch.h"
+#include "kernels/parallel.h"
+
+namespace troupe::kernels::cpu {
+namespace {
+
+// Round to nearest even for |v| < 2^22: adding 1.5 · 2^23 leaves no fraction bits, and
+// the FPU's default rounding is to even (the same value std::nearbyint gives).
+inline float round_even(float v) {
+  constexpr float kMagic = 12582912.0f;
+  return (v + kMagic) - kMagic;
+}
+
+// Same definition as ref::quantize_row_q8, written apart on purpose (a vectorisable
+// rounding, the Q4_0 lane offsets): the test holds it to the reference bit for bit.
+void quantize_row(const float* x, int64_t k, int8_t* q, float* d, int32_t* off) {
+  for (int64_t b = 0; b < k / kQBlock; ++b) {
+    const float* xb = x + b * kQBlock;
+    float amax = 0;
+    for (int i = 0; i < kQBlock; ++i) amax = std::fmax(amax, std::fabs(xb[i]));
+    const float scale = amax / 127.0f;
+    const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
+    int8_t* qb = q + b * kQBlock;
+    for (int i = 0; i < kQBlock; ++i) qb[i] = int8_t(round_even(xb[i] * inv));
+    d[b] = f16_decode(f16_encode(scale));
+    if (off == nullptr) continue;
+    for (int lane = 0; lane < 8; ++lane)
+      off[b * 8 + lane] =
+          -8 * (qb[4 * lane] + qb[4 * lane + 1] + qb[4 * lane + 2] + qb[4 * lane + 3]);
+  }
+}
+
+inline float stored_scale(const uint8_t* blk) {
+  uint16_t h;
+  std::memcpy(&h, blk, 2);
+  return f16_decode(h);
+}
+
+// Σ over one block, in int32; the compiler vectorises the 32-wide loops.
+inline int32_t dot_q8_0(const uint8_t* blk, const int8_t* xq) {
+  const int8_t* wq = reinterpret_cast<const int8_t*>(blk + 2);
+  int32_t s = 0;
+  for (int i = 0; i < kQBlock; ++i) s += int32_t(wq[i]) * xq[i];
+  return s;
+}
+
+inline int32_t dot_q4_0(const uint8_t* blk, const int8_t* xq) {
+  int32_t s = 0;
+  for (int i = 0; i < 16; ++i)
+    s += int32_t(blk[2 + i] & 0xF) * xq[i] + int32_t(blk[2 + i] >> 4) * xq[i + 16];
+  int32_t sx = 0;
+  for (int i = 0; i < kQBlock; ++i) sx += xq[i];
+  return s - 8 * sx;
+}
+
+}  // namespace
+
+void quantize_rows_q8(const float* x, int64_t m, int64_t k, int64_t ldx, int8_t* q, float* d,
+                      int32_t* off) {
+  const int64_t blocks = k / kQBlock;
+  for (int64_t r = 0; r < m; ++r)
+    quantize_row(x + r * ldx, k, q + r * k, d + r * blocks, off ? off + r * blocks * 8 : nullptr);
+}
+
+// One weight row at a time, every activation row against it while it is in L1.
+void gemm_q8_range_portable(const QGemmArgs& a, int64_t n0, int64_t n1) {
+  const int64_t blocks = a.x.k / kQBlock;
+  const int64_t bb = a.format == WeightFormat::Q8_0 ? kQ8_0Bytes : kQ4_0Bytes;
+  for (int64_t n = n0; n < n1; ++n) {
+    const uint8_t* row = a.w + n * a.row_bytes;
+    for (int64_t m = 0; m < a.x.m; ++m) {
+      const int8_t* xq = a.x.q + m * a.x.k;
+      const float* xd = a.x.d + m * blocks;
+      float s = 0;
+      for (int64_t b = 0; b < blocks; ++b) {
+        const uint8_t* blk = row + b * bb;
+        const int32_t dot = a.format == WeightFormat::Q8_0 ? dot_q8_0(blk, xq + b * kQBlock)
+                                                           : dot_q4_0(blk, xq + b * kQBlock);
+        s += stored_scale(blk) * xd[b] * float(dot);
+      }
+      float& y = a.y[m * a.ldy + n];
+      y = a.accumulate ? y + s : s;
+    }
+  }
+}
+
+const char* to_string(QGemmKernel k) {
+  switch (k) {
+    case QGemmKernel::Portable: return "portable";
+    case QGemmKernel::Avx2: return "avx2";
+    case QGemmKernel::Avx512Vnni: return "avx512-vnni";
+  }
+  return "?";
+}
+
+bool q_kernel_supported(QGemmKernel k) {
+  const CpuFeatures& f = cpu_features();
+  switch (k) {
+    case QGemmKernel::Portable: return true;
+    case QGemmKernel::Avx2: return f.has_avx2() && f.f16c;
+    case QGemmKernel::Avx512Vnni: return f.has_avx512() && f.avx512vnni && f.f16c;
+  }
+  return false;
+}
+
+const char* missing_q_kernel_reason(QGemmKernel k) {
+  if (q_kernel_supported(k)) return "";
+  return k == QGemmKernel::Avx2 ? "this CPU (or TROUPE_CPU) lacks AVX2+FMA+F16C"
+                                : "this CPU (or TROUPE_CPU) lacks AVX-512 F/BW/VL/DQ+VNNI";
+}
+
+// The rung active_cpu_path() allows, then the features inside it: an AVX-512 CPU
+// without VNNI runs the AVX2 kernel.
+QGemmKernel best_q_kernel() {
+  const CpuPath path = active_cpu_path();
+  if (path == CpuPath::Avx512 && q_kernel_supported(QGemmKernel::Avx512Vnni))
+    return QGemmKernel::Avx512Vnni;
+  if (path != CpuPath::Portable && q_kernel_supported(QGemmKernel::Avx2)) return QGemmKernel::Avx2;
+  return QGemmKernel::Portable;
+}
+
+void gemm_q8(const GemmParams& p, QGemmKernel kernel) {
+  const GemmShape sh = gemm_shape(p);
+  if (gemm_trivial(p, sh)) return;
+  const int64_t blocks = sh.k / kQBlock;
+  const bool q4 = p.w.format == WeightFormat::Q4_0;
+  // One scratch buffer: q [m, k], then d [m, blocks], then off [m, blocks, 8] for Q4_0.
+  const int64_t q_bytes = (sh.m * sh.k + 63) / 64 * 64;
+  const int64_t d_bytes = (sh.m * blocks * 4 + 63) / 64 * 64;
+  uint8_t* buf = gemm_x_scratch().get<uint8_t>(q_bytes + d_bytes + (q4 ? sh.m * blocks * 32 : 0));
+  QGemmArgs a;
+  a.x.q = reinterpret_cast<int8_t*>(buf);
+  a.x.d = reinterpret_cast<float*>(buf + q_bytes);
+  int32_t* off = q4 ? reinterpret_cast<int32_t*>(buf + q_bytes + d_bytes) : nullptr;
+  a.x.off = off;
+  a.x.m = sh.m;
+  a.x.k = sh.k;
+  quantize_rows_q8(p.x, sh.m, sh.k, sh.ldx, const_cast<int8_t*>(a.x.q), const_cast<float*>(a.x.d), off);
+  a.format = p.w.format;
+  a.w = static_cast<const uint8_t*>(p.w.data);
+  a.row_bytes = ggml_row_bytes(p.w.format, sh.k);
+  a.y = p.y;
+  a.ldy = sh.ldy;
+  a.accumulate = p.accumulate;
+  void (*range)(const QGemmArgs&, int64_t, int64_t) = gemm_q8_range_portable;
+  if (kernel == QGemmKernel::Avx512Vnni) range = gemm_q8_range_avx512;
+  else if (kernel == QGemmKernel::Avx2) range = gemm_q8_range_avx2;
+  // A thread's columns come in multiples of 4 (the widest tile's weight rows).
+  parallel_for(sh.n, gemm_min_chunk(sh, 4), [&](int64_t n0, int64_t n1) { range(a, n0, n1); });
+  gemm_x_scratch().trim(kKeepScratchBytes);
+}
+
+}  // namespace troupe::kernels::cpu

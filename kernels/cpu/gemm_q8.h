@@ -1,0 +1,52 @@
+// cpu::gemm_q8: the Q8_0 / Q4_0 GEMM of kernels/ggml_blocks.h on int8 dot products, for
+// cpu::gemm. The activations are quantized once per call (portable C++, checked bit for
+// bit against ref::quantize_row_q8), then threads take disjoint output-column ranges
+// and run one of three range kernels, picked in gemm_q8() by CPU features:
+//
+//   AVX-512 VNNI  vpdpbusd on two blocks per zmm        (gemm_q8_avx512.cpp)
+//   AVX2          vpmaddubsw + vpmaddwd, one block per ymm (gemm_q8_avx2.cpp)
+//   portable      plain loops the compiler vectorises     (gemm_q8.cpp)
+//
+// Each range kernel walks tiles of MR activation rows x NR weight rows
+// (gemm_q8_tiles.h); a tile reads its NR weight rows' blocks once for all MR rows, and
+// a thread's NR rows stay in L1/L2 while it sweeps the activation rows, so a decode
+// (M = 1..64) reads each weight byte from memory once.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/gemm.h"
+#include "kernels/ggml_blocks.h"
+
+namespace troupe::kernels::cpu {
+
+struct QGemmArgs {
+  Q8Rows x;                  // quantized activations [m, k] (off set for Q4_0)
+  WeightFormat format;       // Q8_0 or Q4_0
+  const uint8_t* w;          // weight blocks, row r at w + r * row_bytes
+  int64_t row_bytes;
+  float* y;                  // [m, n], row stride ldy
+  int64_t ldy;
+  bool accumulate;
+};
+
+// Quantizes x [m, k] (row stride ldx) to q [m, k], d [m, k / 32] and, when off is not
+// null, off [m, k / 32, 8] (kernels/ggml_blocks.h's Q8Rows).
+void quantize_rows_q8(const float* x, int64_t m, int64_t k, int64_t ldx, int8_t* q, float* d,
+                      int32_t* off);
+
+// Output columns [n0, n1) of one call, per path.
+void gemm_q8_range_portable(const QGemmArgs& a, int64_t n0, int64_t n1);
+void gemm_q8_range_avx2(const QGemmArgs& a, int64_t n0, int64_t n1);    // AVX2+FMA+F16C
+void gemm_q8_range_avx512(const QGemmArgs& a, int64_t n0, int64_t n1);  // + BW/VL/VNNI
+
+enum class QGemmKernel : uint8_t { Portable, Avx2, Avx512Vnni };
+const char* to_string(QGemmKernel k);
+QGemmKernel best_q_kernel();             // for active_cpu_path() and the CPU's features
+bool q_kernel_supported(QGemmKernel k);  // false: missing_q_kernel_reason says why
+const char* missing_q_kernel_reason(QGemmKernel k);
+
+// The whole call on one kernel (cpu::gemm passes best_q_kernel(); tests pick each).
+void gemm_q8(const GemmParams& p, QGemmKernel kernel);
+
+}  // namespace troupe::kernels::cpu

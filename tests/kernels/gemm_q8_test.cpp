@@ -1,0 +1,279 @@
+// The Q8_0 / Q4_0 GEMM (kernels/ggml_blocks.h, kernels/cpu/gemm_q8.h):
+//   - the half codecs and row dequantizers against model/gguf_dequant's independent ones;
+//   - the CPU activation quantizer bit for bit against ref::quantize_row_q8 (ties, zero
+//     blocks, subnormal scales), and its per-lane Q4_0 offsets against their definition;
+//   - ref::gemm_q8 against a double evaluation of the definition written here;
+//   - every CPU kernel (portable, AVX2, AVX-512 VNNI; one test instance each, a kernel
+//     the CPU lacks is skipped with the reason) against ref::gemm_q8 on a table of
+//     awkward shapes, with poisoned outputs, sentinel guards and NaN row padding in x.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/check.h"
+#include "kernels/cpu/gemm_q8.h"
+#include "kernels/dispatch.h"
+#include "kernels/gemm.h"
+#include "kernels/ggml_blocks.h"
+#include "model/gguf_dequant.h"
+
+namespace troupe::kernels {
+namespace {
+
+constexpr float kSentinel = -4321.25f;
+
+TEST(GgmlBlocks, HalfCodecsMatchTheModelLoadersOwn) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float got = f16_decode(uint16_t(h)), want = model::f16_to_f32(uint16_t(h));
+    if (std::isnan(want)) EXPECT_TRUE(std::isnan(got)) << h;
+    else ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want)) << "code " << h;
+  }
+  std::mt19937 rng(3);
+  for (int i = 0; i < 200000; ++i) {
+    // Random f32 bit patterns around the half range, plus every exponent's edges.
+    const uint32_t exp = 100 + uint32_t(rng()) % 50, bits = (uint32_t(rng()) & 0x807FFFFFu) | (exp << 23);
+    const float x = std::bit_cast<float>(i % 7 == 0 ? uint32_t(rng()) : bits);
+    ASSERT_EQ(f16_encode(x), model::f32_to_f16(x)) << "x bits " << std::bit_cast<uint32_t>(x);
+  }
+}
+
+// Random blocks: int8 (with the -128 a file may hold) or nibbles, and f16 scales of both
+// signs, some subnormal.
+std::vector<uint8_t> random_blocks(WeightFormat f, int64_t rows, int64_t cols, std::mt19937& rng) {
+  const int64_t bb = f == WeightFormat::Q8_0 ? kQ8_0Bytes : kQ4_0Bytes, blocks = rows * cols / 32;
+  std::vector<uint8_t> out(static_cast<size_t>(blocks * bb));
+  std::uniform_real_distribution<float> scale(-0.05f, 0.05f);
+  for (int64_t b = 0; b < blocks; ++b) {
+    uint8_t* blk = out.data() + b * bb;
+    const uint16_t h = model::f32_to_f16(b % 17 == 5 ? 3e-7f : scale(rng));
+    std::memcpy(blk, &h, 2);
+    for (int64_t i = 2; i < bb; ++i) blk[i] = uint8_t(rng());
+  }
+  return out;
+}
+
+TEST(GgmlBlocks, RowDequantizationIsTheGgufDefinition) {
+  std::mt19937 rng(5);
+  for (WeightFormat f : {WeightFormat::Q8_0, WeightFormat::Q4_0}) {
+    const int64_t rows = 3, cols = 96;
+    const std::vector<uint8_t> blocks = random_blocks(f, rows, cols, rng);
+    std::vector<float> got(rows * cols), want(rows * cols);
+    dequantize_rows({f, rows, cols, blocks.data(), nullptr}, 0, rows, got.data());
+    model::dequantize_ggml(f == WeightFormat::Q8_0 ? model::GgmlType::Q8_0 : model::GgmlType::Q4_0,
+                           blocks.data(), rows * cols, want.data());
+    ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0) << to_string(f);
+  }
+}
+
+// Activation rows with the cases that matter to a quantizer: ties at .5 after scaling
+// (amax 127 makes d = 1), an all-zero block, a block whose scale is a subnormal half.
+std::vector<float> awkward_activations(int64_t m, int64_t k, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(m * k));
+  for (float& v : x) v = normal(rng);
+  for (int64_t r = 0; r < m; ++r) {
+    float* row = x.data() + r * k;
+    if (k >= 64)
+      for (int i = 0; i < 32; ++i) row[32 + i] = i == 0 ? 127.0f : float(i % 9) - 4.5f;
+    if (k >= 96) std::fill(row + 64, row + 96, 0.0f);
+    if (k >= 128)
+      for (int i = 0; i < 32; ++i) row[96 + i] *= 1e-6f;
+  }
+  return x;
+}
+
+TEST(GemmQ8, CpuQuantizerIsTheReferenceBitForBit) {
+  const int64_t m = 3, k = 160, blocks = k / 32;
+  const std::vector<float> x = awkward_activations(m, k, 7);
+  std::vector<int8_t> q(m * k), q_ref(m * k);
+  std::vector<float> d(m * blocks), d_ref(m * blocks);
+  std::vector<int32_t> off(m * blocks * 8);
+  cpu::quantize_rows_q8(x.data(), m, k, k, q.data(), d.data(), off.data());
+  for (int64_t r = 0; r < m; ++r)
+    ref::quantize_row_q8(x.data() + r * k, k, q_ref.data() + r * k, d_ref.data() + r * blocks);
+  EXPECT_EQ(q, q_ref);
+  ASSERT_EQ(std::memcmp(d.data(), d_ref.data(), d.size() * 4), 0);
+  EXPECT_EQ(q[33], -4) << "x = -3.5 with d = 1 rounds to the even -4";
+  EXPECT_EQ(q[34], -2) << "x = -2.5 with d = 1 rounds to the even -2";
+  for (int64_t i = 0; i < m * blocks * 8; ++i) {
+    const int8_t* lane = q.data() + i * 4;
+    ASSERT_EQ(off[i], -8 * (lane[0] + lane[1] + lane[2] + lane[3])) << "lane " << i;
+  }
+}
+
+// The definition in double: x quantized here (f32 arithmetic as defined, the half
+// rounding of the scale by model::f32_to_f16), weights by model::dequantize_ggml.
+std::vector<double> definition(WeightFormat f, const std::vector<uint8_t>& blocks, int64_t n,
+                               const std::vector<float>& x, int64_t m, int64_t k) {
+  std::vector<float> w(n * k);
+  model::dequantize_ggml(f == WeightFormat::Q8_0 ? model::GgmlType::Q8_0 : model::GgmlType::Q4_0,
+                         blocks.data(), n * k, w.data());
+  std::vector<double> xq(m * k);
+  for (int64_t i = 0; i < m * k / 32; ++i) {
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[i * 32 + j]));
+    const float d = amax / 127.0f, inv = d != 0 ? 1.0f / d : 0.0f;
+    const double d16 = model::f16_to_f32(model::f32_to_f16(d));
+    for (int j = 0; j < 32; ++j) xq[i * 32 + j] = double(std::lrint(x[i * 32 + j] * inv)) * d16;
+  }
+  std::vector<double> y(m * n, 0.0);
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t c = 0; c < n; ++c)
+      for (int64_t j = 0; j < k; ++j) y[r * n + c] += double(w[c * k + j]) * xq[r * k + j];
+  return y;
+}
+
+// Σ |w·xq| per output: the scale of any summation order's rounding error.
+std::vector<double> magnitudes(WeightFormat f, const std::vector<uint8_t>& blocks, int64_t n,
+                               const std::vector<float>& x, int64_t m, int64_t k) {
+  std::vector<float> w(n * k), ax(x.size());
+  model::dequantize_ggml(f == WeightFormat::Q8_0 ? model::GgmlType::Q8_0 : model::GgmlType::Q4_0,
+                         blocks.data(), n * k, w.data());
+  std::vector<double> mag(m * n, 0.0);
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t c = 0; c < n; ++c)
+      for (int64_t j = 0; j < k; ++j) mag[r * n + c] += std::fabs(double(w[c * k + j]) * x[r * k + j]);
+  return mag;
+}
+
+TEST(GemmQ8, ReferenceIsTheDefinition) {
+  std::mt19937 rng(11);
+  for (WeightFormat f : {WeightFormat::Q8_0, WeightFormat::Q4_0}) {
+    const int64_t m = 4, n = 7, k = 160;
+    const std::vector<uint8_t> blocks = random_blocks(f, n, k, rng);
+    const std::vector<float> x = awkward_activations(m, k, 13);
+    std::vector<float> y(m * n, NAN);
+    GemmParams p;
+    p.x = x.data();
+    p.w = {f, n, k, blocks.data(), nullptr};
+    p.y = y.data();
+    p.m = m;
+    ref::gemm_q8(p);
+    const std::vector<double> want = definition(f, blocks, n, x, m, k);
+    const std::vector<double> mag = magnitudes(f, blocks, n, x, m, k);
+    for (int64_t i = 0; i < m * n; ++i)
+      EXPECT_NEAR(y[i], want[i], 1e-5 * mag[i] + 1e-30) << to_string(f) << " output " << i;
+  }
+}
+
+struct Case {
+  WeightFormat format;
+  int64_t m, n, k;
+  int64_t x_pad = 0, y_pad = 0;
+  bool accumulate = false;
+};
+
+const Case kCases[] = {
+    {WeightFormat::Q8_0, 1, 1, 32},       {WeightFormat::Q4_0, 1, 1, 32},
+    {WeightFormat::Q8_0, 1, 37, 96, 5, 3}, {WeightFormat::Q4_0, 1, 37, 96, 5, 3},
+    {WeightFormat::Q8_0, 3, 5, 160},      {WeightFormat::Q4_0, 3, 5, 160, 0, 0, true},
+    {WeightFormat::Q8_0, 16, 33, 256, 0, 0, true}, {WeightFormat::Q4_0, 16, 33, 256},
+    {WeightFormat::Q8_0, 17, 70, 192, 32, 1}, {WeightFormat::Q4_0, 17, 70, 192, 32, 1},
+    {WeightFormat::Q8_0, 70, 9, 64},      {WeightFormat::Q4_0, 130, 6, 96},
+    {WeightFormat::Q8_0, 5, 300, 1024},   {WeightFormat::Q4_0, 2, 517, 512},
+};
+
+std::string case_str(const Case& c) {
+  return std::string(to_string(c.format)) + " m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) +
+         " k=" + std::to_string(c.k) + " ldx+" + std::to_string(c.x_pad) + " ldy+" +
+         std::to_string(c.y_pad) + (c.accumulate ? " acc" : "");
+}
+
+constexpr cpu::QGemmKernel kKernels[] = {cpu::QGemmKernel::Portable, cpu::QGemmKernel::Avx2,
+                                         cpu::QGemmKernel::Avx512Vnni};
+
+class GemmQ8Kernel : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override {
+    if (!cpu::q_kernel_supported(kernel()))
+      GTEST_SKIP() << to_string(kernel()) << ": " << cpu::missing_q_kernel_reason(kernel());
+  }
+  static cpu::QGemmKernel kernel() { return kKernels[GetParam()]; }
+};
+
+TEST_P(GemmQ8Kernel, EveryCaseMatchesTheReference) {
+  uint32_t seed = 100;
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(case_str(c));
+    std::mt19937 rng(seed++);
+    const int64_t ldx = c.k + c.x_pad, ldy = c.n + c.y_pad;
+    const std::vector<uint8_t> blocks = random_blocks(c.format, c.n, c.k, rng);
+    const std::vector<float> dense = awkward_activations(c.m, c.k, seed);
+    std::vector<float> x(c.m * ldx, NAN);  // NaN padding: a read past K poisons y
+    for (int64_t r = 0; r < c.m; ++r) std::copy_n(dense.data() + r * c.k, c.k, x.data() + r * ldx);
+    std::vector<float> y0((c.m + 1) * ldy, kSentinel);
+    std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+    for (int64_t r = 0; r < c.m; ++r)
+      for (int64_t j = 0; j < c.n; ++j) y0[r * ldy + j] = c.accumulate ? uni(rng) : NAN;
+    GemmParams p;
+    p.x = x.data();
+    p.w = {c.format, c.n, c.k, blocks.data(), nullptr};
+    p.m = c.m;
+    p.ldx = ldx;
+    p.ldy = ldy;
+    p.accumulate = c.accumulate;
+    std::vector<float> want = y0, got = y0;
+    p.y = want.data();
+    ref::gemm_q8(p);
+    p.y = got.data();
+    cpu::gemm_q8(p, kernel());
+    const std::vector<double> mag = magnitudes(c.format, blocks, c.n, dense, c.m, c.k);
+    int failures = 0;
+    for (int64_t r = 0; r < c.m + 1; ++r)
+      for (int64_t j = 0; j < ldy; ++j) {
+        const int64_t i = r * ldy + j;
+        if (r == c.m || j >= c.n) {  // guard cells untouched
+          if (std::bit_cast<uint32_t>(got[i]) != std::bit_cast<uint32_t>(kSentinel) && failures++ < 5)
+            ADD_FAILURE() << "guard (" << r << ", " << j << ") written: " << got[i];
+          continue;
+        }
+        const double tol = 1e-5 * (mag[r * c.n + j] + (c.accumulate ? std::fabs(y0[i]) : 0.0)) + 1e-30;
+        if (!(std::fabs(double(got[i]) - want[i]) <= tol) && failures++ < 5)
+          ADD_FAILURE() << "y(" << r << ", " << j << ") = " << got[i] << ", ref " << want[i];
+      }
+    EXPECT_EQ(failures, 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, GemmQ8Kernel, ::testing::Range(0, 3),
+                         [](const ::testing::TestParamInfo<int>& i) {
+                           std::string s = to_string(kKernels[i.param]);
+                           for (char& ch : s) ch = ch == '-' ? '_' : ch;
+                           return s;
+                         });
+
+// The dispatched entry follows the CPU path cap: TROUPE_CPU / ScopedCpuPath.
+TEST(GemmQ8, DispatchFollowsTheCpuPath) {
+  {
+    ScopedCpuPath portable(CpuPath::Portable);
+    EXPECT_EQ(cpu::best_q_kernel(), cpu::QGemmKernel::Portable);
+  }
+  if (cpu_supports(CpuPath::Avx2)) {
+    ScopedCpuPath avx2(CpuPath::Avx2);
+    EXPECT_EQ(cpu::best_q_kernel(), cpu::QGemmKernel::Avx2);
+  }
+  if (cpu_supports(CpuPath::Avx512) && cpu_features().avx512vnni) {
+    ScopedCpuPath avx512(CpuPath::Avx512);
+    EXPECT_EQ(cpu::best_q_kernel(), cpu::QGemmKernel::Avx512Vnni);
+  }
+}
+
+TEST(GemmQ8, ColumnsNotAMultipleOf32AreAnError) {
+  std::vector<uint8_t> blocks(34 * 2);
+  std::vector<float> x(48), y(1);
+  GemmParams p;
+  p.x = x.data();
+  p.w = {WeightFormat::Q8_0, 1, 48, blocks.data(), nullptr};
+  p.y = y.data();
+  p.m = 1;
+  EXPECT_THROW(gemm(p), Error);
+}
+
+}  // namespace
+}  // namespace troupe::kernels
