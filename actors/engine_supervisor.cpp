@@ -350,15 +350,15 @@ scheduler_actor::behavior_type supervisor_fun(supervisor_pointer self,
                                               const model::Forward* forward,
                                               const model::Tokenizer* tokenizer,
                                               runtime::EngineConfig config,
-                                              runtime::KvCacheConfig kv, EngineOptions options) {
+                                              runtime::KvCacheConfig kv, EngineOptions options,
+                                              std::shared_ptr<runtime::eplb::CountsRecorder> counts) {
   auto& s = self->state;
   s.forward = forward;
   s.tokenizer = tokenizer;
   s.config = std::move(config);
   s.kv = kv;
   s.options = std::move(options);
-  if (!s.options.expert_counts_file.empty())  // opened by spawn_engine already: cannot fail
-    s.counts = std::make_shared<runtime::eplb::CountsRecorder>(s.options.expert_counts_file);
+  s.counts = std::move(counts);
   for (int r = 0; r < s.size(); ++r) s.ledgers.push_back(std::make_shared<EngineLedger>());
   if (s.options.expert_parallel) {
     const model::ModelConfig& m = forward->config();
@@ -408,8 +408,10 @@ scheduler_actor spawn_engine(caf::actor_system& sys, const model::Forward& forwa
                "enable-eplb needs enable-expert-parallel");
   TROUPE_CHECK(options.expert_counts_file.empty() || options.expert_parallel,
                "expert-counts-file needs enable-expert-parallel");
-  if (!options.expert_counts_file.empty())  // an error names the file now, not in an actor
-    runtime::eplb::CountsRecorder check(options.expert_counts_file);
+  // Opened here, once: an error names the file at start-up, not in an actor.
+  std::shared_ptr<runtime::eplb::CountsRecorder> counts;
+  if (!options.expert_counts_file.empty())
+    counts = std::make_shared<runtime::eplb::CountsRecorder>(options.expert_counts_file);
   TROUPE_CHECK(options.eplb.window_size >= 1 && options.eplb.step_interval >= 1,
                "eplb-config: window_size and step_interval must be >= 1, got ",
                options.eplb.window_size, " and ", options.eplb.step_interval);
@@ -425,7 +427,8 @@ scheduler_actor spawn_engine(caf::actor_system& sys, const model::Forward& forwa
         std::max(1, kernels::default_num_threads() / options.data_parallel_size);
   if (kv.disk_blocks > 0) runtime::ensure_disk_dir(config.kv_disk_dir);
   if (!options.health) options.health = std::make_shared<InstanceHealth>();
-  return sys.spawn(supervisor_fun, &forward, tokenizer, std::move(config), kv, std::move(options));
+  return sys.spawn(supervisor_fun, &forward, tokenizer, std::move(config), kv, std::move(options),
+                   std::move(counts));
 }
 
 }  // namespace troupe::actors

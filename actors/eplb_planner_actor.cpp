@@ -34,7 +34,8 @@ struct PlannerState {
 
 using planner_pointer = eplb_planner_actor::stateful_pointer<PlannerState>;
 
-void plan(planner_pointer self, const std::vector<int64_t>& counts) {
+// One completed step's summed counts: to the recording, then to the planner.
+void record_step(planner_pointer self, const std::vector<int64_t>& counts) {
   auto& s = self->state;
   if (s.recorder) {
     try {
@@ -87,7 +88,7 @@ void on_counts(planner_pointer self, ExpertCounts& c) {
     }
     if (done.counts.empty())
       done.counts.assign(s.in_use->num_layers * s.in_use->num_logical, 0);
-    plan(self, done.counts);
+    record_step(self, done.counts);
   }
 }
 

@@ -107,8 +107,9 @@ std::vector<runtime::RequestOutput> fail_step(SchedulerState& st, const StepResu
 void kick(scheduler_pointer self);
 
 // Live EPLB: the step's counts to the planner; what the rank has copied, for DP sync.
-void report_counts(SchedulerState& s, const SchedulerState::AtRank& step, const StepResult& result,
-                   scheduler_pointer self) {
+void report_counts(scheduler_pointer self, const SchedulerState::AtRank& step,
+                   const StepResult& result) {
+  auto& s = self->state;
   s.placement_ready = std::max(s.placement_ready, result.placement_ready);
   const bool routed = std::any_of(result.expert_counts.begin(), result.expert_counts.end(),
                                   [](int64_t c) { return c != 0; });
@@ -122,7 +123,7 @@ void on_step_result(scheduler_pointer self, const StepResult& result) {
   const SchedulerState::AtRank step = s.at_rank.front();
   const bool real = step.real;
   s.at_rank.pop_front();
-  if (s.planner) report_counts(s, step, result, self);
+  if (s.planner) report_counts(self, step, result);
   if (real) {
     stream(self, result.error.empty() ? s.pipeline->complete(result.sampled, result.run_seconds)
                                       : fail_step(s, result));

@@ -249,7 +249,9 @@ int run_serve(const CommandArgs& argv) {
   engine_opts.num_redundant_experts = cfg.redundant_experts();
   engine_opts.eplb = cfg.eplb();
   engine_opts.expert_counts_file = cfg.expert_counts_file;
-  if (engram) engine_opts.engram_owner = actors::spawn_engram_owner(sys, model->config, model->weights, engram);
+  if (engram)
+    engine_opts.engram_owner =
+        actors::spawn_engram_owner(sys, model->config, model->weights, engram);
   if (cfg.data_parallel_size > 1 || cfg.enable_expert_parallel)
     say("instance: " + std::to_string(cfg.data_parallel_size) + " ranks, " +
         (cfg.enable_expert_parallel

@@ -38,10 +38,9 @@ SlotWeights::SlotWeights(const model::ModelWeights& model, const eplb::ExpertPla
 
 // The view in a buffer of this object's own (kernels::copy_weight's layout).
 kernels::WeightView SlotWeights::copy_view(const kernels::WeightView& w) {
-  const int64_t bytes = kernels::copied_bytes(w);
   if (kernels::data_bytes(w) == 0) return w;
-  std::unique_ptr<std::byte, AlignedFree> buf(
-      static_cast<std::byte*>(::operator new[](static_cast<size_t>(bytes), kAlign)));
+  const auto size = static_cast<size_t>(kernels::copied_bytes(w));
+  std::unique_ptr<std::byte, AlignedFree> buf(static_cast<std::byte*>(::operator new[](size, kAlign)));
   const kernels::WeightView c = kernels::copy_weight(w, buf.get());
   bytes_ += kernels::data_bytes(w) + kernels::scale_bytes(w);
   buffers_.push_back(std::move(buf));
