@@ -45,7 +45,7 @@ SpeculativeConfig parse_speculative_config(std::string_view text) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for 1e999
     TROUPE_FAIL("speculative-config: not valid JSON (" << e.what() << ")");
   }
   if (!j.is_object()) TROUPE_FAIL("speculative-config: must be a JSON object");
