@@ -7,6 +7,8 @@
 
 #include <caf/all.hpp>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "actors/instance_health.h"
 #include "actors/messages.h"
@@ -94,5 +96,28 @@ scheduler_actor spawn_engine(caf::actor_system& sys, const model::Forward& forwa
 // Spreads requests over the schedulers of several engines (by request id; an n > 1 group
 // by its leader's id, aborts to every engine).
 router_actor spawn_router(caf::actor_system& sys, std::vector<scheduler_actor> engines);
+
+// An engine of another node that a cluster's router dials over CAF's middleman
+// (docs/cluster.md): published there by `troupe serve --node` at host:port.
+struct ClusterEngineAddress {
+  std::string name;  // "instance dp2 rank 0 on node rank0 (127.0.0.1:7101)"
+  std::string host;
+  uint16_t port = 0;
+};
+
+// An engine in this process (spawn_engine), under a cluster router.
+struct LocalEngine {
+  std::string name;
+  scheduler_actor engine;
+};
+
+// The router of a cluster's router node (actors/cluster_router.cpp): dials every remote
+// engine until it answers and again after it went away, ends a lost engine's requests
+// with an error (EngineDied), sends a new request to the up engine with the fewest in
+// flight, and keeps `health` 503 naming the engines not up until all are. The system
+// must have loaded the middleman with the wire types (actors/wire.h).
+router_actor spawn_cluster_router(caf::actor_system& sys, std::vector<ClusterEngineAddress> remote,
+                                  std::vector<LocalEngine> local,
+                                  std::shared_ptr<InstanceHealth> health);
 
 }  // namespace troupe::actors

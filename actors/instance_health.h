@@ -6,6 +6,7 @@
 //   ready        serving                                   /health 200
 //   restarting   scheduler or rank died; both restart      /health 503 "restarting: ..."
 //   down         restarted too often; requests get errors   /health 503 "down: ..."
+//   unavailable  a cluster router: engines not up            /health 503 "1 of 2 engines ..."
 #pragma once
 
 #include <mutex>
@@ -31,6 +32,11 @@ class InstanceHealth {
   void set_down(const std::string& why) {
     std::lock_guard lock(mutex_);
     problem_ = "down: " + why;
+  }
+  // A cluster's router: which engines are not up (docs/cluster.md).
+  void set_unavailable(const std::string& why) {
+    std::lock_guard lock(mutex_);
+    problem_ = why;
   }
   // nullopt while ready; else why the instance cannot serve now.
   std::optional<std::string> problem() const {

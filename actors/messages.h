@@ -42,10 +42,19 @@
 //
 //   scheduler r --prefetch(StepPlan)--> engram owner       (no answer; never on a rank)
 //
-// CAF 0.17 (Debian): atoms are atom_constant with at most 10 characters. The payload
-// types below are local-only for now (CAF_ALLOW_UNSAFE_MESSAGE_TYPE): they cross threads
-// of one process, not the middleman; they get inspect() functions when ranks move to
-// other processes.
+// A cluster (docs/cluster.md): the router node's cluster router holds the engines of the
+// other nodes as remote handles (CAF middleman); they stream tokens back to it, and it to
+// the client, so it can end a lost engine's requests with an error.
+//
+//   client --generate--> cluster router --generate(reply_to: router)--> remote supervisor
+//   remote scheduler --token--> cluster router --token--> client
+//   cluster router --dial--> itself   (every 0.5 s until a remote engine answers)
+//
+// CAF 0.17 (Debian): atoms are atom_constant with at most 10 characters. The payloads
+// that may cross a process have inspect() functions and type IDs (actors/wire.h,
+// included at the end of this file); the rest are local-only
+// (CAF_ALLOW_UNSAFE_MESSAGE_TYPE below): a plan and its result go between a scheduler and
+// its rank in one process, and a staged placement points at this process's weights.
 #pragma once
 
 #include <caf/all.hpp>
@@ -82,6 +91,7 @@ using eplb_atom = caf::atom_constant<caf::atom("eplb")>;          // a step's ex
 using stage_atom = caf::atom_constant<caf::atom("stage")>;        // copy a new placement's slots
 using staged_atom = caf::atom_constant<caf::atom("staged")>;      // that copy is done
 using prefetch_atom = caf::atom_constant<caf::atom("prefetch")>;  // a planned step's Engram rows
+using dial_atom = caf::atom_constant<caf::atom("dial")>;          // (re)connect a remote engine
 
 // --- payloads ----------------------------------------------------------------------------
 // A request for one generation; outputs stream to `reply_to` as (token_atom, TokenEvent).
@@ -154,14 +164,8 @@ struct EngramOwnerFigures {
 
 }  // namespace troupe::actors
 
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::GenerateRequest)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::TokenEvent)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::StepResult)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::runtime::EngineFigures)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::runtime::StepPlan)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::DpSyncMessage)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::runtime::RankLoad)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::ExpertCounts)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::PlacementUpdate)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::StagedPlacement)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::EngramOwnerFigures)
+
+#include "actors/wire.h"  // inspect() and type IDs of the payloads that may cross a process

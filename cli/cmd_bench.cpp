@@ -9,7 +9,8 @@
 // expert-parallel load balancer's balance and planning time on flash's MoE shape with
 // synthetic routing (bench/eplb/eplb_bench.h); `dp-sync`, the DP-sync all-reduce of the
 // step metadata among rank threads, recursive doubling vs gather-broadcast
-// (bench/dp_sync/dp_sync_bench.h); `soak`, many clients for minutes with
+// (bench/dp_sync/dp_sync_bench.h); `mirror-lag`, the price of DP imbalance: the same
+// requests on every rank at once vs rank r delayed by r x D (bench/dp_balance); `soak`, many clients for minutes with
 // aborts and bad requests mixed in, then leaks and RSS (bench/soak/soak_bench.h).
 #include <unistd.h>
 
@@ -27,6 +28,7 @@
 #include <vector>
 
 #include "bench/common/limits.h"
+#include "bench/dp_balance/mirror_lag_bench.h"
 #include "bench/dp_sync/dp_sync_bench.h"
 #include "bench/engine/replay_bench.h"
 #include "bench/engine/speculative_bench.h"
@@ -630,6 +632,42 @@ int bench_dp_sync(const CommandArgs& argv) {
   return 0;
 }
 
+int bench_mirror_lag(const CommandArgs& argv) {
+  Args a(argv,
+         {"model", "ranks", "requests", "prompt-len", "max-tokens", "lags", "seed", "threads",
+          "kv-budget-mb", "block-size"},
+         {});
+  no_positional(a);
+  bench::MirrorLagConfig c;
+  c.ranks = static_cast<int>(at_least(a, "ranks", c.ranks, 1));
+  if (c.ranks > 64) TROUPE_FAIL("--ranks must be in [1, 64], got " << c.ranks);
+  c.requests = at_least(a, "requests", c.requests, 1);
+  c.prompt_len = at_least(a, "prompt-len", c.prompt_len, 1);
+  c.max_tokens = at_least(a, "max-tokens", c.max_tokens, 1);
+  c.lags = int_list(a, "lags", "4,16", 1);
+  c.seed = static_cast<uint64_t>(at_least(a, "seed", int64_t(c.seed), 0));
+  c.engine = engine_flags(a, c.requests);
+  const int threads = threads_flag(a);
+
+  auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false);
+  check_budget(m->config, c.engine);
+  check_positions(m->config, c.prompt_len + c.max_tokens, "--prompt-len + --max-tokens");
+  kernels::set_num_threads(threads);
+  std::printf(
+      "troupe bench mirror-lag: model %s, DEP-%d in one process (lockstep, expert-parallel MoE), "
+      "%lld requests per rank (prompt %lld, %lld new tokens, greedy), threads %d shared by the "
+      "ranks\nmirror: every rank gets its copy at step 0; lag D: rank r gets its copy at step "
+      "r x D\n",
+      m->dir.c_str(), c.ranks, static_cast<long long>(c.requests),
+      static_cast<long long>(c.prompt_len), static_cast<long long>(c.max_tokens),
+      kernels::num_threads());
+  bench::warm_up(*m->forward, c.engine);
+  std::vector<bench::MirrorLagRun> runs{bench::run_mirror_lag(*m->forward, c, 0)};
+  for (const int64_t d : c.lags) runs.push_back(bench::run_mirror_lag(*m->forward, c, d));
+  bench::print_mirror_lag_report(c, runs);
+  return bench::copies_agree(c, runs) ? 0 : 1;
+}
+
 // bench soak's own flags; every other flag is a `troupe serve` flag for the daemon it
 // starts, checked here as serve would check it (its own --host / ports are fixed).
 int bench_soak(const CommandArgs& argv) {
@@ -679,6 +717,7 @@ const Benchmark kBenchmarks[] = {
     {"serve", bench_serve},
     {"eplb", bench_eplb},
     {"dp-sync", bench_dp_sync},
+    {"mirror-lag", bench_mirror_lag},
     {"soak", bench_soak},
     {"peer", bench_peer},  // cli/cmd_bench_peer.cpp
 };

@@ -3,6 +3,7 @@
 // model loads, then serves through the engine actors. SIGTERM / SIGINT: stop accepting,
 // let in-flight requests finish within a grace period (then end them with an error), exit 0.
 #include <caf/all.hpp>
+#include <caf/io/all.hpp>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <pthread.h>
 #include <thread>
 
@@ -25,6 +27,8 @@
 #include "cli/commands.h"
 #include "cli/loaded_model.h"
 #include "cli/logging.h"
+#include "cli/serve_engine.h"
+#include "config/cluster_config.h"
 #include "config/load.h"
 #include "kernels/check.h"
 #include "net/http/actor_bridge.h"
@@ -39,10 +43,6 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kShutdownGrace = std::chrono::seconds(30);  // in-flight requests may finish
 constexpr auto kAbortWait = std::chrono::seconds(5);       // aborted ones to be answered
 
-void say(const std::string& line) {
-  std::printf("troupe: %s\n", line.c_str());
-  std::fflush(stdout);  // tests and supervisors read these lines through a pipe
-}
 
 // SIGTERM and SIGINT are blocked in every thread (set before any is started) and taken by
 // one thread with sigwait, which wakes the main thread.
@@ -74,21 +74,58 @@ class ShutdownSignal {
   int signal_ = 0;
 };
 
-config::ServeConfig read_config(const CommandArgs& argv) {
-  const std::set<std::string> values = config::serve_value_flags();
-  const std::set<std::string> bools = config::serve_bool_flags();
+// What this process serves: a ServeConfig, and with a cluster file this node's part.
+struct ServeSetup {
+  config::ServeConfig cfg;
+  std::optional<config::ClusterConfig> cluster;
+  std::optional<config::NodeRun> node;
+};
+
+// `--config cluster.yaml --node NAME [--insecure]`: the node's settings come from the
+// cluster file alone (the same file on every node), so other flags are refused.
+void read_cluster_node(ServeSetup& setup, const Args& a, const std::string& path,
+                       const std::map<std::string, std::string>& flags) {
+  if (!a.positional().empty())
+    TROUPE_FAIL("with a cluster file, the model is each node's 'model' key, not a MODEL_DIR");
+  for (const auto& [flag, value] : flags)
+    if (flag != "config")
+      TROUPE_FAIL("flag --" << flag << " does not apply with a cluster file: put it in the "
+                               "file's serve: section, the same for every node");
+  if (!a.has("node")) TROUPE_FAIL("a cluster file needs --node NAME (which node this process is)");
+  setup.cluster = config::load_cluster_config(path);
+  setup.node = config::plan_node(*setup.cluster, *a.get("node"), a.has("insecure"));
+  setup.cfg = setup.node->serve;
+}
+
+ServeSetup read_setup(const CommandArgs& argv) {
+  std::set<std::string> values = config::serve_value_flags();
+  std::set<std::string> bools = config::serve_bool_flags();
+  values.insert("node");
+  bools.insert("insecure");
   Args a(argv, values, bools);
   std::map<std::string, std::string> flags;
   for (const auto& set : {values, bools})
     for (const std::string& f : set)
       if (a.has(f)) flags[f] = *a.get(f);
+  flags.erase("node");
+  flags.erase("insecure");
   if (a.positional().size() > 1) TROUPE_FAIL("serve takes one MODEL_DIR, got " << a.positional().size());
-  if (!a.positional().empty()) flags["model"] = a.positional().front();
-  config::ServeConfig cfg = config::resolve_serve_config(flags);
-  if (runtime::parse_speculative_config(cfg.speculative_config).method == "oracle")
+  const auto file = flags.find("config");
+  const bool cluster = file != flags.end() &&
+                       config::is_cluster_config(config::read_text_file(file->second, "config file"));
+  if (!cluster && (a.has("node") || a.has("insecure")))
+    TROUPE_FAIL("--node and --insecure go with a cluster file (--config with a 'nodes' list)");
+  ServeSetup setup;
+  if (cluster) {
+    read_cluster_node(setup, a, file->second, flags);
+  } else {
+    if (!a.positional().empty()) flags["model"] = a.positional().front();
+    setup.cfg = config::resolve_serve_config(flags);
+  }
+  if (runtime::parse_speculative_config(setup.cfg.speculative_config).method == "oracle")
     TROUPE_FAIL("speculative-config: method \"oracle\" is a bench/test mode (troupe bench "
                 "forward --speculative); troupe serve takes \"dspark\"");
-  return cfg;
+  return setup;
 }
 
 std::string served_name(const config::ServeConfig& cfg, const std::string& dir) {
@@ -155,127 +192,98 @@ void shut_down(net::http::Server& server, net::tcp::TcpServer& tcp, net::http::E
   if (bridge) bridge->kill_all();
 }
 
-// The faults to inject: the inject-faults key, else $TROUPE_INJECT_FAULTS (checked like
-// the key: a bad spec stops start-up).
-std::shared_ptr<const runtime::FaultPlan> fault_plan(const config::ServeConfig& cfg) {
-  std::string spec = cfg.inject_faults;
-  const char* env = std::getenv("TROUPE_INJECT_FAULTS");
-  const char* from = "inject-faults";
-  if (spec.empty() && env != nullptr) spec = env, from = "TROUPE_INJECT_FAULTS";
-  if (spec.empty()) return nullptr;
-  try {
-    auto plan = std::make_shared<runtime::FaultPlan>(runtime::FaultPlan::parse(spec));
-    spdlog::warn("injecting faults ({}): {}", from, spec);
-    return plan;
-  } catch (const Error& e) {
-    TROUPE_FAIL(from << ": " << e.what());
-  }
-}
-
-// Spawns the engine, or stops start-up with why its config cannot work (before any
-// request could find out).
-actors::scheduler_actor spawn_checked_engine(caf::actor_system& sys, const model::Forward& forward,
-                                             const LoadedModel& model,
-                                             const runtime::EngineConfig& engine_cfg,
-                                             actors::EngineOptions options) {
-  try {
-    return actors::spawn_engine(sys, forward, model.tokenizer.get(), engine_cfg,
-                                std::move(options));
-  } catch (const Error& e) {
-    TROUPE_FAIL("the engine config cannot work with this model: "
-                << e.what() << " (kv-cache-memory-bytes, max-num-seqs, block-size)");
-  }
+// A cluster node that runs an engine and not the router: the engine, published on the
+// node's control port for the router to dial (docs/cluster.md).
+int run_engine_node(const ServeSetup& setup, ShutdownSignal& signal) {
+  const config::ServeConfig& cfg = setup.cfg;
+  const config::ClusterNode& node = *setup.node->node;
+  std::unique_ptr<LoadedModel> model;  // outlives the actor system
+  std::unique_ptr<ServingEngine> engine;
+  caf::actor_system_config caf_cfg;
+  actors::add_wire_types(caf_cfg);
+  caf_cfg.load<caf::io::middleman>();
+  caf::actor_system sys{caf_cfg};
+  model = load_serving_model(cfg);
+  engine = start_engine(sys, cfg, *model, fault_plan(cfg));
+  const auto port = sys.middleman().publish(engine->engine, static_cast<uint16_t>(node.port),
+                                            node.host.c_str(), /*reuse_addr=*/true);
+  if (!port)
+    TROUPE_FAIL("node '" << node.name << "': cannot listen on its control port " << node.host
+                         << ":" << node.port << ": " << sys.render(port.error()));
+  say("ready: " + setup.node->engine->describe(*setup.cluster) + ", waiting for the router '" +
+      setup.cluster->router.node + "'");
+  const int sig = signal.wait();
+  say(std::string(sig == SIGINT ? "SIGINT" : "SIGTERM") + ": shutting down");
+  caf::anon_send_exit(engine->engine, caf::exit_reason::user_shutdown);
+  say("stopped");
+  return 0;
 }
 
 }  // namespace
 
 int run_serve(const CommandArgs& argv) {
-  const config::ServeConfig cfg = read_config(argv);
+  const ServeSetup setup = read_setup(argv);
+  const config::ServeConfig& cfg = setup.cfg;
   ShutdownSignal signal;  // before any thread starts
   config::apply_process_settings(cfg);
   setup_logging(cfg.log_level, cfg.log_format);
+  if (setup.node && !setup.node->router) return run_engine_node(setup, signal);
+  // The router of a cluster with engines in other processes dials them (middleman).
+  const bool cluster_router = setup.node && !setup.node->single_process();
   const std::shared_ptr<const runtime::FaultPlan> faults = fault_plan(cfg);
 
   // Owned here in this order so each outlives what uses it: the actors (destroyed with
-  // the actor system, first) use the bridge, metrics and model.
+  // the actor system, first) use the bridge, metrics, engine and model.
   std::unique_ptr<LoadedModel> model;
-  std::shared_ptr<runtime::EngramHostTables> engram;  // the model's Engram tables read here
-  std::unique_ptr<DraftModel> draft;  // speculative-config dspark: the ranks' drafter
+  std::unique_ptr<ServingEngine> local;  // this process's engine, if it runs one
   net::metrics::Registry registry;
   std::unique_ptr<net::metrics::ServingMetrics> metrics;
   std::unique_ptr<net::http::EngineBridge> bridge;
   net::http::Server server(http_options(cfg));
   net::tcp::TcpServer tcp(tcp_options(cfg));
   caf::actor_system_config caf_cfg;
+  actors::add_wire_types(caf_cfg);  // the payloads that may cross a process (actors/wire.h)
+  if (cluster_router) caf_cfg.load<caf::io::middleman>();
   caf::actor_system sys{caf_cfg};
 
   const uint16_t port = listen_or_fail(server, "port", cfg.port);
   const uint16_t tcp_port = listen_or_fail(tcp, "tcp-port", cfg.tcp_port);
   say("listening on http://" + cfg.host + ":" + std::to_string(port));
   say("listening on tcp://" + cfg.host + ":" + std::to_string(tcp_port) + " (msgpack TCP API)");
-  say("loading model " + (cfg.model.empty() ? std::string("(built-in tiny model)") : cfg.model));
-  const auto t0 = Clock::now();
-  model = load_model(cfg.model, /*need_tokenizer=*/true);
-  char took[32];
-  std::snprintf(took, sizeof took, "%.2f s", std::chrono::duration<double>(Clock::now() - t0).count());
-  say(std::string("model loaded in ") + took);
-  // One copy of the Engram tables for the node, in a shared host mapping (the owner).
-  engram = runtime::EngramHostTables::adopt(model->weights, model->config);
-  if (engram) {
-    char mib[32];
-    std::snprintf(mib, sizeof mib, "%.1f MiB", double(engram->table_bytes()) / (1 << 20));
-    say("engram: " + std::to_string(engram->layers()) + " tables, " + mib +
-        " in one shared host mapping on " + engram->mapping().describe());
-  }
-
-  runtime::EngineConfig engine_cfg = cfg.to_engine_config();
+  // A cluster router without an engine still needs the tokenizer and the model's limits.
+  model = load_serving_model(cfg);
+  const bool runs_engine = !setup.node || setup.node->engine;
+  if (runs_engine) local = start_engine(sys, cfg, *model, faults);
   const int64_t max_len = std::min<int64_t>(cfg.max_model_len, model->config.max_position_embeddings);
-  engine_cfg.scheduler.max_model_len = max_len;
   auto backend = std::make_shared<net::http::Backend>();
   backend->info.model_name = served_name(cfg, model->dir);
   backend->info.max_model_len = max_len;
   backend->info.max_body_bytes = static_cast<size_t>(cfg.max_body_bytes);
   backend->info.faults = faults.get();
   metrics = std::make_unique<net::metrics::ServingMetrics>(registry, backend->info.model_name);
-
-  actors::EngineOptions engine_opts;
-  engine_opts.faults = faults;
-  engine_opts.health = std::make_shared<actors::InstanceHealth>();
-  engine_opts.request_timeout = cfg.request_timeout;
-  engine_opts.max_restarts = static_cast<int>(cfg.max_engine_restarts);
-  engine_opts.restart_window_seconds = cfg.engine_restart_window;
-  engine_opts.data_parallel_size = static_cast<int>(cfg.data_parallel_size);
-  engine_opts.expert_parallel = cfg.enable_expert_parallel;
-  engine_opts.num_redundant_experts = cfg.redundant_experts();
-  engine_opts.eplb = cfg.eplb();
-  engine_opts.expert_counts_file = cfg.expert_counts_file;
-  if (engram)
-    engine_opts.engram_owner =
-        actors::spawn_engram_owner(sys, model->config, model->weights, engram);
-  if (cfg.data_parallel_size > 1 || cfg.enable_expert_parallel)
-    say("instance: " + std::to_string(cfg.data_parallel_size) + " ranks, " +
-        (cfg.enable_expert_parallel
-             ? "expert parallel (" + std::to_string(engine_opts.num_redundant_experts) +
-                   " redundant expert slots), lockstep steps with DP sync" +
-                   (engine_opts.eplb.enabled
-                        ? ", live EPLB every " + std::to_string(engine_opts.eplb.step_interval) +
-                              " steps over the last " +
-                              std::to_string(engine_opts.eplb.window_size)
-                        : std::string())
-             : "each holding every expert, stepping on its own"));
-  if (engine_cfg.speculative.enabled()) {
-    draft = load_draft(*model);
-    engine_opts.drafter = draft->drafter.get();
-    say("speculative decoding: " + engine_cfg.speculative.method + ", " +
-        std::to_string(engine_cfg.speculative.num_speculative_tokens) + " draft tokens per step");
-    // vLLM's per-position series exist from the start, at 0.
+  if (local && local->config.speculative.enabled())  // vLLM's per-position series exist from the start
     metrics->record_spec_decode(
-        0, 0, 0, std::vector<int64_t>(size_t(engine_cfg.speculative.num_speculative_tokens), 0));
+        0, 0, 0, std::vector<int64_t>(size_t(local->config.speculative.num_speculative_tokens), 0));
+
+  actors::router_actor router;
+  std::shared_ptr<actors::InstanceHealth> health;
+  if (cluster_router) {
+    std::vector<actors::ClusterEngineAddress> remote;
+    for (const config::ClusterEngine& e : setup.node->remote) {
+      const config::ClusterNode& n = *setup.cluster->node(e.node);
+      remote.push_back({e.describe(*setup.cluster), n.host, static_cast<uint16_t>(n.port)});
+    }
+    std::vector<actors::LocalEngine> here;
+    if (local) here.push_back({setup.node->engine->describe(*setup.cluster), local->engine});
+    health = std::make_shared<actors::InstanceHealth>();
+    router = actors::spawn_cluster_router(sys, std::move(remote), std::move(here), health);
+    say("cluster router: " + std::to_string(setup.node->remote.size()) +
+        " engine(s) on other nodes, dialed until they answer");
+  } else {
+    health = local->health;
+    router = actors::spawn_router(sys, {local->engine});
   }
-  auto engine = spawn_checked_engine(sys, draft ? *draft->forward : *model->forward, *model,
-                                     engine_cfg, engine_opts);
-  auto router = actors::spawn_router(sys, {engine});
-  bridge = net::http::make_engine_bridge(sys, router, *metrics, engine_opts.health);
+  bridge = net::http::make_engine_bridge(sys, router, *metrics, health);
   backend->tokenizer = model->tokenizer.get();
   backend->engine = bridge.get();
   backend->registry = &registry;
@@ -289,7 +297,7 @@ int run_serve(const CommandArgs& argv) {
   say(std::string(sig == SIGINT ? "SIGINT" : "SIGTERM") + ": shutting down");
   shut_down(server, tcp, bridge.get());
   caf::anon_send_exit(router, caf::exit_reason::user_shutdown);
-  caf::anon_send_exit(engine, caf::exit_reason::user_shutdown);
+  if (local) caf::anon_send_exit(local->engine, caf::exit_reason::user_shutdown);
   say("stopped");
   return 0;
 }

@@ -1,11 +1,10 @@
 #include "config/load.h"
 
-#include <yaml-cpp/yaml.h>
-
 #include <fstream>
 #include <sstream>
 
 #include "config/serve_keys.h"
+#include "config/yaml_doc.h"
 #include "config/value_parse.h"
 #include "kernels/check.h"
 
@@ -15,18 +14,6 @@ namespace {
 std::string did_you_mean(const std::string& name, const std::string& prefix) {
   const std::string near = nearest_serve_config_key(name);
   return near.empty() ? "" : " (did you mean '" + prefix + near + "'?)";
-}
-
-// What a non-scalar YAML node is, for "expects an integer, got a list".
-const char* node_kind(const YAML::Node& n) {
-  switch (n.Type()) {
-    case YAML::NodeType::Sequence:
-      return "a list";
-    case YAML::NodeType::Map:
-      return "a map";
-    default:
-      return "no value";
-  }
 }
 
 // Sets one key from one YAML value; `at` is "cfg.yaml:4" for messages.
@@ -40,6 +27,13 @@ void apply_yaml_value(ServeConfig& cfg, const ConfigKey& key, const YAML::Node& 
                    << value.Scalar() << "'");
 }
 
+// Applies the file at `path` (errors name it as given).
+void apply_serve_config_file(ServeConfig& cfg, const std::string& path, KeyOrigins& origins) {
+  apply_serve_config_yaml(cfg, read_text_file(path, "config file"), path, &origins);
+}
+
+}  // namespace
+
 YAML::Node parse_yaml(const std::string& text, const std::string& source) {
   try {
     return YAML::Load(text);
@@ -49,16 +43,49 @@ YAML::Node parse_yaml(const std::string& text, const std::string& source) {
   }
 }
 
-// Applies the file at `path` (errors name it as given).
-void apply_serve_config_file(ServeConfig& cfg, const std::string& path, KeyOrigins& origins) {
+std::string read_text_file(const std::string& path, const char* what) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) TROUPE_FAIL("config file '" << path << "' cannot be read");
+  if (!in) TROUPE_FAIL(what << " '" << path << "' cannot be read");
   std::ostringstream text;
   text << in.rdbuf();
-  apply_serve_config_yaml(cfg, text.str(), path, &origins);
+  return text.str();
 }
 
-}  // namespace
+const char* node_kind(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a map";
+    default:
+      return "no value";
+  }
+}
+
+std::string yaml_at(const std::string& source, const YAML::Node& n) {
+  return source + ":" + std::to_string(n.Mark().line + 1);
+}
+
+void apply_serve_config_map(ServeConfig& cfg, const YAML::Node& map, const std::string& source,
+                            KeyOrigins* origins,
+                            const std::function<std::string(const std::string&)>& owned) {
+  std::map<std::string, int> first_line;
+  for (const auto& kv : map) {
+    const std::string at = yaml_at(source, kv.first);
+    if (!kv.first.IsScalar()) TROUPE_FAIL(at << ": a key must be a plain name");
+    const std::string name = kv.first.Scalar();
+    const ConfigKey* key = find_serve_config_key(name);
+    if (!key) TROUPE_FAIL(at << ": unknown key '" << name << "'" << did_you_mean(name, ""));
+    if (owned)
+      if (const std::string why = owned(name); !why.empty())
+        TROUPE_FAIL(at << ": key '" << name << "' " << why);
+    const auto [it, fresh] = first_line.emplace(name, kv.first.Mark().line + 1);
+    if (!fresh)
+      TROUPE_FAIL(at << ": key '" << name << "' is set twice (first on line " << it->second << ")");
+    apply_yaml_value(cfg, *key, kv.second, at);
+    if (origins) (*origins)[name] = source + " line " + std::to_string(it->second);
+  }
+}
 
 void apply_serve_config_yaml(ServeConfig& cfg, const std::string& text, const std::string& source,
                              KeyOrigins* origins) {
@@ -68,19 +95,7 @@ void apply_serve_config_yaml(ServeConfig& cfg, const std::string& text, const st
     TROUPE_FAIL(source << ":" << root.Mark().line + 1
                        << ": expected 'key: value' lines at the top level, got "
                        << (root.IsSequence() ? "a list" : "a single value"));
-  std::map<std::string, int> first_line;
-  for (const auto& kv : root) {
-    const std::string at = source + ":" + std::to_string(kv.first.Mark().line + 1);
-    if (!kv.first.IsScalar()) TROUPE_FAIL(at << ": a key must be a plain name");
-    const std::string name = kv.first.Scalar();
-    const ConfigKey* key = find_serve_config_key(name);
-    if (!key) TROUPE_FAIL(at << ": unknown key '" << name << "'" << did_you_mean(name, ""));
-    const auto [it, fresh] = first_line.emplace(name, kv.first.Mark().line + 1);
-    if (!fresh)
-      TROUPE_FAIL(at << ": key '" << name << "' is set twice (first on line " << it->second << ")");
-    apply_yaml_value(cfg, *key, kv.second, at);
-    if (origins) (*origins)[name] = source + " line " + std::to_string(it->second);
-  }
+  apply_serve_config_map(cfg, root, source, origins);
 }
 
 ServeConfig load_serve_config_file(const std::string& path) {

@@ -34,6 +34,9 @@ void apply_serve_flags(ServeConfig& cfg, const std::map<std::string, std::string
 // flags, then validate(). The serve command puts its MODEL_DIR positional in flags["model"].
 ServeConfig resolve_serve_config(const std::map<std::string, std::string>& flags);
 
+// The whole file at `path`; an unreadable one is an Error naming it as `what` ("config file").
+std::string read_text_file(const std::string& path, const char* what);
+
 // Flag sets for cli::Args: every key (plus "config") takes a value, except the boolean
 // keys, which appear as K and no-K without a value.
 std::set<std::string> serve_value_flags();

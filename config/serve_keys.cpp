@@ -229,21 +229,6 @@ std::vector<ConfigKey> make_keys() {
   return k;
 }
 
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1] ? 1u : 0u)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
 // A double-quoted YAML scalar: escapes backslash, quote and control characters.
 std::string yaml_quote(std::string_view s) {
   std::string out = "\"";
@@ -275,13 +260,9 @@ const ConfigKey* find_serve_config_key(std::string_view name) {
 }
 
 std::string nearest_serve_config_key(std::string_view name) {
-  std::string best;
-  size_t best_d = 4;
-  for (const ConfigKey& k : serve_config_keys()) {
-    const size_t d = edit_distance(name, k.name);
-    if (d < best_d) best_d = d, best = k.name;
-  }
-  return best;
+  std::vector<std::string_view> names;
+  for (const ConfigKey& k : serve_config_keys()) names.push_back(k.name);
+  return nearest_name(name, names);
 }
 
 std::string to_yaml(const ServeConfig& cfg) {

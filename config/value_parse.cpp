@@ -4,7 +4,9 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <algorithm>
 #include <utility>
+#include <vector>
 
 namespace troupe::config {
 namespace {
@@ -117,6 +119,35 @@ std::string format_seconds(double seconds) {
   const auto [end, ec] =
       std::to_chars(buf.data(), buf.data() + buf.size(), seconds, std::chars_format::fixed);
   return std::string(buf.data(), end);
+}
+
+namespace {
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1] ? 1u : 0u)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+std::string nearest_name(std::string_view name, std::span<const std::string_view> candidates) {
+  std::string_view best;
+  size_t best_d = 4;
+  for (const std::string_view c : candidates) {
+    const size_t d = edit_distance(name, c);
+    if (d < best_d) best_d = d, best = c;
+  }
+  return std::string(best);
 }
 
 }  // namespace troupe::config

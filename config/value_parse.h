@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -27,6 +28,10 @@ std::optional<double> parse_seconds(std::string_view s);
 // The inverse of parse_bytes for display: the largest binary unit that divides exactly
 // ("1GiB", "64MiB"), else plain bytes. parse_bytes(format_bytes(x)) == x.
 std::string format_bytes(int64_t bytes);
+
+// The candidate nearest to a misspelled name (edit distance <= 3; the first of equals),
+// or "" when none is that near: the "did you mean" of config errors.
+std::string nearest_name(std::string_view name, std::span<const std::string_view> candidates);
 
 // Shortest text that reads back to the same double (plain seconds, no unit).
 std::string format_seconds(double seconds);

@@ -135,7 +135,8 @@ def tcp_frame():
 
 def serve_config():
     for example in sorted((ROOT / "config/examples").glob("*.yaml")):
-        copy("serve_config", example.name, example)
+        if not example.name.startswith("cluster-"):
+            copy("serve_config", example.name, example)
     write("serve_config", "small.yaml", "port: 0\ntcp-port: 0\nmax-num-seqs: 8\n"
           "max-body-bytes: 1MiB\nrequest-timeout: 30s\nenable-prefix-caching: false\n")
     write("serve_config", "bad-value.yaml", "port: 70000\n")
@@ -149,6 +150,22 @@ def serve_config():
           "'{\"window_size\": 10, \"step_interval\": 20, \"num_redundant_experts\": 2}'\n")
     write("serve_config", "speculative.yaml",
           "speculative-config: '{\"method\": \"dspark\", \"num_speculative_tokens\": 3}'\n")
+
+
+def cluster_config():
+    for example in sorted((ROOT / "config/examples").glob("cluster-*.yaml")):
+        copy("cluster_config", example.name, example)
+    write("cluster_config", "flow.yaml",
+          "nodes: [{name: a, host: h1, port: 1}, {name: b, host: h2, port: 2, model: m}]\n"
+          "router: {node: a, http-port: 0, tcp-port: 0}\n"
+          "instances: [{name: i, ranks: [a, b], threads: 2, num-redundant-experts: 2}]\n"
+          "cluster-secret: 0123456789abcdef\nserve: {max-num-seqs: 4, port: 1}\n")
+    write("cluster_config", "bad.yaml",
+          "nodes: [{name: a, host: h, port: 1}, {name: a, host: h, port: 1}]\n"
+          "router: {node: z}\ninstances: [{name: i, role: prefill, ranks: [q]}]\n")
+    write("cluster_config", "secret-file.yaml",
+          "nodes: [{name: a, host: h, port: 1}]\nrouter: {node: a}\n"
+          "instances: [{name: i, ranks: [a]}]\ncluster-secret-file: /dev/null\n")
 
 
 def safetensors_file(tensors, metadata=None):
@@ -370,5 +387,5 @@ def kv_block_file():
 
 if __name__ == "__main__":
     for make in (openai_body, http_request, tcp_frame, serve_config, safetensors,
-                 tokenizer_json, expert_loads_json, gguf, kv_block_file):
+                 tokenizer_json, expert_loads_json, gguf, kv_block_file, cluster_config):
         make()

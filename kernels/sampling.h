@@ -20,6 +20,8 @@ struct SamplingParams {
   float top_p = 1.0f;        // (0, 1]; 1: off
   float min_p = 0.0f;        // [0, 1]; 0: off
   uint64_t seed = 0;
+
+  bool operator==(const SamplingParams&) const = default;
 };
 
 struct SampleParams {

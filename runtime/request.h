@@ -69,6 +69,8 @@ struct RequestParams {
   int32_t num_logprobs = -1;        // top alternatives per output token (>= 0); -1: no logprobs
 
   void validate() const;  // throws troupe::Error naming the bad field
+
+  bool operator==(const RequestParams&) const = default;
 };
 
 // Another member of a request group (n > 1 choices of one prompt): its own id, seed and
@@ -77,6 +79,8 @@ struct RequestParams {
 struct Sibling {
   RequestId id = 0;
   RequestParams params;
+
+  bool operator==(const Sibling&) const = default;
 };
 
 struct Request {

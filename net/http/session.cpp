@@ -348,7 +348,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void on_output(int32_t index, runtime::RequestOutput out) {
     if (out.finished()) open_choices_ -= 1;
     if (closed_ || (!encoder_ && !collector_)) return maybe_release();
-    if (out.status == runtime::RequestStatus::FinishedError) return fail_generation(out.error);
+    if (out.status == runtime::RequestStatus::FinishedError)
+      return fail_generation(out.error, out.error_cause);
     if (encoder_) {
       if (std::string s = encoder_->on_output(index, out); !s.empty()) send_event(s);
       if (encoder_->done()) {
@@ -362,12 +363,16 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   // The engine failed a choice: the others are aborted and the connection closes after
-  // the answer (their last outputs must not reach a next request).
-  void fail_generation(const std::string& message) {
+  // the answer (their last outputs must not reach a next request). An engine that died
+  // (its actors, or in a cluster its process) is a 503: the service is unavailable and a
+  // retry may find it back; anything else a 500.
+  void fail_generation(const std::string& message,
+                       runtime::ErrorCause cause = runtime::ErrorCause::None) {
     if (gen_) gen_->abort();
     keep_alive_ = false;
-    const ApiError err{ErrorKind::Internal,
-                       message.empty() ? "the engine failed the request" : message, ""};
+    const ApiError err{
+        cause == runtime::ErrorCause::EngineDied ? ErrorKind::Unavailable : ErrorKind::Internal,
+        message.empty() ? "the engine failed the request" : message, ""};
     if (encoder_) {
       send_event(encoder_->error(err));
       end_response();

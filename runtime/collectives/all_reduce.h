@@ -38,6 +38,8 @@ struct CollectiveMessage {
   int64_t step = 0;   // which all-reduce: one per step, increasing from step to step
   int32_t round = 0;  // the schedule round (schedule.h)
   T payload{};
+
+  bool operator==(const CollectiveMessage&) const = default;
 };
 
 template <typename T>

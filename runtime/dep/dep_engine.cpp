@@ -38,6 +38,7 @@ struct DepEngine::Rank {
   std::vector<SampledChunk> sampled;
   std::string error;
   double seconds = 0;
+  int64_t dummy_steps = 0;
 };
 
 DepEngine::DepEngine(const model::Forward& forward, const model::Tokenizer* tokenizer,
@@ -83,8 +84,13 @@ int DepEngine::pick_rank(std::span<const int32_t> prompt) const {
 
 void DepEngine::add_request(RequestId id, std::span<const int32_t> prompt, RequestParams params,
                             std::vector<Sibling> siblings) {
+  add_request_on(pick_rank(prompt), id, prompt, std::move(params), std::move(siblings));
+}
+
+void DepEngine::add_request_on(int r, RequestId id, std::span<const int32_t> prompt,
+                               RequestParams params, std::vector<Sibling> siblings) {
   TROUPE_CHECK(!rank_of_.count(id), "request ", id, " is already known");
-  const int r = pick_rank(prompt);
+  TROUPE_CHECK(r >= 0 && r < ranks(), "rank ", r, " out of range [0, ", ranks(), ")");
   std::vector<RequestId> ids{id};
   for (const Sibling& s : siblings) ids.push_back(s.id);
   ranks_[r]->scheduler.add_request(id, prompt, std::move(params), std::move(siblings));
@@ -121,6 +127,7 @@ std::vector<RequestOutput> DepEngine::step() {
     threads_->run([&](int i) {
       Rank& r = *ranks_[i];
       const StepPlan& plan = r.pipeline.in_flight() > 0 ? r.pipeline.oldest() : idle;
+      r.dummy_steps += r.pipeline.in_flight() == 0;
       const auto t0 = std::chrono::steady_clock::now();
       r.error.clear();
       try {
@@ -175,6 +182,10 @@ void DepEngine::rebalance_if_due() {
 EngineFigures DepEngine::figures(int rank) const {
   const Rank& r = *ranks_.at(rank);
   return current_figures(r.counts, r.scheduler, r.kv);
+}
+
+int64_t DepEngine::dummy_steps(int rank) const {
+  return ranks_.at(rank)->dummy_steps;
 }
 
 const KvCacheManager& DepEngine::kv_cache(int rank) const {

@@ -47,6 +47,10 @@ class DepEngine {
 
   void add_request(RequestId id, std::span<const int32_t> prompt, RequestParams params,
                    std::vector<Sibling> siblings = {});
+  // The same on a rank of the caller's choice, bypassing load balance (the mirror vs lag
+  // benchmark puts the same requests on every rank).
+  void add_request_on(int rank, RequestId id, std::span<const int32_t> prompt,
+                      RequestParams params, std::vector<Sibling> siblings = {});
   void abort(RequestId id);
   std::vector<RequestOutput> step();
   bool has_unfinished() const;
@@ -55,6 +59,9 @@ class DepEngine {
   int rank_of(RequestId id) const;  // -1: not known (finished, or never added)
   EngineFigures figures(int rank) const;
   const KvCacheManager& kv_cache(int rank) const;
+  // Steps rank `rank` ran as a dummy (no plan of its own: it joined the MoE exchanges with
+  // zero rows because another rank had work).
+  int64_t dummy_steps(int rank) const;
   const eplb::ExpertPlacement& placement() const { return *placement_; }
   // The rebalances applied so far (each switched every rank at one step boundary).
   const std::vector<eplb::Rebalance>& rebalances() const { return rebalances_; }

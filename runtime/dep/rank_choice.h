@@ -14,6 +14,8 @@ namespace troupe::runtime {
 struct RankLoad {
   int64_t requests = 0;       // running + waiting
   int64_t cached_tokens = 0;  // prompt tokens its prefix cache holds
+
+  bool operator==(const RankLoad&) const = default;
 };
 
 // The chosen rank: the longest cached prefix among the near-least loaded, then the

@@ -38,6 +38,8 @@ struct ExpertPlacement {
   int64_t slot_of(int64_t layer, int64_t expert, int64_t rank) const {
     return log2phy[(layer * num_logical + expert) * max_replicas + rank];
   }
+
+  bool operator==(const ExpertPlacement&) const = default;
 };
 
 // Builds a placement from phy2log and each slot's replica rank (both [L, Nphy]): derives

@@ -98,12 +98,16 @@ struct StepPlan {
 struct Logprob {
   int32_t token = 0;
   float logprob = 0.0f;
+
+  bool operator==(const Logprob&) const = default;
 };
 
 // The logprobs of one sampled token.
 struct SampleLogprobs {
   Logprob sampled;
   std::vector<Logprob> top;  // [min(k, vocab)] most likely first, equal ones by lower id
+
+  bool operator==(const SampleLogprobs&) const = default;
 };
 
 // What the executor returns for one chunk of a plan.
@@ -129,6 +133,8 @@ struct RequestOutput {
 
   bool finished() const { return is_finished(status); }
   std::string_view finish_reason() const { return runtime::finish_reason(status); }
+
+  bool operator==(const RequestOutput&) const = default;
 };
 
 }  // namespace troupe::runtime

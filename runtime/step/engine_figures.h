@@ -17,6 +17,8 @@ struct StepSample {
   int64_t step = 0;         // 1-based count of non-empty steps (EngineFigures::steps)
   int64_t admitted = 0;     // requests admitted by the step
   double plan_seconds = 0;  // CPU seconds of Scheduler::schedule() on the planning thread
+
+  bool operator==(const StepSample&) const = default;
 };
 
 struct EngineFigures {
@@ -75,6 +77,8 @@ struct EngineFigures {
   // An instance of R > 1 ranks: each rank's own figures, [R] in rank order (their own
   // per_rank empty); the fields above are then their sum (sum_figures). Empty for one rank.
   std::vector<EngineFigures> per_rank;
+
+  bool operator==(const EngineFigures&) const = default;
 };
 
 // The figures of an instance from its ranks' own: counts, times and state summed,

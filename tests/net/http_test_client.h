@@ -221,6 +221,13 @@ class Daemon {
     std::lock_guard lock(mutex_);
     return out_;
   }
+  // Whether its output matches `re` within the deadline.
+  bool wait_output(const std::string& re, std::chrono::seconds deadline = std::chrono::seconds(60)) {
+    const std::regex pattern(re);
+    std::unique_lock lock(mutex_);
+    return cv_.wait_for(lock, deadline, [&] { return std::regex_search(out_, pattern); });
+  }
+  pid_t pid() const { return pid_; }
 
  private:
   pid_t pid_ = -1;

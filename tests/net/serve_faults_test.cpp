@@ -1,5 +1,5 @@
 // Failures end to end over real sockets: `troupe serve --inject-faults ...` on the golden
-// model. A failed step gives a 500 (non-streamed) or an error event then [DONE]
+// model. A failed step gives a 500 (a dead rank a 503) (non-streamed) or an error event then [DONE]
 // (streamed), never finish_reason "abort"; a dead rank fails its request, the instance
 // restarts (/health 503 "restarting" meanwhile, held open by a slow rank start) and
 // /health and the next request recover, and past --max-engine-restarts the instance is
@@ -137,7 +137,8 @@ TEST(ServeFaults, AFailedStepEndsAStreamWithAnErrorEventThenDone) {
 TEST(ServeFaults, ADeadRankFailsItsRequestAndTheInstanceRestarts) {
   FaultyDaemon f({"--inject-faults", "rank-exit@2"});
   ASSERT_TRUE(f.ready) << f.d.output();
-  const std::string why = error_message(complete(f.port, false), 500);
+  // An engine that died is a 503 (unavailable: a retry may find it back), not a 500.
+  const std::string why = error_message(complete(f.port, false), 503);
   EXPECT_NE(why.find("rank died"), std::string::npos) << why;
   ASSERT_TRUE(f.d.wait_ready(f.port)) << f.d.output();  // /health 200 again
   expect_serves_on(f.port);
@@ -153,18 +154,18 @@ TEST(ServeFaults, HealthIs503RestartingWhileTheEngineRestartsAndDownPastTheLimit
   FaultyDaemon f({"--max-engine-restarts", "1", "--inject-faults",
                   "rank-exit@1,rank-start-stall@2:5000,rank-exit@2"});
   ASSERT_TRUE(f.ready) << f.d.output();
-  EXPECT_NE(error_message(complete(f.port, false), 500).find("rank died"), std::string::npos);
+  EXPECT_NE(error_message(complete(f.port, false), 503).find("rank died"), std::string::npos);
   const std::string restarting = error_message(http(f.port, "GET", "/health"), 503);
   EXPECT_EQ(restarting.rfind("engine restarting: rank died: injected fault: rank-exit", 0), 0u)
       << restarting;
   ASSERT_TRUE(f.d.wait_ready(f.port)) << f.d.output();  // the new rank is up: 200
   EXPECT_EQ(metric(f.port, "troupe:engine_restarts_total"), 1.0);
 
-  EXPECT_NE(error_message(complete(f.port, false), 500).find("rank died"), std::string::npos);
+  EXPECT_NE(error_message(complete(f.port, false), 503).find("rank died"), std::string::npos);
   const std::string down = error_message(http(f.port, "GET", "/health"), 503);
   EXPECT_EQ(down.rfind("engine down: rank died", 0), 0u) << down;
   EXPECT_NE(down.find("(1 restarts within 60 s"), std::string::npos) << down;
-  const std::string refused = error_message(complete(f.port, false), 500);
+  const std::string refused = error_message(complete(f.port, false), 503);
   EXPECT_NE(refused.find("the engine is down"), std::string::npos) << refused;
   EXPECT_EQ(metric(f.port, "troupe:engine_restarts_total"), 1.0);
   EXPECT_EQ(metric(f.port, "troupe:request_errors_total{cause=\"engine_died\""), 3.0);

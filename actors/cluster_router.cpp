@@ -1,0 +1,206 @@
+// The router of a cluster's router node (docs/cluster.md): the engines of the other
+// nodes, reached over CAF's middleman, plus this node's own engine if it has one. It dials
+// each remote engine until it answers (processes start in any order), monitors it, and
+// when one goes away (its process died) ends that engine's requests in flight with an
+// error, routes new requests to the others, and dials it again so a restarted process
+// rejoins without restarting anything else. Tokens come back through the router (it is
+// the engines' reply-to), so it knows which requests each engine holds: a new request
+// goes to the up engine with the fewest in flight (ties: the lower slot).
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <caf/io/all.hpp>
+#include <chrono>
+#include <unordered_map>
+
+#include "actors/engine_actors.h"
+#include "kernels/check.h"
+#include "runtime/step/engine_figures.h"
+
+namespace troupe::actors {
+namespace {
+
+using cluster_router_actor =
+    router_actor::extend<caf::reacts_to<token_atom, TokenEvent>, caf::reacts_to<dial_atom, uint64_t>>;
+
+constexpr auto kRedial = std::chrono::milliseconds(500);
+constexpr auto kDialTimeout = std::chrono::seconds(5);
+
+struct Slot {
+  ClusterEngineAddress where;
+  scheduler_actor engine;  // null while down
+  int64_t in_flight = 0;
+};
+
+struct Client {
+  size_t slot = 0;
+  caf::actor client;
+};
+
+struct ClusterRouterState {
+  std::vector<Slot> slots;
+  std::unordered_map<runtime::RequestId, Client> requests;  // by id (siblings each)
+  std::shared_ptr<InstanceHealth> health;
+};
+
+using Self = cluster_router_actor::stateful_pointer<ClusterRouterState>;
+
+// /health: 503 naming every engine not up, until all are.
+void report_health(Self self) {
+  std::string missing;
+  size_t down = 0;
+  for (const Slot& s : self->state.slots)
+    if (!s.engine) missing += (down++ ? ", " : "") + s.where.name;
+  if (down == 0)
+    self->state.health->set_ready();
+  else
+    self->state.health->set_unavailable(std::to_string(down) + " of " +
+                                          std::to_string(self->state.slots.size()) +
+                                          " engines not up: " + missing);
+}
+
+runtime::RequestOutput failed(runtime::RequestId id, const std::string& why) {
+  runtime::RequestOutput out;
+  out.id = id;
+  out.status = runtime::RequestStatus::FinishedError;
+  out.error_cause = runtime::ErrorCause::EngineDied;
+  out.error = why;
+  return out;
+}
+
+void dial(Self self, uint64_t slot) {
+  const ClusterEngineAddress& w = self->state.slots[slot].where;
+  self->request(self->home_system().middleman().actor_handle(), kDialTimeout,
+                caf::connect_atom::value, w.host, w.port)
+      .then(
+          [=](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
+            Slot& s = self->state.slots[slot];
+            if (!ptr) {
+              self->delayed_send(self, kRedial, dial_atom::value, slot);
+              return;
+            }
+            s.engine = caf::actor_cast<scheduler_actor>(std::move(ptr));
+            self->monitor(s.engine);
+            spdlog::info("cluster: {} joined", s.where.name);
+            report_health(self);
+          },
+          [=](const caf::error&) { self->delayed_send(self, kRedial, dial_atom::value, slot); });
+}
+
+// An engine went away: its requests end with an error, and it is dialed again.
+void on_engine_down(Self self, const caf::down_msg& dm) {
+  auto& st = self->state;
+  for (size_t i = 0; i < st.slots.size(); ++i) {
+    Slot& s = st.slots[i];
+    if (!s.engine || s.engine.address() != dm.source) continue;
+    const std::string why = s.where.name + " went away (" + caf::to_string(dm.reason) + ")";
+    spdlog::error("cluster: {}; its {} request(s) in flight end with an error", why, s.in_flight);
+    s.engine = scheduler_actor{};
+    s.in_flight = 0;
+    for (auto it = st.requests.begin(); it != st.requests.end();) {
+      if (it->second.slot != i) {
+        ++it;
+        continue;
+      }
+      caf::anon_send(it->second.client, token_atom::value, TokenEvent{failed(it->first, why)});
+      it = st.requests.erase(it);
+    }
+    report_health(self);
+    self->delayed_send(self, kRedial, dial_atom::value, uint64_t(i));
+  }
+}
+
+// The up engine with the fewest requests in flight; -1 when none is up.
+int pick(const ClusterRouterState& st) {
+  int best = -1;
+  for (size_t i = 0; i < st.slots.size(); ++i)
+    if (st.slots[i].engine && (best < 0 || st.slots[i].in_flight < st.slots[size_t(best)].in_flight))
+      best = static_cast<int>(i);
+  return best;
+}
+
+cluster_router_actor::behavior_type cluster_router_fun(Self self,
+                                                       std::vector<ClusterEngineAddress> remote,
+                                                       std::vector<LocalEngine> local,
+                                                       std::shared_ptr<InstanceHealth> health) {
+  auto& st = self->state;
+  st.health = std::move(health);
+  for (LocalEngine& e : local) st.slots.push_back({{std::move(e.name), "", 0}, std::move(e.engine), 0});
+  for (ClusterEngineAddress& w : remote) st.slots.push_back({std::move(w), scheduler_actor{}, 0});
+  TROUPE_CHECK(!st.slots.empty(), "cluster router needs at least one engine");
+  self->set_down_handler([=](const caf::down_msg& dm) { on_engine_down(self, dm); });
+  report_health(self);
+  for (size_t i = 0; i < st.slots.size(); ++i)
+    if (!st.slots[i].engine) dial(self, i);
+  auto engine_of = [=](runtime::RequestId id) -> scheduler_actor {
+    const auto it = self->state.requests.find(id);
+    return it == self->state.requests.end() ? scheduler_actor{}
+                                            : self->state.slots[it->second.slot].engine;
+  };
+  return {
+      [=](generate_atom, GenerateRequest& req, caf::actor client) {
+        auto& st = self->state;
+        const int slot = pick(st);
+        if (slot < 0) {
+          const auto problem = st.health->problem();
+          caf::anon_send(client, token_atom::value,
+                         TokenEvent{failed(req.id, "no engine is up (" + problem.value_or("") + ")")});
+          return;
+        }
+        st.requests[req.id] = {size_t(slot), client};
+        for (const runtime::Sibling& s : req.siblings) st.requests[s.id] = {size_t(slot), client};
+        st.slots[size_t(slot)].in_flight += 1 + static_cast<int64_t>(req.siblings.size());
+        self->send(st.slots[size_t(slot)].engine, generate_atom::value, std::move(req),
+                   caf::actor_cast<caf::actor>(self));
+      },
+      [=](token_atom, TokenEvent& ev) {
+        auto& st = self->state;
+        const auto it = st.requests.find(ev.output.id);
+        if (it == st.requests.end()) return;  // already failed when its engine went away
+        const caf::actor client = it->second.client;
+        if (ev.output.finished()) {
+          st.slots[it->second.slot].in_flight -= 1;
+          st.requests.erase(it);
+        }
+        caf::anon_send(client, token_atom::value, std::move(ev));
+      },
+      [=](abort_atom, runtime::RequestId id) {
+        if (scheduler_actor e = engine_of(id)) self->send(e, abort_atom::value, id);
+      },
+      [=](fail_atom, runtime::RequestId id, const std::string& why) {
+        if (scheduler_actor e = engine_of(id)) self->send(e, fail_atom::value, id, why);
+      },
+      [=](dial_atom, uint64_t slot) { dial(self, slot); },
+      // The instance's figures: every up engine's, summed (runtime::sum_figures).
+      [=](stats_atom) -> caf::result<runtime::EngineFigures> {
+        auto rp = self->make_response_promise<runtime::EngineFigures>();
+        auto parts = std::make_shared<std::vector<runtime::EngineFigures>>();
+        auto pending = std::make_shared<size_t>(0);
+        for (const Slot& s : self->state.slots) *pending += s.engine != nullptr;
+        if (*pending == 0) return runtime::EngineFigures{};
+        for (const Slot& s : self->state.slots) {
+          if (!s.engine) continue;
+          auto done = [=]() mutable {
+            if (--*pending == 0) rp.deliver(runtime::sum_figures(*parts));
+          };
+          self->request(s.engine, kDialTimeout, stats_atom::value)
+              .then([=](runtime::EngineFigures& f) mutable {
+                      parts->push_back(std::move(f));
+                      done();
+                    },
+                    [=](const caf::error&) mutable { done(); });
+        }
+        return rp;
+      },
+  };
+}
+
+}  // namespace
+
+router_actor spawn_cluster_router(caf::actor_system& sys, std::vector<ClusterEngineAddress> remote,
+                                  std::vector<LocalEngine> local,
+                                  std::shared_ptr<InstanceHealth> health) {
+  return sys.spawn(cluster_router_fun, std::move(remote), std::move(local), std::move(health));
+}
+
+}  // namespace troupe::actors
