@@ -67,7 +67,8 @@ std::vector<SampledChunk> Executor::run(const StepPlan& plan) {
     auto it = started_.find(c.id);
     if (it == started_.end() || it->second != c.generation) {
       if (c.restore_slot >= 0) {
-        storage_.copy_slot(c.restore_slot, c.swa_slot);
+        // restore_slot == swa_slot: a LoadSnapshot tier op filled the rings already.
+        if (c.restore_slot != c.swa_slot) storage_.copy_slot(c.restore_slot, c.swa_slot);
       } else {
         storage_.reset_slot(c.swa_slot);
       }
