@@ -71,8 +71,11 @@ KvCacheConfig prepare_engine(const model::ModelConfig& m, EngineConfig& config) 
   TROUPE_CHECK(config.kv_disk_bytes == 0 || config.kv_offload_bytes > 0,
                "a disk tier (kv-disk-dir) needs a host tier: set kv-offload-bytes");
   if (config.enable_prefix_cache && config.kv_offload_bytes > 0) plan_kv_tiers(m, config, kv);
+  // clip_prefix only changes full compute: a decoder tail already skips those chunks.
+  const bool tail = config.executor.bounded_replay && m.replay_tokens > 0;
+  config.scheduler.clip_prefix_depth =
+      config.executor.clip_prefix && !tail ? clip_prefix_depth(m) : 0;
   if (config.executor.prefix_replay == PrefixReplay::Exact) {
-    const bool tail = config.executor.bounded_replay && m.replay_tokens > 0;
     kv.window = exact_replay_tokens(m, tail);
     kv.tail_tokens = tail ? m.replay_tokens : -1;
   }

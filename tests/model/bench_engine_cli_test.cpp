@@ -30,19 +30,19 @@ TEST(BenchEngineCli, EnginePrintsPrefillAndDecodeTables) {
   ASSERT_EQ(tables.size(), 2u) << r.out;  // prefill, decode
   Row header = tables[0][0];
   const std::vector<Row> prefill(tables[0].begin() + 1, tables[0].end());
-  EXPECT_EQ(header, (Row{"prefix cache", "requests", "prompt tokens", "cached tokens",
+  EXPECT_EQ(header, (Row{"prefix cache", "decoder", "requests", "prompt tokens", "cached tokens",
                          "computed tokens", "steps", "median ms", "min ms", "max ms",
                          "new tokens/s", "computed tokens/s", "sched CPU us/step"}));
   ASSERT_EQ(prefill.size(), 2u) << r.out;
-  const Row want_on = {"on", "2", "144", "128", "48", "1"},
-            want_off = {"off", "2", "144", "0", "144", "1"};
+  const Row want_on = {"on", "tail", "2", "144", "128", "48", "1"},
+            want_off = {"off", "tail", "2", "144", "0", "144", "1"};
   for (int i = 0; i < 2; ++i) {
     const Row& row = prefill[i];
     const Row& want = i == 0 ? want_on : want_off;
     ASSERT_EQ(row.size(), header.size()) << r.out;
     for (size_t c = 0; c < want.size(); ++c)
       EXPECT_EQ(row[c], want[c]) << header[c] << "\n" << r.out;
-    for (size_t c = 6; c < row.size(); ++c) EXPECT_GT(std::stod(row[c]), 0.0) << header[c];
+    for (size_t c = 7; c < row.size(); ++c) EXPECT_GT(std::stod(row[c]), 0.0) << header[c];
   }
   header = tables[1][0];
   const std::vector<Row> decode(tables[1].begin() + 1, tables[1].end());
@@ -213,6 +213,7 @@ TEST(BenchEngineCli, BadFlagsExitTwoNamingTheFlag) {
       {"bench replay" + model + " --snapshots maybe", "--snapshots expects on, off or both"},
       {"bench engine" + model + " --snapshots both", "--snapshots expects on or off"},
       {"bench engine" + model + " --prefix-replay both", "--prefix-replay expects exact or window"},
+      {"bench engine" + model + " --decoder some", "--decoder expects tail, full, clip or all"},
       {"bench replay extra", "unexpected argument 'extra'"},
       {"bench", "available: forward, engine, replay"},
   });
