@@ -114,7 +114,8 @@ TEST(BenchEngineCli, ReplayPrintsExactWindowSnapshotAndBaselineRows) {
   const Row header = {"prefix cache",      "replay",           "snapshots",     "tiers",
                       "turns",             "input tokens",     "cached input",   "uncached input",
                       "output tokens",     "hit rate",         "primary hits",   "host hits",
-                      "disk hits",         "snapshot hits",    "replay hits",    "computed tokens",
+                      "disk hits",         "snapshot hits",
+                      "snapshots from primary / host / disk",    "replay hits",    "computed tokens",
                       "SWA replay tokens", "steps",            "preemptions",    "sched ms/step",
                       "wall s",            "cached in tok/s",  "uncached in tok/s",
                       "output tok/s",      "total tok/s"};
@@ -147,11 +148,12 @@ TEST(BenchEngineCli, ReplayPrintsExactWindowSnapshotAndBaselineRows) {
     EXPECT_EQ(row[12], "0.0%") << r.out;
     const bool snap = runs[i].mode == Mode::Snapshot;
     EXPECT_EQ(row[13], std::to_string(snap ? want.hits : 0)) << r.out;  // snapshot hits
-    EXPECT_EQ(row[14], std::to_string(snap ? 0 : want.hits)) << r.out;  // replay hits
-    EXPECT_EQ(row[15], std::to_string(want.computed)) << r.out;
-    EXPECT_EQ(row[16], std::to_string(want.replay)) << r.out;
-    EXPECT_EQ(row[18], "0");  // preemptions: the default budget holds everything
-    EXPECT_GT(std::stod(row[20]), 0.0);
+    EXPECT_EQ(row[14], std::to_string(snap ? want.hits : 0) + " / 0 / 0") << r.out;  // no tiers
+    EXPECT_EQ(row[15], std::to_string(snap ? 0 : want.hits)) << r.out;  // replay hits
+    EXPECT_EQ(row[16], std::to_string(want.computed)) << r.out;
+    EXPECT_EQ(row[17], std::to_string(want.replay)) << r.out;
+    EXPECT_EQ(row[19], "0");  // preemptions: the default budget holds everything
+    EXPECT_GT(std::stod(row[21]), 0.0);
   }
   for (const char* run : {"exact replay, snapshots on, tiers off",
                           "exact replay, snapshots off, tiers off",
@@ -177,8 +179,8 @@ TEST(BenchEngineCli, ReplayRunsOneModeWhenAsked) {
             (Row{"on", "window", "off", "off"}));
   EXPECT_EQ(Row(tables[0][2].begin(), tables[0][2].begin() + 4), (Row{"off", "-", "-", "-"}));
   const ReplayCounts want = expected_replay(Mode::Window, 1, 2, 32, 8, 2, 16);
-  EXPECT_EQ(tables[0][1][16], std::to_string(want.replay)) << r.out;
-  EXPECT_EQ(tables[0][1][15], std::to_string(want.computed)) << r.out;
+  EXPECT_EQ(tables[0][1][17], std::to_string(want.replay)) << r.out;
+  EXPECT_EQ(tables[0][1][16], std::to_string(want.computed)) << r.out;
 }
 
 TEST(BenchEngineCli, BadFlagsExitTwoNamingTheFlag) {
