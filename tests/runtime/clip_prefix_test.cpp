@@ -13,6 +13,7 @@
 #include "runtime/engine.h"
 #include "runtime/executor/logprobs.h"
 #include "runtime/golden_engine_config.h"
+#include "runtime/greedy_reference.h"
 #include "support/golden.h"
 
 namespace troupe::runtime {
@@ -62,10 +63,7 @@ TEST(ClipPrefix, ChunksAreCutAtTheClipPointAndTheFarOnesMarked) {
   EXPECT_EQ(chunks, want);
 }
 
-struct Greedy {
-  std::vector<int32_t> tokens;
-  std::vector<SampleLogprobs> logprobs;
-};
+using Greedy = GreedyOut;
 
 Greedy run_engine(const std::vector<int32_t>& prompt, bool clip, int64_t chunk, int64_t steps) {
   const auto& g = golden_model();
@@ -87,21 +85,8 @@ Greedy run_engine(const std::vector<int32_t>& prompt, bool clip, int64_t chunk, 
 
 // The reference: one full-compute prefill of the whole prompt, then greedy decodes.
 Greedy full_compute(const std::vector<int32_t>& prompt, int64_t steps) {
-  const auto& g = golden_model();
-  const int32_t V = int32_t(g.config.vocab_size);
-  model::SequenceState st = model::SequenceState::empty(g.config);
-  model::SequenceInput in{&st, prompt, false, -1};
-  std::vector<float> logits = g.forward->run({&in, 1})[0];
-  Greedy r;
-  for (int64_t i = 0; i < steps; ++i) {
-    const int32_t t = kernels::argmax(logits.data(), V);
-    r.tokens.push_back(t);
-    r.logprobs.push_back(sample_logprobs(logits, t, V));
-    if (i + 1 == steps) break;
-    model::SequenceInput step{&st, std::span<const int32_t>(&t, 1), false};
-    logits = g.forward->run({&step, 1})[0];
-  }
-  return r;
+  model::SequenceState st = model::SequenceState::empty(golden_model().config);
+  return continue_greedy(st, prompt, -1, steps);
 }
 
 // Largest |logprob| difference between two runs' full-vocabulary logprobs (same tokens).

@@ -19,6 +19,7 @@
 #include "runtime/engine.h"
 #include "runtime/executor/logprobs.h"
 #include "runtime/golden_engine_config.h"
+#include "runtime/greedy_reference.h"
 #include "runtime/kv_cache/kv_cache_manager.h"
 #include "support/golden.h"
 
@@ -28,10 +29,7 @@ namespace {
 using testing::golden_model;
 using testing::random_tokens;
 
-struct Out {
-  std::vector<int32_t> tokens;
-  std::vector<SampleLogprobs> logprobs;
-};
+using Out = GreedyOut;
 
 EngineConfig snapshot_engine(bool bounded_replay, bool snapshots, bool prefix_cache = true) {
   // 48 tokens per step: chunked prefill; 16-token blocks.
@@ -60,26 +58,6 @@ Out run_one(Engine& e, RequestId id, const std::vector<int32_t>& prompt, int64_t
     e.kv_cache().check_invariants();
   }
   EXPECT_FALSE(e.has_unfinished());
-  return out;
-}
-
-// Runs `chunk` on st (decoder tail from `tail_start`, -1: every layer), then greedy
-// decode steps; the logprobs of each sampled token, as the engine computes them.
-Out continue_greedy(model::SequenceState& st, std::span<const int32_t> chunk, int64_t tail_start,
-                    int64_t steps) {
-  const auto& g = golden_model();
-  const int32_t V = static_cast<int32_t>(g.config.vocab_size);
-  Out out;
-  model::SequenceInput in{&st, chunk, false, tail_start};
-  std::vector<float> logits = g.forward->run({&in, 1})[0];
-  for (int64_t i = 0; i < steps; ++i) {
-    const int32_t t = kernels::argmax(logits.data(), V);
-    out.tokens.push_back(t);
-    out.logprobs.push_back(sample_logprobs(logits, t, V));
-    if (i + 1 == steps) break;
-    model::SequenceInput step{&st, std::span<const int32_t>(&t, 1), false};
-    logits = g.forward->run({&step, 1})[0];
-  }
   return out;
 }
 
