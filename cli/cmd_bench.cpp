@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "bench/common/limits.h"
+#include "bench/common/stats.h"
 #include "bench/dp_balance/mirror_lag_bench.h"
 #include "bench/dp_sync/dp_sync_bench.h"
 #include "bench/engine/replay_bench.h"
@@ -230,6 +231,19 @@ std::vector<bool> snapshot_modes(const Args& a, bool allow_both) {
                                        << v << "'");
 }
 
+enum class DecoderMode { Tail, Full, Clip };
+
+// --decoder tail|full|clip|all (bench engine): tail = bounded replay (the default), full =
+// every layer on every token, clip = full compute with clip_prefix; all: full, clip, tail.
+std::vector<DecoderMode> decoder_modes(const Args& a) {
+  const std::string v = a.get_or("decoder", "tail");
+  if (v == "tail") return {DecoderMode::Tail};
+  if (v == "full") return {DecoderMode::Full};
+  if (v == "clip") return {DecoderMode::Clip};
+  if (v == "all") return {DecoderMode::Full, DecoderMode::Clip, DecoderMode::Tail};
+  TROUPE_FAIL("--decoder expects tail, full, clip or all, got '" << v << "'");
+}
+
 void check_budget(const model::ModelConfig& m, const bench::EngineBenchConfig& c) {
   try {
     runtime::EngineConfig e = bench::make_engine_config(m, c, /*prefix_cache=*/true);
@@ -274,7 +288,7 @@ std::vector<int64_t> int_list(const Args& a, const char* flag, const char* fallb
 int bench_engine(const CommandArgs& argv) {
   Args a(argv,
          {"model", "batch", "context", "new-tokens", "cached-prefix", "decode-steps", "repeats",
-          "threads", "kv-budget-mb", "block-size", "prefix-replay", "snapshots"},
+          "threads", "kv-budget-mb", "block-size", "prefix-replay", "snapshots", "decoder"},
          {});
   no_positional(a);
   bench::EngineBenchShape s;
@@ -288,6 +302,7 @@ int bench_engine(const CommandArgs& argv) {
   bench::EngineBenchConfig config = engine_flags(a, s.batch);
   config.prefix_replay = prefix_replay_modes(a, /*allow_both=*/false).front();
   config.prefix_snapshots = snapshot_modes(a, /*allow_both=*/false).front();
+  const std::vector<DecoderMode> decoders = decoder_modes(a);
 
   auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false);
   check_budget(m->config, config);
@@ -314,10 +329,23 @@ int bench_engine(const CommandArgs& argv) {
 
   std::printf("\nprefill: %lld new tokens per request over a %lld-token prefix\n",
               static_cast<long long>(s.new_tokens), static_cast<long long>(s.cached_prefix));
+  // --decoder: how prefill runs the decoder (the tail, every token, clip_prefix), each a
+  // row; the cold prefill's median is then the TTFT of each (docs/model-notes.md).
   std::vector<bench::PrefillResult> prefill;
-  if (s.cached_prefix > 0) prefill.push_back(bench::time_prefill(*m->forward, s, config, true));
-  prefill.push_back(bench::time_prefill(*m->forward, s, config, false));
+  for (const DecoderMode d : decoders) {
+    config.bounded_replay = d == DecoderMode::Tail;
+    config.clip_prefix = d == DecoderMode::Clip;
+    if (s.cached_prefix > 0) prefill.push_back(bench::time_prefill(*m->forward, s, config, true));
+    prefill.push_back(bench::time_prefill(*m->forward, s, config, false));
+  }
+  config.bounded_replay = true;
+  config.clip_prefix = false;
   bench::print_prefill_table(s, prefill);
+  if (s.cached_prefix == 0 && prefill.size() > 1)
+    for (size_t i = 1; i < prefill.size(); ++i)
+      std::printf("cold prefill (TTFT) median, %s vs %s: %+.1f%%\n", prefill[i].decoder,
+                  prefill[0].decoder,
+                  100 * (bench::percentile(prefill[i].seconds, 0.5) / bench::percentile(prefill[0].seconds, 0.5) - 1));
 
   std::printf("\ndecode: %lld requests per step\n", static_cast<long long>(s.batch));
   std::vector<bench::DecodeResult> decode;

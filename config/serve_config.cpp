@@ -106,6 +106,7 @@ runtime::EngineConfig ServeConfig::to_engine_config() const {
   e.enable_prefix_cache = enable_prefix_caching;
   e.enable_prefix_snapshots = enable_prefix_snapshots;
   e.executor.bounded_replay = bounded_replay;
+  e.executor.clip_prefix = clip_prefix;
   e.executor.prefix_replay = prefix_replay;
   e.speculative = runtime::parse_speculative_config(speculative_config);
   e.kv_offload_bytes = kv_offload_bytes;

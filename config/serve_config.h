@@ -70,6 +70,7 @@ struct ServeConfig {
   std::string kv_disk_dir;       // block files, kept across restarts; empty: no disk tier
   int64_t kv_disk_bytes = 0;     // most bytes of block files in kv_disk_dir
   bool bounded_replay = true;  // MODEL.md §6: prefill runs the decoder on a bounded tail
+  bool clip_prefix = false;    // full compute: far prompt chunks run one decoder row
   runtime::PrefixReplay prefix_replay = runtime::PrefixReplay::Exact;  // executor.h
   int64_t threads = 0;         // kernel threads; 0: all hardware threads
   // vLLM's --speculative-config JSON ({"method": "dspark", "num_speculative_tokens": 3});

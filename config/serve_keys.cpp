@@ -201,6 +201,9 @@ std::vector<ConfigKey> make_keys() {
                         "most bytes of block files in kv-disk-dir (LRU); 0: no disk tier"));
   k.push_back(bool_key("bounded-replay", &S::bounded_replay,
                        "prefill runs the decoder on a bounded tail (MODEL.md 6)"));
+  k.push_back(bool_key("clip-prefix", &S::clip_prefix,
+                       "without bounded replay: prompt chunks far from the prompt's end run the "
+                       "decoder on their last row only (docs/model-notes.md)"));
   k.push_back(choice_key<PrefixReplay>(
       "prefix-replay", &S::prefix_replay,
       {{"exact", PrefixReplay::Exact}, {"window", PrefixReplay::Window}},

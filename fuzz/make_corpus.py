@@ -362,12 +362,13 @@ def hash_bytes(seed, data):
     return h
 
 
-def block_file(tag, tokens, payload, parent=0x9e3779b97f4a7c15, lie=0):
-    """runtime/kv_cache/block_file.h: a disk tier block file."""
+def block_file(tag, tokens, payload, parent=0x9e3779b97f4a7c15, lie=0, snapshot=b""):
+    """runtime/kv_cache/block_file.h: a disk tier block file (format version 2)."""
     toks = struct.pack("<%di" % len(tokens), *tokens)
     h = hash_bytes(parent, toks) ^ lie
-    body = (b"TRPKVB\x00\x01" + struct.pack("<QQQQQ", tag, len(tokens), len(payload), h, parent)
-            + toks + payload)
+    body = (b"TRPKVB\x00\x02"
+            + struct.pack("<QQQQQQ", tag, len(tokens), len(payload), len(snapshot), h, parent)
+            + toks + payload + snapshot)
     return body + struct.pack("<Q", hash_bytes(0x6b76626c6f636b31, body))
 
 
@@ -380,9 +381,20 @@ def kv_block_file():
     flipped[60] ^= 0x40
     write("kv_block_file", "flipped-payload.kvb", bytes(flipped))
     write("kv_block_file", "lying-hash.kvb", block_file(0x1234, [5, 6, 7, 8], b"\x00" * 37, lie=1))
-    write("kv_block_file", "magic-only.kvb", b"TRPKVB\x00\x01")
+    write("kv_block_file", "magic-only.kvb", b"TRPKVB\x00\x02")
     write("kv_block_file", "huge-geometry.kvb",
-          b"TRPKVB\x00\x01" + struct.pack("<QQQQQ", 1, 1 << 62, 1 << 62, 0, 0))
+          b"TRPKVB\x00\x02" + struct.pack("<QQQQQQ", 1, 1 << 62, 1 << 62, 1 << 62, 0, 0))
+    snap = bytes((i * 3 + 2) % 256 for i in range(11))
+    with_snapshot = block_file(0x1234, [5, 6, 7, 8], bytes((i * 7 + 1) % 256 for i in range(37)),
+                               snapshot=snap)
+    write("kv_block_file", "valid-with-11-byte-snapshot.kvb", with_snapshot)
+    write("kv_block_file", "snapshot-cut.kvb", with_snapshot[:-12])
+    flipped = bytearray(with_snapshot)
+    flipped[-12] ^= 0x01  # in the snapshot section
+    write("kv_block_file", "flipped-snapshot.kvb", bytes(flipped))
+    version1 = bytearray(good)
+    version1[7] = 1
+    write("kv_block_file", "format-version-1.kvb", bytes(version1))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,38 @@
 
 namespace troupe::runtime {
 
+namespace {
+
+// The host and disk tiers' slots (docs/kv-cache.md "Window snapshots in the tiers"): a
+// lower tier gives window snapshots the share of its bytes the primary pool gives them,
+// share = S·s / (S·s + N·b) (S snapshot slots of s bytes, N blocks of b bytes), so
+// snapshots moving down with their blocks count against the tier's budget like they
+// count against the primary's.
+void plan_kv_tiers(const model::ModelConfig& m, const EngineConfig& config, KvCacheConfig& kv) {
+  const int64_t block_bytes = kv.block_bytes;
+  const int64_t snap = kv.snapshot_slots > 0 ? PagedKvStorage::snapshot_bytes_of(m) : 0;
+  const BlockFileGeometry g{0, config.block_size, block_bytes, snap};
+  const double snapshot_bytes = double(kv.snapshot_slots) * double(snap);
+  const double share = snap ? snapshot_bytes / (snapshot_bytes + double(kv.num_blocks) * double(block_bytes)) : 0;
+  auto split = [&](int64_t bytes, int64_t per_block, int64_t asked, int64_t& blocks,
+                   int64_t& snapshots) {
+    snapshots = !snap ? 0 : asked >= 0 ? asked : int64_t(double(bytes) * share / double(snap));
+    snapshots = std::min(snapshots, bytes / (snap + per_block));  // each with its block
+    blocks = std::min<int64_t>(INT32_MAX, (bytes - snapshots * snap) / per_block);
+  };
+  split(config.kv_offload_bytes, block_bytes, config.kv_offload_snapshots, kv.host_blocks,
+        kv.host_snapshots);
+  split(config.kv_disk_bytes, g.file_bytes(), config.kv_disk_snapshots, kv.disk_blocks,
+        kv.disk_snapshots);
+  kv.tier_snapshot_bytes = snap;
+  TROUPE_CHECK(kv.host_blocks >= 1, "kv-offload-bytes ", config.kv_offload_bytes,
+               " holds no block of ", block_bytes, " bytes");
+  TROUPE_CHECK(config.kv_disk_bytes == 0 || kv.disk_blocks >= 1, "kv-disk-bytes ",
+               config.kv_disk_bytes, " holds no block file of ", g.file_bytes(), " bytes");
+}
+
+}  // namespace
+
 KvCacheConfig prepare_engine(const model::ModelConfig& m, EngineConfig& config) {
   config.scheduler.chunk_lookback_tokens = std::max<int64_t>(0, m.engram_max_ngram_size - 1);
   if (config.speculative.enabled()) {
@@ -38,18 +70,12 @@ KvCacheConfig prepare_engine(const model::ModelConfig& m, EngineConfig& config) 
                "kv-disk-dir and kv-disk-bytes go together (a disk tier needs both)");
   TROUPE_CHECK(config.kv_disk_bytes == 0 || config.kv_offload_bytes > 0,
                "a disk tier (kv-disk-dir) needs a host tier: set kv-offload-bytes");
-  if (config.enable_prefix_cache && config.kv_offload_bytes > 0) {
-    const int64_t block_bytes = kv.block_bytes;
-    const BlockFileGeometry g{0, config.block_size, block_bytes};
-    kv.host_blocks = std::min<int64_t>(INT32_MAX, config.kv_offload_bytes / block_bytes);
-    kv.disk_blocks = std::min<int64_t>(INT32_MAX, config.kv_disk_bytes / g.file_bytes());
-    TROUPE_CHECK(kv.host_blocks >= 1, "kv-offload-bytes ", config.kv_offload_bytes,
-                 " holds no block of ", block_bytes, " bytes");
-    TROUPE_CHECK(config.kv_disk_bytes == 0 || kv.disk_blocks >= 1, "kv-disk-bytes ",
-                 config.kv_disk_bytes, " holds no block file of ", g.file_bytes(), " bytes");
-  }
+  if (config.enable_prefix_cache && config.kv_offload_bytes > 0) plan_kv_tiers(m, config, kv);
+  // clip_prefix only changes full compute: a decoder tail already skips those chunks.
+  const bool tail = config.executor.bounded_replay && m.replay_tokens > 0;
+  config.scheduler.clip_prefix_depth =
+      config.executor.clip_prefix && !tail ? clip_prefix_depth(m) : 0;
   if (config.executor.prefix_replay == PrefixReplay::Exact) {
-    const bool tail = config.executor.bounded_replay && m.replay_tokens > 0;
     kv.window = exact_replay_tokens(m, tail);
     kv.tail_tokens = tail ? m.replay_tokens : -1;
   }
@@ -65,18 +91,21 @@ std::unique_ptr<TierStorage> make_tier_storage(const model::ModelConfig& m,
   const std::string mode =
       std::string(config.executor.prefix_replay == PrefixReplay::Exact ? "exact" : "window") +
       (config.executor.bounded_replay ? "/bounded/" : "/full/") + config.kv_disk_tag;
+  // Files carry snapshots of this model's size even when this run keeps none in the
+  // tiers: such files are still ours (adopted only where a snapshot slot is free).
   const BlockFileGeometry g{kv_disk_model_tag(m, kv.block_size, block_bytes, mode), kv.block_size,
-                            block_bytes};
+                            block_bytes, PagedKvStorage::snapshot_bytes_of(m)};
   return std::make_unique<TierStorage>(kv.host_blocks, g,
-                                       kv.disk_blocks > 0 ? config.kv_disk_dir : "");
+                                       kv.disk_blocks > 0 ? config.kv_disk_dir : "",
+                                       kv.host_snapshots);
 }
 
 void attach_disk_tier(KvCacheManager& manager, const TierStorage& tiers) {
   if (tiers.disk_dir().empty()) return;
   manager.set_disk_reader([dir = tiers.disk_dir(), g = tiers.geometry()](
                               uint64_t hash, uint64_t parent, std::span<const int32_t> tokens,
-                              std::vector<uint8_t>& payload) {
-    return read_block_file(dir, g, hash, parent, tokens, payload);
+                              std::vector<uint8_t>& payload, std::vector<uint8_t>& snapshot) {
+    return read_block_file(dir, g, hash, parent, tokens, payload, snapshot);
   });
   const std::vector<BlockFileHeader> found = tiers.scan_disk();
   const int64_t adopted = manager.adopt_disk_blocks(found);

@@ -58,6 +58,12 @@ struct EngineConfig {
   std::string kv_disk_dir;
   int64_t kv_disk_bytes = 0;
   std::string kv_disk_tag;
+  // Window snapshots move down with their block (docs/kv-cache.md "Window snapshots in
+  // the tiers"): how many of the host / disk tier's bytes' worth of snapshots they keep,
+  // out of kv_offload_bytes / kv_disk_bytes; -1: the share of its bytes the primary pool
+  // gives snapshots. Needs snapshots on.
+  int64_t kv_offload_snapshots = -1;
+  int64_t kv_disk_snapshots = -1;
 };
 
 // Completes config from the model (the scheduler's chunk lookback) and sizes the KV

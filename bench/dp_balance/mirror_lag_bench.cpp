@@ -5,21 +5,11 @@
 #include <cstdio>
 #include <string>
 
+#include "bench/common/stats.h"
 #include "kernels/check.h"
 #include "runtime/dep/dep_engine.h"
 
 namespace troupe::bench {
-
-namespace {
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const auto i = static_cast<size_t>(p * double(v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
-}
-
-}  // namespace
 
 void MirrorLagConfig::validate() const {
   TROUPE_CHECK(ranks >= 1, "mirror-lag: ranks must be >= 1, got ", ranks);
@@ -89,8 +79,10 @@ MirrorLagRun run_mirror_lag(const model::Forward& forward, const MirrorLagConfig
   for (int r = 0; r < c.ranks; ++r) run.idle_rank_steps += engine.dummy_steps(r);
   run.dp_balance = balance_steps ? balance_sum / double(balance_steps) : 1;
   for (double s : step_seconds) run.wall_s += s;
-  run.step_p50_s = percentile(step_seconds, 0.50);
-  run.step_p99_s = percentile(step_seconds, 0.99);
+  if (!step_seconds.empty()) {
+    run.step_p50_s = percentile(step_seconds, 0.50);
+    run.step_p99_s = percentile(step_seconds, 0.99);
+  }
   return run;
 }
 

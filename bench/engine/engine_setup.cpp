@@ -16,6 +16,8 @@ runtime::EngineConfig make_engine_config(const model::ModelConfig& m, const Engi
   e.block_size = c.block_size;
   e.enable_prefix_cache = prefix_cache;
   e.executor.prefix_replay = c.prefix_replay;
+  e.executor.bounded_replay = c.bounded_replay;
+  e.executor.clip_prefix = c.clip_prefix;
   e.enable_prefix_snapshots = c.prefix_snapshots;
   e.kv_offload_bytes = c.kv_offload_bytes;
   e.kv_disk_bytes = c.kv_disk_bytes;

@@ -18,6 +18,11 @@ struct EngineBenchConfig {
   int64_t block_size = 64;                      // tokens per KV block
   runtime::PrefixReplay prefix_replay = runtime::PrefixReplay::Exact;  // how hits replay
   bool prefix_snapshots = true;  // SWA window snapshots (with the prefix cache)
+  // How prefill runs the decoder (MODEL.md §6, docs/model-notes.md "clip_prefix"): on
+  // the prompt's bounded tail, or (bounded_replay false) on every token, with clip_prefix
+  // on the last row only of chunks far from the prompt's end.
+  bool bounded_replay = true;
+  bool clip_prefix = false;
   // Host and disk tiers (docs/kv-cache.md "Host and disk tiers"); 0 / empty: off.
   int64_t kv_offload_bytes = 0;
   int64_t kv_disk_bytes = 0;

@@ -67,7 +67,8 @@ void print_row(const ReplayRun& r) {
   const double t = r.wall_s;
   std::printf(
       "| %s | %s | %s | %s | %lld | %lld | %lld | %lld | %lld | %.1f%% | %.1f%% | %.1f%% | %.1f%% "
-      "| %lld | %lld | %lld | %lld | %lld | %lld | %.3f | %.2f | %.1f | %.1f | %.1f | %.1f |\n",
+      "| %lld | %lld / %lld / %lld | %lld | %lld | %lld | %lld | %lld | %.3f | %.2f | %.1f | %.1f "
+      "| %.1f | %.1f |\n",
       r.prefix_cache ? "on" : "off", replay_name(r),
       !r.prefix_cache ? "-" : r.snapshots ? "on" : "off",
       !r.prefix_cache ? "-" : r.tiers ? "on" : "off", static_cast<long long>(r.turns),
@@ -75,7 +76,8 @@ void print_row(const ReplayRun& r) {
       static_cast<long long>(r.uncached_tokens()), static_cast<long long>(r.output_tokens),
       100 * r.hit_rate(), 100 * r.tier_hit_rate(0), 100 * r.tier_hit_rate(1),
       100 * r.tier_hit_rate(2), static_cast<long long>(r.snapshot_hits),
-      static_cast<long long>(r.replay_hits), static_cast<long long>(r.computed_tokens),
+      static_cast<long long>(r.tier_snapshot_hits[0]), static_cast<long long>(r.tier_snapshot_hits[1]),
+      static_cast<long long>(r.tier_snapshot_hits[2]), static_cast<long long>(r.replay_hits), static_cast<long long>(r.computed_tokens),
       static_cast<long long>(r.replay_tokens), static_cast<long long>(r.steps),
       static_cast<long long>(r.preemptions),
       r.steps ? 1e3 * r.scheduler_cpu_s / double(r.steps) : 0.0, t, per_second(r.cached_tokens, t),
@@ -131,6 +133,8 @@ ReplayRun run_replay(const model::Forward& forward, const model::Tokenizer* toke
   run.replay_tokens = engine.kv_cache().stats().replay_tokens;
   for (int t = 0; t < 3; ++t) run.tier_hit_tokens[t] = engine.kv_cache().stats().tier_hit_tokens[t];
   run.snapshot_hits = engine.kv_cache().stats().snapshot_hits;
+  for (int t = 0; t < 3; ++t)
+    run.tier_snapshot_hits[t] = engine.kv_cache().stats().tier_snapshot_hits[t];
   run.replay_hits = engine.kv_cache().stats().replay_hits;
   run.steps = s.steps;
   run.preemptions = s.preemptions;
@@ -157,12 +161,12 @@ void print_replay_report(const runtime::AgenticWorkloadConfig& w,
   std::printf("\n");
   std::printf(
       "| prefix cache | replay | snapshots | tiers | turns | input tokens | cached input | uncached "
-      "input | output tokens | hit rate | primary hits | host hits | disk hits | snapshot hits | replay hits | computed tokens | SWA replay "
+      "input | output tokens | hit rate | primary hits | host hits | disk hits | snapshot hits | snapshots from primary / host / disk | replay hits | computed tokens | SWA replay "
       "tokens | steps | preemptions | sched ms/step | wall s | cached in tok/s | uncached in "
       "tok/s | output tok/s | total tok/s |\n");
   std::printf(
       "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-      "---:|---:|---:|---:|---:|---:|\n");
+      "---:|---:|---:|---:|---:|---:|---:|\n");
   for (const ReplayRun& r : runs) print_row(r);
   print_wall_ratios(runs);
   std::fflush(stdout);

@@ -31,6 +31,7 @@ struct ReplayRun {
   int64_t replay_tokens = 0;    // SWA windows recomputed on hits (docs/kv-cache.md)
   int64_t tier_hit_tokens[3] = {0, 0, 0};  // cached input by tier: primary, host, disk
   int64_t snapshot_hits = 0;    // prefix hits served by a window snapshot (no replay)
+  int64_t tier_snapshot_hits[3] = {0, 0, 0};  // of those, by the tier holding the snapshot
   int64_t replay_hits = 0;      // prefix hits served by a replay
   int64_t steps = 0;
   int64_t preemptions = 0;

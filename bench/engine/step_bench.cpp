@@ -66,6 +66,7 @@ PrefillResult time_prefill(const model::Forward& forward, const EngineBenchShape
   }
   PrefillResult untimed, r;
   r.prefix_cache = prefix_cache;
+  r.decoder = config.bounded_replay ? "tail" : config.clip_prefix ? "clip_prefix" : "full";
   // Suffix seeds: a fresh range per repeat, so only the shared prefix can hit.
   uint64_t seed = shape.seed + 1;
   prefill_repeat(e, prefix, shape, vocab, seed, next_id, untimed);
@@ -108,14 +109,14 @@ DecodeResult time_decode(const model::Forward& forward, const EngineBenchShape& 
 
 void print_prefill_table(const EngineBenchShape& s, const std::vector<PrefillResult>& rows) {
   std::printf(
-      "| prefix cache | requests | prompt tokens | cached tokens | computed tokens | steps | "
-      "median ms | min ms | max ms | new tokens/s | computed tokens/s | sched CPU us/step |\n");
-  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+      "| prefix cache | decoder | requests | prompt tokens | cached tokens | computed tokens | "
+      "steps | median ms | min ms | max ms | new tokens/s | computed tokens/s | sched CPU us/step |\n");
+  std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const PrefillResult& r : rows) {
     const double med = median(r.seconds);
     std::printf(
-        "| %s | %lld | %lld | %lld | %lld | %lld | %.3f | %.3f | %.3f | %.1f | %.1f | %.1f |\n",
-        r.prefix_cache ? "on" : "off", static_cast<long long>(s.batch),
+        "| %s | %s | %lld | %lld | %lld | %lld | %lld | %.3f | %.3f | %.3f | %.1f | %.1f | %.1f |\n",
+        r.prefix_cache ? "on" : "off", r.decoder, static_cast<long long>(s.batch),
         static_cast<long long>(r.prompt_tokens), static_cast<long long>(r.cached_tokens),
         static_cast<long long>(r.computed_tokens), static_cast<long long>(r.steps), med * 1e3,
         percentile(r.seconds, 0.0) * 1e3, percentile(r.seconds, 1.0) * 1e3,

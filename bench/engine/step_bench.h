@@ -37,6 +37,7 @@ struct StepSamples {
 
 struct PrefillResult {
   bool prefix_cache = false;
+  const char* decoder = "tail";  // "tail" (bounded replay), "full" or "clip_prefix"
   int64_t prompt_tokens = 0;    // per repeat: B·(P + N)
   int64_t cached_tokens = 0;    // per repeat, from the requests' admissions
   int64_t computed_tokens = 0;  // per repeat: scheduled tokens (incl. SWA replay)

@@ -84,12 +84,13 @@ TierFetchTimes time_tier_fetch(const model::Forward& forward, const EngineBenchC
         for (const TierOp& op : spill) drop_pages(runtime::block_file_path(disk_dir, op.hash));
       const double t0 = now_seconds();
       std::vector<TierOp> loads;
+      std::vector<uint8_t> snapshot;
       for (const TierOp& op : spill) {
         TierOp l;
         l.kind = TierOpKind::LoadFromDisk;
         l.block = op.block;
         TROUPE_CHECK(runtime::read_block_file(disk_dir, g, op.hash, op.parent_hash, op.tokens,
-                                              l.payload),
+                                              l.payload, snapshot),
                      "the bench's own block file did not read back");
         loads.push_back(std::move(l));
       }

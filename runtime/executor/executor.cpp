@@ -15,6 +15,11 @@ int64_t exact_replay_tokens(const model::ModelConfig& m, bool bounded_replay) {
   return layers * std::max<int64_t>(0, m.sliding_window - 1);
 }
 
+int64_t clip_prefix_depth(const model::ModelConfig& m) {
+  const int64_t decoder_layers = m.num_hidden_layers - m.n_encoder_layers;
+  return std::max<int64_t>(0, decoder_layers - 1) * std::max<int64_t>(0, m.sliding_window - 1) + 1;
+}
+
 Executor::Executor(const model::Forward& forward, PagedKvStorage& storage, ExecutorOptions options,
                    model::RoutedExperts* routed, const Drafter* drafter)
     : forward_(forward),
@@ -26,8 +31,11 @@ Executor::Executor(const model::Forward& forward, PagedKvStorage& storage, Execu
 
 int64_t Executor::decoder_tail_start(const ScheduledChunk& c) const {
   const int64_t R = forward_.config().replay_tokens;
-  if (!options_.bounded_replay || R <= 0 || c.start >= c.num_prompt_tokens) return -1;
-  return std::max(c.start, c.num_prompt_tokens - R);  // T = [max(P', E_prompt - R), E)
+  if (c.start >= c.num_prompt_tokens) return -1;  // decode: every layer
+  if (options_.bounded_replay && R > 0)
+    return std::max(c.start, c.num_prompt_tokens - R);  // T = [max(P', E_prompt - R), E)
+  if (c.clip_decoder) return c.end() - 1;  // clip_prefix: the chunk's last row only
+  return -1;
 }
 
 bool Executor::resolve_tokens(const ScheduledChunk& c, std::vector<int32_t>& tokens) const {
@@ -67,7 +75,8 @@ std::vector<SampledChunk> Executor::run(const StepPlan& plan) {
     auto it = started_.find(c.id);
     if (it == started_.end() || it->second != c.generation) {
       if (c.restore_slot >= 0) {
-        storage_.copy_slot(c.restore_slot, c.swa_slot);
+        // restore_slot == swa_slot: a LoadSnapshot tier op filled the rings already.
+        if (c.restore_slot != c.swa_slot) storage_.copy_slot(c.restore_slot, c.swa_slot);
       } else {
         storage_.reset_slot(c.swa_slot);
       }

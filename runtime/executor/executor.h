@@ -35,11 +35,21 @@ enum class PrefixReplay { Window, Exact };
 // at B: L (W - 1) before B.
 int64_t exact_replay_tokens(const model::ModelConfig& m, bool bounded_replay);
 
+// clip_prefix (docs/model-notes.md): the last logits of a prompt ending at E depend on
+// layer Ne's outputs at [E - D, E) only, D = (L - 1 - Ne)(W - 1) + 1 (each decoder layer
+// reaches W - 1 further back through its window; no decoder layer writes global KV), so
+// under full compute a chunk ending at or before E - D needs no decoder rows for them.
+int64_t clip_prefix_depth(const model::ModelConfig& m);
+
 struct ExecutorOptions {
   // MODEL.md §6: prefill chunks run the decoder on the prompt's last replay_tokens only
   // (R = 0 in the model config, or false here: full compute, every layer every token).
   bool bounded_replay = true;
   PrefixReplay prefix_replay = PrefixReplay::Exact;
+  // clip_prefix (docs/model-notes.md): under full compute, prompt chunks far from the
+  // prompt's end (ScheduledChunk::clip_decoder) run the decoder on their last row only.
+  // No effect with a decoder tail (bounded replay already runs none for them).
+  bool clip_prefix = false;
   // Kernel threads of the executor's own execution context (kernels/exec_context.h): a
   // rank's kernels never share a pool with another rank's. 0: the process default count.
   int kernel_threads = 0;

@@ -22,6 +22,8 @@ void KvCacheConfig::validate() const {
   TROUPE_CHECK(disk_blocks >= 0 && disk_blocks <= INT32_MAX,
                "KvCacheConfig.disk_blocks must be in [0, 2^31), got ", disk_blocks);
   // The disk tier is fed by host slots being reused (kv_tiers.h).
+  TROUPE_CHECK(host_snapshots >= 0 && disk_snapshots >= 0 && tier_snapshot_bytes >= 0,
+               "KvCacheConfig: tier snapshot counts and bytes must be >= 0");
   TROUPE_CHECK(disk_blocks == 0 || host_blocks >= 1,
                "KvCacheConfig: a disk tier needs a host tier (host_blocks >= 1)");
 }

@@ -30,6 +30,11 @@ struct KvCacheConfig {
   // tier holds (fed from the host tier; 0: off; needs host_blocks >= 1).
   int64_t host_blocks = 0;
   int64_t disk_blocks = 0;
+  // Of those, how many may carry a window snapshot (moved with its block; needs
+  // snapshot_slots > 0), and a snapshot's bytes as the tiers hold it (for the figures).
+  int64_t host_snapshots = 0;
+  int64_t disk_snapshots = 0;
+  int64_t tier_snapshot_bytes = 0;
   int64_t block_bytes = 0;  // bytes of one block's rows, for the bytes-per-tier figures
                             // (0: unknown, they read 0)
   BlockHashFn hash_fn = nullptr;  // nullptr: block_hash. Tests only (forced collisions).

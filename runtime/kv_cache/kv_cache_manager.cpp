@@ -22,7 +22,9 @@ KvCacheManager::KvCacheManager(const KvCacheConfig& config)
   if (config_.snapshot_slots > 0 && config_.enable_prefix_cache)
     snapshots_ = std::make_unique<SnapshotTable>(config_.snapshot_slots, int32_t(config_.swa_slots));
   if (config_.host_blocks > 0 && config_.enable_prefix_cache)
-    tiers_ = std::make_unique<KvTiers>(config_.host_blocks, config_.disk_blocks, config_.block_size);
+    tiers_ = std::make_unique<KvTiers>(config_.host_blocks, config_.disk_blocks, config_.block_size,
+                                       snapshots_ ? config_.host_snapshots : 0,
+                                       snapshots_ ? config_.disk_snapshots : 0);
 }
 
 CachedPrefix KvCacheManager::find_cached_prefix(std::span<const int32_t> tokens,
@@ -51,12 +53,24 @@ CachedPrefix KvCacheManager::find_cached_prefix(std::span<const int32_t> tokens,
     anchor = std::min(anchor, E - config_.tail_tokens);
   }
   hit.replay_from = has_window ? hit.num_tokens : std::max<int64_t>(0, anchor - config_.window);
-  // Snapshots stay in the primary tier: a hit ending on a block brought back replays.
-  if (snapshots_ && !has_window && !hit.blocks.empty() && hit.blocks.back() >= 0) {
-    hit.snapshot_slot = snapshots_->find(hit.blocks.back(), hit.num_tokens);
-    if (hit.snapshot_slot >= 0) hit.replay_from = hit.num_tokens;
+  // A snapshot at B: in the primary tier with B's block, else with its lower-tier copy.
+  if (snapshots_ && !has_window && !hit.blocks.empty()) {
+    if (hit.blocks.back() >= 0) hit.snapshot_slot = snapshots_->find(hit.blocks.back(), hit.num_tokens);
+    if (hit.snapshot_slot < 0) find_tier_snapshot(hit, tokens);
+    if (hit.snapshot_slot >= 0 || hit.tier_snapshot) hit.replay_from = hit.num_tokens;
   }
   return hit;
+}
+
+bool KvCacheManager::read_disk(CachedPrefix& hit, int64_t i, int32_t slot,
+                               std::span<const int32_t> tokens, std::vector<uint8_t>& payload,
+                               std::vector<uint8_t>& snapshot) const {
+  const uint64_t parent = i ? hit.hashes[size_t(i - 1)] : kRootBlockHash;
+  if (disk_reader_ && disk_reader_(hit.hashes[size_t(i)], parent, tokens, payload, snapshot))
+    return true;
+  tiers_->drop_disk(slot);
+  hit.epoch = ++epoch_;
+  return false;
 }
 
 bool KvCacheManager::find_in_tiers(CachedPrefix& hit, int64_t i, uint64_t parent,
@@ -64,16 +78,34 @@ bool KvCacheManager::find_in_tiers(CachedPrefix& hit, int64_t i, uint64_t parent
   if (!tiers_) return false;
   const std::optional<TierSource> src = tiers_->find(hit.hashes[size_t(i)], parent, tokens);
   if (!src) return false;
-  TierFetch f{i, *src, {}};
+  TierFetch f{i, *src, {}, {}};
   // A disk block is read and checked now, so a bad file is a miss, never a wrong row.
-  if (src->tier == KvTier::Disk &&
-      (!disk_reader_ || !disk_reader_(hit.hashes[size_t(i)], parent, tokens, f.payload))) {
-    tiers_->drop_disk(src->slot);
-    hit.epoch = ++epoch_;
+  if (src->tier == KvTier::Disk && !read_disk(hit, i, src->slot, tokens, f.payload, f.snapshot))
     return false;
-  }
   hit.fetches.push_back(std::move(f));
   return true;
+}
+
+void KvCacheManager::find_tier_snapshot(CachedPrefix& hit, std::span<const int32_t> tokens) const {
+  if (!tiers_) return;
+  const int64_t k = int64_t(hit.blocks.size()) - 1, bs = config_.block_size;
+  const auto block_tokens = tokens.subspan(size_t(k * bs), size_t(bs));
+  const uint64_t parent = k ? hit.hashes[size_t(k - 1)] : kRootBlockHash;
+  const std::optional<TierSource> src = tiers_->find_snapshot(hit.hashes[size_t(k)], parent, block_tokens);
+  if (!src) return;
+  if (src->tier == KvTier::Disk) {
+    // The last block came from this very file: its snapshot was read with it.
+    if (!hit.fetches.empty() && hit.fetches.back().index == k &&
+        hit.fetches.back().src.tier == KvTier::Disk) {
+      hit.tier_snapshot_bytes = std::move(hit.fetches.back().snapshot);
+    } else {
+      std::vector<uint8_t> payload;
+      // A bad file here only costs the snapshot: the block the hit holds is elsewhere.
+      if (!read_disk(hit, k, src->slot, block_tokens, payload, hit.tier_snapshot_bytes)) return;
+    }
+    if (hit.tier_snapshot_bytes.empty()) return;  // the file has none (rewritten since)
+  }
+  hit.tier_snapshot = src;
 }
 
 std::optional<Admission> KvCacheManager::admit(RequestId id, CachedPrefix prefix,
@@ -93,6 +125,11 @@ std::optional<Admission> KvCacheManager::admit(RequestId id, CachedPrefix prefix
   for (int32_t b : prefix.blocks) hit_free += b >= 0 && pool_.ref_count(b) == 0;
   if (need > pool_.num_free() - hit_free) return std::nullopt;
 
+  // The ring slot this request gets; a snapshot from a lower tier is restored into it by
+  // an op ahead of the ones the take below causes (they may reuse its host slot).
+  const int32_t swa_slot = free_slots_.back();
+  if (prefix.tier_snapshot)
+    tiers_->load_snapshot(*prefix.tier_snapshot, swa_slot, std::move(prefix.tier_snapshot_bytes));
   RequestBlocks& r = requests_[id];
   r.table = std::move(prefix.blocks);
   r.table.reserve(size_t(num_hit - num_fetch + need));
@@ -107,11 +144,14 @@ std::optional<Admission> KvCacheManager::admit(RequestId id, CachedPrefix prefix
   }
   r.hashes = std::move(prefix.hashes);
   r.num_committed = num_hit;
-  r.swa_slot = free_slots_.back();
+  r.swa_slot = swa_slot;
   free_slots_.pop_back();
 
-  const Admission adm{prefix.num_tokens, prefix.replay_from, r.swa_slot, prefix.snapshot_slot};
-  if (adm.restore_slot >= 0) snapshots_->touch(r.table[size_t(num_hit - 1)]);
+  const int32_t restore = prefix.tier_snapshot ? swa_slot : prefix.snapshot_slot;
+  const Admission adm{prefix.num_tokens, prefix.replay_from, r.swa_slot, restore};
+  if (prefix.snapshot_slot >= 0) snapshots_->touch(r.table[size_t(num_hit - 1)]);
+  if (prefix.tier_snapshot) ++stats_.tier_snapshot_hits[int(prefix.tier_snapshot->tier)];
+  else if (prefix.snapshot_slot >= 0) ++stats_.tier_snapshot_hits[int(KvTier::Primary)];
   count_hit(prefix, num_hit);  // prefix.blocks moved into the table
   stats_.snapshot_hits += adm.restore_slot >= 0;
   stats_.replay_hits += num_hit > 0 && adm.restore_slot < 0;
@@ -161,7 +201,7 @@ int64_t KvCacheManager::adopt_disk_blocks(std::span<const BlockFileHeader> block
   int64_t adopted = 0;
   for (const BlockFileHeader& h : blocks)
     if (int64_t(h.tokens.size()) == config_.block_size)
-      adopted += tiers_->adopt_disk_block(h.hash, h.parent_hash, h.tokens);
+      adopted += tiers_->adopt_disk_block(h.hash, h.parent_hash, h.tokens, h.has_snapshot);
   ++epoch_;
   return adopted;
 }
@@ -340,10 +380,13 @@ int64_t KvCacheManager::take_blocks(int64_t n, std::vector<int32_t>& out) {
   const bool track = snapshots_ || tiers_;
   const int64_t evicted = pool_.take(n, out, track ? &evicted_scratch_ : nullptr);
   for (int32_t b : evicted_scratch_) {
-    if (snapshots_) stats_.snapshots_evicted += snapshots_->drop_block(b);
-    // Its hash, parent and tokens outlive the eviction until the block is published again.
+    // Its hash, parent and tokens outlive the eviction until the block is published again;
+    // its snapshot's slot bytes until this plan's forward (a writer handed the slot writes
+    // after it), so the save below still reads them.
     if (tiers_)
-      tiers_->on_evicted(b, pool_.hash_of(b), pool_.parent_hash_of(b), pool_.stored_tokens(b));
+      tiers_->on_evicted(b, pool_.hash_of(b), pool_.parent_hash_of(b), pool_.stored_tokens(b),
+                         snapshots_ ? snapshots_->slot_of(b) : -1);
+    if (snapshots_) stats_.snapshots_evicted += snapshots_->drop_block(b);
   }
   note_evictions(evicted);
   return evicted;

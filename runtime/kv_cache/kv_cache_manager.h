@@ -59,14 +59,17 @@ using RequestId = int64_t;
 struct TierFetch {
   int64_t index = 0;
   TierSource src;
-  std::vector<uint8_t> payload;  // from disk: the block's bytes, read and checked by the find
+  std::vector<uint8_t> payload;   // from disk: the block's bytes, read and checked by the find
+  std::vector<uint8_t> snapshot;  // from disk: the file's window snapshot, if it has one
 };
 
 // Reads the disk tier's file of a block and checks it (header, checksum, and that it is
 // this block); false, with a log line, for a missing, corrupt, truncated or foreign file.
+// snapshot: the file's window snapshot section (empty if it has none).
 using DiskBlockReader = std::function<bool(uint64_t hash, uint64_t parent_hash,
                                            std::span<const int32_t> tokens,
-                                           std::vector<uint8_t>& payload)>;
+                                           std::vector<uint8_t>& payload,
+                                           std::vector<uint8_t>& snapshot)>;
 
 // Longest cached, block-aligned prefix of a token sequence. Valid until the manager next
 // evicts a cached block (admit checks this); admit right after finding is always safe.
@@ -80,6 +83,10 @@ struct CachedPrefix {
   std::vector<uint64_t> hashes;  // [full blocks of the tokens] chained hashes, all of them
   uint64_t epoch = 0;            // manager state this answer was computed against
   int32_t snapshot_slot = -1;    // a cached window snapshot at exactly B (replay_from = B)
+  // Else one a lower tier holds with B's block (replay_from = B too): admit restores it
+  // straight into the request's ring slot. From disk, the bytes the find read.
+  std::optional<TierSource> tier_snapshot;
+  std::vector<uint8_t> tier_snapshot_bytes;
   int64_t num_replay_tokens() const { return num_tokens - replay_from; }
 };
 
@@ -88,7 +95,8 @@ struct Admission {
   int64_t num_cached_tokens = 0;  // B: tokens [0, B) already in the global KV
   int64_t replay_from = 0;        // encoder starts at this position (== B if no replay)
   int32_t swa_slot = -1;          // ring slot in [0, swa_slots) held until free()
-  int32_t restore_slot = -1;      // snapshot slot to copy into swa_slot first, or -1
+  int32_t restore_slot = -1;      // snapshot slot to copy into swa_slot first, or -1;
+                                  // == swa_slot: a tier op restores it there (no copy)
   int64_t num_replay_tokens() const { return num_cached_tokens - replay_from; }
 };
 
@@ -114,6 +122,8 @@ struct KvCacheStats {
   // By the tier that served them (primary, host, disk); hit_tokens is their sum.
   int64_t tier_hits[kNumKvTiers] = {0, 0, 0};        // admissions with >= 1 block from it
   int64_t tier_hit_tokens[kNumKvTiers] = {0, 0, 0};  // hit tokens it served
+  // Of snapshot_hits, by the tier that held the snapshot.
+  int64_t tier_snapshot_hits[kNumKvTiers] = {0, 0, 0};
   double hit_rate() const { return query_tokens ? double(hit_tokens) / double(query_tokens) : 0; }
 };
 
@@ -224,6 +234,11 @@ class KvCacheManager {
   // find_cached_prefix(): block i of a hit from a lower tier, or false (the hit ends).
   bool find_in_tiers(CachedPrefix& hit, int64_t i, uint64_t parent,
                      std::span<const int32_t> tokens) const;
+  // find_cached_prefix(): a window snapshot a lower tier holds with the hit's last block.
+  void find_tier_snapshot(CachedPrefix& hit, std::span<const int32_t> tokens) const;
+  // Reads the disk file of slot `slot` (block i of hit); false: a bad file, forgotten.
+  bool read_disk(CachedPrefix& hit, int64_t i, int32_t slot, std::span<const int32_t> tokens,
+                 std::vector<uint8_t>& payload, std::vector<uint8_t>& snapshot) const;
   // admit(): blocks for the hit blocks lower tiers hold, their loads, their publication.
   void fetch_from_tiers(CachedPrefix& prefix, int64_t need, std::vector<int32_t>& table,
                         std::vector<int32_t>& fresh);

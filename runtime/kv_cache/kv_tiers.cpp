@@ -1,5 +1,6 @@
 #include "runtime/kv_cache/kv_tiers.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "kernels/check.h"
@@ -15,18 +16,30 @@ const char* kv_tier_name(KvTier t) {
   return "?";
 }
 
-KvTiers::KvTiers(int64_t host_slots, int64_t disk_slots, int64_t block_size)
-    : host_(host_slots, block_size), disk_(disk_slots, block_size) {
+KvTiers::KvTiers(int64_t host_slots, int64_t disk_slots, int64_t block_size,
+                 int64_t host_snapshots, int64_t disk_snapshots)
+    : host_(host_slots, block_size),
+      disk_(disk_slots, block_size),
+      host_snaps_(std::min(host_snapshots, host_slots), host_slots),
+      disk_snaps_(std::min(disk_snapshots, disk_slots), disk_slots) {
   // Disk is fed from host slots being reused, so a disk tier needs a host tier above it.
   TROUPE_CHECK(host_slots >= 1, "KvTiers: the host tier needs at least one block, got ",
                host_slots);
 }
 
 void KvTiers::on_evicted(int32_t block, uint64_t hash, uint64_t parent_hash,
-                         std::span<const int32_t> tokens) {
+                         std::span<const int32_t> tokens, int32_t snapshot_slot) {
   if (const int32_t s = host_.find(hash, parent_hash, tokens); s >= 0) {
     host_.touch(s);  // brought back earlier and never changed: the host copy is current
     ++stats_.already_held;
+    if (snapshot_slot < 0) return;
+    // A snapshot taken since (the newest state at this boundary wins): it alone is saved.
+    TierOp op;
+    op.kind = TierOpKind::SaveToHost;
+    op.host_slot = s;
+    op.hash = hash;
+    save_snapshot(op, s, snapshot_slot);
+    if (op.host_snapshot >= 0) ops_.push_back(std::move(op));
     return;
   }
   if (host_.contains(hash)) {  // another block under a colliding hash: keep that one
@@ -45,35 +58,72 @@ void KvTiers::on_evicted(int32_t block, uint64_t hash, uint64_t parent_hash,
   op.block = block;
   op.host_slot = slot;
   op.hash = hash;
+  if (snapshot_slot >= 0) save_snapshot(op, slot, snapshot_slot);
   ops_.push_back(std::move(op));
   ++stats_.saves;
 }
 
+void KvTiers::save_snapshot(TierOp& op, int32_t host_slot, int32_t snapshot_slot) {
+  int32_t displaced = -1;
+  const int32_t hs = host_snaps_.attach(host_slot, host_, &displaced);
+  if (hs < 0) return;  // no snapshot slots on host: the snapshot is lost with the eviction
+  stats_.snapshot_displaced[int(KvTier::Host)] += displaced >= 0;
+  op.snapshot_slot = snapshot_slot;
+  op.host_snapshot = hs;
+  ++stats_.snapshot_saves;
+}
+
 void KvTiers::spill(const TierIndex::Displaced& d) {
+  // The spill op below reads the host snapshot before a later save reuses its slot.
+  const int32_t hs = host_snaps_.of(d.slot);
+  host_snaps_.detach(d.slot);
   if (!has_disk()) return;
-  if (const int32_t s = disk_.find(d.hash, d.parent_hash, d.tokens); s >= 0) {
-    disk_.touch(s);  // its file is current already
-    return;
-  }
-  if (disk_.contains(d.hash)) return;  // a colliding hash holds the file name: drop this one
-  std::optional<TierIndex::Displaced> dropped;
-  if (disk_.insert(d.hash, d.parent_hash, d.tokens, &dropped) < 0) return;  // all pinned
-  if (dropped) {
-    TierOp drop;
-    drop.kind = TierOpKind::DropFromDisk;
-    drop.hash = dropped->hash;
-    ops_.push_back(std::move(drop));
-    ++stats_.disk_drops;
-  }
   TierOp op;
   op.kind = TierOpKind::SpillToDisk;
   op.host_slot = d.slot;
   op.hash = d.hash;
   op.parent_hash = d.parent_hash;
   op.tokens = d.tokens;
+  if (const int32_t s = disk_.find(d.hash, d.parent_hash, d.tokens); s >= 0) {
+    disk_.touch(s);  // its file holds this block already
+    if (hs < 0) return;
+    spill_snapshot(op, s, hs);  // rewritten with the newer snapshot
+    if (op.host_snapshot < 0) return;
+  } else {
+    if (disk_.contains(d.hash)) return;  // a colliding hash holds the file name: drop this one
+    std::optional<TierIndex::Displaced> dropped;
+    const int32_t slot = disk_.insert(d.hash, d.parent_hash, d.tokens, &dropped);
+    if (slot < 0) return;  // all pinned
+    if (dropped) {
+      disk_snaps_.detach(slot);  // the dropped file's snapshot goes with it
+      TierOp drop;
+      drop.kind = TierOpKind::DropFromDisk;
+      drop.hash = dropped->hash;
+      ops_.push_back(std::move(drop));
+      ++stats_.disk_drops;
+    }
+    if (hs >= 0) spill_snapshot(op, slot, hs);
+  }
   ++unwritten_[d.hash];
   ops_.push_back(std::move(op));
   ++stats_.spills;
+}
+
+void KvTiers::spill_snapshot(TierOp& op, int32_t disk_slot, int32_t hs) {
+  int32_t displaced = -1;
+  if (disk_snaps_.attach(disk_slot, disk_, &displaced) < 0) return;  // none, or all pinned
+  if (displaced >= 0) {
+    // A file's snapshot cannot be cut out in place: the whole file goes, so the disk
+    // tier never holds more snapshot bytes than its share.
+    TierOp drop;
+    drop.kind = TierOpKind::DropFromDisk;
+    drop.hash = disk_.hash_of(displaced);
+    disk_.erase(displaced);
+    ops_.push_back(std::move(drop));
+    ++stats_.snapshot_displaced[int(KvTier::Disk)];
+  }
+  op.host_snapshot = hs;
+  ++stats_.snapshot_spills;
 }
 
 void KvTiers::ops_done(std::span<const TierOp> ops) {
@@ -114,16 +164,51 @@ void KvTiers::load(const TierSource& src, int32_t block, std::vector<uint8_t> pa
   ++stats_.loads[int(src.tier)];
 }
 
+std::optional<TierSource> KvTiers::find_snapshot(uint64_t hash, uint64_t parent_hash,
+                                                 std::span<const int32_t> tokens) const {
+  if (const int32_t s = host_.find(hash, parent_hash, tokens); s >= 0 && host_snaps_.of(s) >= 0)
+    return TierSource{KvTier::Host, s};
+  if (const int32_t s = disk_.find(hash, parent_hash, tokens);
+      s >= 0 && disk_snaps_.of(s) >= 0 && !unwritten_.count(hash))
+    return TierSource{KvTier::Disk, s};
+  return std::nullopt;
+}
+
+void KvTiers::load_snapshot(const TierSource& src, int32_t ring_slot, std::vector<uint8_t> payload) {
+  TierOp op;
+  op.kind = TierOpKind::LoadSnapshot;
+  op.ring_slot = ring_slot;
+  if (src.tier == KvTier::Host) {
+    op.host_snapshot = host_snaps_.of(src.slot);
+    TROUPE_CHECK(op.host_snapshot >= 0, "load_snapshot: host slot ", src.slot, " has no snapshot");
+    host_snaps_.touch(src.slot);
+  } else {
+    TROUPE_CHECK(!payload.empty(), "load_snapshot from disk without the file's snapshot");
+    disk_snaps_.touch(src.slot);
+  }
+  op.hash = index(src.tier).hash_of(src.slot);
+  op.payload = std::move(payload);
+  ops_.push_back(std::move(op));
+  ++stats_.snapshot_loads[int(src.tier)];
+}
+
 bool KvTiers::adopt_disk_block(uint64_t hash, uint64_t parent_hash,
-                               std::span<const int32_t> tokens) {
+                               std::span<const int32_t> tokens, bool has_snapshot) {
   if (!has_disk() || disk_.contains(hash) || disk_.num_used() == disk_.num_slots()) return false;
+  if (has_snapshot && disk_snaps_.num_used() == disk_snaps_.num_slots()) return false;
   std::optional<TierIndex::Displaced> none;
-  return disk_.insert(hash, parent_hash, tokens, &none) >= 0;
+  const int32_t s = disk_.insert(hash, parent_hash, tokens, &none);
+  if (s < 0) return false;
+  int32_t displaced = -1;
+  if (has_snapshot) disk_snaps_.attach(s, disk_, &displaced);
+  return true;
 }
 
 void KvTiers::check_invariants() const {
   host_.check_invariants();
   disk_.check_invariants();
+  host_snaps_.check_invariants();
+  disk_snaps_.check_invariants();
 }
 
 }  // namespace troupe::runtime

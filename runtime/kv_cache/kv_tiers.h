@@ -20,6 +20,7 @@
 
 #include "runtime/kv_cache/tier_index.h"
 #include "runtime/kv_cache/tier_op.h"
+#include "runtime/kv_cache/tier_snapshots.h"
 
 namespace troupe::runtime {
 
@@ -42,24 +43,40 @@ struct KvTierStats {
   int64_t bad_files = 0;      // disk files that failed their check at a lookup (misses)
   int64_t unwritten_misses = 0;  // lookups of a disk block whose spill had not run yet
   int64_t loads[kNumKvTiers] = {0, 0, 0};  // blocks brought back, by source tier
+  // Window snapshots moving with their blocks.
+  int64_t snapshot_saves = 0;    // snapshots copied to the host tier with (or onto) their block
+  int64_t snapshot_spills = 0;   // snapshots written into their block's disk file
+  int64_t snapshot_displaced[kNumKvTiers] = {0, 0, 0};  // dropped for a newer one (block kept on
+                                                        // host; the whole file on disk)
+  int64_t snapshot_loads[kNumKvTiers] = {0, 0, 0};  // restored by a hit, by source tier
 };
 
 class KvTiers {
  public:
-  // host_slots >= 1; disk_slots 0: no disk tier.
-  KvTiers(int64_t host_slots, int64_t disk_slots, int64_t block_size);
+  // host_slots >= 1; disk_slots 0: no disk tier. host_snapshots / disk_snapshots: how
+  // many of those blocks may carry a window snapshot (0: snapshots stay in primary).
+  KvTiers(int64_t host_slots, int64_t disk_slots, int64_t block_size, int64_t host_snapshots = 0,
+          int64_t disk_snapshots = 0);
 
-  // A cached block left the primary pool (its bytes intact until this plan's forward).
+  // A cached block left the primary pool (its bytes intact until this plan's forward);
+  // snapshot_slot >= 0: the primary storage slot of its cached window snapshot, which
+  // goes with it (the slot's bytes stay intact until this plan's forward too).
   void on_evicted(int32_t block, uint64_t hash, uint64_t parent_hash,
-                  std::span<const int32_t> tokens);
+                  std::span<const int32_t> tokens, int32_t snapshot_slot = -1);
   // The lower tier holding this block (host first), verified against parent and tokens.
   std::optional<TierSource> find(uint64_t hash, uint64_t parent_hash,
                                  std::span<const int32_t> tokens);
   // An admission brings `src` back into primary block `block` (the ops bring the bytes;
   // from disk, `payload`: the block's bytes the hit's lookup read and checked).
   void load(const TierSource& src, int32_t block, std::vector<uint8_t> payload = {});
+  // The lower tier holding this block with a window snapshot at its end (host first).
+  std::optional<TierSource> find_snapshot(uint64_t hash, uint64_t parent_hash,
+                                          std::span<const int32_t> tokens) const;
+  // An admission restores that snapshot into its ring slot (from disk: `payload`, the
+  // file's snapshot section the lookup read and checked).
+  void load_snapshot(const TierSource& src, int32_t ring_slot, std::vector<uint8_t> payload = {});
   // The disk tier's file of `slot` failed its check at lookup: forget it (a miss).
-  void drop_disk(int32_t slot) { disk_.erase(slot), ++stats_.bad_files; }
+  void drop_disk(int32_t slot) { disk_snaps_.detach(slot), disk_.erase(slot), ++stats_.bad_files; }
   void pin(const TierSource& src) { index(src.tier).pin(src.slot); }
   void unpin(const TierSource& src) { index(src.tier).unpin(src.slot); }
   std::span<const int32_t> tokens_of(const TierSource& src) const {
@@ -68,7 +85,9 @@ class KvTiers {
 
   // Start-up: a block file found (and checked) in the disk dir. False: the disk tier is
   // full or holds that hash already (the file is left alone).
-  bool adopt_disk_block(uint64_t hash, uint64_t parent_hash, std::span<const int32_t> tokens);
+  // A file with a snapshot needs a free disk snapshot slot too.
+  bool adopt_disk_block(uint64_t hash, uint64_t parent_hash, std::span<const int32_t> tokens,
+                        bool has_snapshot = false);
 
   // The executor ran these ops (the plan they travelled in is back): the files their
   // spills wrote exist now. Until then a disk block is no hit (its file is not written).
@@ -80,6 +99,8 @@ class KvTiers {
 
   const TierIndex& host() const { return host_; }
   const TierIndex& disk() const { return disk_; }
+  const TierSnapshots& host_snapshots() const { return host_snaps_; }
+  const TierSnapshots& disk_snapshots() const { return disk_snaps_; }
   bool has_disk() const { return disk_.num_slots() > 0; }
   const KvTierStats& stats() const { return stats_; }
   void check_invariants() const;
@@ -87,10 +108,18 @@ class KvTiers {
  private:
   TierIndex& index(KvTier t) { return t == KvTier::Disk ? disk_ : host_; }
   const TierIndex& index(KvTier t) const { return t == KvTier::Disk ? disk_ : host_; }
-  // A host slot is being reused: its block goes to disk unless disk has it already.
+  // A host slot is being reused: its block (and snapshot) goes to disk unless disk has it
+  // already.
   void spill(const TierIndex::Displaced& d);
+  // op (a Save to host slot `host_slot`) also carries the snapshot in primary slot
+  // `snapshot_slot`, if the host tier has a snapshot slot to give.
+  void save_snapshot(TierOp& op, int32_t host_slot, int32_t snapshot_slot);
+  // The spill `op` to disk slot `disk_slot` also writes host snapshot `hs`, if a disk
+  // snapshot slot can be had (the least recently used snapshot file is deleted for it).
+  void spill_snapshot(TierOp& op, int32_t disk_slot, int32_t hs);
 
   TierIndex host_, disk_;
+  TierSnapshots host_snaps_, disk_snaps_;
   std::vector<TierOp> ops_;
   std::unordered_map<uint64_t, int32_t> unwritten_;  // hash -> spills of it not run yet
   KvTierStats stats_;

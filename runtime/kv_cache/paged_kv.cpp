@@ -1,6 +1,7 @@
 #include "runtime/kv_cache/paged_kv.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "kernels/check.h"
 #include "runtime/kv_cache/step_undo.h"
@@ -81,6 +82,35 @@ void PagedKvStorage::copy_slot(int32_t src, int32_t dst) {
 void PagedKvStorage::copy_block(int32_t src, int32_t dst) {
   std::copy_n(blocks_.data() + src * block_bytes_, block_bytes_,
               blocks_.data() + dst * block_bytes_);
+}
+
+int64_t PagedKvStorage::snapshot_bytes_of(const model::ModelConfig& c) {
+  const int64_t rows = c.num_hidden_layers * c.sliding_window;
+  return rows * (model::KvRowLayout::of(c).window.bytes() + int64_t(sizeof(int64_t)));
+}
+
+int64_t PagedKvStorage::snapshot_bytes() const {
+  return layers_ * window_ * (rows_.window.bytes() + int64_t(sizeof(int64_t)));
+}
+
+void PagedKvStorage::save_snapshot(int32_t slot, std::span<uint8_t> out) const {
+  TROUPE_CHECK(int64_t(out.size()) == snapshot_bytes(), "save_snapshot: ", out.size(),
+               " bytes for a snapshot of ", snapshot_bytes());
+  for (int64_t l = 0; l < layers_; ++l)
+    TROUPE_CHECK(carry_v_[slot * layers_ + l].empty() && carry_s_[slot * layers_ + l].empty(),
+                 "save_snapshot: slot ", slot, " holds an open compressor group at layer ", l);
+  const int64_t rows = layers_ * window_, bytes = rows * rows_.window.bytes();
+  std::copy_n(rings_.data() + slot * bytes, bytes, out.data());
+  std::memcpy(out.data() + bytes, ring_pos_.data() + slot * rows, size_t(rows) * sizeof(int64_t));
+}
+
+void PagedKvStorage::load_snapshot(int32_t slot, std::span<const uint8_t> in) {
+  TROUPE_CHECK(int64_t(in.size()) == snapshot_bytes(), "load_snapshot: ", in.size(),
+               " bytes for a snapshot of ", snapshot_bytes());
+  reset_slot(slot);  // no carry, no feature ring
+  const int64_t rows = layers_ * window_, bytes = rows * rows_.window.bytes();
+  std::copy_n(in.data(), bytes, rings_.data() + slot * bytes);
+  std::memcpy(ring_pos_.data() + slot * rows, in.data() + bytes, size_t(rows) * sizeof(int64_t));
 }
 
 PagedSequence::PagedSequence(PagedKvStorage& storage, std::span<const int32_t> block_table,

@@ -55,6 +55,15 @@ class PagedKvStorage {
   // never read before they are written).
   void copy_slot(int32_t src, int32_t dst);
   void copy_block(int32_t src, int32_t dst);
+  // A window snapshot as bytes, for the host and disk tiers (docs/kv-cache.md "Window
+  // snapshots in the tiers"): every layer's W window rows, then their positions (int64).
+  // Taken at a block boundary, where every compressor group is closed: save checks that
+  // the slot holds no carry. The DSpark feature ring is not kept: load clears it (the
+  // drafter then proposes from less, verified decoding emits the same tokens).
+  int64_t snapshot_bytes() const;
+  static int64_t snapshot_bytes_of(const model::ModelConfig& c);
+  void save_snapshot(int32_t slot, std::span<uint8_t> out) const;
+  void load_snapshot(int32_t slot, std::span<const uint8_t> in);
   // Block id's bytes (every layer's rows): what the host and disk tiers copy.
   std::span<uint8_t> block_data(int32_t id) {
     return {blocks_.data() + id * block_bytes_, size_t(block_bytes_)};

@@ -59,6 +59,11 @@ int32_t SnapshotTable::find(int32_t block, int64_t boundary) const {
   return first_slot_ + it->second;
 }
 
+int32_t SnapshotTable::slot_of(int32_t block) const {
+  const auto it = by_block_.find(block);
+  return it == by_block_.end() ? -1 : first_slot_ + it->second;
+}
+
 void SnapshotTable::touch(int32_t block) {
   const auto it = by_block_.find(block);
   if (it == by_block_.end()) return;

@@ -42,6 +42,8 @@ class SnapshotTable {
 
   // The storage slot of `block`'s snapshot if it holds the state at `boundary`, or -1.
   int32_t find(int32_t block, int64_t boundary) const;
+  // The storage slot of `block`'s cached snapshot (at the block's end boundary), or -1.
+  int32_t slot_of(int32_t block) const;
   void touch(int32_t block);         // a hit restored it: most recently used
   bool drop_block(int32_t block);    // the block was evicted: its snapshot goes too
 

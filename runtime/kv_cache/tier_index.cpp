@@ -7,7 +7,9 @@
 namespace troupe::runtime {
 
 TierIndex::TierIndex(int64_t num_slots, int64_t block_size)
-    : block_size_(block_size), slots_(size_t(num_slots)), tokens_(size_t(num_slots * block_size)) {
+    : block_size_(block_size), slots_(size_t(num_slots)),
+      tokens_(size_t(num_slots * block_size)),
+      lru_(num_slots) {
   TROUPE_CHECK(num_slots >= 0 && num_slots <= INT32_MAX, "TierIndex: num_slots out of range: ",
                num_slots);
   TROUPE_CHECK(block_size >= 1, "TierIndex: block_size must be >= 1, got ", block_size);
@@ -36,7 +38,7 @@ int32_t TierIndex::insert(uint64_t hash, uint64_t parent_hash, std::span<const i
     s = free_.back();
     free_.pop_back();
   } else {
-    for (int32_t c = head_; c != -1; c = slots_[size_t(c)].next)
+    for (int32_t c = lru_.head(); c != -1; c = lru_.next(c))
       if (slots_[size_t(c)].pins == 0) {
         s = c;
         break;
@@ -45,14 +47,14 @@ int32_t TierIndex::insert(uint64_t hash, uint64_t parent_hash, std::span<const i
     const Slot& old = slots_[size_t(s)];
     const auto t = tokens_of(s);
     *displaced = Displaced{s, old.hash, old.parent_hash, {t.begin(), t.end()}};
-    unlink(s);
+    lru_.unlink(s);
     by_hash_.erase(old.hash);
   }
   Slot& slot = slots_[size_t(s)];
   slot.used = true, slot.hash = hash, slot.parent_hash = parent_hash;
   std::memcpy(tokens_.data() + int64_t(s) * block_size_, tokens.data(), tokens.size_bytes());
   by_hash_.emplace(hash, s);
-  push_back(s);
+  lru_.push_back(s);
   return s;
 }
 
@@ -60,7 +62,7 @@ void TierIndex::erase(int32_t s) {
   Slot& slot = slots_[size_t(s)];
   TROUPE_CHECK(slot.used && slot.pins == 0, "TierIndex::erase of slot ", s,
                " that is free or pinned");
-  unlink(s);
+  lru_.unlink(s);
   by_hash_.erase(slot.hash);
   slot.used = false;
   free_.push_back(s);
@@ -68,8 +70,7 @@ void TierIndex::erase(int32_t s) {
 
 void TierIndex::touch(int32_t s) {
   TROUPE_CHECK(slots_[size_t(s)].used, "TierIndex::touch of free slot ", s);
-  unlink(s);
-  push_back(s);
+  lru_.move_to_back(s);
 }
 
 void TierIndex::unpin(int32_t s) {
@@ -83,36 +84,19 @@ std::span<const int32_t> TierIndex::tokens_of(int32_t s) const {
 
 std::vector<int32_t> TierIndex::lru_order() const {
   std::vector<int32_t> order;
-  for (int32_t s = head_; s != -1; s = slots_[size_t(s)].next) order.push_back(s);
+  for (int32_t s = lru_.head(); s != -1; s = lru_.next(s)) order.push_back(s);
   return order;
 }
 
 void TierIndex::check_invariants() const {
-  int64_t listed = 0;
-  for (int32_t s = head_, prev = -1; s != -1; prev = s, s = slots_[size_t(s)].next) {
+  const int64_t listed = lru_.count_checked("tier");
+  for (int32_t s = lru_.head(); s != -1; s = lru_.next(s))
     TROUPE_CHECK(slots_[size_t(s)].used, "free tier slot ", s, " in the LRU list");
-    TROUPE_CHECK(slots_[size_t(s)].prev == prev, "broken tier LRU link at slot ", s);
-    TROUPE_CHECK(++listed <= num_slots(), "cycle in the tier LRU list");
-  }
   TROUPE_CHECK(listed == num_used() && listed == int64_t(by_hash_.size()), "tier lists ", listed,
                " slots, ", num_used(), " used, ", by_hash_.size(), " hashes");
   for (const auto& [h, s] : by_hash_)
     TROUPE_CHECK(slots_[size_t(s)].used && slots_[size_t(s)].hash == h, "stale tier hash of slot ",
                  s);
-}
-
-void TierIndex::unlink(int32_t s) {
-  Slot& slot = slots_[size_t(s)];
-  (slot.prev == -1 ? head_ : slots_[size_t(slot.prev)].next) = slot.next;
-  (slot.next == -1 ? tail_ : slots_[size_t(slot.next)].prev) = slot.prev;
-  slot.prev = slot.next = -1;
-}
-
-void TierIndex::push_back(int32_t s) {
-  Slot& slot = slots_[size_t(s)];
-  slot.prev = tail_, slot.next = -1;
-  (tail_ == -1 ? head_ : slots_[size_t(tail_)].next) = s;
-  tail_ = s;
 }
 
 }  // namespace troupe::runtime

@@ -17,6 +17,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "runtime/kv_cache/slot_lru.h"
+
 namespace troupe::runtime {
 
 class TierIndex {
@@ -42,6 +44,7 @@ class TierIndex {
   void touch(int32_t slot);  // a hit or a re-save: most recently used
   void pin(int32_t slot) { ++slots_[size_t(slot)].pins; }
   void unpin(int32_t slot);
+  bool pinned(int32_t slot) const { return slots_[size_t(slot)].pins > 0; }
 
   uint64_t hash_of(int32_t slot) const { return slots_[size_t(slot)].hash; }
   uint64_t parent_hash_of(int32_t slot) const { return slots_[size_t(slot)].parent_hash; }
@@ -56,18 +59,15 @@ class TierIndex {
   struct Slot {
     bool used = false;
     int32_t pins = 0;
-    int32_t prev = -1, next = -1;  // LRU links while used
     uint64_t hash = 0, parent_hash = 0;
   };
-  void unlink(int32_t s);
-  void push_back(int32_t s);
 
   int64_t block_size_;
   std::vector<Slot> slots_;
   std::vector<int32_t> tokens_;  // [num_slots, block_size]
   std::vector<int32_t> free_;    // a stack; the lowest slot first
   std::unordered_map<uint64_t, int32_t> by_hash_;
-  int32_t head_ = -1, tail_ = -1;
+  SlotLru lru_;  // used slots, next to be reused first
 };
 
 }  // namespace troupe::runtime

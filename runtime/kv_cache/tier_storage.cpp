@@ -26,12 +26,13 @@ uint64_t kv_disk_model_tag(const model::ModelConfig& m, int64_t block_size, int6
 }
 
 TierStorage::TierStorage(int64_t host_slots, const BlockFileGeometry& geometry,
-                         std::string disk_dir)
+                         std::string disk_dir, int64_t host_snapshots)
     : geometry_(geometry),
       disk_dir_(std::move(disk_dir)),
       // Never read before a save wrote it; a pattern, so a missing copy cannot pass for
       // the zeros of a fresh buffer.
-      host_(size_t(host_slots * geometry.block_bytes), uint8_t{0x5a}) {
+      host_(size_t(host_slots * geometry.block_bytes), uint8_t{0x5a}),
+      host_snapshots_(size_t(host_snapshots * geometry.snapshot_bytes), uint8_t{0x5a}) {
   if (!disk_dir_.empty()) ensure_disk_dir(disk_dir_);
 }
 
@@ -50,12 +51,23 @@ std::span<uint8_t> TierStorage::host_slot(int32_t slot) {
   return {host_.data() + size_t(slot) * bytes, bytes};
 }
 
+std::span<uint8_t> TierStorage::host_snapshot(int32_t slot) {
+  const size_t bytes = size_t(geometry_.snapshot_bytes);
+  TROUPE_CHECK(slot >= 0 && bytes > 0 && (size_t(slot) + 1) * bytes <= host_snapshots_.size(),
+               "host tier snapshot slot ", slot, " out of range");
+  return {host_snapshots_.data() + size_t(slot) * bytes, bytes};
+}
+
 void TierStorage::apply(std::span<const TierOp> ops, PagedKvStorage& primary) {
   for (const TierOp& op : ops) {
     switch (op.kind) {
       case TierOpKind::SaveToHost: {
-        const auto src = primary.block_data(op.block);
-        std::copy(src.begin(), src.end(), host_slot(op.host_slot).begin());
+        if (op.block >= 0) {
+          const auto src = primary.block_data(op.block);
+          std::copy(src.begin(), src.end(), host_slot(op.host_slot).begin());
+        }
+        if (op.snapshot_slot >= 0)
+          primary.save_snapshot(op.snapshot_slot, host_snapshot(op.host_snapshot));
         break;
       }
       case TierOpKind::SpillToDisk: write_file(op); break;
@@ -77,6 +89,11 @@ void TierStorage::apply(std::span<const TierOp> ops, PagedKvStorage& primary) {
         std::copy(op.payload.begin(), op.payload.end(), dst.begin());
         break;
       }
+      case TierOpKind::LoadSnapshot:
+        primary.load_snapshot(op.ring_slot, op.host_snapshot >= 0
+                                                ? std::span<const uint8_t>(host_snapshot(op.host_snapshot))
+                                                : std::span<const uint8_t>(op.payload));
+        break;
     }
   }
 }
@@ -84,8 +101,11 @@ void TierStorage::apply(std::span<const TierOp> ops, PagedKvStorage& primary) {
 void TierStorage::write_file(const TierOp& op) {
   TROUPE_CHECK(!disk_dir_.empty(), "a disk tier op without a disk dir");
   const auto payload = host_slot(op.host_slot);
-  const std::vector<std::byte> file = encode_block_file(
-      geometry_, {op.hash, op.parent_hash, op.tokens}, std::as_bytes(payload));
+  std::span<const uint8_t> snapshot;
+  if (op.host_snapshot >= 0) snapshot = host_snapshot(op.host_snapshot);
+  const std::vector<std::byte> file =
+      encode_block_file(geometry_, {op.hash, op.parent_hash, op.tokens, !snapshot.empty()},
+                        std::as_bytes(payload), std::as_bytes(snapshot));
   // Written aside and renamed: a crash mid-write leaves a stray .tmp, never a short .kvb.
   const std::string path = block_file_path(disk_dir_, op.hash), tmp = path + ".tmp";
   {
@@ -103,14 +123,15 @@ void TierStorage::write_file(const TierOp& op) {
 
 namespace {
 
-// The whole file, or false when it cannot be read or is not `size` bytes.
-bool read_all(const std::string& path, int64_t size, std::vector<std::byte>& out) {
+// The whole file, or false when it cannot be read or is not one of g's two file sizes.
+bool read_all(const std::string& path, const BlockFileGeometry& g, std::vector<std::byte>& out) {
   std::error_code ec;
   const auto n = fs::file_size(path, ec);
-  if (ec || n != uint64_t(size)) return false;
-  out.resize(size_t(size));
+  if (ec || (n != uint64_t(g.file_bytes()) && (g.snapshot_bytes == 0 || n != uint64_t(g.file_bytes(true)))))
+    return false;
+  out.resize(size_t(n));
   std::ifstream in(path, std::ios::binary);
-  in.read(reinterpret_cast<char*>(out.data()), std::streamsize(size));
+  in.read(reinterpret_cast<char*>(out.data()), std::streamsize(n));
   return bool(in);
 }
 
@@ -118,21 +139,27 @@ bool read_all(const std::string& path, int64_t size, std::vector<std::byte>& out
 
 bool read_block_file(const std::string& dir, const BlockFileGeometry& g, uint64_t hash,
                      uint64_t parent_hash, std::span<const int32_t> tokens,
-                     std::vector<uint8_t>& payload) {
+                     std::vector<uint8_t>& payload, std::vector<uint8_t>& snapshot) {
   const std::string path = block_file_path(dir, hash);
   std::vector<std::byte> file;
   std::string why;
   std::optional<BlockFileHeader> h;
   payload.resize(size_t(g.block_bytes));
-  if (!read_all(path, g.file_bytes(), file)) {
+  std::vector<std::byte> snap;
+  if (!read_all(path, g, file)) {
     why = "missing, unreadable or truncated";
-  } else if (h = parse_block_file(file, g, &why, std::as_writable_bytes(std::span(payload)));
+  } else if (h = parse_block_file(file, g, &why, std::as_writable_bytes(std::span(payload)), &snap);
              h && (h->hash != hash || h->parent_hash != parent_hash ||
                    !std::equal(tokens.begin(), tokens.end(), h->tokens.begin(), h->tokens.end()))) {
     why = "holds another block than the prefix cache expects";
     h.reset();
   }
-  if (h) return true;
+  if (h) {
+    const auto* b = reinterpret_cast<const uint8_t*>(snap.data());
+    snapshot.assign(b, b + snap.size());
+    return true;
+  }
+  snapshot.clear();
   spdlog::warn("kv disk tier: ignoring {} (recomputing the block): {}", path, why);
   payload.clear();
   return false;
@@ -148,7 +175,7 @@ std::vector<BlockFileHeader> TierStorage::scan_disk() const {
     if (p.extension() != ".kvb") continue;
     std::string why;
     std::optional<BlockFileHeader> h;
-    if (!read_all(p.string(), geometry_.file_bytes(), file)) {
+    if (!read_all(p.string(), geometry_, file)) {
       why = "unreadable, truncated or of another size";
     } else if (h = parse_block_file(file, geometry_, &why); h && p.filename() != block_file_name(h->hash)) {
       why = "its name is not its block's hash";

@@ -26,9 +26,10 @@ uint64_t kv_disk_model_tag(const model::ModelConfig& m, int64_t block_size, int6
 // this geometry's, its checksum good and its block this one (hash, parent, tokens). False
 // with a log line otherwise (a miss). Safe beside a rank writing the dir: files appear by
 // rename, whole.
+// snapshot: the file's window snapshot section (empty when it has none).
 bool read_block_file(const std::string& dir, const BlockFileGeometry& g, uint64_t hash,
                      uint64_t parent_hash, std::span<const int32_t> tokens,
-                     std::vector<uint8_t>& payload);
+                     std::vector<uint8_t>& payload, std::vector<uint8_t>& snapshot);
 std::string block_file_path(const std::string& dir, uint64_t hash);
 
 // Creates the disk tier's folder (and parents) if missing; throws troupe::Error naming it
@@ -38,7 +39,9 @@ void ensure_disk_dir(const std::string& dir);
 class TierStorage {
  public:
   // disk_dir empty: no disk tier. Creates the dir; throws troupe::Error if it cannot.
-  TierStorage(int64_t host_slots, const BlockFileGeometry& geometry, std::string disk_dir);
+  // host_snapshots: window snapshot slots on host, of geometry.snapshot_bytes each.
+  TierStorage(int64_t host_slots, const BlockFileGeometry& geometry, std::string disk_dir,
+              int64_t host_snapshots = 0);
 
   // Runs `ops` in order against `primary`. Disk loads carry their checked bytes (the
   // find read them), so nothing here reads a file. A disk write or delete that fails is
@@ -53,13 +56,15 @@ class TierStorage {
   const BlockFileGeometry& geometry() const { return geometry_; }
   const std::string& disk_dir() const { return disk_dir_; }
   std::span<uint8_t> host_slot(int32_t slot);
+  std::span<uint8_t> host_snapshot(int32_t slot);
 
  private:
   void write_file(const TierOp& op);
 
   BlockFileGeometry geometry_;
   std::string disk_dir_;
-  std::vector<uint8_t> host_;  // [host_slots, block_bytes]
+  std::vector<uint8_t> host_;            // [host_slots, block_bytes]
+  std::vector<uint8_t> host_snapshots_;  // [host_snapshots, snapshot_bytes]
 };
 
 }  // namespace troupe::runtime

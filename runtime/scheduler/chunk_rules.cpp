@@ -58,11 +58,23 @@ int64_t end_at_snapshot_boundary(const ChunkCandidate& c, int64_t n, const StepB
   return c.start < last && c.start + n > last ? last - c.start : n;
 }
 
+int64_t end_at_clip_boundary(const ChunkCandidate& c, int64_t n, const StepBudget&,
+                             const SchedulerConfig& cfg) {
+  if (cfg.clip_prefix_depth <= 0 || !c.prefill) return n;
+  const int64_t cut = c.r.num_prompt_tokens - cfg.clip_prefix_depth;
+  return c.start < cut && c.start + n > cut ? cut - c.start : n;
+}
+
+bool clips_decoder(int64_t end, int64_t num_prompt_tokens, const SchedulerConfig& cfg) {
+  return cfg.clip_prefix_depth > 0 && end <= num_prompt_tokens - cfg.clip_prefix_depth;
+}
+
 namespace {
-constexpr std::array<ChunkRule, 4> kChunkRules = {
+constexpr std::array<ChunkRule, 5> kChunkRules = {
     clip_to_token_budget,
     clip_unchunked_prefill,
     clip_context_read,
+    end_at_clip_boundary,
     end_at_snapshot_boundary,
 };
 }  // namespace

@@ -2,9 +2,8 @@
 // request's wanted tokens down to what this step can take. Each optional rule is one
 // small function in kChunkRules (STYLE.md 1); schedule() only calls num_new_tokens().
 //
-// Extension point: the clip_prefix rule (prefill chunks far from the end of the prompt
-// replay one row) and bounded-replay planning join as further rules here, adjusting n
-// for a chunk at `start` - schedule() does not change.
+// Extension point: rules adjusting n for a chunk at `start` join here (clip_prefix is
+// one; bounded-replay planning would be another) - schedule() does not change.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +45,14 @@ int64_t clip_context_read(const ChunkCandidate&, int64_t n, const StepBudget&,
                           const SchedulerConfig&);
 int64_t end_at_snapshot_boundary(const ChunkCandidate&, int64_t n, const StepBudget&,
                                  const SchedulerConfig&);
+// clip_prefix (docs/model-notes.md "clip_prefix"): a prompt chunk that would run past
+// E_prompt - clip_prefix_depth ends there, so the part far from the prompt's end is a
+// chunk of its own, whose decoder runs one row (clips_decoder).
+int64_t end_at_clip_boundary(const ChunkCandidate&, int64_t n, const StepBudget&,
+                             const SchedulerConfig&);
+// The chunk [start, end) of a request with a prompt of num_prompt_tokens runs the
+// decoder (layer Ne's queries and every later layer) on its last row only.
+bool clips_decoder(int64_t end, int64_t num_prompt_tokens, const SchedulerConfig& cfg);
 
 // Tokens the candidate runs this step (0: it waits): all its uncomputed tokens, cut by
 // each rule in turn.

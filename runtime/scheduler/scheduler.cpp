@@ -246,6 +246,7 @@ void Scheduler::add_chunk(Request& r, int64_t start, int64_t n, bool prefill, St
   c.sample_counter = static_cast<uint64_t>(r.num_output_tokens_planned());
   c.generation = r.num_preemptions;
   c.prefill = prefill;
+  c.clip_decoder = prefill && clips_decoder(c.end(), r.num_prompt_tokens, config_);
   budget.take(c);
   plan.chunks.push_back(std::move(c));
 }
@@ -269,8 +270,9 @@ void Scheduler::finalize(StepPlan& plan) {
     c.block_table.assign(table.begin(), table.end());
     c.swa_slot = kv_.swa_slot(c.id);
     c.restore_slot = std::exchange(r.restore_slot, -1);  // only the first chunk restores
-    // A speculative chunk's end depends on its accepted count: no window snapshot there.
-    if (config_.snapshot_block_size > 0 && c.num_draft_tokens == 0 &&
+    // A speculative chunk's end depends on its accepted count: no window snapshot there;
+    // nor after a clipped chunk, whose decoder rings lack the rows full compute has.
+    if (config_.snapshot_block_size > 0 && c.num_draft_tokens == 0 && !c.clip_decoder &&
         c.end() % config_.snapshot_block_size == 0) {
       c.snapshot_slot = kv_.snapshot_slot_for(c.id);
       r.snapshot_writes_in_flight += c.snapshot_slot >= 0;

@@ -31,6 +31,11 @@ struct SchedulerConfig {
   // block boundary of the tokens known (chunk_rules.h end_at_snapshot_boundary) and chunks
   // that end on a boundary carry a snapshot slot (prepare_engine sets it).
   int64_t snapshot_block_size = 0;
+  // clip_prefix (docs/model-notes.md): prompt chunks that end this many tokens or more
+  // before the prompt's end run the decoder on their last row only (ScheduledChunk::
+  // clip_decoder), and a chunk never straddles that point; 0: off. prepare_engine sets
+  // it to clip_prefix_depth(model) when the executor's clip_prefix is on.
+  int64_t clip_prefix_depth = 0;
   // Speculative decoding (docs/dspark.md): a request's decode verifies up to this
   // many draft tokens after its last sampled one, and takes k + 1 tokens of the budget;
   // 0: off. Speculating requests are not decoded ahead (the accepted count is unknown

@@ -58,6 +58,9 @@ struct ScheduledChunk {
   uint64_t sample_counter = 0;       // Philox counter: the request's output token index
   int64_t generation = 0;            // the request's preemption count; stale chunks are ignored
   bool prefill = false;              // counted against the context-read cap
+  // clip_prefix: far enough from the prompt's end that the decoder runs its last row
+  // only (no window rows of the decoder layers for the rest; docs/model-notes.md).
+  bool clip_decoder = false;
   int32_t num_logprobs = -1;         // top alternatives per sampled token; -1: no logprobs
   // Set: a forked sibling's first sample (num_tokens 0, start = the prompt length); no
   // forward rows of its own (docs/scheduler.md "n > 1").

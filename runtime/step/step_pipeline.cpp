@@ -145,8 +145,10 @@ EngineFigures current_figures(const EngineFigures& counts, const Scheduler& sche
   for (int t = 0; t < kNumKvTiers; ++t) f.prefix_tier_hit_tokens[t] += kv.stats().tier_hit_tokens[t];
   f.tier_bytes[0] = (kv.num_used_blocks() + kv.num_cached_blocks()) * c.block_bytes;
   if (const KvTiers* tiers = kv.tiers()) {
-    f.tier_bytes[1] = tiers->host().num_used() * c.block_bytes;
-    f.tier_bytes[2] = tiers->disk().num_used() * BlockFileGeometry{0, c.block_size, c.block_bytes}.file_bytes();
+    const int64_t snap = c.tier_snapshot_bytes;
+    f.tier_bytes[1] = tiers->host().num_used() * c.block_bytes + tiers->host_snapshots().num_used() * snap;
+    f.tier_bytes[2] = tiers->disk().num_used() * BlockFileGeometry{0, c.block_size, c.block_bytes}.file_bytes() +
+                      tiers->disk_snapshots().num_used() * snap;
   }
   return f;
 }

@@ -92,6 +92,7 @@ kv-offload-bytes: 2GiB
 kv-disk-dir: /var/cache/troupe-kv
 kv-disk-bytes: 100GB
 bounded-replay: no
+clip-prefix: yes
 prefix-replay: window
 threads: 2
 speculative-config: '{"method": "dspark", "num_speculative_tokens": 3}'
@@ -133,6 +134,7 @@ ServeConfig every_key_expected() {
   c.kv_disk_dir = "/var/cache/troupe-kv";
   c.kv_disk_bytes = 100'000'000'000;
   c.bounded_replay = false;
+  c.clip_prefix = true;
   c.prefix_replay = runtime::PrefixReplay::Window;
   c.threads = 2;
   c.speculative_config = R"({"method": "dspark", "num_speculative_tokens": 3})";
@@ -185,6 +187,7 @@ TEST(ServeConfig, EveryKeyParsesFromFlags) {
   flags["no-enable-prefix-caching"] = "1";
   flags["no-enable-prefix-snapshots"] = "1";
   flags["no-bounded-replay"] = "1";
+  flags["clip-prefix"] = "1";
   flags["no-async-scheduling"] = "1";
   ServeConfig got;
   apply_serve_flags(got, flags);
@@ -360,6 +363,7 @@ TEST(ServeConfig, ToEngineConfigMapsEveryField) {
   EXPECT_EQ(e.block_size, 128);
   EXPECT_FALSE(e.enable_prefix_cache);
   EXPECT_FALSE(e.executor.bounded_replay);
+  EXPECT_TRUE(e.executor.clip_prefix);
   EXPECT_EQ(e.executor.prefix_replay, runtime::PrefixReplay::Window);
   EXPECT_EQ(e.kv_offload_bytes, int64_t(2) << 30);
   EXPECT_EQ(e.kv_disk_dir, "/var/cache/troupe-kv");
@@ -497,7 +501,8 @@ TEST(ServeConfig, FlagSetsForTheArgParser) {
                                           "enable-expert-parallel", "no-enable-expert-parallel",
                                           "enable-eplb", "no-enable-eplb",
                                           "enable-prefix-caching", "no-enable-prefix-caching",
-                                          "bounded-replay", "no-bounded-replay"}));
+                                          "bounded-replay", "no-bounded-replay",
+                                          "clip-prefix", "no-clip-prefix"}));
   EXPECT_EQ(values.size() + bools.size() / 2, serve_config_keys().size() + 1);
 }
 

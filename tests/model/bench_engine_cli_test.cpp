@@ -30,19 +30,19 @@ TEST(BenchEngineCli, EnginePrintsPrefillAndDecodeTables) {
   ASSERT_EQ(tables.size(), 2u) << r.out;  // prefill, decode
   Row header = tables[0][0];
   const std::vector<Row> prefill(tables[0].begin() + 1, tables[0].end());
-  EXPECT_EQ(header, (Row{"prefix cache", "requests", "prompt tokens", "cached tokens",
+  EXPECT_EQ(header, (Row{"prefix cache", "decoder", "requests", "prompt tokens", "cached tokens",
                          "computed tokens", "steps", "median ms", "min ms", "max ms",
                          "new tokens/s", "computed tokens/s", "sched CPU us/step"}));
   ASSERT_EQ(prefill.size(), 2u) << r.out;
-  const Row want_on = {"on", "2", "144", "128", "48", "1"},
-            want_off = {"off", "2", "144", "0", "144", "1"};
+  const Row want_on = {"on", "tail", "2", "144", "128", "48", "1"},
+            want_off = {"off", "tail", "2", "144", "0", "144", "1"};
   for (int i = 0; i < 2; ++i) {
     const Row& row = prefill[i];
     const Row& want = i == 0 ? want_on : want_off;
     ASSERT_EQ(row.size(), header.size()) << r.out;
     for (size_t c = 0; c < want.size(); ++c)
       EXPECT_EQ(row[c], want[c]) << header[c] << "\n" << r.out;
-    for (size_t c = 6; c < row.size(); ++c) EXPECT_GT(std::stod(row[c]), 0.0) << header[c];
+    for (size_t c = 7; c < row.size(); ++c) EXPECT_GT(std::stod(row[c]), 0.0) << header[c];
   }
   header = tables[1][0];
   const std::vector<Row> decode(tables[1].begin() + 1, tables[1].end());
@@ -114,7 +114,8 @@ TEST(BenchEngineCli, ReplayPrintsExactWindowSnapshotAndBaselineRows) {
   const Row header = {"prefix cache",      "replay",           "snapshots",     "tiers",
                       "turns",             "input tokens",     "cached input",   "uncached input",
                       "output tokens",     "hit rate",         "primary hits",   "host hits",
-                      "disk hits",         "snapshot hits",    "replay hits",    "computed tokens",
+                      "disk hits",         "snapshot hits",
+                      "snapshots from primary / host / disk",    "replay hits",    "computed tokens",
                       "SWA replay tokens", "steps",            "preemptions",    "sched ms/step",
                       "wall s",            "cached in tok/s",  "uncached in tok/s",
                       "output tok/s",      "total tok/s"};
@@ -147,11 +148,12 @@ TEST(BenchEngineCli, ReplayPrintsExactWindowSnapshotAndBaselineRows) {
     EXPECT_EQ(row[12], "0.0%") << r.out;
     const bool snap = runs[i].mode == Mode::Snapshot;
     EXPECT_EQ(row[13], std::to_string(snap ? want.hits : 0)) << r.out;  // snapshot hits
-    EXPECT_EQ(row[14], std::to_string(snap ? 0 : want.hits)) << r.out;  // replay hits
-    EXPECT_EQ(row[15], std::to_string(want.computed)) << r.out;
-    EXPECT_EQ(row[16], std::to_string(want.replay)) << r.out;
-    EXPECT_EQ(row[18], "0");  // preemptions: the default budget holds everything
-    EXPECT_GT(std::stod(row[20]), 0.0);
+    EXPECT_EQ(row[14], std::to_string(snap ? want.hits : 0) + " / 0 / 0") << r.out;  // no tiers
+    EXPECT_EQ(row[15], std::to_string(snap ? 0 : want.hits)) << r.out;  // replay hits
+    EXPECT_EQ(row[16], std::to_string(want.computed)) << r.out;
+    EXPECT_EQ(row[17], std::to_string(want.replay)) << r.out;
+    EXPECT_EQ(row[19], "0");  // preemptions: the default budget holds everything
+    EXPECT_GT(std::stod(row[21]), 0.0);
   }
   for (const char* run : {"exact replay, snapshots on, tiers off",
                           "exact replay, snapshots off, tiers off",
@@ -177,8 +179,8 @@ TEST(BenchEngineCli, ReplayRunsOneModeWhenAsked) {
             (Row{"on", "window", "off", "off"}));
   EXPECT_EQ(Row(tables[0][2].begin(), tables[0][2].begin() + 4), (Row{"off", "-", "-", "-"}));
   const ReplayCounts want = expected_replay(Mode::Window, 1, 2, 32, 8, 2, 16);
-  EXPECT_EQ(tables[0][1][16], std::to_string(want.replay)) << r.out;
-  EXPECT_EQ(tables[0][1][15], std::to_string(want.computed)) << r.out;
+  EXPECT_EQ(tables[0][1][17], std::to_string(want.replay)) << r.out;
+  EXPECT_EQ(tables[0][1][16], std::to_string(want.computed)) << r.out;
 }
 
 TEST(BenchEngineCli, BadFlagsExitTwoNamingTheFlag) {
@@ -213,6 +215,7 @@ TEST(BenchEngineCli, BadFlagsExitTwoNamingTheFlag) {
       {"bench replay" + model + " --snapshots maybe", "--snapshots expects on, off or both"},
       {"bench engine" + model + " --snapshots both", "--snapshots expects on or off"},
       {"bench engine" + model + " --prefix-replay both", "--prefix-replay expects exact or window"},
+      {"bench engine" + model + " --decoder some", "--decoder expects tail, full, clip or all"},
       {"bench replay extra", "unexpected argument 'extra'"},
       {"bench", "available: forward, engine, replay"},
   });

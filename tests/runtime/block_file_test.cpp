@@ -93,6 +93,59 @@ TEST(BlockFile, TheFuzzSeedWrittenByPythonParses) {
   EXPECT_EQ(got, payload());
 }
 
+// Format version 2: a file may carry the block's window snapshot, inside the checksum.
+const BlockFileGeometry kSnapGeometry{0x1234, 4, 37, 11};
+
+std::vector<std::byte> snapshot() {
+  std::vector<std::byte> p(11);
+  for (size_t i = 0; i < p.size(); ++i) p[i] = std::byte(i * 3 + 2);
+  return p;
+}
+
+TEST(BlockFile, ASnapshotRoundTripsAndIsCoveredByTheChecksum) {
+  BlockFileHeader h = header();
+  h.has_snapshot = true;
+  const auto file = encode_block_file(kSnapGeometry, h, payload(), snapshot());
+  EXPECT_EQ(int64_t(file.size()), kSnapGeometry.file_bytes(true));
+  EXPECT_EQ(kSnapGeometry.file_bytes(true), kSnapGeometry.file_bytes() + 11);
+  std::string why;
+  std::vector<std::byte> got(37), snap;
+  const auto parsed = parse_block_file(file, kSnapGeometry, &why, got, &snap);
+  ASSERT_TRUE(parsed) << why;
+  EXPECT_TRUE(parsed->has_snapshot);
+  EXPECT_EQ(got, payload());
+  EXPECT_EQ(snap, snapshot());
+  for (size_t i = 0; i < file.size(); ++i) {
+    auto bad = file;
+    bad[i] ^= std::byte{0x01};
+    EXPECT_FALSE(parse_block_file(bad, kSnapGeometry, &why)) << "byte " << i;
+  }
+  EXPECT_FALSE(parse_block_file(std::span(file).first(file.size() - 11), kSnapGeometry, &why));
+  // A geometry that keeps no snapshots, or ones of another size, calls it foreign.
+  EXPECT_FALSE(parse_block_file(file, kGeometry, &why));
+  EXPECT_NE(why.find("snapshot"), std::string::npos);
+  BlockFileGeometry other = kSnapGeometry;
+  other.snapshot_bytes = 12;
+  EXPECT_FALSE(parse_block_file(file, other, &why));
+  // Without one, the file is the plain size and parses under both geometries.
+  const auto plain = encode_block_file(kSnapGeometry, header(), payload());
+  EXPECT_EQ(int64_t(plain.size()), kSnapGeometry.file_bytes());
+  snap.assign(3, std::byte{1});
+  const auto p = parse_block_file(plain, kSnapGeometry, &why, got, &snap);
+  ASSERT_TRUE(p) << why;
+  EXPECT_FALSE(p->has_snapshot);
+  EXPECT_TRUE(snap.empty());
+  EXPECT_TRUE(parse_block_file(plain, kGeometry, &why));
+}
+
+TEST(BlockFile, FormatVersion1IsForeign) {
+  auto file = encode_block_file(kGeometry, header(), payload());
+  file[7] = std::byte{1};
+  std::string why;
+  EXPECT_FALSE(parse_block_file(file, kGeometry, &why));
+  EXPECT_NE(why.find("format version"), std::string::npos);
+}
+
 TEST(BlockFile, NameIsTheHash) {
   EXPECT_EQ(block_file_name(0xabcdefull), "0000000000abcdef.kvb");
 }

@@ -120,6 +120,60 @@ TEST(KvTiers, EvictedBlocksGoToHostAndComeBackByCopy) {
   EXPECT_TRUE(again.fetches.empty());
 }
 
+// Window snapshots move with their block: the primary pool evicts a block with a cached
+// snapshot and the save carries the snapshot too; a hit at that boundary finds it on the
+// host tier and admit restores it straight into the request's ring slot (restore_slot ==
+// swa_slot), by an op ahead of the saves its own take causes (they may reuse the slot).
+TEST(KvTiers, SnapshotsMoveWithTheirBlock) {
+  KvCacheConfig c = tier_config(4, 2, 0);
+  c.snapshot_slots = 2;
+  c.host_snapshots = 1;
+  KvCacheManager kv(c);
+  const auto a = iota_tokens(100, 9);  // 2 full blocks + 1 token; snapshot at 8
+  ASSERT_TRUE(kv.admit(1, kv.find_cached_prefix(a), 9));
+  const int32_t snap = kv.snapshot_slot_for(1);
+  EXPECT_EQ(snap, 4);  // after the 4 ring slots
+  kv.commit_full_blocks(1, a, 9);
+  kv.note_snapshot(1, 8);
+  kv.free(1);
+  ASSERT_EQ(kv.snapshots()->num_cached(), 1);
+  // 4 blocks: the never-used one, a's partial one, then [4, 8) with its snapshot, [0, 4).
+  run_and_free(kv, 2, iota_tokens(500, 16));
+  const std::vector<TierOp> saves = kv.take_tier_ops();
+  ASSERT_EQ(kinds(saves), (std::vector<TierOpKind>{TierOpKind::SaveToHost, TierOpKind::SaveToHost}));
+  EXPECT_EQ(saves[0].snapshot_slot, snap);
+  EXPECT_EQ(saves[0].host_snapshot, 0);
+  EXPECT_EQ(saves[1].snapshot_slot, -1);
+  EXPECT_EQ(kv.snapshots()->num_cached(), 0);  // it left the primary tier with its block
+  EXPECT_EQ(kv.tiers()->host_snapshots().num_used(), 1);
+  EXPECT_EQ(kv.tiers()->stats().snapshot_saves, 1);
+
+  CachedPrefix hit = kv.find_cached_prefix(a);
+  EXPECT_EQ(hit.num_tokens, 8);
+  EXPECT_EQ(hit.snapshot_slot, -1);
+  ASSERT_TRUE(hit.tier_snapshot);
+  EXPECT_EQ(hit.tier_snapshot->tier, KvTier::Host);
+  EXPECT_EQ(hit.replay_from, 8);  // nothing to replay
+  // A hit ending elsewhere ([0, 4)) has no snapshot.
+  EXPECT_FALSE(kv.find_cached_prefix(iota_tokens(100, 5)).tier_snapshot);
+  const auto adm = kv.admit(3, std::move(hit), 9);
+  ASSERT_TRUE(adm);
+  EXPECT_EQ(adm->restore_slot, adm->swa_slot);
+  EXPECT_EQ(adm->replay_from, 8);
+  const std::vector<TierOp> ops = kv.take_tier_ops();
+  ASSERT_FALSE(ops.empty());
+  EXPECT_EQ(ops[0].kind, TierOpKind::LoadSnapshot);
+  EXPECT_EQ(ops[0].ring_slot, adm->swa_slot);
+  EXPECT_EQ(ops[0].host_snapshot, 0);
+  for (size_t i = 1; i < ops.size(); ++i) EXPECT_NE(ops[i].kind, TierOpKind::LoadSnapshot);
+  EXPECT_EQ(kv.stats().snapshot_hits, 1);
+  EXPECT_EQ(kv.stats().tier_snapshot_hits[int(KvTier::Host)], 1);
+  EXPECT_EQ(kv.stats().replay_tokens, 0);
+  kv.check_invariants();
+  kv.free(3);
+  kv.check_invariants();
+}
+
 TEST(KvTiers, HostSlotsReusedSpillToDiskAndDiskDropsOverItsCap) {
   KvCacheManager kv(tier_config(2, 2, 2));
   // Each 8-token sequence fills the 2-block pool; the next one evicts it.
@@ -129,7 +183,7 @@ TEST(KvTiers, HostSlotsReusedSpillToDiskAndDiskDropsOverItsCap) {
   const std::vector<TierOp> ops = kv.take_tier_ops();
   using K = TierOpKind;
   // Until the plan carrying them has run, a spilled block's file is not there: no hit.
-  kv.set_disk_reader([](uint64_t, uint64_t, std::span<const int32_t>, std::vector<uint8_t>&) {
+  kv.set_disk_reader([](uint64_t, uint64_t, std::span<const int32_t>, std::vector<uint8_t>&, std::vector<uint8_t>&) {
     ADD_FAILURE() << "a file read before its spill ran";
     return false;
   });
@@ -147,7 +201,7 @@ TEST(KvTiers, HostSlotsReusedSpillToDiskAndDiskDropsOverItsCap) {
   EXPECT_EQ(ops[2].host_slot, ops[3].host_slot);
   // Now: primary seq3, host seq2, disk seq1, seq0 gone.
   int reads = 0;  // the disk reader is called for disk hits only
-  kv.set_disk_reader([&](uint64_t, uint64_t, std::span<const int32_t>, std::vector<uint8_t>& p) {
+  kv.set_disk_reader([&](uint64_t, uint64_t, std::span<const int32_t>, std::vector<uint8_t>& p, std::vector<uint8_t>&) {
     ++reads;
     p.assign(3, 7);
     return true;
@@ -174,7 +228,7 @@ TEST(KvTiers, ADiskFileFailingItsCheckIsAMissAndForgotten) {
   KvCacheManager kv(tier_config(2, 1, 4));
   for (int i = 0; i < 3; ++i) run_and_free(kv, i, iota_tokens(1000 * (i + 1), 8));
   kv.tier_ops_done(kv.take_tier_ops());
-  kv.set_disk_reader([](uint64_t, uint64_t, std::span<const int32_t>, std::vector<uint8_t>&) {
+  kv.set_disk_reader([](uint64_t, uint64_t, std::span<const int32_t>, std::vector<uint8_t>&, std::vector<uint8_t>&) {
     return false;  // every file corrupt
   });
   const auto tokens = concat(iota_tokens(1000, 8), {1});
@@ -191,7 +245,7 @@ TEST(KvTiers, ADiskFileFailingItsCheckIsAMissAndForgotten) {
 // fills a block of the admitted request's table, and the invariants hold after each call.
 TEST(KvTiers, EvictionNeverTakesABlockARequestHolds) {
   KvCacheManager kv(tier_config(24, 16, 32));
-  kv.set_disk_reader([](uint64_t, uint64_t, std::span<const int32_t>, std::vector<uint8_t>& p) {
+  kv.set_disk_reader([](uint64_t, uint64_t, std::span<const int32_t>, std::vector<uint8_t>& p, std::vector<uint8_t>&) {
     p.assign(1, 0);
     return true;
   });

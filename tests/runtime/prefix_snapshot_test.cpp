@@ -8,7 +8,10 @@
 // are evicted with their block, and their bytes come out of the KV budget.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
 #include <map>
 
 #include "kernels/sampling.h"
@@ -16,6 +19,7 @@
 #include "runtime/engine.h"
 #include "runtime/executor/logprobs.h"
 #include "runtime/golden_engine_config.h"
+#include "runtime/greedy_reference.h"
 #include "runtime/kv_cache/kv_cache_manager.h"
 #include "support/golden.h"
 
@@ -25,10 +29,7 @@ namespace {
 using testing::golden_model;
 using testing::random_tokens;
 
-struct Out {
-  std::vector<int32_t> tokens;
-  std::vector<SampleLogprobs> logprobs;
-};
+using Out = GreedyOut;
 
 EngineConfig snapshot_engine(bool bounded_replay, bool snapshots, bool prefix_cache = true) {
   // 48 tokens per step: chunked prefill; 16-token blocks.
@@ -57,26 +58,6 @@ Out run_one(Engine& e, RequestId id, const std::vector<int32_t>& prompt, int64_t
     e.kv_cache().check_invariants();
   }
   EXPECT_FALSE(e.has_unfinished());
-  return out;
-}
-
-// Runs `chunk` on st (decoder tail from `tail_start`, -1: every layer), then greedy
-// decode steps; the logprobs of each sampled token, as the engine computes them.
-Out continue_greedy(model::SequenceState& st, std::span<const int32_t> chunk, int64_t tail_start,
-                    int64_t steps) {
-  const auto& g = golden_model();
-  const int32_t V = static_cast<int32_t>(g.config.vocab_size);
-  Out out;
-  model::SequenceInput in{&st, chunk, false, tail_start};
-  std::vector<float> logits = g.forward->run({&in, 1})[0];
-  for (int64_t i = 0; i < steps; ++i) {
-    const int32_t t = kernels::argmax(logits.data(), V);
-    out.tokens.push_back(t);
-    out.logprobs.push_back(sample_logprobs(logits, t, V));
-    if (i + 1 == steps) break;
-    model::SequenceInput step{&st, std::span<const int32_t>(&t, 1), false};
-    logits = g.forward->run({&step, 1})[0];
-  }
   return out;
 }
 
@@ -430,6 +411,108 @@ TEST(PrefixSnapshot, TightConversationsUnderFullComputeMatchSnapshotsOff) {
   EXPECT_GT(on.snapshot_hits, 0);
   EXPECT_GT(on.evictions, 0);
   EXPECT_LT(on.replay_tokens, off.replay_tokens);
+}
+
+// Window snapshots move with their block through the host and disk tiers (docs/kv-cache.md
+// "Window snapshots in the tiers"). The earlier request (40-token prompt, 12 outputs,
+// snapshot at 48) ends; three 101-token fillers push all its blocks out of a 12-block
+// pool: to a 64-block host tier, or through a 6-block one on to disk. The next turn hits
+// at 48 with every block and the snapshot coming back from that tier: it replays nothing
+// and equals the in-place continuation bit for bit. On disk the snapshot is in the
+// block's file, so a fresh engine on the same dir (a restart) does the same.
+struct TierCase {
+  KvTier tier;
+  bool restart;
+};
+
+EngineConfig tier_snapshot_engine(KvTier tier, const std::string& dir) {
+  const auto& g = golden_model();
+  EngineConfig c = snapshot_engine(/*bounded=*/true, /*snapshots=*/true);
+  const int64_t running = c.scheduler.max_num_running;
+  const KvCacheBudget base = plan_kv_budget(g.config, 1 << 30, running, 16, 2 * running);
+  c.kv_budget_bytes = base.reserved_bytes + 12 * base.bytes_per_block;
+  const int64_t block = PagedKvStorage::block_bytes_of(g.config, 16);
+  const int64_t snap = PagedKvStorage::snapshot_bytes_of(g.config);
+  const int64_t host_blocks = tier == KvTier::Host ? 64 : 6, host_snaps = tier == KvTier::Host ? 8 : 6;
+  c.kv_offload_snapshots = host_snaps;
+  c.kv_offload_bytes = host_blocks * block + host_snaps * snap;
+  if (tier == KvTier::Disk) {
+    c.kv_disk_dir = dir;
+    c.kv_disk_snapshots = 16;
+    c.kv_disk_bytes = 64 * BlockFileGeometry{0, 16, block}.file_bytes() + 16 * snap;
+  }
+  return c;
+}
+
+void boundary_block_comes_back_with_its_snapshot(TierCase tc) {
+  const auto& g = golden_model();
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() /
+                       ("troupe-tier-snapshot-" + std::to_string(::getpid()) + "-" +
+                        std::to_string(int(tc.tier)) + std::to_string(tc.restart));
+  fs::remove_all(dir);
+  auto e = std::make_unique<Engine>(*g.forward, nullptr, tier_snapshot_engine(tc.tier, dir));
+  const KvCacheConfig& kvc = e->kv_cache().config();
+  ASSERT_EQ(kvc.num_blocks, 12);
+  ASSERT_EQ(kvc.host_blocks, tc.tier == KvTier::Host ? 64 : 6);
+  ASSERT_GE(kvc.host_snapshots, 6);
+  ASSERT_EQ(kvc.disk_snapshots, tc.tier == KvTier::Disk ? 16 : 0);
+  const auto a = random_tokens(40, 41);
+  const Out first = run_one(*e, 1, a, 12);
+  for (int f = 0; f < 3; ++f) run_one(*e, 10 + f, random_tokens(101, uint32_t(50 + f)), 1);
+  EXPECT_GE(e->kv_cache().tiers()->stats().snapshot_saves, 1);
+  if (tc.tier == KvTier::Disk) {
+    EXPECT_GE(e->kv_cache().tiers()->stats().snapshot_spills, 1);
+  }
+  if (tc.restart) e = std::make_unique<Engine>(*g.forward, nullptr, tier_snapshot_engine(tc.tier, dir));
+  const KvCacheStats before = e->kv_cache().stats();
+  const auto b = concat(concat(a, first.tokens), random_tokens(7, 42));  // 59 tokens
+  const Out second = run_one(*e, 2, b, 3);
+
+  const KvCacheStats& s = e->kv_cache().stats();
+  EXPECT_EQ(s.snapshot_hits - before.snapshot_hits, 1);
+  EXPECT_EQ(s.tier_snapshot_hits[int(tc.tier)] - before.tier_snapshot_hits[int(tc.tier)], 1);
+  EXPECT_EQ(s.hit_tokens - before.hit_tokens, 48);
+  EXPECT_EQ(s.tier_hit_tokens[int(tc.tier)] - before.tier_hit_tokens[int(tc.tier)], 48);
+  EXPECT_EQ(s.replay_tokens - before.replay_tokens, 0);
+  EXPECT_EQ(e->kv_cache().tiers()->stats().snapshot_loads[int(tc.tier)], 1);
+
+  model::SequenceState st = earlier_state(a, first.tokens, 48, true);
+  const Out in_place = continue_greedy(st, std::span<const int32_t>(b).subspan(48),
+                                       std::max<int64_t>(48, 59 - g.config.replay_tokens), 3);
+  expect_same(second, in_place, "snapshot from a lower tier vs in-place continuation");
+  e.reset();
+  fs::remove_all(dir);
+}
+
+TEST(PrefixSnapshot, BoundaryBlockPushedToHostComesBackWithItsSnapshot) {
+  boundary_block_comes_back_with_its_snapshot({KvTier::Host, false});
+}
+
+TEST(PrefixSnapshot, BoundaryBlockPushedToDiskComesBackWithItsSnapshot) {
+  boundary_block_comes_back_with_its_snapshot({KvTier::Disk, false});
+}
+
+TEST(PrefixSnapshot, BoundaryBlockOnDiskComesBackWithItsSnapshotAfterARestart) {
+  boundary_block_comes_back_with_its_snapshot({KvTier::Disk, true});
+}
+
+// The control: without tier snapshots (0 slots) the same hit comes from the host tier but
+// replays (exact replay: the bounded replay depth before min(48, 59 - R)).
+TEST(PrefixSnapshot, WithoutTierSnapshotsTheHostHitReplays) {
+  const auto& g = golden_model();
+  EngineConfig c = tier_snapshot_engine(KvTier::Host, "");
+  c.kv_offload_snapshots = 0;
+  Engine e(*g.forward, nullptr, c);
+  const auto a = random_tokens(40, 41);
+  const Out first = run_one(e, 1, a, 12);
+  for (int f = 0; f < 3; ++f) run_one(e, 10 + f, random_tokens(101, uint32_t(50 + f)), 1);
+  const KvCacheStats before = e.kv_cache().stats();
+  run_one(e, 2, concat(concat(a, first.tokens), random_tokens(7, 42)), 3);
+  const KvCacheStats& s = e.kv_cache().stats();
+  EXPECT_EQ(s.tier_hit_tokens[int(KvTier::Host)] - before.tier_hit_tokens[int(KvTier::Host)], 48);
+  EXPECT_EQ(s.snapshot_hits - before.snapshot_hits, 0);
+  EXPECT_GT(s.replay_tokens - before.replay_tokens, 0);
 }
 
 }  // namespace
