@@ -154,28 +154,34 @@ bool UcxWorker::progress(std::vector<UcxMessage>& out) {
   return any || out.size() + sends_.size() != before;
 }
 
+namespace {
+
+// Frees each finished request of `list` and hands it, with its status, to `done`.
+template <typename Done>
+void take_finished(std::vector<UcxWorker::Pending>& list, Done done) {
+  for (size_t i = 0; i < list.size();) {
+    const ucs_status_t s = ucp_request_check_status(list[i].request);
+    if (s == UCS_INPROGRESS) {
+      ++i;
+      continue;
+    }
+    ucp_request_free(list[i].request);
+    UcxWorker::Pending p = std::move(list[i]);
+    list.erase(list.begin() + static_cast<ptrdiff_t>(i));
+    done(p, s);
+  }
+}
+
+}  // namespace
+
 void UcxWorker::reap(std::vector<UcxMessage>& out) {
-  for (size_t i = 0; i < recvs_.size();) {
-    const ucs_status_t s = ucp_request_check_status(recvs_[i].request);
-    if (s == UCS_INPROGRESS) {
-      ++i;
-      continue;
-    }
-    ucp_request_free(recvs_[i].request);
+  take_finished(recvs_, [&](Pending& p, ucs_status_t s) {
     TROUPE_CHECK(s == UCS_OK, "UCX receive failed: ", ucs_status_string(s));
-    out.push_back(std::move(recvs_[i].message));
-    recvs_.erase(recvs_.begin() + static_cast<ptrdiff_t>(i));
-  }
-  for (size_t i = 0; i < sends_.size();) {
-    const ucs_status_t s = ucp_request_check_status(sends_[i].request);
-    if (s == UCS_INPROGRESS) {
-      ++i;
-      continue;
-    }
-    ucp_request_free(sends_[i].request);
-    if (s != UCS_OK) fail_peer(sends_[i].peer, std::string("UCX send failed: ") + ucs_status_string(s));
-    sends_.erase(sends_.begin() + static_cast<ptrdiff_t>(i));
-  }
+    out.push_back(std::move(p.message));
+  });
+  take_finished(sends_, [&](Pending& p, ucs_status_t s) {
+    if (s != UCS_OK) fail_peer(p.peer, std::string("UCX send failed: ") + ucs_status_string(s));
+  });
 }
 
 const std::string& UcxWorker::peer_error(int id) const { return peer(id).error; }

@@ -63,13 +63,14 @@ class UcxWorker {
   // cma/memory", "tcp/lo".
   std::string transports(int peer) const;
 
+  struct Pending;  // a request in flight and what it owns
+
   // Progresses until every send to a peer that has not failed is done, or timeout_s
   // passed (before closing, and after an abort).
   void flush(double timeout_s);
 
  private:
   struct Peer;
-  struct Pending;
   Peer& peer(int id) const;
   void reap(std::vector<UcxMessage>& out);
 
