@@ -10,8 +10,10 @@
 // synthetic routing (bench/eplb/eplb_bench.h); `dp-sync`, the DP-sync all-reduce of the
 // step metadata among rank threads, recursive doubling vs gather-broadcast
 // (bench/dp_sync/dp_sync_bench.h); `mirror-lag`, the price of DP imbalance: the same
-// requests on every rank at once vs rank r delayed by r x D (bench/dp_balance); `soak`, many clients for minutes with
-// aborts and bad requests mixed in, then leaks and RSS (bench/soak/soak_bench.h).
+// requests on every rank at once vs rank r delayed by r x D (bench/dp_balance); `soak`,
+// many clients for minutes with aborts and bad requests mixed in, then leaks and RSS
+// (bench/soak/soak_bench.h); `ucx`, MoE dispatch + combine and the DP sync between two
+// processes (bench/ucx/ucx_bench.h).
 #include <unistd.h>
 
 #include <algorithm>
@@ -46,6 +48,7 @@
 #include "bench/soak/soak_bench.h"
 #include "cli/args.h"
 #include "cli/bench_peer.h"
+#include "cli/bench_ucx.h"
 #include "cli/commands.h"
 #include "cli/loaded_model.h"
 #include "config/load.h"
@@ -748,6 +751,7 @@ const Benchmark kBenchmarks[] = {
     {"mirror-lag", bench_mirror_lag},
     {"soak", bench_soak},
     {"peer", bench_peer},  // cli/cmd_bench_peer.cpp
+    {"ucx", bench_ucx},    // cli/cmd_bench_ucx.cpp
 };
 
 std::string available() {

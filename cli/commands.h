@@ -34,7 +34,7 @@ inline const Command kCommands[] = {
     {"make-tiny-model", "make-tiny-model DIR [--seed N]   write the deterministic tiny checkpoint", run_make_tiny_model},
     {"info", "info                       print build and CPU backend information", run_info},
     {"inspect", "inspect --model DIR | --preset NAME [--dep N]   config, layer modes, params, memory", run_inspect},
-    {"bench", "bench forward|engine|replay|serve|eplb|dp-sync|soak|peer [flags]   time model steps, engine steps, an agentic workload, a server, the EPLB planner, the DP-sync all-reduce (docs/*-bench.md, docs/eplb.md, docs/dp-sync.md)", run_bench},
+    {"bench", "bench forward|engine|replay|serve|eplb|dp-sync|soak|peer|ucx [flags]   time model steps, engine steps, an agentic workload, a server, the EPLB planner, the DP-sync all-reduce, the UCX data plane between processes (docs/*-bench.md, docs/eplb.md, docs/dp-sync.md, docs/ucx.md)", run_bench},
     {"eplb", "eplb plan --weights W.json --replicas N --ranks R [--nodes A --groups G]   the EPLB planner on a routing trace, as JSON (docs/eplb.md)", run_eplb},
 };
 

@@ -397,7 +397,23 @@ def kv_block_file():
     write("kv_block_file", "format-version-1.kvb", bytes(version1))
 
 
+def peer_wire():
+    """runtime/dep/peer_address.h and runtime/collectives/step_metadata_wire.h."""
+    key = b"0f3c-boot/pid:[4026531836]"
+    addr = (b"TRPA" + struct.pack("<II", 1, len(key)) + key + struct.pack("<qQI", 4242, 123456, 12)
+            + bytes(range(12)))
+    write("peer_wire", "peer-address.bin", addr)
+    write("peer_wire", "peer-address-truncated.bin", addr[:-3])
+    write("peer_wire", "peer-address-huge-key.bin", b"TRPA" + struct.pack("<II", 1, 1 << 31))
+    msg = (struct.pack("<iiqiqqI", 1, 0, 7, 0, 7, 7, 2) + struct.pack("<qq", 1, 2)
+           + struct.pack("<BqB", 1, 0, 0))
+    write("peer_wire", "dp-sync-message.bin", msg)
+    write("peer_wire", "dp-sync-bad-flag.bin", msg[:-1] + b"\x02")
+    write("peer_wire", "dp-sync-many-ranks.bin", struct.pack("<iiqiqqI", 0, 1, 0, 0, 0, 0, 1 << 30))
+
+
 if __name__ == "__main__":
     for make in (openai_body, http_request, tcp_frame, serve_config, safetensors,
-                 tokenizer_json, expert_loads_json, gguf, kv_block_file, cluster_config):
+                 tokenizer_json, expert_loads_json, gguf, kv_block_file, cluster_config,
+                 peer_wire):
         make()

@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "kernels/check.h"
 #include "runtime/dep/rank_choice.h"
 #include "runtime/eplb/static_placement.h"
+#include "support/dep_rank_forward.h"
 #include "support/golden.h"
 #include "runtime/golden_engine_config.h"
 
@@ -60,9 +62,8 @@ TEST(RankChoice, TheLeastLoadedUnlessANearTieHoldsALongerPrefix) {
   EXPECT_THROW(choose_rank(std::vector<RankLoad>{}, 1), Error);
 }
 
-// Sequences spread over R ranks, one forward pass each on its own thread with its own
-// ExpertParallel (own_copies: each rank runs its own copy of its slots' weights, as the
-// engines do); returns each sequence's logits (every position).
+// Sequences spread over R ranks, one forward pass each on its own thread
+// (support/dep_rank_forward.h); returns each sequence's logits (every position).
 std::vector<std::vector<float>> dep_forward(const std::vector<Ids>& prompts, int ranks,
                                             bool own_copies) {
   const auto& g = golden_model();
@@ -70,23 +71,13 @@ std::vector<std::vector<float>> dep_forward(const std::vector<Ids>& prompts, int
   auto placement = std::make_shared<const eplb::ExpertPlacement>(eplb::ep_default_placement(
       g.config.num_hidden_layers, g.config.n_routed_experts, ranks, 0));
   std::vector<std::vector<float>> logits(prompts.size());
+  std::mutex mu;
   std::vector<std::thread> threads;
   for (int r = 0; r < ranks; ++r)
     threads.emplace_back([&, r] {
-      ExpertParallel experts(group.communicator(r), placement, own_copies ? &g.weights : nullptr);
-      std::vector<model::SequenceState> states;
-      std::vector<size_t> mine;
-      for (size_t i = r; i < prompts.size(); i += ranks) mine.push_back(i);
-      for (size_t k = 0; k < mine.size(); ++k) states.push_back(model::SequenceState::empty(g.config));
-      std::vector<model::SequenceInput> in;
-      for (size_t k = 0; k < mine.size(); ++k) in.push_back({&states[k], prompts[mine[k]], true});
-      experts.begin_step();
-      if (in.empty()) {
-        g.forward->run_idle(experts);
-        return;
-      }
-      const auto out = g.forward->run(in, nullptr, &experts);
-      for (size_t k = 0; k < mine.size(); ++k) logits[mine[k]] = out[k];
+      auto mine = testing::dep_rank_forward(g, group.communicator(r), placement, prompts, own_copies);
+      std::lock_guard lock(mu);
+      for (auto& [i, l] : mine) logits[i] = std::move(l);
     });
   for (auto& t : threads) t.join();
   return logits;
