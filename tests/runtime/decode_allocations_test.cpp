@@ -8,8 +8,11 @@
 // (batch 8, k = 3) allocations. What is left: a pool block the first time a buffer that
 // grows with the context (the indexer's keys, the attention's key rows) outgrows its
 // power-of-two size class on a thread, and, with the prefix cache on, the cache's
-// hash-map node of each block that fills. The ceilings: half an allocation per request
-// per step (measured: at most 0.16) beyond the filled blocks; the counts are printed.
+// hash-map node of each block that fills. Kernel chunks go to whichever thread claims
+// them, so on a loaded machine a thread's pool may meet a class it has not held yet: the
+// ceilings are kPoolSlack plus half an allocation per request per step (measured: at
+// most 0.19 per request per step on a loaded 2-core box) beyond the filled blocks; the
+// counts are printed. Before, a step made 900 to 1850 per request.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -45,6 +48,8 @@ namespace {
 
 using testing::golden_draft;
 using testing::random_tokens;
+
+constexpr int64_t kPoolSlack = 16;  // three threads' pools meeting a class for the first time
 
 struct Counted {
   int64_t allocations = 0;
@@ -88,7 +93,7 @@ TEST(DecodeAllocations, DecodeStepsAllocateAtMostHalfAPerRequest) {
       std::printf("decode allocations, prefix cache off: batch %lld, k %lld: %lld in %lld steps\n",
                   static_cast<long long>(batch), static_cast<long long>(k),
                   static_cast<long long>(n.allocations), static_cast<long long>(steps));
-      EXPECT_LE(n.allocations, batch * steps / 2) << "batch " << batch << ", k " << k;
+      EXPECT_LE(n.allocations, kPoolSlack + batch * steps / 2) << "batch " << batch << ", k " << k;
     }
   }
 }
@@ -101,7 +106,7 @@ TEST(DecodeAllocations, PrefixCacheAddsAtMostItsFilledBlocks) {
                   "%lld blocks filled\n",
                   static_cast<long long>(batch), static_cast<long long>(k),
                   static_cast<long long>(n.allocations), static_cast<long long>(n.blocks_filled));
-      EXPECT_LE(n.allocations, n.blocks_filled + batch * 8 / 2) << "batch " << batch << ", k " << k;
+      EXPECT_LE(n.allocations, kPoolSlack + n.blocks_filled + batch * 8 / 2) << "batch " << batch << ", k " << k;
     }
   }
 }
