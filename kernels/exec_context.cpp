@@ -30,7 +30,7 @@ thread_local bool t_inside_pool = false;  // a pool's worker, or a caller runnin
 thread_local ExecContext* t_bound = nullptr;
 
 struct Job {
-  const std::function<void(int64_t, int64_t)>* fn = nullptr;
+  const FunctionRef<void(int64_t, int64_t)>* fn = nullptr;
   int64_t n = 0;
   int64_t chunk = 1;
   int64_t chunks = 0;
@@ -59,16 +59,19 @@ struct ExecContext::Pool {
     for (auto& t : workers_) t.join();
   }
 
-  void run(const std::function<void(int64_t, int64_t)>& fn, int64_t n, int64_t chunk,
+  void run(const FunctionRef<void(int64_t, int64_t)>& fn, int64_t n, int64_t chunk,
            int helpers) {
-    auto job = std::make_shared<Job>();
-    job->fn = &fn;
-    job->n = n;
-    job->chunk = chunk;
-    job->chunks = (n + chunk - 1) / chunk;
     bool wake = false;
+    std::shared_ptr<Job> job;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      job = idle_job();
+      job->fn = &fn;
+      job->n = n;
+      job->chunk = chunk;
+      job->chunks = (n + chunk - 1) / chunk;
+      job->next.store(0, std::memory_order_relaxed);
+      job->finished.store(0, std::memory_order_relaxed);
       while (static_cast<int>(workers_.size()) < helpers)
         workers_.emplace_back([this] { worker_loop(); });
       job_ = job;
@@ -89,6 +92,22 @@ struct ExecContext::Pool {
   }
 
  private:
+  // A Job no worker holds any more (a late worker may still be looking at an older one),
+  // to be reused: steady kernel calls make no allocation. Under mu_, so no worker can
+  // take a new reference meanwhile; the acquire fence pairs with the release of the last
+  // worker's reference, so its reads of the job are done before the job is rewritten.
+  std::shared_ptr<Job> idle_job() {
+    for (std::shared_ptr<Job>& j : jobs_) {
+      if (j == nullptr) j = std::make_shared<Job>();
+      if (j.use_count() == 1) {
+        std::atomic_thread_fence(std::memory_order_acquire);
+        return j;
+      }
+    }
+    jobs_[0] = std::make_shared<Job>();  // all held by late workers: let them keep theirs
+    return jobs_[0];
+  }
+
   // Spins briefly for the next job (kernels come back to back within a forward pass),
   // then sleeps on the condition variable.
   void worker_loop() {
@@ -117,6 +136,7 @@ struct ExecContext::Pool {
   std::condition_variable cv_;
   std::vector<std::thread> workers_;
   std::shared_ptr<Job> job_;
+  std::shared_ptr<Job> jobs_[4];  // reused (idle_job)
   std::atomic<uint64_t> generation_{0};
   int sleeping_ = 0;
   bool stop_ = false;
@@ -128,7 +148,7 @@ ExecContext::~ExecContext() = default;
 int ExecContext::threads() const { return threads_ > 0 ? threads_ : default_num_threads(); }
 
 void ExecContext::parallel_for(int64_t n, int64_t min_chunk,
-                               const std::function<void(int64_t, int64_t)>& fn) {
+                               FunctionRef<void(int64_t, int64_t)> fn) {
   if (n <= 0) return;
   min_chunk = std::max<int64_t>(1, min_chunk);
   const int threads = static_cast<int>(std::min<int64_t>(this->threads(), (n + min_chunk - 1) / min_chunk));

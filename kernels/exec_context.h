@@ -13,7 +13,7 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
+#include "kernels/function_ref.h"
 #include <memory>
 #include <optional>
 
@@ -40,7 +40,7 @@ class ExecContext {
   cuda::DeviceContext* device() const { return device_; }
   void set_device(cuda::DeviceContext* d) { device_ = d; }
   // Calls fn(begin, end) on disjoint chunks covering [0, n), on this context's workers.
-  void parallel_for(int64_t n, int64_t min_chunk, const std::function<void(int64_t, int64_t)>& fn);
+  void parallel_for(int64_t n, int64_t min_chunk, FunctionRef<void(int64_t, int64_t)> fn);
 
   struct Pool;
 

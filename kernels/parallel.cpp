@@ -31,7 +31,7 @@ int num_threads() { return current_context().threads(); }
 
 void set_num_threads(int n) { g_threads.store(n, std::memory_order_relaxed); }
 
-void parallel_for(int64_t n, int64_t min_chunk, const std::function<void(int64_t, int64_t)>& fn) {
+void parallel_for(int64_t n, int64_t min_chunk, RangeFn fn) {
   current_context().parallel_for(n, min_chunk, fn);
 }
 

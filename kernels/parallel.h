@@ -6,13 +6,15 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
+#include "kernels/function_ref.h"
 
 namespace troupe::kernels {
 
 // Calls fn(begin, end) on disjoint chunks covering [0, n); chunks are at least
 // min_chunk long. Runs inline when n is small or one thread is configured.
-void parallel_for(int64_t n, int64_t min_chunk, const std::function<void(int64_t, int64_t)>& fn);
+// fn is referenced, not copied (no allocation per call).
+using RangeFn = FunctionRef<void(int64_t, int64_t)>;
+void parallel_for(int64_t n, int64_t min_chunk, RangeFn fn);
 
 int num_threads();             // the calling thread's context's count
 int default_num_threads();     // the process default's

@@ -8,10 +8,10 @@
 // Window rows of this chunk live in a scratch buffer until the layer is done; rows
 // before the chunk come from the state ring (slot = p mod W).
 #include <cmath>
-#include <deque>
-#include <memory>
+#include <optional>
 
 #include "kernels/attention.h"
+#include "kernels/check.h"
 #include "model/csa.h"
 #include "model/ops.h"
 
@@ -21,19 +21,19 @@ namespace {
 // Window rows of this chunk: fp8_ue8m0(rope(RMSNorm(wkv·x), p)), packed [rows, row bytes]
 // for the ring and decoded [rows, D] for this layer's queries.
 struct ChunkWindow {
-  std::vector<uint8_t> packed;
-  std::vector<float> rows;
+  scratch_vector<uint8_t> packed;
+  scratch_vector<float> rows;
 };
 
 ChunkWindow window_rows(const LayerContext& ctx, const float* x) {
   const ModelConfig& c = ctx.cfg;
   const Batch& b = ctx.batch;
   const int64_t D = c.head_dim;
-  std::vector<float> kv = linear(x, b.rows, ctx.w.wkv);
+  scratch_vector<float> kv = linear(x, b.rows, ctx.w.wkv);
   rms_norm_rows(kv.data(), b.rows, D, ctx.w.kv_norm, c.rms_norm_eps);
   rope_rows(kv.data(), b.rows, D, c.qk_rope_head_dim, b.pos.data(), 1, ctx.freqs);
   const RowCodec codec = KvRowLayout::of(c).window;
-  ChunkWindow w{std::vector<uint8_t>(b.rows * codec.bytes()), std::vector<float>(b.rows * D)};
+  ChunkWindow w{scratch_vector<uint8_t>(b.rows * codec.bytes()), scratch_vector<float>(b.rows * D)};
   for (int64_t r = 0; r < b.rows; ++r) {
     codec.encode(&kv[r * D], &w.packed[r * codec.bytes()]);
     codec.decode(&w.packed[r * codec.bytes()], &w.rows[r * D]);
@@ -42,7 +42,7 @@ ChunkWindow window_rows(const LayerContext& ctx, const float* x) {
 }
 
 // The compressed rows a row attends to: its own indexer's choice, or its top-k source's.
-const std::vector<int32_t>* selected_rows(const LayerContext& ctx, const Selections& sel,
+const scratch_vector<int32_t>* selected_rows(const LayerContext& ctx, const Selections& sel,
                                           int64_t row) {
   switch (ctx.cfg.layer_mode[ctx.layer]) {
     case LayerMode::Swa: return nullptr;
@@ -54,10 +54,11 @@ const std::vector<int32_t>* selected_rows(const LayerContext& ctx, const Selecti
 }
 
 // f32 copies of the packed rows one sequence's queries read in this layer: the ring
-// rows before the chunk, and each distinct selected compressed row once.
+// rows before the chunk, and each distinct selected compressed row once (at most
+// max_compressed of them: the buffer is reserved once, so row addresses stay put).
 class DecodedRows {
  public:
-  DecodedRows(KvStore& seq, int64_t layer, int64_t src, int64_t W)
+  DecodedRows(KvStore& seq, int64_t layer, int64_t src, int64_t W, int64_t max_compressed)
       : seq_(seq), src_(src), dim_(seq.rows().ckv.dim), ring_pos_(W) {
     const RowCodec& wc = seq.rows().window;
     ring_.resize(W * wc.dim);
@@ -66,6 +67,7 @@ class DecodedRows {
       if (ring_pos_[slot] >= 0) wc.decode(seq.window_row(layer, slot), &ring_[slot * wc.dim]);
     }
     if (src >= 0) slot_of_.assign(seq.compressed_rows(src), -1);
+    compressed_.reserve(std::min(max_compressed, static_cast<int64_t>(slot_of_.size())) * dim_);
   }
   // The ring row of position q, or null when the ring does not hold it (§6: skipped).
   const float* ring_row(int64_t q) const {
@@ -74,6 +76,8 @@ class DecodedRows {
   }
   const float* compressed_row(int32_t j) {
     if (slot_of_[j] < 0) {
+      TROUPE_CHECK(compressed_.size() + dim_ <= compressed_.capacity(),
+                   "attention: more distinct compressed rows than reserved");
       slot_of_[j] = static_cast<int32_t>(compressed_.size() / dim_);
       compressed_.resize(compressed_.size() + dim_);
       seq_.rows().ckv.decode(seq_.ckv_row(src_, j), &compressed_[slot_of_[j] * dim_]);
@@ -84,27 +88,31 @@ class DecodedRows {
  private:
   const KvStore& seq_;
   int64_t src_, dim_;
-  std::vector<int64_t> ring_pos_;
-  std::vector<float> ring_;
-  std::vector<int32_t> slot_of_;
-  std::deque<float> compressed_;  // stable addresses as it grows
+  scratch_vector<int64_t> ring_pos_;
+  scratch_vector<float> ring_;
+  scratch_vector<int32_t> slot_of_;
+  scratch_vector<float> compressed_;  // [rows decoded, dim], never reallocated
 };
 
 // keys[queries, max_keys]: row pointers into the chunk's window rows (all rows of the
 // layer's batch), the ring (positions before the chunk) and the selected cKV rows.
-std::vector<const float*> gather_keys(const LayerContext& ctx, const Batch& queries,
+scratch_vector<const float*> gather_keys(const LayerContext& ctx, const Batch& queries,
                                       const Selections& sel, const ChunkWindow& win,
                                       int64_t max_keys,
-                                      std::vector<std::unique_ptr<DecodedRows>>& decoded) {
+                                      scratch_vector<std::optional<DecodedRows>>& decoded) {
   const ModelConfig& c = ctx.cfg;
   const Batch& chunk = ctx.batch;
   const int64_t D = c.head_dim, W = c.sliding_window;
   const int64_t src = c.layer_mode[ctx.layer] == LayerMode::Swa ? -1 : c.kv_source[ctx.layer];
   decoded.resize(queries.seqs());
-  for (int64_t s = 0; s < queries.seqs(); ++s)
-    if (queries.rows_of(s) > 0)
-      decoded[s] = std::make_unique<DecodedRows>(*queries.states[s], ctx.layer, src, W);
-  std::vector<const float*> keys(queries.rows * max_keys, nullptr);
+  for (int64_t s = 0; s < queries.seqs(); ++s) {
+    if (queries.rows_of(s) == 0) continue;
+    int64_t selected = 0;  // bounds the distinct compressed rows the sequence reads
+    for (int64_t row = queries.begin[s]; row < queries.begin[s + 1]; ++row)
+      if (const auto* rows = selected_rows(ctx, sel, row)) selected += static_cast<int64_t>(rows->size());
+    decoded[s].emplace(*queries.states[s], ctx.layer, src, W, selected);
+  }
+  scratch_vector<const float*> keys(queries.rows * max_keys, nullptr);
   for (int64_t row = 0; row < queries.rows; ++row) {
     const int64_t s = queries.seq[row], p = queries.pos[row], P = chunk.chunk_start(s);
     const float** k = &keys[row * max_keys];
@@ -141,7 +149,7 @@ void trace_reuse(const LayerContext& ctx, const Batch& b, const Selections& sel)
   const int64_t src = ctx.cfg.kv_source[ctx.layer];
   for (int64_t row = 0; row < b.rows; ++row) {
     const int64_t n = b.states[b.seq[row]]->compressed_rows(src);
-    std::vector<float> mark(n, -1.0f);
+    scratch_vector<float> mark(n, -1.0f);
     for (int32_t j : *selected_rows(ctx, sel, row)) mark[j] = static_cast<float>(j);
     (*b.trace)("sel", ctx.layer, row, mark);
   }
@@ -154,7 +162,7 @@ void attention_output(const ModelConfig& c, const AttentionWeights& w, int64_t r
   if (rows == 0) return;  // an empty decoder tail (§6): nothing to project, no &u[0]
   const int64_t G = c.o_groups, O = c.o_lora_rank;
   const int64_t width = c.num_attention_heads * c.head_dim, group_width = width / G;
-  std::vector<float> u(rows * G * O);
+  scratch_vector<float> u(rows * G * O);
   for (int64_t g = 0; g < G; ++g)
     linear(o + g * group_width, rows, row_slice(w.wo_a, g * O, O), &u[g * O], width, G * O);
   linear(u.data(), rows, w.wo_b, out);
@@ -167,9 +175,9 @@ void attention_layer(const LayerContext& ctx, const float* x, const Batch& queri
   const int64_t D = c.head_dim, nh = c.num_attention_heads, Dr = c.qk_rope_head_dim;
   const LayerMode mode = c.layer_mode[ctx.layer];
 
-  std::vector<float> ql = linear(xq, qb.rows, ctx.w.wq_a);
+  scratch_vector<float> ql = linear(xq, qb.rows, ctx.w.wq_a);
   rms_norm_rows(ql.data(), qb.rows, c.q_lora_rank, ctx.w.q_norm, c.rms_norm_eps);
-  std::vector<float> q = linear(ql.data(), qb.rows, ctx.w.wq_b);
+  scratch_vector<float> q = linear(ql.data(), qb.rows, ctx.w.wq_b);
   rope_rows(q.data(), qb.rows * nh, D, Dr, qb.pos.data(), nh, ctx.freqs);
   const ChunkWindow win = window_rows(ctx, x);
 
@@ -179,9 +187,9 @@ void attention_layer(const LayerContext& ctx, const float* x, const Batch& queri
   trace_reuse(ctx, qb, sel);
 
   const int64_t max_keys = c.sliding_window + (mode == LayerMode::Swa ? 0 : c.index_topk);
-  std::vector<std::unique_ptr<DecodedRows>> decoded;  // owns what keys point into
-  const std::vector<const float*> keys = gather_keys(ctx, qb, sel, win, max_keys, decoded);
-  std::vector<float> o(qb.rows * nh * D);
+  scratch_vector<std::optional<DecodedRows>> decoded;  // owns what keys point into
+  const scratch_vector<const float*> keys = gather_keys(ctx, qb, sel, win, max_keys, decoded);
+  scratch_vector<float> o(qb.rows * nh * D);
   kernels::AttentionParams ap;
   ap.q = q.data();
   ap.keys = keys.data();

@@ -10,20 +10,23 @@
 #include <string>
 #include <vector>
 
+#include "kernels/scratch.h"
 #include "model/forward.h"
 
 namespace troupe::model {
 
+using kernels::scratch_vector;  // a forward pass's buffers (no allocation in steady decode)
+
 struct Batch {
   int64_t rows = 0;
-  std::vector<int32_t> seq;       // [rows] sequence of each row
-  std::vector<int64_t> pos;       // [rows] absolute position of each row
-  std::vector<int32_t> token;     // [rows]
-  std::vector<int64_t> begin;     // [seqs + 1] first row of each sequence
-  std::vector<KvStore*> states;   // [seqs]
+  scratch_vector<int32_t> seq;       // [rows] sequence of each row
+  scratch_vector<int64_t> pos;       // [rows] absolute position of each row
+  scratch_vector<int32_t> token;     // [rows]
+  scratch_vector<int64_t> begin;     // [seqs + 1] first row of each sequence
+  scratch_vector<KvStore*> states;   // [seqs]
   // [seqs] or empty: window rows of positions below this are not stored in the ring
   // (layer Ne under bounded replay stores only [P, E) and the tail, MODEL.md §6.2).
-  std::vector<int64_t> store_window_from;
+  scratch_vector<int64_t> store_window_from;
   const TraceFn* trace = nullptr;
 
   int64_t seqs() const { return static_cast<int64_t>(states.size()); }
@@ -31,7 +34,7 @@ struct Batch {
   int64_t chunk_start(int64_t s) const { return pos[begin[s]]; }  // P of sequence s (rows_of > 0)
 
   // The batch of the given rows (ascending), same sequences and states.
-  Batch subset(const std::vector<int64_t>& rows_kept) const;
+  Batch subset(const scratch_vector<int64_t>& rows_kept) const;
 
   // Records a [rows, n] intermediate through the trace hook (no-op without one).
   void record(const char* name, int64_t layer, const float* data, int64_t n) const;

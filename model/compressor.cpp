@@ -35,13 +35,13 @@ void run_compressor(const LayerContext& ctx, const float* x) {
   const CompressorWeights& cw = ctx.w.compressor;
   const int64_t D = c.head_dim, dI = c.index_head_dim, r = c.ratio(ctx.layer);
   const Batch& b = ctx.batch;
-  std::vector<float> v = linear(x, b.rows, cw.wkv);
-  std::vector<float> s;
+  scratch_vector<float> v = linear(x, b.rows, cw.wkv);
+  scratch_vector<float> s;
   if (r > 1) s = linear(x, b.rows, cw.wgate);
 
   // Collect every group completed in this call: its latent and its (sequence, group).
-  std::vector<float> lat;
-  std::vector<int64_t> group_pos, group_seq;
+  scratch_vector<float> lat;
+  scratch_vector<int64_t> group_pos, group_seq;
   for (int64_t row = 0; row < b.rows; ++row) {
     const int64_t p = b.pos[row];
     KvStore& st = *b.states[b.seq[row]];
@@ -66,12 +66,12 @@ void run_compressor(const LayerContext& ctx, const float* x) {
   rms_norm_rows(lat.data(), n, D, cw.norm, c.rms_norm_eps);
 
   // Index keys use the unrotated latent.
-  std::vector<float> ik = linear(lat.data(), n, ctx.w.indexer.wk);
+  scratch_vector<float> ik = linear(lat.data(), n, ctx.w.indexer.wk);
   rms_norm_rows(ik.data(), n, dI, ctx.w.indexer.k_norm, c.rms_norm_eps);
   rope_rows(ik.data(), n, dI, c.qk_rope_head_dim, group_pos.data(), 1, ctx.freqs);
   rope_rows(lat.data(), n, D, c.qk_rope_head_dim, group_pos.data(), 1, ctx.freqs);
   const KvRowLayout layout = KvRowLayout::of(c);
-  std::vector<uint8_t> ckv(layout.ckv.bytes()), ikey(layout.ikey.bytes());
+  scratch_vector<uint8_t> ckv(layout.ckv.bytes()), ikey(layout.ikey.bytes());
   for (int64_t g = 0; g < n; ++g) {
     layout.ckv.encode(&lat[g * D], ckv.data());
     layout.ikey.encode(&ik[g * dI], ikey.data());

@@ -15,8 +15,8 @@ namespace troupe::model {
 
 // Cross-layer selections of one forward call.
 struct Selections {
-  std::vector<std::vector<std::vector<int32_t>>> sel;  // [L][rows] selected compressed rows
-  std::vector<std::vector<int32_t>> cand;              // [rows] candidate rows from layer cs
+  scratch_vector<scratch_vector<scratch_vector<int32_t>>> sel;  // [L][rows] selected compressed rows
+  scratch_vector<scratch_vector<int32_t>> cand;                 // [rows] candidate rows from layer cs
   explicit Selections(int64_t layers) : sel(layers) {}
 };
 

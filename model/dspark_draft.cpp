@@ -9,6 +9,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/check.h"
+#include "kernels/parallel.h"
 #include "kernels/sampling.h"
 #include "model/batch.h"
 #include "model/csa.h"
@@ -20,10 +21,10 @@ namespace troupe::model {
 namespace {
 
 // rows[n, D] = rope(RMSNorm(wkv · x), pos): unquantized draft KV rows (§8).
-std::vector<float> draft_rows(const ModelConfig& c, const AttentionWeights& w,
+scratch_vector<float> draft_rows(const ModelConfig& c, const AttentionWeights& w,
                               const std::vector<double>& freqs, const float* x, int64_t n,
                               const int64_t* pos) {
-  std::vector<float> kv = linear(x, n, w.wkv);
+  scratch_vector<float> kv = linear(x, n, w.wkv);
   rms_norm_rows(kv.data(), n, c.head_dim, w.kv_norm, c.rms_norm_eps);
   rope_rows(kv.data(), n, c.head_dim, c.qk_rope_head_dim, pos, 1, freqs);
   return kv;
@@ -35,6 +36,91 @@ float dot(const float* a, const float* b, int64_t n) {
   return s;
 }
 
+// The Markov sampling loop of §8 over draft positions i = 0..k as one pass, no kernel
+// call or allocation per vocabulary sweep beyond one parallel_for: for each position a
+// sweep over the vocabulary in blocks of kVocabBlock rows computes
+// logit_i = base_i + markov_head · e_i block by block (each block the [V, Mr] GEMM's own
+// rows, so the values are bit for bit those of one GEMM over V) and that block's argmax
+// while the block is in cache; the blocks' winners reduce in id order, ties -> lowest id,
+// exactly kernels::argmax. conf_i and the next e_i run on the calling thread. Buffers
+// come from the scratch pool.
+class MarkovLoop {
+ public:
+  static constexpr int64_t kVocabBlock = 2048;
+
+  MarkovLoop(const ModelConfig& c, const DsparkWeights& w, const float* h, const float* base,
+             const TraceFn& trace)
+      : c_(c), w_(w), h_(h), base_(base), trace_(trace) {}
+
+  // h: [k + 1, H] pre-norm hidden states of slots 0..k; base: [k, V] of slots 1..k.
+  // Fills out.confidence [k + 1] and appends the drafts to out.tokens.
+  void run(int32_t anchor_token, int32_t bonus, int64_t k, float conf_min,
+           DraftProposal& out) const {
+    const int64_t H = c_.hidden_size, Mr = c_.dspark_markov_rank, V = c_.vocab_size;
+    const int64_t blocks = (V + kVocabBlock - 1) / kVocabBlock;
+    scratch_vector<float> e(Mr), logit(V);
+    scratch_vector<int32_t> winner(blocks);
+    int32_t prev = anchor_token;
+    float joint = 1.0f;
+    bool cut = false;
+    for (int64_t i = 0; i <= k; ++i) {
+      kernels::dequantize_rows(w_.markov_embed, prev, 1, e.data());
+      const float z = dot(w_.confidence.data(), &h_[i * H], H) + dot(&w_.confidence[H], e.data(), Mr);
+      out.confidence[i] = 1.0f / (1.0f + std::exp(-z));
+      if (i == 0) {
+        prev = bonus;  // slot 0 predicts tok[a+1], which the target already chose
+        continue;
+      }
+      const float* base = &base_[(i - 1) * V];
+      kernels::parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
+        for (int64_t blk = b0; blk < b1; ++blk)
+          winner[blk] = sweep_block(e.data(), base, blk * kVocabBlock,
+                                    std::min(kVocabBlock, V - blk * kVocabBlock), logit.data());
+      });
+      if (trace_) {
+        trace_("dspark.base", -1, i, {base, static_cast<size_t>(V)});
+        trace_("dspark.logits", -1, i, {logit.data(), static_cast<size_t>(V)});
+      }
+      const int32_t d = reduce(logit.data(), winner);
+      joint *= out.confidence[i];
+      cut = cut || joint <= conf_min;
+      if (!cut) out.tokens.push_back(d);
+      prev = d;
+    }
+  }
+
+ private:
+  // logit[v0, v0 + n) = base + markov_head[v0, v0 + n) · e; returns the first index of the
+  // block's largest non-NaN logit (v0 if all are NaN).
+  int32_t sweep_block(const float* e, const float* base, int64_t v0, int64_t n,
+                      float* logit) const {
+    float* y = logit + v0;
+    linear(e, 1, row_slice(w_.markov_head, v0, n), y);
+    int64_t best = -1;
+    for (int64_t v = 0; v < n; ++v) {
+      y[v] += base[v0 + v];
+      if (!std::isnan(y[v]) && (best < 0 || y[v] > y[best])) best = v;
+    }
+    return static_cast<int32_t>(v0 + std::max<int64_t>(best, 0));
+  }
+
+  // kernels::argmax over the blocks' winners: best starts at 0 and moves on a strictly
+  // larger value, so a NaN at 0 stays and other NaNs are never picked.
+  static int32_t reduce(const float* logit, const scratch_vector<int32_t>& winner) {
+    if (std::isnan(logit[0])) return 0;
+    int32_t best = 0;
+    for (int32_t w : winner)
+      if (logit[w] > logit[best]) best = w;
+    return best;
+  }
+
+  const ModelConfig& c_;
+  const DsparkWeights& w_;
+  const float* h_;
+  const float* base_;
+  const TraceFn& trace_;
+};
+
 }  // namespace
 
 void draft_attention(const ModelConfig& c, const AttentionWeights& w,
@@ -42,35 +128,35 @@ void draft_attention(const ModelConfig& c, const AttentionWeights& w,
                      const float* x, float* out) {
   const int64_t Bs = c.dspark_block_size, D = c.head_dim, nh = c.num_attention_heads;
   const int64_t Dr = c.qk_rope_head_dim, H = c.hidden_size;
-  std::vector<int64_t> pos(Bs);
+  scratch_vector<int64_t> pos(Bs);
   for (int64_t i = 0; i < Bs; ++i) pos[i] = anchor + 1 + i;
 
-  std::vector<float> ql = linear(x, Bs, w.wq_a);
+  scratch_vector<float> ql = linear(x, Bs, w.wq_a);
   rms_norm_rows(ql.data(), Bs, c.q_lora_rank, w.q_norm, c.rms_norm_eps);
-  std::vector<float> q = linear(ql.data(), Bs, w.wq_b);
+  scratch_vector<float> q = linear(ql.data(), Bs, w.wq_b);
   rope_rows(q.data(), Bs * nh, D, Dr, pos.data(), nh, freqs);
 
   // Context rows: F[p] enters wkv directly (no attn_norm), at its own position.
-  std::vector<int64_t> ctx_pos;
-  std::vector<float> ctx_in;
+  scratch_vector<int64_t> ctx_pos;
+  scratch_vector<float> ctx_in;
   for (int64_t p = std::max<int64_t>(0, anchor - c.sliding_window + 1); p <= anchor; ++p)
     if (const float* f = F.row(p)) {
       ctx_pos.push_back(p);
       ctx_in.insert(ctx_in.end(), f, f + H);
     }
   const int64_t n_ctx = static_cast<int64_t>(ctx_pos.size());
-  const std::vector<float> ctx =
-      n_ctx ? draft_rows(c, w, freqs, ctx_in.data(), n_ctx, ctx_pos.data()) : std::vector<float>{};
-  const std::vector<float> block = draft_rows(c, w, freqs, x, Bs, pos.data());
+  const scratch_vector<float> ctx =
+      n_ctx ? draft_rows(c, w, freqs, ctx_in.data(), n_ctx, ctx_pos.data()) : scratch_vector<float>{};
+  const scratch_vector<float> block = draft_rows(c, w, freqs, x, Bs, pos.data());
 
   // Every slot sees the same keys: the context rows, then all Bs block rows.
   const int64_t max_keys = n_ctx + Bs;
-  std::vector<const float*> keys(Bs * max_keys);
+  scratch_vector<const float*> keys(Bs * max_keys);
   for (int64_t i = 0; i < Bs; ++i) {
     for (int64_t j = 0; j < n_ctx; ++j) keys[i * max_keys + j] = &ctx[j * D];
     for (int64_t j = 0; j < Bs; ++j) keys[i * max_keys + n_ctx + j] = &block[j * D];
   }
-  std::vector<float> o(Bs * nh * D);
+  scratch_vector<float> o(Bs * nh * D);
   kernels::AttentionParams ap;
   ap.q = q.data();
   ap.keys = keys.data();
@@ -98,11 +184,11 @@ DsparkDraft::DsparkDraft(const ModelConfig& c, const ModelWeights& target,
 }
 
 // One Block_{mtp.s} (§5.2 with the draft attention and MoE) on all slots jointly.
-void DsparkDraft::stage(int64_t s, const FeatureRing& F, int64_t anchor, std::vector<float>& X,
-                        std::vector<float>& pre) const {
+void DsparkDraft::stage(int64_t s, const FeatureRing& F, int64_t anchor, scratch_vector<float>& X,
+                        scratch_vector<float>& pre) const {
   const DsparkStageWeights& st = w_.stages[s];
   const int64_t Bs = c_.dspark_block_size, H = c_.hidden_size;
-  std::vector<float> x(Bs * H), y(Bs * H);
+  scratch_vector<float> x(Bs * H), y(Bs * H);
   hc_premix(c_, X.data(), pre.data(), Bs, x.data());
   rms_norm_rows(x.data(), Bs, H, st.attn_norm, c_.rms_norm_eps);
   draft_attention(c_, st.attn, freqs_, F, anchor, x.data(), y.data());
@@ -121,12 +207,18 @@ void DsparkDraft::stage(int64_t s, const FeatureRing& F, int64_t anchor, std::ve
 
 std::vector<float> DsparkDraft::hidden(const FeatureRing& F, int64_t anchor,
                                        int32_t anchor_token) const {
+  const scratch_vector<float> h = hidden_rows(F, anchor, anchor_token);
+  return {h.begin(), h.end()};
+}
+
+scratch_vector<float> DsparkDraft::hidden_rows(const FeatureRing& F, int64_t anchor,
+                                               int32_t anchor_token) const {
   const int64_t Bs = c_.dspark_block_size, H = c_.hidden_size, hc = c_.hc_mult;
   TROUPE_CHECK(anchor >= 0 && F.row(anchor) != nullptr, "draft: no target features F[", anchor,
                "] at the anchor");
   TROUPE_CHECK(anchor_token >= 0 && anchor_token < c_.vocab_size, "draft: anchor token ",
                anchor_token, " out of range");
-  std::vector<float> X(Bs * hc * H), pre(Bs * hc, 0.0f);
+  scratch_vector<float> X(Bs * hc * H), pre(Bs * hc, 0.0f);
   for (int64_t i = 0; i < Bs; ++i) {
     float* xi = &X[i * hc * H];
     const int32_t tok = i == 0 ? anchor_token : static_cast<int32_t>(c_.dspark_noise_token_id);
@@ -135,7 +227,7 @@ std::vector<float> DsparkDraft::hidden(const FeatureRing& F, int64_t anchor,
     pre[i * hc] = 1.0f;
   }
   for (int64_t s = 0; s < c_.num_nextn_predict_layers; ++s) stage(s, F, anchor, X, pre);
-  std::vector<float> h(Bs * H);
+  scratch_vector<float> h(Bs * H);
   hc_premix(c_, X.data(), pre.data(), Bs, h.data());
   return h;
 }
@@ -143,42 +235,26 @@ std::vector<float> DsparkDraft::hidden(const FeatureRing& F, int64_t anchor,
 DraftProposal DsparkDraft::propose(const FeatureRing& F, int64_t anchor, int32_t anchor_token,
                                    int32_t bonus, int64_t k, float conf_min,
                                    const TraceFn& trace) const {
-  const int64_t H = c_.hidden_size, Mr = c_.dspark_markov_rank, V = c_.vocab_size;
+  DraftProposal out;
+  propose(F, anchor, anchor_token, bonus, k, out, conf_min, trace);
+  return out;
+}
+
+void DsparkDraft::propose(const FeatureRing& F, int64_t anchor, int32_t anchor_token,
+                          int32_t bonus, int64_t k, DraftProposal& out, float conf_min,
+                          const TraceFn& trace) const {
+  const int64_t H = c_.hidden_size, V = c_.vocab_size;
   TROUPE_CHECK(bonus >= 0 && bonus < V, "draft: bonus token ", bonus, " out of range");
   k = std::clamp<int64_t>(std::min(k, c_.dspark_block_size - 1), 0,
                           c_.max_position_embeddings - 2 - anchor);
-  const std::vector<float> h = hidden(F, anchor, anchor_token);
-  std::vector<float> hn(h.begin(), h.begin() + (k + 1) * H);
+  const scratch_vector<float> h = hidden_rows(F, anchor, anchor_token);
+  scratch_vector<float> hn(h.begin(), h.begin() + (k + 1) * H);
   rms_norm_rows(hn.data(), k + 1, H, w_.norm, c_.rms_norm_eps);
-  std::vector<float> base;  // [k, V] head · hn of slots 1..k
+  scratch_vector<float> base;  // [k, V] head · hn of slots 1..k, one GEMM for all of them
   if (k > 0) base = linear(hn.data() + H, k, target_.head);
-
-  DraftProposal out;
-  std::vector<float> e(Mr), logit(V);
-  int32_t prev = anchor_token;
-  float joint = 1.0f;
-  bool cut = false;
-  for (int64_t i = 0; i <= k; ++i) {
-    kernels::dequantize_rows(w_.markov_embed, prev, 1, e.data());
-    const float z = dot(w_.confidence.data(), &h[i * H], H) + dot(&w_.confidence[H], e.data(), Mr);
-    out.confidence.push_back(1.0f / (1.0f + std::exp(-z)));
-    if (i == 0) {
-      prev = bonus;  // slot 0 predicts tok[a+1], which the target already chose
-      continue;
-    }
-    linear(e.data(), 1, w_.markov_head, logit.data());
-    for (int64_t v = 0; v < V; ++v) logit[v] += base[(i - 1) * V + v];
-    if (trace) {
-      trace("dspark.base", -1, i, {&base[(i - 1) * V], static_cast<size_t>(V)});
-      trace("dspark.logits", -1, i, logit);
-    }
-    const int32_t d = kernels::argmax(logit.data(), V);
-    joint *= out.confidence.back();
-    cut = cut || joint <= conf_min;
-    if (!cut) out.tokens.push_back(d);
-    prev = d;
-  }
-  return out;
+  out.tokens.clear();
+  out.confidence.resize(static_cast<size_t>(k + 1));
+  MarkovLoop(c_, w_, h.data(), base.data(), trace).run(anchor_token, bonus, k, conf_min, out);
 }
 
 }  // namespace troupe::model

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/scratch.h"
 #include "model/config.h"
 #include "model/feature_ring.h"
 #include "model/forward.h"
@@ -37,12 +38,19 @@ class DsparkDraft {
   // "dspark.logits" (the Markov-loop logits) of draft positions i = 1..k as rows i, layer -1.
   DraftProposal propose(const FeatureRing& F, int64_t anchor, int32_t anchor_token, int32_t bonus,
                         int64_t k, float conf_min = 0.0f, const TraceFn& trace = nullptr) const;
+  // The same into `out` (its vectors' capacity reused: the engine's drafter allocates
+  // nothing per step once warm).
+  void propose(const FeatureRing& F, int64_t anchor, int32_t anchor_token, int32_t bonus,
+               int64_t k, DraftProposal& out, float conf_min = 0.0f,
+               const TraceFn& trace = nullptr) const;
 
   const ModelConfig& config() const { return c_; }
 
  private:
-  void stage(int64_t s, const FeatureRing& F, int64_t anchor, std::vector<float>& X,
-             std::vector<float>& pre) const;
+  kernels::scratch_vector<float> hidden_rows(const FeatureRing& F, int64_t anchor,
+                                             int32_t anchor_token) const;
+  void stage(int64_t s, const FeatureRing& F, int64_t anchor, kernels::scratch_vector<float>& X,
+             kernels::scratch_vector<float>& pre) const;
 
   const ModelConfig& c_;
   const ModelWeights& target_;

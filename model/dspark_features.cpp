@@ -24,13 +24,13 @@ void FeatureCapture::after_layer(int64_t layer, const float* X, const float* pre
   const int64_t H = c_.hidden_size;
   for (size_t t = 0; t < ids.size(); ++t) {
     if (ids[t] != layer) continue;
-    std::vector<float> z(rows * H);
+    scratch_vector<float> z(rows * H);
     hc_premix(c_, X, pre, rows, z.data());
     for (int64_t r = 0; r < rows; ++r) std::copy_n(&z[r * H], H, &z_[r * width_ + t * H]);
   }
 }
 
-void FeatureCapture::keep_rows(const std::vector<int64_t>& kept) {
+void FeatureCapture::keep_rows(const scratch_vector<int64_t>& kept) {
   if (!active_) return;
   for (size_t i = 0; i < kept.size(); ++i)
     std::copy_n(&z_[kept[i] * width_], width_, &z_[i * width_]);
@@ -40,7 +40,7 @@ void FeatureCapture::keep_rows(const std::vector<int64_t>& kept) {
 void FeatureCapture::store(const Batch& b) {
   if (!active_ || b.rows == 0) return;
   const int64_t H = c_.hidden_size;
-  std::vector<float> f = linear(z_.data(), b.rows, w_->main_proj);
+  scratch_vector<float> f = linear(z_.data(), b.rows, w_->main_proj);
   rms_norm_rows(f.data(), b.rows, H, w_->main_norm, c_.rms_norm_eps);
   for (int64_t r = 0; r < b.rows; ++r)
     if (FeatureRing* ring = b.states[b.seq[r]]->features()) ring->put(b.pos[r], &f[r * H]);

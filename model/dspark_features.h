@@ -25,7 +25,7 @@ class FeatureCapture {
   // After layer l of the target: X [rows, hc, H], pre [rows, hc] of the batch's rows.
   void after_layer(int64_t layer, const float* X, const float* pre, int64_t rows);
   // The batch shrank to rows `kept` (ascending; bounded replay, §6).
-  void keep_rows(const std::vector<int64_t>& kept);
+  void keep_rows(const scratch_vector<int64_t>& kept);
   // F of every row of b (the rows that ran every layer) into the sequences' rings.
   void store(const Batch& b);
 
@@ -34,7 +34,7 @@ class FeatureCapture {
   const DsparkWeights* w_ = nullptr;
   bool active_ = false;
   int64_t width_ = 0;     // n_t·H
-  std::vector<float> z_;  // [rows, n_t·H] concat of Z_l in dspark_target_layer_ids order
+  scratch_vector<float> z_;  // [rows, n_t·H] concat of Z_l in dspark_target_layer_ids order
 };
 
 }  // namespace troupe::model

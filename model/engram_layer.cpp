@@ -13,14 +13,14 @@ namespace troupe::model {
 namespace {
 
 // e[row] = concat of the nG table rows the row's n-grams hash to.
-std::vector<float> lookup_rows(const ModelConfig& c, const ModelWeights& mw,
+scratch_vector<float> lookup_rows(const ModelConfig& c, const ModelWeights& mw,
                                const EngramWeights& w, const EngramHashTables& t,
                                int64_t index, const Batch& b) {
   const int64_t N = c.engram_max_ngram_size, eD = c.engram_head_dim;
   const int64_t nG = c.engram_n_heads * (N - 1);
   const int64_t pad = mw.engram_token_map[c.engram_pad_token_id];
-  std::vector<float> e(b.rows * nG * eD);
-  std::vector<int64_t> ctok(N), ids(nG);
+  scratch_vector<float> e(b.rows * nG * eD);
+  scratch_vector<int64_t> ctok(N), ids(nG);
   for (int64_t row = 0; row < b.rows; ++row) {
     const int64_t s = b.seq[row], P = b.chunk_start(s);
     for (int64_t k = 0; k < N; ++k) {
@@ -47,8 +47,8 @@ void engram_layer(const ModelConfig& c, const ModelWeights& mw, const EngramWeig
                   const EngramHashTables& tables, int64_t layer, const Batch& b, float* X) {
   const int64_t H = c.hidden_size, hc = c.hc_mult;
   const int64_t index = c.engram_index(layer);
-  const std::vector<float> e = lookup_rows(c, mw, w, tables, index, b);
-  const std::vector<float> kv = linear(e.data(), b.rows, w.wkv);
+  const scratch_vector<float> e = lookup_rows(c, mw, w, tables, index, b);
+  const scratch_vector<float> kv = linear(e.data(), b.rows, w.wkv);
   const double eps = c.rms_norm_eps;
   for (int64_t row = 0; row < b.rows; ++row) {
     const float* kvr = &kv[row * (hc + 1) * H];

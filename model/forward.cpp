@@ -60,9 +60,9 @@ Batch make_batch(std::span<SequenceInput> inputs, const TraceFn& trace) {
 }
 
 // X[rows, hc, H] = the token embedding in every stream.
-std::vector<float> embed(const ModelConfig& c, const ModelWeights& w, const Batch& b) {
+scratch_vector<float> embed(const ModelConfig& c, const ModelWeights& w, const Batch& b) {
   const int64_t H = c.hidden_size, hc = c.hc_mult;
-  std::vector<float> X(b.rows * hc * H);
+  scratch_vector<float> X(b.rows * hc * H);
   for (int64_t r = 0; r < b.rows; ++r) {
     float* x = &X[r * hc * H];
     kernels::dequantize_rows(w.embed, b.token[r], 1, x);
@@ -90,7 +90,7 @@ int64_t SequenceState::global_kv_bytes() const {
   return n;
 }
 
-Batch Batch::subset(const std::vector<int64_t>& kept) const {
+Batch Batch::subset(const scratch_vector<int64_t>& kept) const {
   Batch b;
   b.states = states;
   b.trace = trace;
@@ -115,7 +115,7 @@ void Batch::record(const char* name, int64_t layer, const float* data, int64_t n
 
 void Batch::record_ints(const char* name, int64_t layer, const int32_t* data, int64_t n) const {
   if (!trace || !*trace) return;
-  std::vector<float> v(n);
+  scratch_vector<float> v(n);
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(data[r * n + i]);
     (*trace)(name, layer, r, v);
@@ -138,7 +138,7 @@ namespace {
 
 // rows[kept.size(), width] <- rows[kept[i]] (kept ascending; in place is fine).
 template <class T>
-void keep_rows(std::vector<T>& v, const std::vector<int64_t>& kept, int64_t width) {
+void keep_rows(scratch_vector<T>& v, const scratch_vector<int64_t>& kept, int64_t width) {
   for (size_t i = 0; i < kept.size(); ++i)
     std::copy_n(&v[kept[i] * width], width, &v[i * width]);
   v.resize(kept.size() * width);
@@ -153,8 +153,8 @@ int64_t window_rows_from(const SequenceInput& in) {
 }
 
 // Rows that run past layer Ne: every row, or each sequence's tail (§6).
-std::vector<int64_t> decoder_rows(std::span<SequenceInput> inputs, const Batch& b) {
-  std::vector<int64_t> kept;
+scratch_vector<int64_t> decoder_rows(std::span<SequenceInput> inputs, const Batch& b) {
+  scratch_vector<int64_t> kept;
   for (int64_t r = 0; r < b.rows; ++r)
     if (b.pos[r] >= inputs[b.seq[r]].decoder_tail_start) kept.push_back(r);
   return kept;
@@ -175,14 +175,21 @@ void Forward::run_idle(RoutedExperts& routed) const {
 
 std::vector<std::vector<float>> Forward::run(std::span<SequenceInput> inputs,
                                              const TraceFn& trace, RoutedExperts* routed) const {
+  std::vector<std::vector<float>> logits;
+  run(inputs, logits, trace, routed);
+  return logits;
+}
+
+void Forward::run(std::span<SequenceInput> inputs, std::vector<std::vector<float>>& logits,
+                  const TraceFn& trace, RoutedExperts* routed) const {
   validate(cfg_, inputs);
   const ModelConfig& c = cfg_;
   const int64_t H = c.hidden_size, hc = c.hc_mult;
   Batch b = make_batch(inputs, trace);
-  std::vector<float> X = embed(c, w_, b);
-  std::vector<float> pre(b.rows * hc, 0.0f);
+  scratch_vector<float> X = embed(c, w_, b);
+  scratch_vector<float> pre(b.rows * hc, 0.0f);
   for (int64_t r = 0; r < b.rows; ++r) pre[r * hc] = 1.0f;
-  std::vector<float> x(b.rows * H), y(b.rows * H);
+  scratch_vector<float> x(b.rows * H), y(b.rows * H);
   Selections sel(c.num_hidden_layers);
   FeatureCapture features(c, dspark_, b);
 
@@ -193,13 +200,13 @@ std::vector<std::vector<float>> Forward::run(std::span<SequenceInput> inputs,
     hc_premix(c, X.data(), pre.data(), b.rows, x.data());
     rms_norm_rows(x.data(), b.rows, H, L.attn_norm, c.rms_norm_eps);
     b.record("attn_in", l, x.data(), H);
-    const std::vector<int64_t> kept =
-        l == c.n_encoder_layers ? decoder_rows(inputs, b) : std::vector<int64_t>{};
+    const scratch_vector<int64_t> kept =
+        l == c.n_encoder_layers ? decoder_rows(inputs, b) : scratch_vector<int64_t>{};
     if (l == c.n_encoder_layers && static_cast<int64_t>(kept.size()) < b.rows) {
       // Layer Ne: KV rows and window rows for all rows, queries only for the tail; from
       // here on the batch is the tail.
       Batch tail = b.subset(kept);
-      std::vector<float> xq = x;
+      scratch_vector<float> xq = x;
       keep_rows(xq, kept, H);
       for (int64_t s = 0; s < b.seqs(); ++s) b.store_window_from.push_back(window_rows_from(inputs[s]));
       attention_layer(ctx, x.data(), tail, xq.data(), sel, y.data());
@@ -230,20 +237,21 @@ std::vector<std::vector<float>> Forward::run(std::span<SequenceInput> inputs,
 
   features.store(b);
   // Logits for the rows each sequence asked for (of the rows that ran every layer).
-  std::vector<std::vector<float>> logits(inputs.size());
+  logits.resize(inputs.size());
   for (int64_t s = 0; s < b.seqs(); ++s) {
     SequenceInput& in = inputs[s];
     const int64_t replayed = in.state->length() - in.start();  // tokens already in the state
     in.state->advance(in.tokens.subspan(static_cast<size_t>(replayed)));
+    logits[s].clear();
     if (b.rows_of(s) == 0) continue;
     const int64_t r1 = b.begin[s + 1];
     const int64_t r0 = inputs[s].all_logits ? b.begin[s] : r1 - 1;
-    std::vector<float> h((r1 - r0) * H);
+    scratch_vector<float> h((r1 - r0) * H);
     hc_head(c, w_, &X[r0 * hc * H], r1 - r0, h.data());
     rms_norm_rows(h.data(), r1 - r0, H, w_.norm, c.rms_norm_eps);
-    logits[s] = linear(h.data(), r1 - r0, w_.head);
+    logits[s].resize((r1 - r0) * w_.head.rows);
+    linear(h.data(), r1 - r0, w_.head, logits[s].data());
   }
-  return logits;
 }
 
 }  // namespace troupe::model

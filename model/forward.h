@@ -62,6 +62,12 @@ class Forward {
   std::vector<std::vector<float>> run(std::span<SequenceInput> batch,
                                       const TraceFn& trace = nullptr,
                                       RoutedExperts* routed = nullptr) const;
+  // The same into `logits` (resized to the batch; each vector keeps its capacity, so a
+  // caller that passes the same one every step allocates nothing for them). Activations
+  // live in the thread's ScratchPool (kernels/scratch.h): a decode step of a steady batch
+  // makes no heap allocation.
+  void run(std::span<SequenceInput> batch, std::vector<std::vector<float>>& logits,
+           const TraceFn& trace = nullptr, RoutedExperts* routed = nullptr) const;
   // A step with no tokens on an expert-parallel rank: joins every MoE layer's exchange
   // with zero rows, so the ranks with work never wait for this one (DESIGN.md).
   void run_idle(RoutedExperts& routed) const;

@@ -17,10 +17,10 @@ float inv_rms(const float* x, int64_t n, double eps) {
 }
 
 // m[rows, n_out] = (fn · flat(X)) / sqrt(mean(flat(X)²) + eps)
-std::vector<float> normalized_projection(const ModelConfig& c, const kernels::WeightView& fn,
+scratch_vector<float> normalized_projection(const ModelConfig& c, const kernels::WeightView& fn,
                                          const float* X, int64_t rows) {
   const int64_t width = c.hc_mult * c.hidden_size;
-  std::vector<float> m(rows * fn.rows);
+  scratch_vector<float> m(rows * fn.rows);
   kernels::GemmParams g;
   g.x = X;
   g.w = fn;
@@ -66,7 +66,7 @@ void sinkhorn(float* C, int64_t hc, int64_t iters, float eps) {
 HcMix hc_mix(const ModelConfig& c, const HcMixWeights& w, const float* X, int64_t rows) {
   const int64_t hc = c.hc_mult, n = (2 + hc) * hc;
   const float eps = static_cast<float>(c.hc_eps);
-  std::vector<float> m = normalized_projection(c, w.fn, X, rows);
+  scratch_vector<float> m = normalized_projection(c, w.fn, X, rows);
   HcMix mix;
   mix.pre.resize(rows * hc);
   mix.post.resize(rows * hc);
@@ -105,7 +105,7 @@ void hc_premix(const ModelConfig& c, const float* X, const float* pre, int64_t r
 void hc_expand(const ModelConfig& c, const float* y, const HcMix& mix, int64_t rows, float* X) {
   const int64_t hc = c.hc_mult, H = c.hidden_size;
   kernels::parallel_for(rows, 1, [&](int64_t r0, int64_t r1) {
-    std::vector<float> out(hc * H);
+    scratch_vector<float> out(hc * H);
     for (int64_t r = r0; r < r1; ++r) {
       float* x = X + r * hc * H;
       const float* C = &mix.comb[r * hc * hc];
@@ -123,7 +123,7 @@ void hc_expand(const ModelConfig& c, const float* y, const HcMix& mix, int64_t r
 
 void hc_head(const ModelConfig& c, const ModelWeights& w, const float* X, int64_t rows, float* h) {
   const int64_t hc = c.hc_mult, H = c.hidden_size;
-  std::vector<float> m = normalized_projection(c, w.hc_head_fn, X, rows);
+  scratch_vector<float> m = normalized_projection(c, w.hc_head_fn, X, rows);
   for (int64_t r = 0; r < rows; ++r) {
     float* o = h + r * H;
     for (int64_t k = 0; k < H; ++k) o[k] = 0;

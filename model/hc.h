@@ -8,15 +8,18 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/scratch.h"
 #include "model/config.h"
 #include "model/weights.h"
 
 namespace troupe::model {
 
+using kernels::scratch_vector;
+
 struct HcMix {
-  std::vector<float> pre;   // [rows, hc]
-  std::vector<float> post;  // [rows, hc]
-  std::vector<float> comb;  // [rows, hc, hc]  C[i][j], i = input stream, j = output stream
+  scratch_vector<float> pre;   // [rows, hc]
+  scratch_vector<float> post;  // [rows, hc]
+  scratch_vector<float> comb;  // [rows, hc, hc]  C[i][j], i = input stream, j = output stream
 };
 
 // X: [rows, hc, H]

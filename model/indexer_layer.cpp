@@ -18,45 +18,45 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 // Level 1: candidate rows = the visible rows of the top Kb blocks by block max; the
 // block of the newest visible row is always kept (+inf).
-std::vector<int32_t> candidate_rows(const ModelConfig& c, const float* score, int64_t visible) {
+scratch_vector<int32_t> candidate_rows(const ModelConfig& c, const float* score, int64_t visible) {
   const int64_t Bc = c.candidate_block_size;
   const int64_t blocks = (visible + Bc - 1) / Bc;
   if (blocks == 0) return {};
-  std::vector<float> block_max(blocks, -kInf);
+  scratch_vector<float> block_max(blocks, -kInf);
   for (int64_t j = 0; j < visible; ++j) block_max[j / Bc] = std::max(block_max[j / Bc], score[j]);
   block_max[(visible - 1) / Bc] = kInf;
-  std::vector<int32_t> picked(blocks);
+  scratch_vector<int32_t> picked(blocks);
   const int64_t n = kernels::topk(block_max.data(), blocks,
                                   std::min(c.candidate_topk_blocks, blocks), picked.data());
-  std::vector<char> keep(blocks, 0);
+  scratch_vector<char> keep(blocks, 0);
   for (int64_t i = 0; i < n; ++i) keep[picked[i]] = 1;
-  std::vector<int32_t> rows;
+  scratch_vector<int32_t> rows;
   for (int64_t j = 0; j < visible; ++j)
     if (keep[j / Bc]) rows.push_back(static_cast<int32_t>(j));
   return rows;
 }
 
-std::vector<int32_t> top_rows(const ModelConfig& c, const float* score, int64_t n) {
-  std::vector<int32_t> out(std::min(c.index_topk, n));
+scratch_vector<int32_t> top_rows(const ModelConfig& c, const float* score, int64_t n) {
+  scratch_vector<int32_t> out(std::min(c.index_topk, n));
   out.resize(kernels::topk(score, n, static_cast<int64_t>(out.size()), out.data()));
   return out;
 }
 
 void trace_selection(const Batch& b, int64_t layer, int64_t row, const float* score, int64_t n,
-                     const std::vector<int32_t>& sel) {
+                     const scratch_vector<int32_t>& sel) {
   if (!b.trace || !*b.trace) return;
   (*b.trace)("index_score", layer, row, {score, static_cast<size_t>(n)});
-  std::vector<float> mark(n, -1.0f);
+  scratch_vector<float> mark(n, -1.0f);
   for (int32_t j : sel) mark[j] = static_cast<float>(j);
   (*b.trace)("sel", layer, row, mark);
 }
 
 // Every index key of the source layer as f32 [rows, dI]. The indexer scores the
 // whole visible context, so all rows are needed.
-std::vector<float> decode_index_keys(const KvStore& seq, int64_t src) {
+scratch_vector<float> decode_index_keys(const KvStore& seq, int64_t src) {
   const RowCodec& codec = seq.rows().ikey;
   const int64_t n = seq.compressed_rows(src);
-  std::vector<float> keys(n * codec.dim);
+  scratch_vector<float> keys(n * codec.dim);
   for (int64_t j = 0; j < n; ++j) codec.decode(seq.ikey_row(src, j), &keys[j * codec.dim]);
   return keys;
 }
@@ -71,10 +71,10 @@ void run_indexer(const LayerContext& ctx, const float* x, const float* ql, Selec
   const int64_t src = c.kv_source[ctx.layer], cs = c.candidate_source_layer_id;
   const bool level1 = ctx.layer == cs, level2 = cs >= 0 && ctx.layer > cs;
 
-  std::vector<float> qi = linear(ql, b.rows, iw.wq_b);
+  scratch_vector<float> qi = linear(ql, b.rows, iw.wq_b);
   rope_rows(qi.data(), b.rows * nI, dI, c.qk_rope_head_dim, b.pos.data(), nI, ctx.freqs);
   for (int64_t v = 0; v < b.rows * nI; ++v) kernels::fake_quant_mxfp4(&qi[v * dI], dI);
-  std::vector<float> wts = linear(x, b.rows, iw.weights_proj);
+  scratch_vector<float> wts = linear(x, b.rows, iw.weights_proj);
   const float wscale = 1.0f / std::sqrt(static_cast<float>(dI)) / std::sqrt(static_cast<float>(nI));
   for (float& v : wts) v *= wscale;
 
@@ -83,12 +83,12 @@ void run_indexer(const LayerContext& ctx, const float* x, const float* ql, Selec
   if (level1) sel.cand.assign(b.rows, {});
   for (int64_t s = 0; s < b.seqs(); ++s) {
     if (b.rows_of(s) == 0) continue;
-    const std::vector<float> keys = decode_index_keys(*b.states[s], src);
+    const scratch_vector<float> keys = decode_index_keys(*b.states[s], src);
     const int64_t nk = static_cast<int64_t>(keys.size()) / dI;
     const int64_t r0 = b.begin[s], m = b.begin[s + 1] - r0;
-    std::vector<int64_t> visible(m);
+    scratch_vector<int64_t> visible(m);
     for (int64_t i = 0; i < m; ++i) visible[i] = (b.pos[r0 + i] + 1) / r;
-    std::vector<int32_t> cands;
+    scratch_vector<int32_t> cands;
     int64_t max_cand = 1;  // at least one slot: a null list would mean "no restriction"
     if (level2) {
       for (int64_t i = 0; i < m; ++i)
@@ -97,7 +97,7 @@ void run_indexer(const LayerContext& ctx, const float* x, const float* ql, Selec
       for (int64_t i = 0; i < m; ++i)
         std::copy(sel.cand[r0 + i].begin(), sel.cand[r0 + i].end(), &cands[i * max_cand]);
     }
-    std::vector<float> score(m * std::max<int64_t>(nk, 1));
+    scratch_vector<float> score(m * std::max<int64_t>(nk, 1));
     kernels::IndexerScoreParams p;
     p.q = &qi[r0 * nI * dI];
     p.w = &wts[r0 * nI];

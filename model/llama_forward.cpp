@@ -103,9 +103,9 @@ void LlamaForward::attention_block(const LlamaLayerWeights& lw, int64_t layer,
   const int64_t T = static_cast<int64_t>(x.size()) / cfg_.dim, H = cfg_.heads, KV = cfg_.kv_heads,
                 hd = cfg_.head_dim;
   const Vec attn_in = normed(x, T, cfg_.dim, lw.attn_norm, cfg_.rms_eps);
-  Vec q = linear(attn_in.data(), T, lw.wq.view());  // [T, H, hd]
-  Vec k = linear(attn_in.data(), T, lw.wk.view());  // [T, KV, hd]
-  const Vec v = linear(attn_in.data(), T, lw.wv.view());
+  auto q = linear(attn_in.data(), T, lw.wq.view());  // [T, H, hd]
+  auto k = linear(attn_in.data(), T, lw.wk.view());  // [T, KV, hd]
+  const auto v = linear(attn_in.data(), T, lw.wv.view());
   std::vector<int64_t> positions(static_cast<size_t>(T));
   for (const Segment& sg : segs)
     std::iota(positions.begin() + sg.row, positions.begin() + sg.row + sg.count, sg.start);
@@ -122,7 +122,7 @@ void LlamaForward::attention_block(const LlamaLayerWeights& lw, int64_t layer,
     causal_attention(seg_q, k_cache, v_cache, sg.start, sg.count, H, KV, hd, seg_out);
     std::copy(seg_out.begin(), seg_out.end(), attn.begin() + sg.row * H * hd);
   }
-  const Vec attn_out = linear(attn.data(), T, lw.wo.view());
+  const auto attn_out = linear(attn.data(), T, lw.wo.view());
   for (size_t i = 0; i < x.size(); ++i) x[i] += attn_out[i];
 }
 
@@ -137,7 +137,7 @@ void LlamaForward::ffn_block(const LlamaLayerWeights& lw, Vec& x) const {
   std::vector<int32_t> pick(static_cast<size_t>(T * top_k), 0);
   Vec weight(static_cast<size_t>(T * top_k), 1.0f);
   if (cfg_.is_moe()) {
-    const Vec router_logits = linear(ffn_in.data(), T, lw.router.view());  // [T, E]
+    const auto router_logits = linear(ffn_in.data(), T, lw.router.view());  // [T, E]
     for (int64_t t = 0; t < T; ++t)
       route_softmax_topk(router_logits.data() + t * E, E, top_k, pick.data() + t * top_k,
                          weight.data() + t * top_k);
@@ -210,7 +210,9 @@ std::vector<float> LlamaForward::forward(std::span<const Segment> segs,
   const int64_t rows = all_logits ? T : 1;
   const Vec last(x.end() - rows * D, x.end());
   const Vec out_in = normed(last, rows, D, w_.output_norm, cfg_.rms_eps);
-  return linear(out_in.data(), rows, w_.output_view());
+  Vec logits(static_cast<size_t>(rows * w_.output_view().rows));
+  linear(out_in.data(), rows, w_.output_view(), logits.data());
+  return logits;
 }
 
 }  // namespace troupe::model

@@ -10,10 +10,10 @@ void moe_layer(const ModelConfig& c, const MoeWeights& w, int64_t layer, const B
                const float* x, float* out, int64_t top_k, RoutedExperts* routed) {
   const int64_t rows = b.rows, H = c.hidden_size, kE = top_k > 0 ? top_k : c.top_k;
   const int64_t nE = static_cast<int64_t>(w.experts.size());
-  std::vector<float> logits = linear(x, rows, w.gate);
+  scratch_vector<float> logits = linear(x, rows, w.gate);
   b.record("moe_gate_logits", layer, logits.data(), nE);
-  std::vector<int32_t> pick(rows * kE);
-  std::vector<float> weight(rows * kE);
+  scratch_vector<int32_t> pick(rows * kE);
+  scratch_vector<float> weight(rows * kE);
   kernels::MoeGateParams g;
   g.logits = logits.data();
   g.bias = w.gate_bias.data();
@@ -28,8 +28,8 @@ void moe_layer(const ModelConfig& c, const MoeWeights& w, int64_t layer, const B
   b.record_ints("moe_pick", layer, pick.data(), kE);
 
   std::fill(out, out + rows * H, 0.0f);
-  std::vector<int32_t> shared_pick(rows, 0);
-  std::vector<float> shared_weight(rows, 1.0f);
+  scratch_vector<int32_t> shared_pick(rows, 0);
+  scratch_vector<float> shared_weight(rows, 1.0f);
   kernels::MoeExpertsParams e;
   e.x = x;
   e.out = out;

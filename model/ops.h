@@ -6,10 +6,13 @@
 #include <vector>
 
 #include "kernels/gemm.h"
+#include "kernels/scratch.h"
 #include "kernels/norm.h"
 #include "kernels/rope.h"
 
 namespace troupe::model {
+
+using kernels::scratch_vector;
 
 // y[rows, w.rows] = x[rows, w.cols] · wᵀ (strides default to dense).
 inline void linear(const float* x, int64_t rows, const kernels::WeightView& w, float* y,
@@ -24,8 +27,9 @@ inline void linear(const float* x, int64_t rows, const kernels::WeightView& w, f
   kernels::gemm(g);
 }
 
-inline std::vector<float> linear(const float* x, int64_t rows, const kernels::WeightView& w) {
-  std::vector<float> y(rows * w.rows);
+inline kernels::scratch_vector<float> linear(const float* x, int64_t rows,
+                                            const kernels::WeightView& w) {
+  kernels::scratch_vector<float> y(rows * w.rows);
   linear(x, rows, w, y.data());
   return y;
 }

@@ -143,7 +143,17 @@ void Engine::add_request(RequestId id, std::span<const int32_t> prompt, RequestP
 void Engine::abort(RequestId id) { scheduler_->abort(id); }
 
 std::vector<RequestOutput> Engine::step() {
-  return pipeline_->step([this](const StepPlan& plan) { return executor_->run(plan); });
+  std::vector<RequestOutput> outputs;
+  step(outputs);
+  return outputs;
+}
+
+void Engine::step(std::vector<RequestOutput>& outputs) {
+  pipeline_->step(
+      [this](const StepPlan& plan, std::vector<SampledChunk>& sampled) {
+        executor_->run(plan, sampled);
+      },
+      outputs);
 }
 
 EngineFigures Engine::figures() const { return current_figures(counts_, *scheduler_, *kv_); }

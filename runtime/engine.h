@@ -91,6 +91,11 @@ class Engine {
                    std::vector<Sibling> siblings = {});
   void abort(RequestId id);
   std::vector<RequestOutput> step();
+  // The low-latency form: `outputs` (emptied first) gets the step's outputs. Passing the
+  // same vector every step lets the engine reuse their buffers: a decode step of a steady
+  // batch (no new requests, greedy, no logprobs or text) makes no heap allocation
+  // (tests/runtime/decode_allocations_test.cpp; docs/dspark.md, "Low-latency path").
+  void step(std::vector<RequestOutput>& outputs);
   bool has_unfinished() const { return pipeline_->busy(); }
 
   const KvCacheManager& kv_cache() const { return *kv_; }

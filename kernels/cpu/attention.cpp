@@ -12,6 +12,7 @@
 #include "kernels/cpu/attention_rows.h"
 #include "kernels/dispatch.h"
 #include "kernels/parallel.h"
+#include "kernels/scratch.h"
 
 namespace troupe::kernels::cpu {
 namespace {
@@ -56,7 +57,7 @@ float exp_sum_portable(float* x, int64_t n, float shift) {
 
 // Running softmax state of one (query, head block).
 struct HeadState {
-  std::vector<float> max, sum, acc;  // [nh], [nh], [nh, dim]
+  scratch_vector<float> max, sum, acc;  // [nh], [nh], [nh, dim]
 };
 
 // Turns a tile's raw dots into weights e^{ℓ - max} under the updated running max,
@@ -86,7 +87,7 @@ void softmax_tile(float* logits, int64_t nh, int64_t nt, int64_t dim, float scal
 }
 
 void attend_block(const AttentionParams& p, int64_t m, int64_t h0, int64_t nh,
-                  const AttentionKernels& k, HeadState& s, std::vector<const float*>& rows) {
+                  const AttentionKernels& k, HeadState& s, scratch_vector<const float*>& rows) {
   rows.clear();
   for (int64_t j = 0; j < p.max_keys; ++j)
     if (const float* r = p.keys[m * p.max_keys + j]) rows.push_back(r);
@@ -122,7 +123,7 @@ void attention(const AttentionParams& p, const AttentionKernels& k) {
   const int64_t blocks = (p.heads + kHeadBlock - 1) / kHeadBlock;
   parallel_for(p.m * blocks, 1, [&](int64_t begin, int64_t end) {
     HeadState state;
-    std::vector<const float*> rows;
+    scratch_vector<const float*> rows;
     for (int64_t task = begin; task < end; ++task) {
       const int64_t m = task / blocks;
       const int64_t h0 = (task % blocks) * kHeadBlock;

@@ -10,6 +10,7 @@
 #include "kernels/dispatch.h"
 #include "kernels/parallel.h"
 #include "kernels/quant.h"
+#include "kernels/scratch.h"
 
 namespace troupe::kernels::cpu {
 namespace {
@@ -71,7 +72,7 @@ void gemm_portable(const GemmParams& p) {
   if (gemm_trivial(p, sh)) return;
   const float* x = p.x;
   int64_t ldx = sh.ldx;
-  std::vector<float> rounded;  // GemmPrecision::Bf16: the activations as bf16 values
+  scratch_vector<float> rounded;  // GemmPrecision::Bf16: the activations as bf16 values
   if (p.precision == GemmPrecision::Bf16) {
     rounded.resize(static_cast<size_t>(sh.m * sh.k));
     for (int64_t m = 0; m < sh.m; ++m)
@@ -81,7 +82,7 @@ void gemm_portable(const GemmParams& p) {
     ldx = sh.k;
   }
   parallel_for(sh.n, gemm_min_chunk(sh, kPanelRows), [&](int64_t nb, int64_t ne) {
-    std::vector<float> panel(static_cast<size_t>(kPanelRows * sh.k));
+    scratch_vector<float> panel(static_cast<size_t>(kPanelRows * sh.k));
     for (int64_t n0 = nb; n0 < ne; n0 += kPanelRows) {
       const int64_t rows = std::min(kPanelRows, ne - n0);
       dequantize_rows(p.w, n0, rows, panel.data());

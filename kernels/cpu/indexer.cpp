@@ -11,6 +11,7 @@
 #include "kernels/cpu/indexer_rows.h"
 #include "kernels/dispatch.h"
 #include "kernels/parallel.h"
+#include "kernels/scratch.h"
 
 namespace troupe::kernels::cpu {
 namespace {
@@ -20,7 +21,7 @@ constexpr int64_t kCandidateSplits = 16;  // candidate scoring: row ranges per q
 
 void rows_portable(const float* qT, const float* w, int64_t hp, int64_t dim, const float* keys,
                    int64_t n_rows, float* out) {
-  std::vector<float> acc(hp);
+  scratch_vector<float> acc(hp);
   for (int64_t r = 0; r < n_rows; ++r) {
     const float* key = keys + r * dim;
     std::fill(acc.begin(), acc.end(), 0.0f);
@@ -36,7 +37,7 @@ void rows_portable(const float* qT, const float* w, int64_t hp, int64_t dim, con
 // once per call: tasks alternate queries, and re-transposing per task cost ~25%.
 struct QueryLayout {
   int64_t hp = 0;
-  std::vector<float> qT, w;  // [M, dim, hp], [M, hp]
+  scratch_vector<float> qT, w;  // [M, dim, hp], [M, hp]
 };
 
 QueryLayout transpose_queries(const IndexerScoreParams& p) {

@@ -18,6 +18,7 @@
 #include "kernels/moe.h"
 #include "kernels/moe_scalar.h"
 #include "kernels/parallel.h"
+#include "kernels/scratch.h"
 
 namespace troupe::kernels::cpu {
 namespace {
@@ -53,9 +54,9 @@ void gate_row(const MoeGateParams& p, const float* logits, float* s, float* best
 }
 
 struct Routing {
-  std::vector<int64_t> offset;  // [experts + 1] grouped rows of expert e: [offset[e], offset[e+1])
-  std::vector<int64_t> entry;   // [R] entry t·top_k + k of each grouped row, ascending per expert
-  std::vector<int64_t> row_of;  // [M·top_k] grouped row of each entry; -1 = skipped slot
+  scratch_vector<int64_t> offset;  // [experts + 1] grouped rows of expert e: [offset[e], offset[e+1])
+  scratch_vector<int64_t> entry;   // [R] entry t·top_k + k of each grouped row, ascending per expert
+  scratch_vector<int64_t> row_of;  // [M·top_k] grouped row of each entry; -1 = skipped slot
 };
 
 // Counting sort of the entries by expert; stable, so each expert sees its tokens in order.
@@ -67,7 +68,7 @@ Routing group_by_expert(const MoeExpertsParams& p) {
     if (p.pick[i] >= 0) r.offset[p.pick[i] + 1]++;
   }
   for (int64_t e = 0; e < p.experts_count; ++e) r.offset[e + 1] += r.offset[e];
-  std::vector<int64_t> next(r.offset.begin(), r.offset.end() - 1);
+  scratch_vector<int64_t> next(r.offset.begin(), r.offset.end() - 1);
   r.entry.resize(r.offset.back());
   r.row_of.assign(entries, -1);
   for (int64_t i = 0; i < entries; ++i) {
@@ -80,7 +81,7 @@ Routing group_by_expert(const MoeExpertsParams& p) {
 }
 
 struct Scratch {
-  std::vector<float> xg, a, b;  // [c, H], [c, I], [c, I] for the expert being run
+  scratch_vector<float> xg, a, b;  // [c, H], [c, I], [c, I] for the expert being run
 };
 
 // Runs expert e on its grouped rows; writes ys rows [offset[e], offset[e+1]).
@@ -118,15 +119,15 @@ void run_expert(const MoeExpertsParams& p, const Routing& r, int64_t e, Scratch&
 // Heuristic (kept apart from the kernel): cost of an active expert ~ its rows plus a
 // fixed part for streaming its weights, worth about kFixedRows rows of arithmetic.
 // Returns part boundaries [parts + 1] over expert ids with roughly equal cost.
-std::vector<int64_t> split_experts(const Routing& r, int64_t parts) {
+scratch_vector<int64_t> split_experts(const Routing& r, int64_t parts) {
   constexpr int64_t kFixedRows = 8;
   const int64_t experts = static_cast<int64_t>(r.offset.size()) - 1;
-  std::vector<int64_t> cost_before(experts + 1, 0);
+  scratch_vector<int64_t> cost_before(experts + 1, 0);
   for (int64_t e = 0; e < experts; ++e) {
     const int64_t c = r.offset[e + 1] - r.offset[e];
     cost_before[e + 1] = cost_before[e] + (c > 0 ? c + kFixedRows : 0);
   }
-  std::vector<int64_t> bound(parts + 1, experts);
+  scratch_vector<int64_t> bound(parts + 1, experts);
   bound[0] = 0;
   for (int64_t j = 1; j < parts; ++j) {
     const int64_t target = cost_before.back() * j / parts;
@@ -146,7 +147,7 @@ void run_all_experts(const MoeExpertsParams& p, const Routing& r, float* ys) {
     return;
   }
   // Many experts: threads take disjoint expert ranges; their GEMMs run inline.
-  const std::vector<int64_t> bound = split_experts(r, parts);
+  const scratch_vector<int64_t> bound = split_experts(r, parts);
   parallel_for(parts, 1, [&](int64_t part0, int64_t part1) {
     Scratch s;
     for (int64_t e = bound[part0]; e < bound[part1]; ++e) run_expert(p, r, e, s, ys);
@@ -157,7 +158,7 @@ void run_all_experts(const MoeExpertsParams& p, const Routing& r, float* ys) {
 
 void moe_gate(const MoeGateParams& p) {
   parallel_for(p.m, 16, [&](int64_t t0, int64_t t1) {
-    std::vector<float> s(p.experts), best_score(p.top_k);
+    scratch_vector<float> s(p.experts), best_score(p.top_k);
     for (int64_t t = t0; t < t1; ++t) {
       gate_row(p, p.logits + t * p.experts, s.data(), best_score.data(), p.pick + t * p.top_k,
                p.weight + t * p.top_k);
@@ -179,7 +180,7 @@ void moe_combine(const MoeCombineParams& p) {
 
 void moe_experts(const MoeExpertsParams& p) {
   const Routing r = group_by_expert(p);
-  std::vector<float> ys(r.entry.size() * p.hidden);
+  scratch_vector<float> ys(r.entry.size() * p.hidden);
   run_all_experts(p, r, ys.data());
   MoeCombineParams c;
   c.out = p.out;
@@ -207,7 +208,7 @@ void moe_expert_rows(const MoeExpertRowsParams& p) {
   e.swiglu_limit = p.swiglu_limit;
   e.precision = p.precision;
   const Routing r = group_by_expert(e);
-  std::vector<float> ys(r.entry.size() * p.hidden);
+  scratch_vector<float> ys(r.entry.size() * p.hidden);
   run_all_experts(e, r, ys.data());
   for (int64_t i = 0; i < p.n; ++i) {
     float* y = p.y + i * p.hidden;

@@ -8,6 +8,7 @@
 #include "kernels/cpu/rope_rows.h"
 #include "kernels/dispatch.h"
 #include "kernels/parallel.h"
+#include "kernels/scratch.h"
 
 namespace troupe::kernels::cpu {
 namespace {
@@ -47,7 +48,7 @@ void rope(const RopeParams& p, RopeRotateFn rotate) {
   const int64_t base = p.n - p.rope_dim;
   const int64_t min_chunk = std::max<int64_t>(1, 8192 / std::max<int64_t>(p.rope_dim, 1));
   parallel_for(p.count, min_chunk, [&](int64_t begin, int64_t end) {
-    std::vector<float> cos2(p.rope_dim), sin2(p.rope_dim);
+    scratch_vector<float> cos2(p.rope_dim), sin2(p.rope_dim);
     int64_t group = -1;
     for (int64_t v = begin; v < end; ++v) {
       if (v / p.per_position != group) {

@@ -8,6 +8,7 @@
 #include "kernels/parallel.h"
 #include "kernels/sampling.h"
 #include "kernels/sampling_rules.h"
+#include "kernels/scratch.h"
 
 namespace troupe::kernels::cpu {
 namespace {
@@ -15,7 +16,7 @@ namespace {
 // idx[0, sorted) holds O[0, sorted); the rest are the other tokens in no order.
 class LazyOrder {
  public:
-  LazyOrder(const float* e, int64_t vocab, std::vector<int32_t>& idx) : e_(e), idx_(idx) {
+  LazyOrder(const float* e, int64_t vocab, scratch_vector<int32_t>& idx) : e_(e), idx_(idx) {
     idx_.resize(vocab);
     std::iota(idx_.begin(), idx_.end(), 0);
   }
@@ -42,7 +43,7 @@ class LazyOrder {
   }
 
   const float* e_;
-  std::vector<int32_t>& idx_;
+  scratch_vector<int32_t>& idx_;
   int64_t sorted_ = 0;
 };
 
@@ -50,8 +51,8 @@ class LazyOrder {
 
 void sample(const SampleParams& p) {
   parallel_for(p.m, 1, [&](int64_t r0, int64_t r1) {
-    std::vector<float> e;
-    std::vector<int32_t> idx;
+    scratch_vector<float> e;
+    scratch_vector<int32_t> idx;
     for (int64_t r = r0; r < r1; ++r) {
       const SamplingParams& sp = p.sampling[r];
       const float* logits = p.logits + r * p.vocab;

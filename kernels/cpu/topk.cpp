@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "kernels/indexer.h"
+#include "kernels/scratch.h"
 
 namespace troupe::kernels::cpu {
 namespace {
@@ -103,7 +104,7 @@ int64_t refine(const float* score, int64_t n, int64_t k, Frontier& f) {
 }
 
 // Sorts picks into rank order and writes their indices.
-int64_t emit(std::vector<Pick>& picks, int32_t* out) {
+int64_t emit(scratch_vector<Pick>& picks, int32_t* out) {
   std::sort(picks.begin(), picks.end(), [](const Pick& a, const Pick& b) {
     return a.key > b.key || (a.key == b.key && a.index < b.index);
   });
@@ -112,7 +113,7 @@ int64_t emit(std::vector<Pick>& picks, int32_t* out) {
 }
 
 int64_t take_all_included(const float* score, int64_t n, int32_t* out) {
-  std::vector<Pick> picks;
+  scratch_vector<Pick> picks;
   for (int64_t j = 0; j < n; ++j)
     if (const uint32_t key = order_key(score[j])) picks.push_back({key, static_cast<int32_t>(j)});
   return emit(picks, out);
@@ -128,7 +129,7 @@ int64_t topk(const float* score, int64_t n, int64_t k, int32_t* out) {
   // Scan in index order: keys above the prefix are in; the bucket is gathered (or,
   // when the whole key is resolved, its first `need` entries are simply taken).
   const int64_t need = k - f.above;
-  std::vector<Pick> picks, bucket;
+  scratch_vector<Pick> picks, bucket;
   picks.reserve(k);
   bucket.reserve(f.shift > 0 ? f.in_bucket : 0);
   for (int64_t j = 0; j < n; ++j) {
@@ -143,7 +144,7 @@ int64_t topk(const float* score, int64_t n, int64_t k, int32_t* out) {
     picks.insert(picks.end(), bucket.begin(), bucket.end());
     return emit(picks, out);
   }
-  std::vector<uint32_t> keys(bucket.size());
+  scratch_vector<uint32_t> keys(bucket.size());
   for (size_t i = 0; i < bucket.size(); ++i) keys[i] = bucket[i].key;
   std::nth_element(keys.begin(), keys.begin() + (need - 1), keys.end(), std::greater<>());
   const uint32_t threshold = keys[need - 1];

@@ -56,20 +56,47 @@ void Executor::apply_tier_ops(const StepPlan& plan) {
 }
 
 std::vector<SampledChunk> Executor::run(const StepPlan& plan) {
+  std::vector<SampledChunk> sampled;
+  run(plan, sampled);
+  return sampled;
+}
+
+PagedSequence& Executor::sequence(size_t i, const ScheduledChunk& c, int64_t kv_length) {
+  const int64_t lookback_start = c.start - static_cast<int64_t>(c.lookback.size());
+  if (i == step_.seqs.size()) {
+    step_.seqs.push_back(std::make_unique<PagedSequence>(storage_, c.block_table, c.swa_slot,
+                                                         c.lookback, lookback_start, kv_length));
+  } else {
+    step_.seqs[i]->reset(c.block_table, c.swa_slot, c.lookback, lookback_start, kv_length);
+  }
+  return *step_.seqs[i];
+}
+
+StepUndo& Executor::undo(size_t i, const ScheduledChunk& c, int64_t end) {
+  if (i == step_.undos.size()) {
+    step_.undos.push_back(std::make_unique<StepUndo>(storage_, c.swa_slot, c.start, end));
+  } else {
+    step_.undos[i]->reset(c.swa_slot, c.start, end);
+  }
+  return *step_.undos[i];
+}
+
+void Executor::run(const StepPlan& plan, std::vector<SampledChunk>& sampled) {
   kernels::ScopedExecContext bind(*context_);
   for (RequestId id : plan.preempted) drop(id);
   for (RequestId id : plan.finished) drop(id);
   // Before any chunk reads or writes a block: saves read blocks this plan's chunks will
   // overwrite, loads fill blocks its hits read.
   apply_tier_ops(plan);
-  std::vector<std::unique_ptr<PagedSequence>> seqs;
-  std::vector<std::vector<int32_t>> tokens(plan.chunks.size());
-  std::vector<size_t> ran;  // plan.chunks index of each input
-  std::vector<model::SequenceInput> inputs;
-  std::vector<std::unique_ptr<StepUndo>> undo(plan.chunks.size());  // speculative chunks
+  StepBuffers& b = step_;
+  b.tokens.resize(plan.chunks.size());
+  b.ran.clear();
+  b.inputs.clear();
+  b.undo_of.assign(plan.chunks.size(), nullptr);
+  size_t undos = 0;
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     const ScheduledChunk& c = plan.chunks[i];
-    if (c.fork || !resolve_tokens(c, tokens[i])) continue;  // a fork has no rows to run
+    if (c.fork || !resolve_tokens(c, b.tokens[i])) continue;  // a fork has no rows to run
     // A request starting (or restarting after preemption) gets clean rings and carry, or
     // those of the window snapshot its prefix hit restores (no replay then).
     auto it = started_.find(c.id);
@@ -84,59 +111,65 @@ std::vector<SampledChunk> Executor::run(const StepPlan& plan) {
     }
     const bool replay = c.start < c.num_cached_tokens;  // rebuild windows before the hit
     const int64_t kv_length = replay ? c.num_cached_tokens : c.start;
-    const int64_t lookback_start = c.start - static_cast<int64_t>(c.lookback.size());
-    seqs.push_back(std::make_unique<PagedSequence>(storage_, c.block_table, c.swa_slot, c.lookback,
-                                                   lookback_start, kv_length));
+    PagedSequence& seq = sequence(b.inputs.size(), c, kv_length);
     const bool speculative = c.num_draft_tokens > 0 && drafter_ != nullptr;
     if (speculative) {
-      draft(c, tokens[i]);
-      const int64_t end = c.start + static_cast<int64_t>(tokens[i].size());
-      undo[i] = std::make_unique<StepUndo>(storage_, c.swa_slot, c.start, end);
-      seqs.back()->keep_closed_groups(undo[i].get());
+      draft(c, b.tokens[i]);
+      const int64_t end = c.start + static_cast<int64_t>(b.tokens[i].size());
+      b.undo_of[i] = &undo(undos++, c, end);
+      seq.keep_closed_groups(b.undo_of[i]);
     }
-    model::SequenceInput in{seqs.back().get(), tokens[i], speculative, decoder_tail_start(c)};
+    model::SequenceInput in{&seq, b.tokens[i], speculative, decoder_tail_start(c)};
     in.first_position = c.start;
     if (replay && options_.prefix_replay == PrefixReplay::Exact) in.window_rows_from = c.start;
-    inputs.push_back(in);
-    ran.push_back(i);
+    b.inputs.push_back(in);
+    b.ran.push_back(i);
   }
-  std::vector<SampledChunk> sampled(plan.chunks.size());
+  sampled.resize(plan.chunks.size());
+  for (SampledChunk& s : sampled) {
+    s.tokens.clear();
+    s.logprobs.clear();
+    s.num_draft_tokens = 0;
+  }
   if (routed_ != nullptr) routed_->begin_step();
-  if (inputs.empty()) {
+  if (b.inputs.empty()) {
     if (routed_ != nullptr) forward_.run_idle(*routed_);  // a dummy step: join the exchange
-    return sampled;
+    return;
   }
-  const auto logits = forward_.run(inputs, nullptr, routed_);
+  forward_.run(b.inputs, b.logits, nullptr, routed_);
   // Chunks that ended on a block boundary: their rings now hold the state there.
-  for (size_t i : ran)
+  for (size_t i : b.ran)
     if (plan.chunks[i].snapshot_slot >= 0)
       storage_.copy_slot(plan.chunks[i].swa_slot, plan.chunks[i].snapshot_slot);
 
   const int64_t V = forward_.config().vocab_size;
-  std::unordered_map<RequestId, size_t> logits_of;  // request id -> its row in logits
-  for (size_t k = 0; k < ran.size(); ++k) {
-    const ScheduledChunk& c = plan.chunks[ran[k]];
+  for (size_t k = 0; k < b.ran.size(); ++k) {
+    const size_t i = b.ran[k];
+    const ScheduledChunk& c = plan.chunks[i];
     if (!c.sample) continue;
-    if (undo[ran[k]] != nullptr) {  // keep the accepted positions' state only
-      sampled[ran[k]] = verify(c, tokens[ran[k]], logits[k]);
-      undo[ran[k]]->rollback(c.start + static_cast<int64_t>(sampled[ran[k]].tokens.size()));
+    if (b.undo_of[i] != nullptr) {  // keep the accepted positions' state only
+      verify(c, b.tokens[i], b.logits[k], sampled[i]);
+      b.undo_of[i]->rollback(c.start + static_cast<int64_t>(sampled[i].tokens.size()));
     } else {
-      TROUPE_CHECK(static_cast<int64_t>(logits[k].size()) == V, "no logits for request ", c.id);
-      sampled[ran[k]] = sample(c, logits[k]);
+      TROUPE_CHECK(static_cast<int64_t>(b.logits[k].size()) == V, "no logits for request ", c.id);
+      sample(c, b.logits[k], sampled[i]);
     }
-    logits_of[c.id] = k;
   }
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     const ScheduledChunk& c = plan.chunks[i];
     if (!c.fork) continue;
-    auto it = logits_of.find(c.fork->parent);
-    if (it != logits_of.end()) sampled[i] = run_fork(c, logits[it->second]);
+    // The leader's logits: its sampled chunk in this plan (forks follow their leaders).
+    for (size_t k = 0; k < b.ran.size(); ++k) {
+      const ScheduledChunk& leader = plan.chunks[b.ran[k]];
+      if (leader.id != c.fork->parent || !leader.sample) continue;
+      run_fork(c, b.logits[k], sampled[i]);
+      break;
+    }
   }
-  return sampled;
 }
 
-SampledChunk Executor::sample(const ScheduledChunk& c, std::span<const float> logits,
-                              uint64_t later) {
+int32_t Executor::sample(const ScheduledChunk& c, std::span<const float> logits,
+                         SampledChunk& out, uint64_t later) {
   int32_t token = 0;
   // The draws depend on the request's seed and output index only (not on its id, batch or
   // step), so a seed reproduces across requests as with vLLM's per-request generator.
@@ -150,11 +183,10 @@ SampledChunk Executor::sample(const ScheduledChunk& c, std::span<const float> lo
   sp.streams = &stream;
   sp.counters = &counter;
   kernels::sample(sp);
-  SampledChunk out;
-  out.tokens = {token};
-  if (c.num_logprobs >= 0) out.logprobs = {sample_logprobs(logits, token, c.num_logprobs)};
+  out.tokens.push_back(token);
+  if (c.num_logprobs >= 0) out.logprobs.push_back(sample_logprobs(logits, token, c.num_logprobs));
   last_sampled_[c.id] = {c.generation, token};
-  return out;
+  return token;
 }
 
 void Executor::draft(const ScheduledChunk& c, std::vector<int32_t>& tokens) const {
@@ -165,19 +197,17 @@ void Executor::draft(const ScheduledChunk& c, std::vector<int32_t>& tokens) cons
   model::FeatureRing* F = storage_.features(c.swa_slot);
   const DraftQuery q{c.id, c.start - 1, c.lookback.back(), tokens[0],
                      std::min(c.num_draft_tokens, room), F};
-  const std::vector<int32_t> drafts = drafter_->propose(q);
-  TROUPE_CHECK(static_cast<int64_t>(drafts.size()) <= q.k, "drafter proposed ", drafts.size(),
-               " tokens for ", q.k, " places");
-  tokens.insert(tokens.end(), drafts.begin(), drafts.end());
+  drafter_->propose(q, tokens);
+  TROUPE_CHECK(static_cast<int64_t>(tokens.size()) - 1 <= q.k, "drafter proposed ",
+               tokens.size() - 1, " tokens for ", q.k, " places");
 }
 
-SampledChunk Executor::verify(const ScheduledChunk& c, std::span<const int32_t> tokens,
-                              std::span<const float> logits) {
+void Executor::verify(const ScheduledChunk& c, std::span<const int32_t> tokens,
+                      std::span<const float> logits, SampledChunk& out) {
   const int64_t V = forward_.config().vocab_size;
   const auto rows = static_cast<int64_t>(tokens.size());
   TROUPE_CHECK(static_cast<int64_t>(logits.size()) == rows * V, "no verify logits for request ",
                c.id);
-  SampledChunk out;
   out.num_draft_tokens = rows - 1;
   // Row j's logits predict position start + j + 1, whose draft is tokens[j + 1]. Each
   // emitted token is drawn by sample() with its own output index, exactly as a plain
@@ -187,19 +217,17 @@ SampledChunk Executor::verify(const ScheduledChunk& c, std::span<const int32_t> 
   // p without d, renormalised - so every emitted token has the target's distribution,
   // and with the same seed the very tokens of plain decoding.
   for (int64_t j = 0; j < rows; ++j) {
-    SampledChunk one = sample(c, logits.subspan(j * V, V), static_cast<uint64_t>(j));
-    out.tokens.push_back(one.tokens[0]);
-    if (!one.logprobs.empty()) out.logprobs.push_back(std::move(one.logprobs[0]));
-    if (j + 1 == rows || one.tokens[0] != tokens[j + 1]) break;  // the first disagreement
+    const int32_t t = sample(c, logits.subspan(j * V, V), out, static_cast<uint64_t>(j));
+    if (j + 1 == rows || t != tokens[j + 1]) break;  // the first disagreement
   }
-  return out;
 }
 
-SampledChunk Executor::run_fork(const ScheduledChunk& c, std::span<const float> leader_logits) {
+void Executor::run_fork(const ScheduledChunk& c, std::span<const float> leader_logits,
+                        SampledChunk& out) {
   storage_.copy_slot(c.fork->src_slot, c.swa_slot);
   if (c.fork->src_block >= 0) storage_.copy_block(c.fork->src_block, c.fork->dst_block);
   started_[c.id] = c.generation;  // set up: its first decode must not reset the copied rings
-  return sample(c, leader_logits);
+  sample(c, leader_logits, out);
 }
 
 }  // namespace troupe::runtime

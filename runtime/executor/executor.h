@@ -12,6 +12,7 @@
 #include "kernels/exec_context.h"
 #include "model/forward.h"
 #include "runtime/kv_cache/paged_kv.h"
+#include "runtime/kv_cache/step_undo.h"
 #include "runtime/kv_cache/tier_storage.h"
 #include "runtime/scheduler/step_plan.h"
 #include "runtime/speculative/drafter.h"
@@ -68,6 +69,10 @@ class Executor {
   // logprobs when the chunk asks for them. Everything it needs travels in the plan
   // (tokens, lookback, tables, slots).
   std::vector<SampledChunk> run(const StepPlan& plan);
+  // The same into `sampled` ([plan.chunks.size()]); each element's vectors keep their
+  // capacity, so with the same vector every step (and the executor's own per-step
+  // buffers, kept across steps) a steady decode step makes no heap allocation here.
+  void run(const StepPlan& plan, std::vector<SampledChunk>& sampled);
 
   const kernels::ExecContext& context() const { return *context_; }
   // The host and disk tiers' bytes, for plans with tier_ops (nullptr: none come).
@@ -93,18 +98,23 @@ class Executor {
   // the plan was made ahead of). False if there is none (that step failed): skip it.
   bool resolve_tokens(const ScheduledChunk& c, std::vector<int32_t>& tokens) const;
 
-  // Samples chunk c's token from `logits` (its own stream: the request id) and records it;
-  // `later`: the token is that many output tokens after the chunk's first (verify rows).
-  SampledChunk sample(const ScheduledChunk& c, std::span<const float> logits, uint64_t later = 0);
+  // Samples chunk c's token from `logits` (its own stream: the request id), records it
+  // and appends it (and its logprobs) to `out`; `later`: the token is that many output
+  // tokens after the chunk's first (verify rows).
+  int32_t sample(const ScheduledChunk& c, std::span<const float> logits, SampledChunk& out,
+                 uint64_t later = 0);
   // Drafts for a speculative chunk whose tokens are [bonus]; appends them to tokens.
   void draft(const ScheduledChunk& c, std::vector<int32_t>& tokens) const;
   // Verification of [bonus, d_1..d_k'] from their logits [k' + 1, V]: the drafts the
   // target's own draws agree with, then the target's token (MODEL.md §8; greedy: argmax).
-  SampledChunk verify(const ScheduledChunk& c, std::span<const int32_t> tokens,
-                      std::span<const float> logits);
+  void verify(const ScheduledChunk& c, std::span<const int32_t> tokens,
+              std::span<const float> logits, SampledChunk& out);
   // A fork chunk: the sibling gets its leader's state (right after the leader's prompt,
   // before any later plan runs) and its first sample from the leader's logits.
-  SampledChunk run_fork(const ScheduledChunk& c, std::span<const float> leader_logits);
+  void run_fork(const ScheduledChunk& c, std::span<const float> leader_logits, SampledChunk& out);
+  // The step's i-th PagedSequence / StepUndo, reset for this step (kept across steps).
+  PagedSequence& sequence(size_t i, const ScheduledChunk& c, int64_t kv_length);
+  StepUndo& undo(size_t i, const ScheduledChunk& c, int64_t end);
 
   // Positions [P', E) of a chunk's decoder tail (§6), or -1 for every layer.
   int64_t decoder_tail_start(const ScheduledChunk& chunk) const;
@@ -118,6 +128,17 @@ class Executor {
   TierStorage* tiers_ = nullptr;
   std::unordered_map<RequestId, int64_t> started_;  // id -> generation whose slot is set up
   std::unordered_map<RequestId, Sampled> last_sampled_;
+  // One step's working state, kept across steps for its capacity (the low-latency path:
+  // built once, updated in place). Index k = the k-th chunk that runs rows.
+  struct StepBuffers {
+    std::vector<std::vector<int32_t>> tokens;            // [chunks] resolved (+ drafts)
+    std::vector<size_t> ran;                             // [k] its plan.chunks index
+    std::vector<model::SequenceInput> inputs;            // [k]
+    std::vector<std::unique_ptr<PagedSequence>> seqs;    // [>= k]
+    std::vector<std::unique_ptr<StepUndo>> undos;        // [>= speculative chunks]
+    std::vector<StepUndo*> undo_of;                      // [chunks] or null
+    std::vector<std::vector<float>> logits;              // [k] the forward's
+  } step_;
 };
 
 }  // namespace troupe::runtime

@@ -218,6 +218,12 @@ bool KvCacheManager::allocate(RequestId id, int64_t total_tokens) {
   return true;
 }
 
+void KvCacheManager::reserve(RequestId id, int64_t max_tokens) {
+  RequestBlocks& r = request(id);
+  r.table.reserve(size_t(blocks_for(max_tokens)));
+  r.hashes.reserve(size_t(max_tokens / config_.block_size));
+}
+
 void KvCacheManager::commit_full_blocks(RequestId id, std::span<const int32_t> tokens,
                                         int64_t num_computed) {
   RequestBlocks& r = request(id);

@@ -149,6 +149,9 @@ class KvCacheManager {
   // Grows the table of admitted request `id` to cover `total_tokens` tokens (never
   // shrinks). Returns false and changes nothing if there are not enough blocks.
   bool allocate(RequestId id, int64_t total_tokens);
+  // Sizes the request's block table and block hashes for max_tokens tokens at once, so
+  // decode steps never reallocate them (the low-latency path; blocks are not taken).
+  void reserve(RequestId id, int64_t max_tokens);
 
   // Publishes the request's full blocks below `num_computed` to the prefix cache (hash
   // then insert). `tokens` is the request's whole sequence so far (prompt + output),

@@ -116,15 +116,22 @@ void PagedKvStorage::load_snapshot(int32_t slot, std::span<const uint8_t> in) {
 PagedSequence::PagedSequence(PagedKvStorage& storage, std::span<const int32_t> block_table,
                              int32_t slot, std::span<const int32_t> lookback,
                              int64_t lookback_start, int64_t kv_length)
-    : storage_(storage),
-      table_(block_table),
-      slot_(slot),
-      lookback_(lookback),
-      lookback_start_(lookback_start),
-      kv_length_(kv_length) {
-  rows_.assign(storage.layers(), 0);
-  for (int64_t l = 0; l < storage.layers(); ++l)
-    if (storage.ratio(l) > 0) rows_[l] = kv_length / storage.ratio(l);  // complete groups
+    : storage_(storage) {
+  reset(block_table, slot, lookback, lookback_start, kv_length);
+}
+
+void PagedSequence::reset(std::span<const int32_t> block_table, int32_t slot,
+                          std::span<const int32_t> lookback, int64_t lookback_start,
+                          int64_t kv_length) {
+  table_ = block_table;
+  slot_ = slot;
+  lookback_ = lookback;
+  lookback_start_ = lookback_start;
+  kv_length_ = kv_length;
+  undo_ = nullptr;
+  rows_.assign(storage_.layers(), 0);
+  for (int64_t l = 0; l < storage_.layers(); ++l)
+    if (storage_.ratio(l) > 0) rows_[l] = kv_length / storage_.ratio(l);  // complete groups
 }
 
 int32_t PagedSequence::token(int64_t pos) const {

@@ -90,6 +90,9 @@ class PagedSequence final : public model::KvStore {
   // step may read before its first new token (Engram n-grams).
   PagedSequence(PagedKvStorage& storage, std::span<const int32_t> block_table, int32_t slot,
                 std::span<const int32_t> lookback, int64_t lookback_start, int64_t kv_length);
+  // The view of another step (same storage), reusing this one's buffers.
+  void reset(std::span<const int32_t> block_table, int32_t slot, std::span<const int32_t> lookback,
+             int64_t lookback_start, int64_t kv_length);
 
   int64_t length() const override { return kv_length_; }
   int32_t token(int64_t pos) const override;
@@ -114,10 +117,10 @@ class PagedSequence final : public model::KvStore {
 
   PagedKvStorage& storage_;
   std::span<const int32_t> table_;
-  int32_t slot_;
+  int32_t slot_ = -1;
   std::span<const int32_t> lookback_;
-  int64_t lookback_start_;
-  int64_t kv_length_;
+  int64_t lookback_start_ = 0;
+  int64_t kv_length_ = 0;
   std::vector<int64_t> rows_;  // [L] compressed rows held (complete groups + appended)
   StepUndo* undo_ = nullptr;
 };

@@ -41,12 +41,18 @@ void Scheduler::add_request(RequestId id, std::span<const int32_t> prompt, Reque
                                  [&](const Sibling& o) { return o.id == siblings[i].id; });
     TROUPE_CHECK(!dup, "request id ", siblings[i].id, " appears twice in the group");
   }
+  // Every token the request can reach, once: decode steps then append without reallocating.
+  const auto capacity = [&](const RequestParams& p) {
+    return size_t(std::min(n + std::min(p.max_tokens, config_.max_model_len), config_.max_model_len));
+  };
   auto r = std::make_unique<Request>(id, prompt, std::move(params), next_arrival_++);
+  r->tokens.reserve(capacity(r->params));
   waiting_.emplace(queue_key(*r), r.get());
   // Siblings wait in no queue until the leader forks or drops them; their arrivals follow
   // the leader's, so one queued as a plain request keeps the group's place.
   for (Sibling& sib : siblings) {
     auto s = std::make_unique<Request>(sib.id, prompt, std::move(sib.params), next_arrival_++);
+    s->tokens.reserve(capacity(s->params));
     s->leader = id;
     r->siblings.push_back(sib.id);
     requests_.emplace(sib.id, std::move(s));
@@ -64,9 +70,21 @@ void Scheduler::abort(RequestId id) {
 // budget lasts; then the plan's chunks get their tokens and block tables.
 StepPlan Scheduler::schedule() {
   StepPlan plan;
+  schedule(plan);
+  return plan;
+}
+
+void Scheduler::schedule(StepPlan& plan) {
+  for (ScheduledChunk& c : plan.chunks) spare_chunks_.push_back(std::move(c));
+  plan.chunks.clear();
+  plan.preempted.clear();
+  plan.tier_ops.clear();
+  plan.placement_epoch = 0;
+  plan.num_tokens = plan.prefill_context_read = plan.num_admitted = 0;
   plan.step = step_++;
   plan.draft_limit = draft_limit_;
-  plan.finished = std::exchange(finished_since_plan_, {});
+  plan.finished.clear();
+  plan.finished.swap(finished_since_plan_);
   StepBudget budget(config_);
   schedule_running(plan, budget, /*decodes=*/true);
   schedule_running(plan, budget, /*decodes=*/false);
@@ -79,12 +97,11 @@ StepPlan Scheduler::schedule() {
   } else {
     plan.tier_ops = kv_.take_tier_ops();
   }
-  return plan;
 }
 
 void Scheduler::schedule_running(StepPlan& plan, StepBudget& budget, bool decodes) {
-  const std::vector<Request*> order = running_;  // a copy: preemption edits running_
-  for (Request* r : order) {
+  order_.assign(running_.begin(), running_.end());  // a copy: preemption edits running_
+  for (Request* r : order_) {
     const int64_t uncomputed = r->num_uncomputed();
     // Preempted earlier in this step, or waiting for its sampled token (planner ahead).
     if (r->status != RequestStatus::Running || uncomputed == 0 || !may_decode_ahead(*r)) continue;
@@ -157,6 +174,7 @@ bool Scheduler::try_admit(Request& r, StepPlan& plan, StepBudget& budget) {
     return true;
   }
   waiting_.erase(queue_key(r));
+  kv_.reserve(r.id, static_cast<int64_t>(r.tokens.capacity()));
   r.status = RequestStatus::Running;
   r.num_computed_tokens = adm->replay_from;
   r.num_cached_tokens = adm->num_cached_tokens;
@@ -233,9 +251,25 @@ void Scheduler::preempt(Request& r, StepPlan& plan, StepBudget& budget) {
   plan.preempted.push_back(r.id);
 }
 
+ScheduledChunk& Scheduler::new_chunk(StepPlan& plan) {
+  if (spare_chunks_.empty()) return plan.chunks.emplace_back();
+  ScheduledChunk& c = plan.chunks.emplace_back(std::move(spare_chunks_.back()));
+  spare_chunks_.pop_back();
+  std::vector<int32_t> token_ids = std::move(c.token_ids), lookback = std::move(c.lookback),
+                       block_table = std::move(c.block_table);
+  c = ScheduledChunk{};
+  token_ids.clear();
+  lookback.clear();
+  block_table.clear();
+  c.token_ids = std::move(token_ids);
+  c.lookback = std::move(lookback);
+  c.block_table = std::move(block_table);
+  return c;
+}
+
 void Scheduler::add_chunk(Request& r, int64_t start, int64_t n, bool prefill, StepPlan& plan,
                           StepBudget& budget) {
-  ScheduledChunk c;
+  ScheduledChunk& c = new_chunk(plan);
   c.id = r.id;
   c.start = start;
   c.num_tokens = n;
@@ -248,7 +282,6 @@ void Scheduler::add_chunk(Request& r, int64_t start, int64_t n, bool prefill, St
   c.prefill = prefill;
   c.clip_decoder = prefill && clips_decoder(c.end(), r.num_prompt_tokens, config_);
   budget.take(c);
-  plan.chunks.push_back(std::move(c));
 }
 
 // After every preemption is settled: copy tokens and final block tables into the plan
@@ -259,6 +292,10 @@ void Scheduler::finalize(StepPlan& plan) {
     Request& r = *requests_.at(c.id);
     // A position not sampled yet (a plan in flight samples it) travels as kPlaceholderToken.
     const int64_t known = std::min(c.end(), r.num_tokens());
+    // Chunks are recycled across requests (new_chunk): a table that outgrows its buffer
+    // gets room to grow, not an exact fit.
+    const auto table = kv_.block_table(c.id);
+    if (c.block_table.capacity() < table.size()) c.block_table.reserve(2 * table.size());
     c.token_ids.assign(r.tokens.begin() + c.start, r.tokens.begin() + known);
     c.token_ids.resize(size_t(c.num_tokens - c.num_draft_tokens), kPlaceholderToken);
     const int64_t back = std::max<int64_t>(0, c.start - config_.chunk_lookback_tokens);
@@ -266,7 +303,6 @@ void Scheduler::finalize(StepPlan& plan) {
                  " would need placeholders in its lookback");
     c.lookback.assign(r.tokens.begin() + back, r.tokens.begin() + c.start);
     c.num_prompt_tokens = r.num_prompt_tokens;
-    const auto table = kv_.block_table(c.id);
     c.block_table.assign(table.begin(), table.end());
     c.swa_slot = kv_.swa_slot(c.id);
     c.restore_slot = std::exchange(r.restore_slot, -1);  // only the first chunk restores
@@ -307,12 +343,13 @@ bool Scheduler::try_fork(Request& leader, Request& s, StepPlan& plan) {
   const int64_t n = leader.num_prompt_tokens;
   std::optional<Fork> f = kv_.fork(leader.id, s.id, n);
   if (!f) return false;
+  kv_.reserve(s.id, static_cast<int64_t>(s.tokens.capacity()));
   s.status = RequestStatus::Running;
   s.num_computed_tokens = n;
   s.num_placeholders = 1;   // its first sample, from the leader's logits in this plan
   s.num_cached_tokens = n;  // its whole prompt came from the leader's KV
   running_.push_back(&s);
-  ScheduledChunk c;
+  ScheduledChunk& c = new_chunk(plan);
   c.id = s.id;
   c.start = n;
   c.num_cached_tokens = n;
@@ -324,15 +361,27 @@ bool Scheduler::try_fork(Request& leader, Request& s, StepPlan& plan) {
   c.block_table.assign(table.begin(), table.end());
   c.swa_slot = f->swa_slot;
   c.fork = ForkOp{leader.id, kv_.swa_slot(leader.id), f->src_block, f->dst_block};
-  plan.chunks.push_back(std::move(c));
   return true;
 }
 
 std::vector<RequestOutput> Scheduler::update(const StepPlan& plan,
                                              std::span<const SampledChunk> sampled) {
+  std::vector<RequestOutput> outputs;
+  update(plan, sampled, outputs);
+  return outputs;
+}
+
+void Scheduler::recycle(std::vector<RequestOutput>& outputs) {
+  for (RequestOutput& o : outputs) spare_outputs_.push_back(std::move(o));
+  outputs.clear();
+}
+
+void Scheduler::update(const StepPlan& plan, std::span<const SampledChunk> sampled,
+                       std::vector<RequestOutput>& outputs) {
   TROUPE_CHECK(sampled.size() == plan.chunks.size(), "update: ", sampled.size(),
                " sampled lists for ", plan.chunks.size(), " chunks");
-  std::vector<RequestOutput> outputs = std::exchange(pending_, {});
+  for (RequestOutput& o : pending_) outputs.push_back(std::move(o));
+  pending_.clear();
   kv_.tier_ops_done(plan.tier_ops);  // its spills' files are written: disk hits from now
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     const ScheduledChunk& c = plan.chunks[i];
@@ -352,21 +401,18 @@ std::vector<RequestOutput> Scheduler::update(const StepPlan& plan,
     TROUPE_CHECK(accepted <= c.num_draft_tokens, "update: ", got.tokens.size(),
                  " tokens for request ", r.id, "'s chunk of ", c.num_draft_tokens, " drafts");
     r.num_computed_tokens += accepted;
-    std::vector<int32_t> appended;
-    std::vector<SampleLogprobs> logprobs;  // of the appended tokens, when asked for
+    RequestOutput& o = append_output(r, outputs);
     for (size_t j = 0; j < got.tokens.size(); ++j) {
       r.tokens.push_back(got.tokens[j]);
-      appended.push_back(got.tokens[j]);
-      if (j < got.logprobs.size()) logprobs.push_back(got.logprobs[j]);
+      o.new_tokens.push_back(got.tokens[j]);
+      if (j < got.logprobs.size()) o.new_logprobs.push_back(got.logprobs[j]);
       if (check_stop(r, limits_)) break;
     }
     if (accepted > 0 && !r.finished())
       kv_.commit_full_blocks(r.id, r.tokens, r.num_computed_tokens);
-    outputs.push_back(make_output(r, std::move(appended)));
-    outputs.back().new_logprobs = std::move(logprobs);
+    fill_output(r, o);  // the state after the appended tokens
     if (r.finished()) release(r);
   }
-  return outputs;
 }
 
 void Scheduler::fail(RequestId id, std::string why, ErrorCause cause) {
@@ -399,8 +445,29 @@ void Scheduler::finish_now(Request& r, RequestStatus status) {
 
 RequestOutput Scheduler::make_output(Request& r, std::vector<int32_t> new_tokens) {
   RequestOutput o;
-  o.id = r.id;
   o.new_tokens = std::move(new_tokens);
+  fill_output(r, o);
+  return o;
+}
+
+RequestOutput& Scheduler::append_output(Request& r, std::vector<RequestOutput>& outputs) {
+  if (spare_outputs_.empty()) {
+    outputs.emplace_back();
+  } else {
+    outputs.push_back(std::move(spare_outputs_.back()));
+    spare_outputs_.pop_back();
+  }
+  RequestOutput& o = outputs.back();
+  o.id = r.id;
+  o.new_tokens.clear();
+  o.new_logprobs.clear();
+  o.new_text.clear();
+  return o;
+}
+
+// Everything but the new tokens and logprobs, as of r's state now.
+void Scheduler::fill_output(Request& r, RequestOutput& o) {
+  o.id = r.id;
   o.status = r.status;
   o.stop_reason = r.stop_reason;
   o.error = r.error;
@@ -411,7 +478,6 @@ RequestOutput Scheduler::make_output(Request& r, std::vector<int32_t> new_tokens
     const size_t hold = r.finished() ? 0 : stop_holdback(text, r.params.stop);
     o.new_text = r.detok.take_stream(text.size() - hold);
   }
-  return o;
 }
 
 // Drops a request that ended: its KV, its queue entry, and the request itself. A leader

@@ -61,11 +61,20 @@ class Scheduler {
   std::vector<RequestOutput> take_finished();
 
   StepPlan schedule();
+  // The same into `plan` (any plan this scheduler made before, or an empty one): its
+  // chunks' vectors are kept for later plans, so planning a steady batch allocates nothing.
+  void schedule(StepPlan& plan);
   // sampled[i]: the tokens sampled for plan.chunks[i] (one, or empty if !chunks[i].sample)
   // and their logprobs if asked for. Appends them, advances the KV cache's committed
   // blocks, checks stops, frees finished requests; outputs carry the logprobs of their
   // new tokens. Chunks of requests aborted or preempted since the plan are ignored.
   std::vector<RequestOutput> update(const StepPlan& plan, std::span<const SampledChunk> sampled);
+  // The same, appending to `outputs`; their vectors come from outputs given back with
+  // recycle() when there are any.
+  void update(const StepPlan& plan, std::span<const SampledChunk> sampled,
+              std::vector<RequestOutput>& outputs);
+  // Takes the outputs (emptying the vector) to reuse their buffers in later updates.
+  void recycle(std::vector<RequestOutput>& outputs);
 
   bool has_unfinished() const { return !running_.empty() || !waiting_.empty(); }
   const Request* find(RequestId id) const;  // nullptr once finished and reported
@@ -101,6 +110,10 @@ class Scheduler {
   void fail(Request& r, std::string why, ErrorCause cause = ErrorCause::NoFit);
   void finish_now(Request& r, RequestStatus status);
   RequestOutput make_output(Request& r, std::vector<int32_t> new_tokens);
+  // Appends r's output with its fields set and new_tokens empty (a recycled one if any).
+  RequestOutput& append_output(Request& r, std::vector<RequestOutput>& outputs);
+  void fill_output(Request& r, RequestOutput& o);
+  ScheduledChunk& new_chunk(StepPlan& plan);  // a recycled chunk (its buffers), reset
   void release(Request& r);
 
   SchedulerConfig config_;
@@ -114,6 +127,11 @@ class Scheduler {
   std::vector<Request*> running_;         // admission order; holds KV
   std::vector<RequestOutput> pending_;    // finished outside update(), reported next
   std::vector<RequestId> finished_since_plan_;
+  // Kept for their capacity (built once, updated in place): the running order being
+  // planned, chunks of earlier plans and outputs given back (recycle()).
+  std::vector<Request*> order_;
+  std::vector<ScheduledChunk> spare_chunks_;
+  std::vector<RequestOutput> spare_outputs_;
 };
 
 }  // namespace troupe::runtime

@@ -26,7 +26,14 @@ struct DraftQuery {
 class Drafter {
  public:
   virtual ~Drafter() = default;
-  virtual std::vector<int32_t> propose(const DraftQuery& q) const = 0;
+  // Appends d_1..d_k' (k' <= q.k) to `out` (the executor passes the chunk's tokens, so a
+  // steady step allocates nothing for them).
+  virtual void propose(const DraftQuery& q, std::vector<int32_t>& out) const = 0;
+  std::vector<int32_t> propose(const DraftQuery& q) const {
+    std::vector<int32_t> out;
+    propose(q, out);
+    return out;
+  }
   // Whether the target forward must fill the requests' feature rings (DSpark's F).
   virtual bool needs_features() const = 0;
 };

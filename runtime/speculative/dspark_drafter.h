@@ -10,8 +10,12 @@ namespace troupe::runtime {
 class DsparkDrafter final : public Drafter {
  public:
   explicit DsparkDrafter(const model::DsparkDraft& draft) : draft_(draft) {}
-  std::vector<int32_t> propose(const DraftQuery& q) const override {
-    return draft_.propose(*q.features, q.anchor, q.anchor_token, q.bonus, q.k).tokens;
+  using Drafter::propose;
+  void propose(const DraftQuery& q, std::vector<int32_t>& out) const override {
+    // Reused across calls (its capacity), one per thread: ranks share the drafter.
+    thread_local model::DraftProposal proposal;
+    draft_.propose(*q.features, q.anchor, q.anchor_token, q.bonus, q.k, proposal);
+    out.insert(out.end(), proposal.tokens.begin(), proposal.tokens.end());
   }
   bool needs_features() const override { return true; }
 

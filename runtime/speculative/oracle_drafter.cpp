@@ -13,10 +13,9 @@ bool OracleDrafter::keep(RequestId id, int64_t pos) const {
   return double(x >> 11) * 0x1.0p-53 < p_;
 }
 
-std::vector<int32_t> OracleDrafter::propose(const DraftQuery& q) const {
-  std::vector<int32_t> out;
+void OracleDrafter::propose(const DraftQuery& q, std::vector<int32_t>& out) const {
   const auto it = seqs_.find(q.id);
-  if (it == seqs_.end()) return out;  // unknown request: no drafts (a plain decode)
+  if (it == seqs_.end()) return;  // unknown request: no drafts (a plain decode)
   const std::vector<int32_t>& seq = it->second;
   for (int64_t i = 1; i <= q.k; ++i) {
     const int64_t pos = q.anchor + 1 + i;
@@ -24,7 +23,6 @@ std::vector<int32_t> OracleDrafter::propose(const DraftQuery& q) const {
     const int32_t t = seq[pos];
     out.push_back(keep(q.id, pos) ? t : static_cast<int32_t>((t + 1) % vocab_));
   }
-  return out;
 }
 
 }  // namespace troupe::runtime

@@ -23,7 +23,8 @@ class OracleDrafter final : public Drafter {
   // The whole greedy sequence of request id (prompt + output), position by position.
   void set_sequence(RequestId id, std::vector<int32_t> tokens) { seqs_[id] = std::move(tokens); }
 
-  std::vector<int32_t> propose(const DraftQuery& q) const override;
+  using Drafter::propose;
+  void propose(const DraftQuery& q, std::vector<int32_t>& out) const override;
   bool needs_features() const override { return false; }
 
  private:

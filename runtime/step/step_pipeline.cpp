@@ -47,9 +47,10 @@ void record_speculation(EngineFigures& f, const StepPlan& plan, const StepOutcom
 
 // What the step tells the cost table: its decodes, the drafts they verified (k: the most
 // any chunk drafted, as the time was spent on those), whether the time is theirs alone.
-StepOutcome step_outcome(const StepPlan& plan, std::span<const SampledChunk> sampled,
-                         double seconds) {
-  StepOutcome o;
+void step_outcome(const StepPlan& plan, std::span<const SampledChunk> sampled, double seconds,
+                  StepOutcome& o) {
+  o = StepOutcome{0, 0, true, 0, std::move(o.drafts), 0};
+  o.drafts.clear();
   o.seconds = seconds;
   o.limit = plan.draft_limit;
   for (size_t i = 0; i < sampled.size(); ++i) {
@@ -61,7 +62,6 @@ StepOutcome step_outcome(const StepPlan& plan, std::span<const SampledChunk> sam
     o.drafts.emplace_back(sampled[i].num_draft_tokens,
                           static_cast<int64_t>(sampled[i].tokens.size()) - 1);
   }
-  return o;
 }
 
 }  // namespace
@@ -69,6 +69,7 @@ StepOutcome step_outcome(const StepPlan& plan, std::span<const SampledChunk> sam
 StepPipeline::StepPipeline(Scheduler& scheduler, EngineFigures& figures, int depth)
     : scheduler_(scheduler), figures_(figures), depth_(depth) {
   TROUPE_CHECK(depth >= 1, "StepPipeline: depth must be >= 1, got ", depth);
+  plans_.resize(size_t(depth));
   const SchedulerConfig& c = scheduler.config();
   if (c.adaptive_speculation)
     chooser_ = std::make_unique<DraftLengthChooser>(c.num_speculative_tokens, c.max_num_running,
@@ -79,38 +80,47 @@ const StepPlan* StepPipeline::plan_next(std::vector<RequestOutput>& outputs) {
   if (in_flight() >= depth_) return nullptr;
   const double t0 = thread_cpu_seconds();
   if (chooser_) scheduler_.set_draft_limit(chooser_->choose(scheduler_.num_running()));
-  StepPlan plan = scheduler_.schedule();
+  StepPlan& plan = plans_[size_t((head_ + count_) % depth_)];
+  scheduler_.schedule(plan);
   record_plan(figures_, plan, thread_cpu_seconds() - t0);
   if (plan.empty()) {
     // Nothing to run; update() still reports requests that finished outside a step.
-    for (RequestOutput& o : scheduler_.update(plan, {})) outputs.push_back(std::move(o));
+    scheduler_.update(plan, {}, outputs);
     return nullptr;
   }
-  in_flight_.push_back(std::move(plan));
-  return &in_flight_.back();
+  ++count_;
+  return &plan;
 }
 
 std::vector<RequestOutput> StepPipeline::complete(std::span<const SampledChunk> sampled,
                                                   double run_seconds) {
-  TROUPE_CHECK(!in_flight_.empty(), "StepPipeline::complete: no plan in flight");
+  std::vector<RequestOutput> outputs;
+  complete(sampled, run_seconds, outputs);
+  return outputs;
+}
+
+void StepPipeline::complete(std::span<const SampledChunk> sampled, double run_seconds,
+                            std::vector<RequestOutput>& outputs) {
+  TROUPE_CHECK(count_ > 0, "StepPipeline::complete: no plan in flight");
+  const StepPlan& plan = plans_[size_t(head_)];
   figures_.rank_busy_seconds += run_seconds;
   if (scheduler_.config().num_speculative_tokens > 0) {
-    const StepOutcome outcome = step_outcome(in_flight_.front(), sampled, run_seconds);
-    record_speculation(figures_, in_flight_.front(), outcome);
-    if (chooser_) chooser_->observe(outcome);
+    step_outcome(plan, sampled, run_seconds, outcome_);
+    record_speculation(figures_, plan, outcome_);
+    if (chooser_) chooser_->observe(outcome_);
   }
   const double t0 = thread_cpu_seconds();
-  std::vector<RequestOutput> outputs = scheduler_.update(in_flight_.front(), sampled);
+  scheduler_.update(plan, sampled, outputs);
   figures_.update_cpu_s += thread_cpu_seconds() - t0;
-  in_flight_.pop_front();
-  return outputs;
+  head_ = (head_ + 1) % depth_;  // the plan stays as it is until a later plan reuses it
+  --count_;
 }
 
 std::vector<RequestOutput> StepPipeline::complete_failed(const std::string& why,
                                                          double run_seconds) {
-  TROUPE_CHECK(!in_flight_.empty(), "StepPipeline::complete_failed: no plan in flight");
+  TROUPE_CHECK(count_ > 0, "StepPipeline::complete_failed: no plan in flight");
   figures_.failed_steps += 1;
-  const StepPlan& plan = in_flight_.front();
+  const StepPlan& plan = oldest();
   for (const ScheduledChunk& c : plan.chunks) scheduler_.fail(c.id, why, ErrorCause::StepFailed);
   const std::vector<SampledChunk> none(plan.chunks.size());
   return complete(none, run_seconds);
@@ -118,14 +128,20 @@ std::vector<RequestOutput> StepPipeline::complete_failed(const std::string& why,
 
 std::vector<RequestOutput> StepPipeline::step(const RunPlan& run) {
   std::vector<RequestOutput> outputs;
+  step([&](const StepPlan& plan, std::vector<SampledChunk>& sampled) { sampled = run(plan); },
+       outputs);
+  return outputs;
+}
+
+void StepPipeline::step(RunPlanInto run, std::vector<RequestOutput>& outputs) {
+  scheduler_.recycle(outputs);
   while (plan_next(outputs) != nullptr) {
   }
-  if (in_flight_.empty()) return outputs;
+  if (count_ == 0) return;
   const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<SampledChunk> sampled = run(in_flight_.front());
+  run(oldest(), sampled_);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  for (RequestOutput& o : complete(sampled, seconds)) outputs.push_back(std::move(o));
-  return outputs;
+  complete(sampled_, seconds, outputs);
 }
 
 EngineFigures current_figures(const EngineFigures& counts, const Scheduler& scheduler,

@@ -14,13 +14,13 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "kernels/function_ref.h"
 #include "runtime/scheduler/scheduler.h"
 #include "runtime/speculative/draft_length.h"
 #include "runtime/step/engine_figures.h"
@@ -41,6 +41,9 @@ class StepPipeline {
 
   // The oldest plan in flight ran and sampled `sampled` ([plan.chunks.size()]).
   std::vector<RequestOutput> complete(std::span<const SampledChunk> sampled, double run_seconds);
+  // The same, appending the outputs to `outputs`.
+  void complete(std::span<const SampledChunk> sampled, double run_seconds,
+                std::vector<RequestOutput>& outputs);
   // The oldest plan in flight threw: each of its requests ends with FinishedError
   // (cause StepFailed) saying `why`; the plan is then completed with no samples.
   std::vector<RequestOutput> complete_failed(const std::string& why, double run_seconds);
@@ -50,10 +53,17 @@ class StepPipeline {
   // completes it. Returns every output of the step.
   using RunPlan = std::function<std::vector<SampledChunk>(const StepPlan&)>;
   std::vector<RequestOutput> step(const RunPlan& run);
+  // The low-latency form: `run` fills the pipeline's own sampled chunks, and `outputs`
+  // (emptied first; pass the same vector every step) gets the step's outputs, whose
+  // buffers come back from the outputs of the step before (Scheduler::recycle). The
+  // plans, samples and outputs are built once and updated in place: a steady decode step
+  // allocates nothing here.
+  using RunPlanInto = kernels::FunctionRef<void(const StepPlan&, std::vector<SampledChunk>&)>;
+  void step(RunPlanInto run, std::vector<RequestOutput>& outputs);
 
-  const StepPlan& oldest() const { return in_flight_.front(); }
-  int in_flight() const { return static_cast<int>(in_flight_.size()); }
-  bool busy() const { return !in_flight_.empty() || scheduler_.has_unfinished(); }
+  const StepPlan& oldest() const { return plans_[head_]; }
+  int in_flight() const { return count_; }
+  bool busy() const { return count_ > 0 || scheduler_.has_unfinished(); }
   // The online cost table (SchedulerConfig::adaptive_speculation), else nullptr.
   const DraftLengthChooser* draft_length() const { return chooser_.get(); }
 
@@ -61,8 +71,13 @@ class StepPipeline {
   Scheduler& scheduler_;
   EngineFigures& figures_;
   int depth_;
-  std::deque<StepPlan> in_flight_;  // planned and handed out, not completed; oldest first
+  // Plans in flight, a ring of `depth` plans reused in place: count_ of them from head_,
+  // planned and handed out, not completed; oldest first.
+  std::vector<StepPlan> plans_;
+  int head_ = 0, count_ = 0;
   std::unique_ptr<DraftLengthChooser> chooser_;
+  StepOutcome outcome_;                // reused (its drafts' capacity)
+  std::vector<SampledChunk> sampled_;  // step()'s, reused
 };
 
 // The figures with the state fields filled in from the scheduler and its KV cache, and

@@ -112,7 +112,7 @@ class AttentionCase {
       std::iota(rows.begin(), rows.end(), 0);
       std::shuffle(rows.begin(), rows.end(), rng_);
       rows.resize(std::min<size_t>(rows.size(), rng_() % (c_.index_topk + 1)));
-      sel.sel[src][r] = rows;
+      sel.sel[src][r].assign(rows.begin(), rows.end());
     }
   }
 

@@ -159,8 +159,10 @@ TEST(BlocksHc, ExpandMixesStreamsThroughCombTransposed) {
     std::vector<float> X = random_floats(rows * hc * H, 500 + rows);
     const std::vector<float> X0 = X, y = random_floats(rows * H, 600 + rows);
     model::HcMix mix;
-    mix.post = random_floats(rows * hc, 700 + rows);
-    mix.comb = random_floats(rows * hc * hc, 800 + rows);
+    const std::vector<float> post = random_floats(rows * hc, 700 + rows);
+    const std::vector<float> comb = random_floats(rows * hc * hc, 800 + rows);
+    mix.post.assign(post.begin(), post.end());
+    mix.comb.assign(comb.begin(), comb.end());
     mix.pre.assign(rows * hc, kNaN);  // unused by HCExpand
     model::hc_expand(c, y.data(), mix, rows, X.data());
     for (int64_t r = 0; r < rows; ++r)
