@@ -13,6 +13,7 @@
 
 #include "config/load.h"
 #include "kernels/check.h"
+#include "support/error_of.h"
 #include "model/temp_dir.h"
 
 namespace troupe::config {
@@ -27,15 +28,7 @@ std::string read(const std::string& path) {
   return os.str();
 }
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 // A valid two-host cluster; tests break one line of it.
 const std::string kValid =

@@ -14,6 +14,7 @@
 #include "config/load.h"
 #include "config/serve_keys.h"
 #include "kernels/check.h"
+#include "support/error_of.h"
 #include "kernels/parallel.h"
 #include "model/temp_dir.h"
 
@@ -40,16 +41,7 @@ void write(const std::string& path, const std::string& text) {
   std::ofstream(path) << text;
 }
 
-// The message of the troupe::Error that f throws ("" if it throws none).
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 ServeConfig from_yaml(const std::string& text, KeyOrigins* origins = nullptr) {
   ServeConfig cfg;
