@@ -24,6 +24,7 @@ int run_make_tiny_model(const CommandArgs& args);
 int run_bench(const CommandArgs& args);
 int run_serve(const CommandArgs& args);
 int run_eplb(const CommandArgs& args);
+int run_cluster(const CommandArgs& args);
 
 // The table main() dispatches on, in help order.
 inline const Command kCommands[] = {
@@ -35,6 +36,7 @@ inline const Command kCommands[] = {
     {"info", "info                       print build and CPU backend information", run_info},
     {"inspect", "inspect --model DIR | --preset NAME [--dep N]   config, layer modes, params, memory", run_inspect},
     {"bench", "bench forward|engine|replay|serve|eplb|dp-sync|soak|peer|ucx [flags]   time model steps, engine steps, an agentic workload, a server, the EPLB planner, the DP-sync all-reduce, the UCX data plane between processes (docs/*-bench.md, docs/eplb.md, docs/dp-sync.md, docs/ucx.md)", run_bench},
+    {"cluster", "cluster status --config cluster.yaml   each node, instance and rank of a cluster file with its state (docs/cluster.md)", run_cluster},
     {"eplb", "eplb plan --weights W.json --replicas N --ranks R [--nodes A --groups G]   the EPLB planner on a routing trace, as JSON (docs/eplb.md)", run_eplb},
 };
 

@@ -21,6 +21,7 @@
 #include "net/http_test_client.h"
 #include "runtime/golden_engine_config.h"
 #include "support/golden.h"
+#include "support/run_troupe.h"
 
 namespace troupe::testing {
 namespace {
@@ -30,17 +31,24 @@ using namespace std::chrono_literals;
 
 const std::string kModelDir = std::string(TROUPE_TEST_DATA) + "/v41-tiny-seed7";
 
-// A port no one listens on now (the OS's pick for a socket closed again).
-uint16_t free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t n = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n);
-  close(fd);
-  return ntohs(a.sin_port);
+// n distinct ports no one listens on now (the OS's picks, all held open until each is
+// known, then closed again).
+std::vector<uint16_t> free_ports(int n) {
+  std::vector<int> fds;
+  std::vector<uint16_t> ports;
+  for (int i = 0; i < n; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    socklen_t len = sizeof a;
+    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    fds.push_back(fd);
+    ports.push_back(ntohs(a.sin_port));
+  }
+  for (const int fd : fds) close(fd);
+  return ports;
 }
 
 std::string cluster_yaml(uint16_t router, uint16_t rank0, uint16_t rank1) {
@@ -134,7 +142,9 @@ bool wait_health(uint16_t port, const std::string& needle, std::chrono::seconds 
 TEST(ServeCluster, RanksInProcessesOfTheirOwnServeJoinAndRejoin) {
   test::TempDir dir;
   const std::string file = dir.file("cluster.yaml");
-  std::ofstream(file) << cluster_yaml(free_port(), free_port(), free_port());
+  const std::vector<uint16_t> ports = free_ports(3);
+  const uint16_t rank0_port = ports[1];
+  std::ofstream(file) << cluster_yaml(ports[0], ports[1], ports[2]);
   auto node = [&](const char* name) {
     return std::make_unique<Daemon>(std::vector<std::string>{"--config", file, "--node", name});
   };
@@ -149,6 +159,12 @@ TEST(ServeCluster, RanksInProcessesOfTheirOwnServeJoinAndRejoin) {
   auto rank1 = node("rank1");
   ASSERT_TRUE(router->wait_ready(port, 120s)) << router->output() << rank0->output()
                                               << rank1->output();
+
+  // troupe cluster status dials each engine node and asks for its figures.
+  const RunResult up = run_troupe("cluster status --config " + file);
+  EXPECT_EQ(up.status, 0) << up.out;
+  EXPECT_NE(up.out.find("instance dp2 rank 0 on node rank0 (127.0.0.1:"), std::string::npos) << up.out;
+  EXPECT_NE(up.out.find(")  up: 0 running, 0 waiting"), std::string::npos) << up.out;
 
   // Concurrent completions: the plain Engine's tokens, whichever rank ran them.
   const int kRequests = 4;
@@ -196,6 +212,11 @@ TEST(ServeCluster, RanksInProcessesOfTheirOwnServeJoinAndRejoin) {
   // The router names the lost rank and serves on with the other.
   EXPECT_TRUE(wait_health(port, "1 of 2 engines not up: instance dp2 rank 0", 10s))
       << health_message(port);
+  const RunResult lost = run_troupe("cluster status --config " + file);
+  EXPECT_EQ(lost.status, 1) << lost.out;
+  EXPECT_NE(lost.out.find("on node rank0 (127.0.0.1:" + std::to_string(rank0_port) + ")  unreachable"),
+            std::string::npos)
+      << lost.out;
   const HttpResponse after = http(port, "POST", "/v1/completions", completion(prompts[0], 12, false).dump());
   ASSERT_EQ(after.status, 200) << after.body;
   EXPECT_EQ(json::parse(after.body)["choices"][0]["token_ids"].get<std::vector<int32_t>>(),
@@ -223,7 +244,8 @@ TEST(ServeCluster, RanksInProcessesOfTheirOwnServeJoinAndRejoin) {
 TEST(ServeCluster, ANodeThatCannotRunYetSaysWhy) {
   test::TempDir dir;
   const std::string file = dir.file("cluster.yaml");
-  std::string text = cluster_yaml(free_port(), free_port(), free_port());
+  const std::vector<uint16_t> ports = free_ports(3);
+  std::string text = cluster_yaml(ports[0], ports[1], ports[2]);
   text.replace(text.find("enable-expert-parallel: false"), 29, "enable-expert-parallel: true");
   std::ofstream(file) << text;
   Daemon d({"--config", file, "--node", "rank0"});
