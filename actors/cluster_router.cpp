@@ -5,7 +5,9 @@
 // error, routes new requests to the others, and dials it again so a restarted process
 // rejoins without restarting anything else. Tokens come back through the router (it is
 // the engines' reply-to), so it knows which requests each engine holds: a new request
-// goes to the up engine with the fewest in flight (ties: the lower slot).
+// goes to the up engine with the fewest in flight (ties: the lower slot). The ranks of an
+// expert-parallel instance spread over processes step together, so while one is down
+// the others get nothing new (they could not run it until it is back).
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -110,11 +112,20 @@ void on_engine_down(Self self, const caf::down_msg& dm) {
   }
 }
 
-// The up engine with the fewest requests in flight; -1 when none is up.
+// Whether slot i may take a request: it is up, and so is every other rank of its group.
+bool serving(const ClusterRouterState& st, size_t i) {
+  if (!st.slots[i].engine) return false;
+  const std::string& group = st.slots[i].where.group;
+  if (group.empty()) return true;
+  return std::all_of(st.slots.begin(), st.slots.end(),
+                     [&](const Slot& s) { return s.where.group != group || s.engine; });
+}
+
+// The serving engine with the fewest requests in flight; -1 when none is.
 int pick(const ClusterRouterState& st) {
   int best = -1;
   for (size_t i = 0; i < st.slots.size(); ++i)
-    if (st.slots[i].engine && (best < 0 || st.slots[i].in_flight < st.slots[size_t(best)].in_flight))
+    if (serving(st, i) && (best < 0 || st.slots[i].in_flight < st.slots[size_t(best)].in_flight))
       best = static_cast<int>(i);
   return best;
 }
@@ -125,7 +136,8 @@ cluster_router_actor::behavior_type cluster_router_fun(Self self,
                                                        std::shared_ptr<InstanceHealth> health) {
   auto& st = self->state;
   st.health = std::move(health);
-  for (LocalEngine& e : local) st.slots.push_back({{std::move(e.name), "", 0}, std::move(e.engine), 0});
+  for (LocalEngine& e : local)
+    st.slots.push_back({{std::move(e.name), "", 0, std::move(e.group)}, std::move(e.engine), 0});
   for (ClusterEngineAddress& w : remote) st.slots.push_back({std::move(w), scheduler_actor{}, 0});
   TROUPE_CHECK(!st.slots.empty(), "cluster router needs at least one engine");
   self->set_down_handler([=](const caf::down_msg& dm) { on_engine_down(self, dm); });

@@ -7,6 +7,7 @@
 
 #include <caf/all.hpp>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,15 +15,20 @@
 #include "actors/messages.h"
 #include "model/forward.h"
 #include "model/tokenizer.h"
+#include "runtime/dep/communicator.h"
 #include "runtime/engine.h"
 #include "runtime/engram/engram_host_tables.h"
 #include "runtime/eplb/eplb_planner.h"
 #include "runtime/faults/fault_plan.h"
 
+// A rank's side of its group's exchange, handed over in its process (group_atom).
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<troupe::runtime::Communicator>)
+
 namespace troupe::actors {
 
 using rank_actor = caf::typed_actor<caf::replies_to<run_atom, runtime::StepPlan>::with<StepResult>,
                                     caf::replies_to<ping_atom>::with<bool>,
+                                    caf::reacts_to<group_atom, std::shared_ptr<runtime::Communicator>>,
                                     caf::reacts_to<stage_atom, PlacementUpdate>,
                                     caf::reacts_to<staged_atom, StagedPlacement>>;
 
@@ -47,6 +53,18 @@ using scheduler_actor =
                      caf::replies_to<stats_atom>::with<runtime::EngineFigures>>;
 
 using router_actor = scheduler_actor;  // same interface: it forwards to a scheduler
+
+// A rank of an expert-parallel instance whose ranks are processes of their own
+// (docs/cluster.md): this process runs rank `rank` of `size`. Each incarnation forms the
+// group at its leader, rank 0's supervisor, published on leader_host:leader_port (rank 0
+// leads itself); the MoE exchange goes over UCX (runtime/dep/ucx), DP sync over CAF.
+struct GroupMembership {
+  std::string instance;
+  int rank = 0;
+  int size = 1;
+  std::string leader_host;
+  uint16_t leader_port = 0;
+};
 
 // How the actors of an instance run, beyond the engine's own config.
 struct EngineOptions {
@@ -82,6 +100,10 @@ struct EngineOptions {
   // drafter->needs_features()). Shared by the ranks: propose() is const. Must outlive
   // the actors.
   const runtime::Drafter* drafter = nullptr;
+  // Set: this process holds one rank of an instance spread over processes (then
+  // data_parallel_size is 1, the ranks here, and expert_parallel is true); needs a system
+  // with the middleman and the wire types, and a build with UCX.
+  std::optional<GroupMembership> member;
 };
 
 // Checks the config against the model (the KV budget must hold max-num-seqs requests)
@@ -103,18 +125,23 @@ struct ClusterEngineAddress {
   std::string name;  // "instance dp2 rank 0 on node rank0 (127.0.0.1:7101)"
   std::string host;
   uint16_t port = 0;
+  // Non-empty: the engine is one rank of this expert-parallel instance spread over
+  // processes, which serves only while every one of its ranks is up.
+  std::string group;
 };
 
 // An engine in this process (spawn_engine), under a cluster router.
 struct LocalEngine {
   std::string name;
   scheduler_actor engine;
+  std::string group;  // as ClusterEngineAddress::group
 };
 
 // The router of a cluster's router node (actors/cluster_router.cpp): dials every remote
 // engine until it answers and again after it went away, ends a lost engine's requests
 // with an error (EngineDied), sends a new request to the up engine with the fewest in
-// flight, and keeps `health` 503 naming the engines not up until all are. The system
+// flight (an engine of a group only while its whole group is up), and keeps `health`
+// 503 naming the engines not up until all are. The system
 // must have loaded the middleman with the wire types (actors/wire.h).
 router_actor spawn_cluster_router(caf::actor_system& sys, std::vector<ClusterEngineAddress> remote,
                                   std::vector<LocalEngine> local,

@@ -15,11 +15,6 @@
 
 namespace troupe::actors {
 
-// What a scheduler's DP-sync peers send it: one all-reduce message (messages.h).
-using dp_peer_actor = caf::typed_actor<caf::reacts_to<dpsync_atom, DpSyncMessage>,
-                                        caf::reacts_to<dpwake_atom, int64_t>>;
-using DpPeers = std::vector<dp_peer_actor>;  // [R], in rank order
-
 // The scheduler as the supervisor drives it: generate is acknowledged, so a request the
 // scheduler never saw (still in its mailbox when it died) comes back to the supervisor
 // as an error and is failed there; timeout comes from the scheduler's own timers; probe,
@@ -39,6 +34,14 @@ using scheduler_core_actor =
 // The instance's live-EPLB planner (actors/eplb_planner_actor.cpp): each scheduler sends
 // it every step's expert counts; it sends new placements to the schedulers (messages.h).
 using Schedulers = std::vector<scheduler_core_actor>;  // [R], in rank order
+// The supervisor: the engine's handle for its clients, and for the other rank processes
+// of an instance spread over processes the group's join point (rank 0's supervisor is
+// the leader) and the target of its forming thread's reports (messages.h).
+using supervisor_actor = scheduler_actor::extend<
+    caf::replies_to<join_atom, GroupJoin>::with<GroupFormed>,
+    caf::reacts_to<address_atom, int64_t, std::vector<uint8_t>>,
+    caf::reacts_to<formed_atom, int64_t, std::string>, caf::reacts_to<dial_atom, uint64_t>>;
+
 using eplb_planner_actor = caf::typed_actor<caf::reacts_to<eplb_atom, ExpertCounts>,
                                             caf::reacts_to<peers_atom, Schedulers>>;
 
@@ -72,12 +75,17 @@ struct EngineLedger {
 // ("injected fault: rank-exit"), else CAF's rendering.
 std::string describe(caf::actor_system& sys, const caf::error& reason);
 
-// Where a rank sits in its instance. group null: the rank runs every expert itself.
+// Where a rank sits in its instance.
 struct RankSetup {
   int rank = 0;
-  std::shared_ptr<runtime::InProcessGroup> group;           // expert parallel: the exchange
-  std::shared_ptr<const runtime::eplb::ExpertPlacement> placement;  // with group: the slots
-  bool eplb = false;  // with group: live EPLB (counts in every StepResult, staged placements)
+  // Expert parallel: this rank's side of the group's exchange (an InProcessGroup's
+  // communicator, which keeps its group alive, or a UcxCommunicator). Null and
+  // comm_later: it comes by group_atom once the group has formed (ranks in processes of
+  // their own), and the rank runs no step before. Null otherwise: every expert is here.
+  std::shared_ptr<runtime::Communicator> comm;
+  bool comm_later = false;
+  std::shared_ptr<const runtime::eplb::ExpertPlacement> placement;  // expert parallel: the slots
+  bool eplb = false;  // expert parallel: live EPLB (counts in every StepResult, staged placements)
   // The host and disk tiers' bytes (nullptr: none), shared with the rank's scheduler:
   // the rank runs the plans' tier copies, the scheduler adopts the disk files at its start.
   std::shared_ptr<runtime::TierStorage> tiers;
@@ -119,5 +127,4 @@ void send_error(const caf::actor& client, runtime::RequestId id, std::string why
 
 }  // namespace troupe::actors
 
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::DpPeers)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::Schedulers)

@@ -20,67 +20,30 @@
 #include <deque>
 #include <unordered_set>
 
-#include "actors/engine_parts.h"
+#include "actors/supervisor_state.h"
 #include "kernels/parallel.h"
 #include "runtime/eplb/static_placement.h"
 
 namespace troupe::actors {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-// One rank of the current incarnation and its scheduler (null once its exit came).
-struct Member {
-  rank_actor rank;
-  scheduler_core_actor scheduler;
-};
-
-struct SupervisorState {
-  const model::Forward* forward = nullptr;
-  const model::Tokenizer* tokenizer = nullptr;
-  runtime::EngineConfig config;
-  runtime::KvCacheConfig kv;
-  EngineOptions options;
-  std::shared_ptr<const runtime::eplb::ExpertPlacement> placement;  // expert parallel only
-  std::vector<std::shared_ptr<EngineLedger>> ledgers;      // [R], across incarnations
-  std::vector<Member> members;                             // [R], the incarnation now
-  std::shared_ptr<runtime::InProcessGroup> group;          // its exchange (expert parallel)
-  eplb_planner_actor planner;                              // its live-EPLB planner, or null
-  std::shared_ptr<runtime::eplb::CountsRecorder> counts;   // expert-counts-file, or null
-  int64_t incarnation = 0;
-  int ranks_ready = 0;    // of this incarnation, ranks that answered their ping
-  std::string ending;     // non-empty: the incarnation is ending, why
-  bool restart = false;   // when it has ended, start again (else down)
-  std::deque<Clock::time_point> restarts;  // within options.restart_window_seconds
-  std::string down;                        // non-empty: restarted too often, not serving
-  // Ranks replaced while their own exit message may still be on its way: that message is
-  // not the supervisor's own shutdown. The last few.
-  std::deque<caf::actor_addr> retired;
-  // R > 1: requests waiting to be routed, and whether one is being probed (route_next).
-  std::deque<std::pair<GenerateRequest, caf::actor>> routing;
-  bool probing = false;
-  // Aborts that came while requests were being routed: no scheduler holds those yet, so
-  // the abort follows the request to its scheduler (forward_generate). Cleared when
-  // routing is idle (what is left was for requests routed before).
-  std::unordered_set<runtime::RequestId> routing_aborts;
-
-  int size() const { return options.data_parallel_size; }
-};
-
-using supervisor_pointer = scheduler_actor::stateful_pointer<SupervisorState>;
+using Clock = SupervisorClock;
 
 // Spawns the ranks and schedulers; /health turns ready once every rank answers (until
 // then it says "starting", or "restarting" with the cause after a death).
 void start(supervisor_pointer self) {
   auto& s = self->state;
   const int R = s.size();
-  const bool lockstep = s.options.expert_parallel && R > 1;
+  // Ranks in processes of their own: this process holds one, its group forms over UCX.
+  const bool spread = s.options.member.has_value();
+  const int group_size = spread ? s.options.member->size : R;
+  const bool lockstep = s.options.expert_parallel && group_size > 1;
   s.incarnation += 1;
   s.ranks_ready = 0;
   s.ending.clear();
   // The planner also runs, planning nothing, to record the counts (expert-counts-file).
   const bool eplb = s.options.expert_parallel && (s.options.eplb.enabled || s.counts);
-  if (s.options.expert_parallel) s.group = std::make_shared<runtime::InProcessGroup>(R);
+  if (s.options.expert_parallel && !spread) s.group = std::make_shared<runtime::InProcessGroup>(R);
   // Every incarnation starts from the default placement (its ranks copy their slots anew).
   if (eplb) {
     s.planner = spawn_eplb_planner(self->home_system(), s.options.eplb, s.placement, R, s.counts);
@@ -93,13 +56,18 @@ void start(supervisor_pointer self) {
     // (One rank only: spawn_engine refuses tiers for R > 1.)
     std::shared_ptr<runtime::TierStorage> tiers =
         runtime::make_tier_storage(s.forward->config(), s.config, s.kv);
+    const int rank = spread ? s.options.member->rank : r;
+    // The communicator keeps its group alive (aliasing pointer).
+    std::shared_ptr<runtime::Communicator> comm;
+    if (s.group) comm = std::shared_ptr<runtime::Communicator>(s.group, &s.group->communicator(r));
     Member m;
     m.rank = spawn_rank(self->home_system(), *s.forward, s.kv, s.config.executor,
                         faulty ? s.options.faults : nullptr,
-                        RankSetup{r, s.group, s.placement, eplb, tiers, drafter});
-    m.scheduler = spawn_scheduler(self->home_system(), *s.forward, s.tokenizer, s.config, s.kv,
-                                  m.rank, s.ledgers[r], s.options.request_timeout,
-                                  SyncSetup{r, R, lockstep, s.planner, s.options.engram_owner}, tiers);
+                        RankSetup{rank, std::move(comm), spread, s.placement, eplb, tiers, drafter});
+    m.scheduler = spawn_scheduler(
+        self->home_system(), *s.forward, s.tokenizer, s.config, s.kv, m.rank, s.ledgers[r],
+        s.options.request_timeout,
+        SyncSetup{rank, group_size, lockstep, s.planner, s.options.engram_owner}, tiers);
     self->link_to(m.rank);
     self->link_to(m.scheduler);
     self->monitor(m.scheduler);  // its down message says it stopped, however it died
@@ -110,11 +78,12 @@ void start(supervisor_pointer self) {
     for (const Member& m : s.members) schedulers.push_back(m.scheduler);
     self->send(s.planner, peers_atom::value, std::move(schedulers));
   }
-  if (lockstep) {
+  if (lockstep && !spread) {
     DpPeers peers;
     for (const Member& m : s.members) peers.push_back(m.scheduler);
     for (const Member& m : s.members) self->send(m.scheduler, peers_atom::value, peers);
   }
+  if (spread) return start_forming(self);  // ready once the group has formed (on_formed)
   const int64_t incarnation = s.incarnation;
   for (const Member& m : s.members)
     self->request(m.rank, caf::infinite, ping_atom::value)
@@ -156,6 +125,7 @@ void on_ended(supervisor_pointer self) {
   while (s.retired.size() > 8 + 2 * s.members.size()) s.retired.pop_front();
   s.members.clear();
   s.group = nullptr;
+  if (s.options.member) clear_group(self);
   size_t failed = 0;
   for (auto& ledger : s.ledgers) {
     auto clients = std::exchange(ledger->clients, {});
@@ -183,13 +153,15 @@ void on_ended(supervisor_pointer self) {
   start(self);
 }
 
+}  // namespace
+
 // A member died: the whole incarnation ends. /health changes first, so a client told of
 // the failure already finds it there; then no rank may wait on the dead one.
-void end_incarnation(supervisor_pointer self, std::string why) {
+void end_incarnation(supervisor_pointer self, std::string why, bool counted) {
   auto& s = self->state;
   if (!s.ending.empty()) return;  // already ending: the first death names it
   s.ending = std::move(why);
-  s.restart = may_restart(s);
+  s.restart = !counted || may_restart(s);
   if (s.restart) {
     s.options.health->set_restarting(s.ending);
   } else {
@@ -199,11 +171,14 @@ void end_incarnation(supervisor_pointer self, std::string why) {
     s.options.health->set_down(s.down);
   }
   if (s.group) s.group->close(s.ending);
+  if (s.options.member) close_group(s, s.ending);
   // A linked actor told to exit by its link partner does not report back through the
   // link (CAF drops the link), hence the monitors (on_down).
   for (Member& m : s.members)
     if (m.scheduler) self->send_exit(m.scheduler, caf::exit_reason::kill);
 }
+
+namespace {
 
 // Why scheduler r died: its rank's death when it quit for that, else its own reason.
 std::string scheduler_death(supervisor_pointer self, size_t r, const caf::error& reason) {
@@ -235,6 +210,7 @@ void on_exit(supervisor_pointer self, caf::exit_msg& msg) {
 // the incarnation has ended and its ledgers may be read.
 void on_down(supervisor_pointer self, const caf::down_msg& msg) {
   auto& s = self->state;
+  if (s.options.member && on_group_down(self, msg)) return;
   for (size_t r = 0; r < s.members.size(); ++r) {
     Member& m = s.members[r];
     if (!m.scheduler || msg.source != m.scheduler.address()) continue;
@@ -346,7 +322,7 @@ caf::result<runtime::EngineFigures> gather_figures(supervisor_pointer self) {
   return rp;
 }
 
-scheduler_actor::behavior_type supervisor_fun(supervisor_pointer self,
+supervisor_actor::behavior_type supervisor_fun(supervisor_pointer self,
                                               const model::Forward* forward,
                                               const model::Tokenizer* tokenizer,
                                               runtime::EngineConfig config,
@@ -363,7 +339,8 @@ scheduler_actor::behavior_type supervisor_fun(supervisor_pointer self,
   if (s.options.expert_parallel) {
     const model::ModelConfig& m = forward->config();
     s.placement = std::make_shared<const runtime::eplb::ExpertPlacement>(runtime::eplb::ep_default_placement(
-        m.num_hidden_layers, m.n_routed_experts, s.size(), s.options.num_redundant_experts));
+        m.num_hidden_layers, m.n_routed_experts,
+        s.options.member ? s.options.member->size : s.size(), s.options.num_redundant_experts));
   }
   self->set_exit_handler([=](caf::exit_msg& msg) { on_exit(self, msg); });
   self->set_down_handler([=](caf::down_msg& msg) { on_down(self, msg); });
@@ -386,6 +363,15 @@ scheduler_actor::behavior_type supervisor_fun(supervisor_pointer self,
           if (m.scheduler) self->send(m.scheduler, fail_atom::value, id, why);
       },
       [=](stats_atom) { return gather_figures(self); },
+      // An instance spread over processes (group_member.cpp).
+      [=](join_atom, GroupJoin& join) { return on_join(self, join); },
+      [=](address_atom, int64_t incarnation, std::vector<uint8_t>& address) {
+        on_address(self, incarnation, std::move(address));
+      },
+      [=](formed_atom, int64_t incarnation, const std::string& error) {
+        on_formed(self, incarnation, error);
+      },
+      [=](dial_atom, uint64_t incarnation) { retry_join(self, static_cast<int64_t>(incarnation)); },
   };
 }
 
@@ -415,6 +401,19 @@ scheduler_actor spawn_engine(caf::actor_system& sys, const model::Forward& forwa
   TROUPE_CHECK(options.eplb.window_size >= 1 && options.eplb.step_interval >= 1,
                "eplb-config: window_size and step_interval must be >= 1, got ",
                options.eplb.window_size, " and ", options.eplb.step_interval);
+  if (const auto& m = options.member) {
+#ifndef TROUPE_HAVE_UCX
+    TROUPE_FAIL("instance '" << m->instance << "': its ranks are processes of their own, "
+                "whose MoE exchange needs UCX, and this build has none (libucx-dev)");
+#endif
+    TROUPE_CHECK(m->size >= 2 && m->rank >= 0 && m->rank < m->size, "instance '", m->instance,
+                 "': rank ", m->rank, " of ", m->size);
+    TROUPE_CHECK(options.data_parallel_size == 1 && options.expert_parallel,
+                 "a rank of an instance spread over processes is one expert-parallel rank");
+    TROUPE_CHECK(!options.eplb.enabled && options.expert_counts_file.empty(),
+                 "instance '", m->instance, "': enable-eplb and expert-counts-file need the "
+                 "instance's ranks in one process for now");
+  }
   TROUPE_CHECK(!config.speculative.enabled() || options.drafter != nullptr,
                "speculative-config: method \"", config.speculative.method,
                "\" has no drafter in this engine");
@@ -427,8 +426,9 @@ scheduler_actor spawn_engine(caf::actor_system& sys, const model::Forward& forwa
         std::max(1, kernels::default_num_threads() / options.data_parallel_size);
   if (kv.disk_blocks > 0) runtime::ensure_disk_dir(config.kv_disk_dir);
   if (!options.health) options.health = std::make_shared<InstanceHealth>();
-  return sys.spawn(supervisor_fun, &forward, tokenizer, std::move(config), kv, std::move(options),
-                   std::move(counts));
+  return caf::actor_cast<scheduler_actor>(sys.spawn(supervisor_fun, &forward, tokenizer,
+                                                    std::move(config), kv, std::move(options),
+                                                    std::move(counts)));
 }
 
 }  // namespace troupe::actors

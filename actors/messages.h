@@ -50,6 +50,23 @@
 //   remote scheduler --token--> cluster router --token--> client
 //   cluster router --dial--> itself   (every 0.5 s until a remote engine answers)
 //
+// An expert-parallel instance whose ranks are processes of their own (docs/cluster.md):
+// each rank process runs a supervisor of one rank. Each incarnation forms a group: the
+// rank's forming thread makes its UCX worker (the MoE data plane, runtime/dep/ucx) and
+// hands its address to its supervisor, which joins at the group's leader (rank 0's
+// supervisor, on rank 0's node's control port) with that address and its scheduler. Once
+// all R have joined, the leader answers every join with every address and scheduler
+// (GroupFormed); the thread connects the UCX group, and the supervisor gives its rank the
+// communicator and its scheduler the peers (DP sync goes scheduler to scheduler over CAF,
+// as in one process). Each supervisor monitors the other ranks' schedulers: when one goes
+// away (its process died or its incarnation ended) it ends its own incarnation and joins
+// again, so a restarted rank process rejoins the others.
+//
+//   forming thread --address(incarnation, bytes)--> supervisor r --join(GroupJoin)--> leader
+//   leader --GroupFormed (once all R joined)--> supervisor r --> forming thread (connect)
+//   forming thread --formed(incarnation, error)--> supervisor r
+//   supervisor r --group(communicator)--> rank r;  --peers(DpPeers)--> scheduler r
+//
 // CAF 0.17 (Debian): atoms are atom_constant with at most 10 characters. The payloads
 // that may cross a process have inspect() functions and type IDs (actors/wire.h,
 // included at the end of this file); the rest are local-only
@@ -92,6 +109,10 @@ using stage_atom = caf::atom_constant<caf::atom("stage")>;        // copy a new 
 using staged_atom = caf::atom_constant<caf::atom("staged")>;      // that copy is done
 using prefetch_atom = caf::atom_constant<caf::atom("prefetch")>;  // a planned step's Engram rows
 using dial_atom = caf::atom_constant<caf::atom("dial")>;          // (re)connect a remote engine
+using join_atom = caf::atom_constant<caf::atom("join")>;          // a rank joins its group
+using address_atom = caf::atom_constant<caf::atom("address")>;    // the UCX worker's address
+using formed_atom = caf::atom_constant<caf::atom("formed")>;      // the UCX group connected
+using group_atom = caf::atom_constant<caf::atom("group")>;        // a rank's communicator
 
 // --- payloads ----------------------------------------------------------------------------
 // A request for one generation; outputs stream to `reply_to` as (token_atom, TokenEvent).
@@ -147,6 +168,30 @@ struct StagedPlacement {
 
 // One message of the schedulers' per-step all-reduce (DP sync).
 using DpSyncMessage = runtime::collectives::CollectiveMessage<runtime::collectives::StepMetadata>;
+
+// What a scheduler's DP-sync peers send it: one all-reduce message. In rank order, its
+// own included; across processes, remote handles (the middleman carries them).
+using dp_peer_actor = caf::typed_actor<caf::reacts_to<dpsync_atom, DpSyncMessage>,
+                                        caf::reacts_to<dpwake_atom, int64_t>>;
+using DpPeers = std::vector<dp_peer_actor>;  // [R]
+
+// A rank of an instance spread over processes joins its group's leader (join_atom), once
+// per incarnation (a join replaces one of the same rank that was still waiting: that
+// rank's process restarted, or its join timed out and came again).
+struct GroupJoin {
+  std::string instance;
+  int32_t rank = 0;
+  int32_t size = 0;
+  std::vector<uint8_t> address;  // runtime/dep/peer_address.h, encoded
+  dp_peer_actor scheduler;       // this incarnation's scheduler, for the peers' DP sync
+};
+
+// The leader's answer to every join once all `size` ranks have joined.
+struct GroupFormed {
+  int64_t generation = 0;  // the leader's count of groups formed
+  std::vector<std::vector<uint8_t>> addresses;  // [R]
+  DpPeers schedulers;                           // [R]
+};
 
 // What the Engram owner has done (stats_atom to it), for tests and logs.
 struct EngramOwnerFigures {

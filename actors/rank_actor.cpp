@@ -20,8 +20,8 @@ namespace {
 
 struct RankState {
   std::unique_ptr<runtime::PagedKvStorage> storage;
-  std::shared_ptr<runtime::InProcessGroup> group;      // expert parallel only
-  std::unique_ptr<runtime::ExpertParallel> experts;    // on group's communicator
+  std::shared_ptr<runtime::Communicator> comm;       // expert parallel only
+  std::unique_ptr<runtime::ExpertParallel> experts;  // on comm
   std::unique_ptr<runtime::Executor> executor;
   std::shared_ptr<runtime::TierStorage> tiers;  // nullptr: no host and disk tiers
   std::shared_ptr<const runtime::FaultPlan> faults;
@@ -108,22 +108,35 @@ rank_actor::behavior_type rank_fun(rank_pointer self, const model::Forward* forw
   st.storage = std::make_unique<runtime::PagedKvStorage>(forward->config(), kv.block_size,
                                                          kv.num_blocks, kv.storage_slots(),
                                                          features);
-  if (setup.group) {
-    st.group = std::move(setup.group);
-    st.experts = std::make_unique<runtime::ExpertParallel>(
-        st.group->communicator(setup.rank), std::move(setup.placement), &forward->weights());
-    st.eplb = setup.eplb;
-    st.rank = setup.rank;
-    st.ranks = st.group->size();
-  }
-  st.executor = std::make_unique<runtime::Executor>(*forward, *st.storage, options,
-                                                    st.experts.get(), setup.drafter);
+  st.rank = setup.rank;
+  st.eplb = setup.eplb;
   st.tiers = std::move(setup.tiers);
-  st.executor->set_tier_storage(st.tiers.get());
   st.faults = std::move(faults);
+  // The executor runs on the group's exchange, so it is made once that is here.
+  const runtime::Drafter* drafter = setup.drafter;
+  auto join = [self, forward, options, drafter](
+                  std::shared_ptr<runtime::Communicator> comm,
+                  std::shared_ptr<const runtime::eplb::ExpertPlacement> placement) {
+    auto& s = self->state;
+    s.executor.reset();  // it points at the experts
+    s.experts.reset();
+    if (comm) {
+      s.comm = std::move(comm);
+      s.ranks = s.comm->size();
+      s.experts = std::make_unique<runtime::ExpertParallel>(*s.comm, std::move(placement),
+                                                            &forward->weights());
+    }
+    s.executor = std::make_unique<runtime::Executor>(*forward, *s.storage, options,
+                                                     s.experts.get(), drafter);
+    s.executor->set_tier_storage(s.tiers.get());
+  };
+  std::shared_ptr<const runtime::eplb::ExpertPlacement> placement = std::move(setup.placement);
+  if (!setup.comm_later) join(std::move(setup.comm), placement);
   return {
       [=](run_atom, const runtime::StepPlan& plan) -> caf::result<StepResult> {
         auto& s = self->state;
+        if (!s.executor)  // the scheduler steps only once the group formed
+          return caf::make_error(caf::sec::runtime_error, "rank: a step before its group formed");
         s.steps += 1;
         const runtime::StepFault fault = s.faults ? s.faults->next_step() : runtime::StepFault{};
         if (fault.exit) {
@@ -133,7 +146,8 @@ rank_actor::behavior_type rank_fun(rank_pointer self, const model::Forward* forw
         }
         return run_step(s, plan, fault);
       },
-      [](ping_atom) { return true; },  // answered once the storage and executor exist
+      [](ping_atom) { return true; },  // answered once the storage (and executor) exist
+      [=](group_atom, std::shared_ptr<runtime::Communicator>& comm) { join(std::move(comm), placement); },
       [=](stage_atom, PlacementUpdate& update) {
         if (self->state.experts) copy_slots(self, forward, std::move(update));
       },

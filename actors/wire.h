@@ -173,6 +173,17 @@ typename Inspector::result_type inspect(Inspector& f, EngramOwnerFigures& x) {
            x.table_bytes);
 }
 
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, GroupJoin& x) {
+  return f(caf::meta::type_name("GroupJoin"), x.instance, x.rank, x.size, x.address,
+           x.scheduler);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, GroupFormed& x) {
+  return f(caf::meta::type_name("GroupFormed"), x.generation, x.addresses, x.schedulers);
+}
+
 // Registers the block below with an actor system's config (every process of a cluster).
 void add_wire_types(caf::actor_system_config& cfg);
 
@@ -187,4 +198,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(troupe, (troupe::actors::ExpertCounts))
   CAF_ADD_TYPE_ID(troupe, (troupe::actors::PlacementUpdate))
   CAF_ADD_TYPE_ID(troupe, (troupe::actors::EngramOwnerFigures))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::GroupJoin))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::GroupFormed))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::DpPeers))
 CAF_END_TYPE_ID_BLOCK(troupe)

@@ -192,11 +192,32 @@ void shut_down(net::http::Server& server, net::tcp::TcpServer& tcp, net::http::E
   if (bridge) bridge->kill_all();
 }
 
+// The engine of a cluster node that is one rank of an expert-parallel group spread over
+// nodes: its rank, and where the group forms (rank 0's node).
+std::optional<actors::GroupMembership> membership(const ServeSetup& setup) {
+  if (!setup.node || !setup.node->engine || !setup.node->engine->group_member) return std::nullopt;
+  const config::ClusterEngine& e = *setup.node->engine;
+  const config::ClusterNode& leader = *setup.cluster->node(e.leader);
+  return actors::GroupMembership{e.instance, e.rank, e.ranks, leader.host,
+                                 static_cast<uint16_t>(leader.port)};
+}
+
+// Publishes a cluster node's engine on the node's control port, for the router (and, for a
+// group's rank 0, the other ranks' joins) to dial, or stops start-up saying why it cannot.
+void publish_engine(caf::actor_system& sys, const ServeSetup& setup,
+                    const actors::scheduler_actor& engine) {
+  const config::ClusterNode& node = *setup.node->node;
+  const auto port = sys.middleman().publish(engine, static_cast<uint16_t>(node.port),
+                                            node.host.c_str(), /*reuse_addr=*/true);
+  if (!port)
+    TROUPE_FAIL("node '" << node.name << "': cannot listen on its control port " << node.host
+                         << ":" << node.port << ": " << sys.render(port.error()));
+}
+
 // A cluster node that runs an engine and not the router: the engine, published on the
 // node's control port for the router to dial (docs/cluster.md).
 int run_engine_node(const ServeSetup& setup, ShutdownSignal& signal) {
   const config::ServeConfig& cfg = setup.cfg;
-  const config::ClusterNode& node = *setup.node->node;
   std::unique_ptr<LoadedModel> model;  // outlives the actor system
   std::unique_ptr<ServingEngine> engine;
   caf::actor_system_config caf_cfg;
@@ -204,12 +225,8 @@ int run_engine_node(const ServeSetup& setup, ShutdownSignal& signal) {
   caf_cfg.load<caf::io::middleman>();
   caf::actor_system sys{caf_cfg};
   model = load_serving_model(cfg);
-  engine = start_engine(sys, cfg, *model, fault_plan(cfg));
-  const auto port = sys.middleman().publish(engine->engine, static_cast<uint16_t>(node.port),
-                                            node.host.c_str(), /*reuse_addr=*/true);
-  if (!port)
-    TROUPE_FAIL("node '" << node.name << "': cannot listen on its control port " << node.host
-                         << ":" << node.port << ": " << sys.render(port.error()));
+  engine = start_engine(sys, cfg, *model, fault_plan(cfg), membership(setup));
+  publish_engine(sys, setup, engine->engine);
   say("ready: " + setup.node->engine->describe(*setup.cluster) + ", waiting for the router '" +
       setup.cluster->router.node + "'");
   const int sig = signal.wait();
@@ -253,7 +270,9 @@ int run_serve(const CommandArgs& argv) {
   // A cluster router without an engine still needs the tokenizer and the model's limits.
   model = load_serving_model(cfg);
   const bool runs_engine = !setup.node || setup.node->engine;
-  if (runs_engine) local = start_engine(sys, cfg, *model, faults);
+  if (runs_engine) local = start_engine(sys, cfg, *model, faults, membership(setup));
+  // The router's node holding rank 0 of a spread group: the other ranks join it here.
+  if (local && membership(setup)) publish_engine(sys, setup, local->engine);
   const int64_t max_len = std::min<int64_t>(cfg.max_model_len, model->config.max_position_embeddings);
   auto backend = std::make_shared<net::http::Backend>();
   backend->info.model_name = served_name(cfg, model->dir);
@@ -271,10 +290,15 @@ int run_serve(const CommandArgs& argv) {
     std::vector<actors::ClusterEngineAddress> remote;
     for (const config::ClusterEngine& e : setup.node->remote) {
       const config::ClusterNode& n = *setup.cluster->node(e.node);
-      remote.push_back({e.describe(*setup.cluster), n.host, static_cast<uint16_t>(n.port)});
+      remote.push_back({e.describe(*setup.cluster), n.host, static_cast<uint16_t>(n.port),
+                        e.group_member ? e.instance : std::string()});
     }
     std::vector<actors::LocalEngine> here;
-    if (local) here.push_back({setup.node->engine->describe(*setup.cluster), local->engine});
+    if (local) {
+      const config::ClusterEngine& e = *setup.node->engine;
+      here.push_back({e.describe(*setup.cluster), local->engine,
+                      e.group_member ? e.instance : std::string()});
+    }
     health = std::make_shared<actors::InstanceHealth>();
     router = actors::spawn_cluster_router(sys, std::move(remote), std::move(here), health);
     say("cluster router: " + std::to_string(setup.node->remote.size()) +

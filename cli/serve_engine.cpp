@@ -45,6 +45,14 @@ std::shared_ptr<const runtime::FaultPlan> fault_plan(const config::ServeConfig& 
 namespace {
 
 void say_instance_shape(const config::ServeConfig& cfg, const actors::EngineOptions& o) {
+  if (const auto& m = o.member) {
+    say("instance " + m->instance + ": rank " + std::to_string(m->rank) + " of " +
+        std::to_string(m->size) + " in processes of their own, expert parallel (" +
+        std::to_string(o.num_redundant_experts) + " redundant expert slots); the group forms at " +
+        m->leader_host + ":" + std::to_string(m->leader_port) +
+        ", MoE exchange over UCX, DP sync over the control plane");
+    return;
+  }
   if (cfg.data_parallel_size == 1 && !cfg.enable_expert_parallel) return;
   say("instance: " + std::to_string(cfg.data_parallel_size) + " ranks, " +
       (cfg.enable_expert_parallel
@@ -61,7 +69,8 @@ void say_instance_shape(const config::ServeConfig& cfg, const actors::EngineOpti
 
 std::unique_ptr<ServingEngine> start_engine(caf::actor_system& sys, const config::ServeConfig& cfg,
                                             LoadedModel& model,
-                                            std::shared_ptr<const runtime::FaultPlan> faults) {
+                                            std::shared_ptr<const runtime::FaultPlan> faults,
+                                            std::optional<actors::GroupMembership> member) {
   auto e = std::make_unique<ServingEngine>();
   // One copy of the Engram tables for the node, in a shared host mapping (the owner).
   e->engram = runtime::EngramHostTables::adopt(model.weights, model.config);
@@ -87,6 +96,7 @@ std::unique_ptr<ServingEngine> start_engine(caf::actor_system& sys, const config
   o.num_redundant_experts = cfg.redundant_experts();
   o.eplb = cfg.eplb();
   o.expert_counts_file = cfg.expert_counts_file;
+  o.member = std::move(member);
   if (e->engram) o.engram_owner = actors::spawn_engram_owner(sys, model.config, model.weights, e->engram);
   say_instance_shape(cfg, o);
   if (e->config.speculative.enabled()) {

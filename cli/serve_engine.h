@@ -5,6 +5,7 @@
 
 #include <caf/all.hpp>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "actors/engine_actors.h"
@@ -37,8 +38,11 @@ std::shared_ptr<const runtime::FaultPlan> fault_plan(const config::ServeConfig& 
 
 // Spawns the instance of cfg on `model`, or stops start-up with why its config cannot
 // work (before any request could find out).
+// member: this process runs one rank of an expert-parallel instance spread over
+// processes (a cluster node; the system has the middleman).
 std::unique_ptr<ServingEngine> start_engine(caf::actor_system& sys, const config::ServeConfig& cfg,
                                             LoadedModel& model,
-                                            std::shared_ptr<const runtime::FaultPlan> faults);
+                                            std::shared_ptr<const runtime::FaultPlan> faults,
+                                            std::optional<actors::GroupMembership> member = {});
 
 }  // namespace troupe::cli

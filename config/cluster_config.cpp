@@ -329,13 +329,15 @@ namespace {
 
 // The serve settings of an engine of `ranks` ranks of `in` on `node`: the serve keys,
 // then the node's model, the instance's shape and threads (threads per rank x ranks).
+// member: the engine is one rank of the instance's expert-parallel group.
 ServeConfig engine_serve_config(const ClusterConfig& c, const ClusterNode& node,
-                                const ClusterInstance& in, int ranks) {
+                                const ClusterInstance& in, int ranks, bool member = false) {
   ServeConfig s = c.serve;
   if (!node.model.empty()) s.model = node.model;
   s.data_parallel_size = ranks;
-  s.enable_expert_parallel = in.enable_expert_parallel && ranks > 1;
-  s.num_redundant_experts = ranks > 1 ? in.num_redundant_experts : 0;
+  const bool grouped = ranks > 1 || member;
+  s.enable_expert_parallel = in.enable_expert_parallel && grouped;
+  s.num_redundant_experts = grouped ? in.num_redundant_experts : 0;
   s.threads = in.threads * ranks;
   s.validate({{"data-parallel-size", c.source + " line " + std::to_string(in.line)}});
   return s;
@@ -366,15 +368,14 @@ std::vector<ClusterEngine> cluster_engines(const ClusterConfig& c) {
           in);
       continue;
     }
-    if (in.enable_expert_parallel)
-      TROUPE_FAIL(c.source << ":" << in.line << ": instance '" << in.name
-                           << "' is expert-parallel with ranks on several nodes: expert "
-                              "parallelism across processes (UCX) is not built yet; put its "
-                              "ranks on one node, or set enable-expert-parallel: false to run "
-                              "each rank as an engine of its own");
-    for (int r = 0; r < R; ++r)
-      add({in.name, r, R, in.ranks[size_t(r)], engine_serve_config(c, *c.node(in.ranks[size_t(r)]), in, 1)},
-          in);
+    for (int r = 0; r < R; ++r) {
+      const std::string& node = in.ranks[size_t(r)];
+      const bool member = in.enable_expert_parallel;
+      ClusterEngine e{in.name, r, R, node, engine_serve_config(c, *c.node(node), in, 1, member)};
+      e.group_member = member;
+      if (member) e.leader = in.ranks.front();
+      add(std::move(e), in);
+    }
   }
   return out;
 }

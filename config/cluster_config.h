@@ -75,23 +75,25 @@ bool is_cluster_config(const std::string& text);
 
 // The unit a process runs and the router routes to: a whole instance in one process
 // (every rank on one node: in-process DEP-R, as `troupe serve --data-parallel-size R`), or
-// one rank of an instance whose ranks are on several nodes without expert parallelism
-// (each rank then steps on its own and is an engine of its own). Expert parallelism
-// across processes (UCX) is not built yet.
+// one rank of an instance whose ranks are on several nodes. Such a rank is either an
+// engine of its own (enable-expert-parallel false: it steps on its own), or a member of
+// the instance's expert-parallel group (its MoE exchange over UCX with the other ranks'
+// processes, lockstep steps by DP sync; the group forms at rank 0's node).
 struct ClusterEngine {
   std::string instance;
   int rank = -1;  // -1: the whole instance; else this rank of it
   int ranks = 1;  // the instance's data-parallel size
   std::string node;
   ServeConfig serve;  // what the engine runs with (data-parallel-size: this engine's ranks)
+  bool group_member = false;  // one rank of an expert-parallel group spread over nodes
+  std::string leader;         // group_member: the node of rank 0, where the group forms
 
   // "instance dep2 rank 0 on node rank0 (127.0.0.1:7101)", for logs and /health.
   std::string describe(const ClusterConfig& cluster) const;
 };
 
 // Every engine of the cluster, in instance then rank order. Throws troupe::Error (file:
-// line) for what is not built yet: an expert-parallel instance across nodes, or a node
-// with more than one engine.
+// line) for what is not built yet: a node with more than one engine.
 std::vector<ClusterEngine> cluster_engines(const ClusterConfig& cluster);
 
 // What the process started with `--node NAME` runs.

@@ -132,6 +132,40 @@ TEST(Wire, EveryPayloadComesBackEqual) {
   EXPECT_EQ(e2.rows, 2);
   EXPECT_EQ(e2.skipped_positions, 3);
   EXPECT_EQ(e2.table_bytes, 4);
+
+}
+
+// Serializes x in one system and loads it in another (actor handles need a system).
+template <class T>
+T round_trip_between(caf::actor_system& from, caf::actor_system& to, T x) {
+  std::vector<char> buf;
+  caf::binary_serializer sink{from, buf};
+  EXPECT_FALSE(sink(x));
+  T y;
+  caf::binary_deserializer source{to, buf};
+  EXPECT_FALSE(source(y));
+  return y;
+}
+
+TEST(Wire, TheGroupsJoinAndAnswerComeBackEqual) {
+  caf::actor_system_config a_cfg, b_cfg;
+  add_wire_types(a_cfg);
+  add_wire_types(b_cfg);
+  caf::actor_system a{a_cfg}, b{b_cfg};
+  // Null handles here; the DEP cluster test (tests/net/serve_cluster_dep_test.cpp) sends
+  // live ones across the middleman.
+  const GroupJoin j{"dep2", 1, 2, {9, 8, 7}, dp_peer_actor{}};
+  const GroupJoin j2 = round_trip_between(a, b, j);
+  EXPECT_EQ(j2.instance, "dep2");
+  EXPECT_EQ(j2.rank, 1);
+  EXPECT_EQ(j2.size, 2);
+  EXPECT_EQ(j2.address, j.address);
+  EXPECT_FALSE(j2.scheduler);
+  const GroupFormed f{3, {{1, 2}, {3}}, DpPeers(2)};
+  const GroupFormed f2 = round_trip_between(a, b, f);
+  EXPECT_EQ(f2.generation, 3);
+  EXPECT_EQ(f2.addresses, f.addresses);
+  EXPECT_EQ(f2.schedulers.size(), 2u);
 }
 
 TEST(Wire, AMessageDecodesInAnotherSystemThatRegisteredTheTypes) {

@@ -66,17 +66,23 @@ TEST(ClusterConfig, TheLocalExampleParsesIntoWhatItSays) {
   EXPECT_EQ(c.secret, "cluster-local-example-secret");
   EXPECT_TRUE(c.one_host());
 
-  // Expert parallel across processes is not built yet: every node says so, at the line
-  // of the instance.
-  const std::string text = read(path);
-  const std::string where =
-      path + ":" +
-      std::to_string(1 + std::count(text.begin(), text.begin() + text.find("- name: dep2"), '\n'));
-  for (const char* node : {"router", "rank0", "rank1"})
-    EXPECT_NE(error_of([&] { plan_node(c, node, false); })
-                  .find(where + ": instance 'dep2' is expert-parallel with ranks on several nodes"),
-              std::string::npos)
-        << node;
+  // Its two ranks are processes of their own: each node runs one rank of the group, which
+  // forms at rank 0's node; the router dials both.
+  for (int r = 0; r < 2; ++r) {
+    const NodeRun run = plan_node(c, "rank" + std::to_string(r), false);
+    ASSERT_TRUE(run.engine);
+    EXPECT_TRUE(run.engine->group_member);
+    EXPECT_EQ(run.engine->rank, r);
+    EXPECT_EQ(run.engine->ranks, 2);
+    EXPECT_EQ(run.engine->leader, "rank0");
+    EXPECT_EQ(run.engine->serve.data_parallel_size, 1);
+    EXPECT_TRUE(run.engine->serve.enable_expert_parallel);
+    EXPECT_EQ(run.engine->serve.threads, 1);
+  }
+  const NodeRun router = plan_node(c, "router", false);
+  EXPECT_FALSE(router.engine);
+  ASSERT_EQ(router.remote.size(), 2u);
+  EXPECT_TRUE(router.remote[1].group_member);
   EXPECT_NE(error_of([&] { plan_node(c, "rank2", false); }).find("did you mean 'rank0'"),
             std::string::npos);
 }
@@ -149,8 +155,15 @@ TEST(ClusterConfig, TheTwoNodeExampleParsesWithItsSecretFile) {
   EXPECT_EQ(c.secret, "a-secret-of-twenty-chars");  // the newline is not part of it
   EXPECT_FALSE(c.one_host());
   EXPECT_EQ(c.nodes[1].model, "/models/deepseek-v4.1-flash");
-  EXPECT_NE(error_of([&] { plan_node(c, "b", false); }).find("expert-parallel with ranks on"),
-            std::string::npos);
+  // Node a holds the router and rank 0, where the group forms; node b holds rank 1.
+  const NodeRun a = plan_node(c, "a", false), b = plan_node(c, "b", false);
+  EXPECT_TRUE(a.router);
+  ASSERT_TRUE(a.engine && b.engine);
+  EXPECT_TRUE(a.engine->group_member && b.engine->group_member);
+  EXPECT_EQ(b.engine->rank, 1);
+  EXPECT_EQ(b.engine->leader, "a");
+  ASSERT_EQ(a.remote.size(), 1u);
+  EXPECT_EQ(a.remote[0].node, "b");
 }
 
 TEST(ClusterConfig, AClusterAcrossHostsNeedsASecretUnlessInsecure) {

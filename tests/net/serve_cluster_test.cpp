@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "model/temp_dir.h"
+#include "net/cluster_test_support.h"
 #include "net/http_test_client.h"
 #include "runtime/golden_engine_config.h"
 #include "support/golden.h"
@@ -29,28 +30,6 @@ namespace {
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
-const std::string kModelDir = std::string(TROUPE_TEST_DATA) + "/v41-tiny-seed7";
-
-// n distinct ports no one listens on now (the OS's picks, all held open until each is
-// known, then closed again).
-std::vector<uint16_t> free_ports(int n) {
-  std::vector<int> fds;
-  std::vector<uint16_t> ports;
-  for (int i = 0; i < n; ++i) {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t len = sizeof a;
-    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    fds.push_back(fd);
-    ports.push_back(ntohs(a.sin_port));
-  }
-  for (const int fd : fds) close(fd);
-  return ports;
-}
-
 std::string cluster_yaml(uint16_t router, uint16_t rank0, uint16_t rank1) {
   return "cluster-secret: test-cluster-secret-0123\n"
          "nodes:\n"
@@ -60,83 +39,11 @@ std::string cluster_yaml(uint16_t router, uint16_t rank0, uint16_t rank1) {
          "router: {node: router, http-port: 0, tcp-port: 0}\n"
          "instances:\n"
          "  - {name: dp2, ranks: [rank0, rank1], enable-expert-parallel: false, threads: 1}\n"
-         "serve:\n"
-         "  model: " + kModelDir + "\n"
-         "  max-model-len: 512\n"
-         "  block-size: 16\n"
-         "  kv-cache-memory-bytes: 16MiB\n"
-         "  max-num-seqs: 8\n";
+             + cluster_serve_section();
 }
 
 std::vector<int32_t> plain_greedy(const std::vector<int32_t>& prompt, int64_t n) {
   return runtime::engine_greedy(*golden_model().forward, prompt, n);
-}
-
-json completion(const std::vector<int32_t>& prompt, int max_tokens, bool stream) {
-  return {{"model", "v41-tiny-seed7"}, {"prompt", prompt}, {"max_tokens", max_tokens},
-          {"temperature", 0},          {"ignore_eos", true}, {"return_token_ids", true},
-          {"stream", stream}};
-}
-
-// A streamed completion read on its own thread; first_event() waits for its first event.
-class Stream {
- public:
-  Stream(uint16_t port, const json& body) {
-    fd_ = connect_to(port);
-    send_all(fd_, request_text("POST", "/v1/completions", body.dump()));
-    reader_ = std::thread([this] {
-      char buf[4096];
-      for (ssize_t n; (n = recv(fd_, buf, sizeof buf, 0)) > 0;) {
-        std::lock_guard lock(mutex_);
-        raw_.append(buf, size_t(n));
-        cv_.notify_all();
-      }
-      std::lock_guard lock(mutex_);
-      done_ = true;
-      cv_.notify_all();
-    });
-  }
-  ~Stream() {
-    if (reader_.joinable()) reader_.join();
-    close(fd_);
-  }
-  bool first_event(std::chrono::seconds deadline = 30s) {
-    std::unique_lock lock(mutex_);
-    return cv_.wait_for(lock, deadline, [&] { return raw_.find("data: ") != std::string::npos; });
-  }
-  // The SSE payloads once the response ended.
-  std::vector<std::string> events() {
-    reader_.join();
-    return sse_payloads(parse_response(raw_).body);
-  }
-
- private:
-  int fd_ = -1;
-  std::thread reader_;
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::string raw_;
-  bool done_ = false;
-};
-
-// "0 of 2" style: the /health message when ranks are missing.
-std::string health_message(uint16_t port) {
-  const HttpResponse r = http(port, "GET", "/health");
-  if (r.status == 200) return "ok";
-  try {
-    return json::parse(r.body)["error"]["message"].get<std::string>();
-  } catch (const std::exception&) {
-    return "status " + std::to_string(r.status) + ": " + r.body;
-  }
-}
-
-bool wait_health(uint16_t port, const std::string& needle, std::chrono::seconds deadline) {
-  const auto until = std::chrono::steady_clock::now() + deadline;
-  while (std::chrono::steady_clock::now() < until) {
-    if (health_message(port).find(needle) != std::string::npos) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return false;
 }
 
 TEST(ServeCluster, RanksInProcessesOfTheirOwnServeJoinAndRejoin) {
@@ -246,13 +153,11 @@ TEST(ServeCluster, ANodeThatCannotRunYetSaysWhy) {
   const std::string file = dir.file("cluster.yaml");
   const std::vector<uint16_t> ports = free_ports(3);
   std::string text = cluster_yaml(ports[0], ports[1], ports[2]);
-  text.replace(text.find("enable-expert-parallel: false"), 29, "enable-expert-parallel: true");
+  text.replace(text.find("serve:\n"), 0, "  - {name: two, ranks: [rank0], threads: 1}\n");
   std::ofstream(file) << text;
   Daemon d({"--config", file, "--node", "rank0"});
   EXPECT_NE(d.wait_exit(60s), 0);
-  EXPECT_NE(d.output().find("expert parallelism across processes (UCX) is not built yet"),
-            std::string::npos)
-      << d.output();
+  EXPECT_NE(d.output().find("one engine per process so far"), std::string::npos) << d.output();
   Daemon stranger({"--config", file, "--node", "rank9"});
   EXPECT_NE(stranger.wait_exit(60s), 0);
   EXPECT_NE(stranger.output().find("--node 'rank9' is not a node of"), std::string::npos)

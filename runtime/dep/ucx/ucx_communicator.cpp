@@ -63,6 +63,8 @@ UcxCommunicator::UcxCommunicator(int rank, int size, const AllGather& all_gather
   while (static_cast<int>(hellos_.size()) < size - 1) {
     pump();
     throw_if_any_peer_gone();
+    if (options.cancel && options.cancel->load())
+      TROUPE_FAIL("UcxCommunicator rank " << rank << ": the group's forming was given up");
     if (now_s() > deadline)
       TROUPE_FAIL("UcxCommunicator rank " << rank << ": " << hellos_.size() << " of " << size - 1
                                           << " peers said hello within " << options.connect_timeout_s
@@ -131,7 +133,18 @@ void UcxCommunicator::throw_if_failed(int64_t exchange) {
   if (f != failed_.end() && exchange >= f->second.completed) TROUPE_FAIL(f->second.why);
 }
 
+void UcxCommunicator::close(const std::string& why) {
+  std::lock_guard lock(close_mu_);
+  if (closed_.load()) return;  // the first names it
+  close_why_ = why;
+  closed_.store(true);
+}
+
 void UcxCommunicator::throw_if_peer_gone(int peer) {
+  if (closed_.load()) {
+    std::lock_guard lock(close_mu_);
+    TROUPE_FAIL("UCX rank " << rank_ << ": the group is closed: " << close_why_);
+  }
   const std::string& why = worker_->peer_error(peer);
   if (!why.empty()) TROUPE_FAIL("UCX rank " << rank_ << ": rank " << peer << " is gone: " << why);
 }

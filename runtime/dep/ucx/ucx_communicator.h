@@ -33,7 +33,9 @@
 #pragma once
 
 #include <cstdint>
+#include <atomic>
 #include <deque>
+#include <mutex>
 #include <map>
 #include <memory>
 #include <optional>
@@ -59,6 +61,9 @@ struct UcxOptions {
   // watched through /proc; the others in UCX peer error mode. Always: every endpoint in
   // peer error mode (TCP even on one host, with UCX 1.13).
   enum class PeerErrors { Auto, Always } peer_errors = PeerErrors::Auto;
+  // Set by another thread: the start-up all-gather's owner gave up (the group will never
+  // form): the hello wait throws instead of waiting out connect_timeout_s. May be null.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 class UcxCommunicator : public Communicator {
@@ -73,6 +78,11 @@ class UcxCommunicator : public Communicator {
   void begin_step() override;
   std::vector<Bytes> all_to_all(std::vector<Bytes> send) override;
   void abort(const std::string& why) override;
+
+  // From any thread: the group is over (a peer's incarnation ended, its owner knows it
+  // first): every exchange of this rank, waiting or later, throws with `why`. As after a
+  // peer died, the owner makes a new communicator.
+  void close(const std::string& why);
 
   // The UCX transports to each peer: "rank 1: sysv/memory cma/memory; rank 2: tcp/lo".
   std::string transports() const;
@@ -108,6 +118,9 @@ class UcxCommunicator : public Communicator {
   std::map<int64_t, Failure> failed_;  // step -> its failure (the last few steps)
   std::deque<std::pair<int, Bytes>> mail_;
   std::set<int> hellos_;
+  std::atomic<bool> closed_{false};
+  std::mutex close_mu_;
+  std::string close_why_;  // under close_mu_, set once before closed_
   double next_watch_ = 0;  // when to look at same-host peers in /proc next
 };
 
