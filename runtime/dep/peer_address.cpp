@@ -82,10 +82,15 @@ PeerAddress decode_peer_address(const Bytes& wire) {
 
 PeerAddress this_process_address(Bytes ucp_address) {
   PeerAddress a;
-  char ns[256] = {};
-  const ssize_t n = readlink("/proc/self/ns/pid", ns, sizeof(ns) - 1);
-  a.host_key = read_first_line("/proc/sys/kernel/random/boot_id") + "/" +
-               (n > 0 ? std::string(ns, static_cast<size_t>(n)) : std::string("?"));
+  auto ns = [](const char* path) {
+    char link[256] = {};
+    const ssize_t n = readlink(path, link, sizeof(link) - 1);
+    return n > 0 ? std::string(link, static_cast<size_t>(n)) : std::string("?");
+  };
+  // The network namespace too: processes in different ones stand for different machines
+  // (the two-node test's namespaces), so they talk as hosts do (TCP, UCX peer errors).
+  a.host_key = read_first_line("/proc/sys/kernel/random/boot_id") + "/" + ns("/proc/self/ns/pid") +
+               "/" + ns("/proc/self/ns/net");
   a.pid = static_cast<int64_t>(getpid());
   a.start_time = read_proc_stat(a.pid).start_time;
   a.ucp_address = std::move(ucp_address);

@@ -5,8 +5,9 @@
 //   wire (little-endian):  "TRPA" | u32 version = 1 | u32 host_key length | host_key bytes
 //                          | i64 pid | u64 start_time | u32 address length | address bytes
 //
-// host_key names the host and pid namespace (boot id + pid namespace): two processes with
-// the same key see each other's pids. Pure logic (plus /proc reads), no UCX, so the
+// host_key names the host, pid and network namespace (boot id + both namespaces): two
+// processes with the same key see each other's pids and share memory transports; ones in
+// different network namespaces of a machine count as different hosts (TCP). Pure logic (plus /proc reads), no UCX, so the
 // decoder is fuzzed (fuzz/peer_address_fuzz.cpp): it reads what another process sent.
 #pragma once
 
@@ -18,7 +19,7 @@
 namespace troupe::runtime {
 
 struct PeerAddress {
-  std::string host_key;  // boot id + pid namespace; equal keys: pids are comparable
+  std::string host_key;  // boot id + pid and net namespace; equal keys: pids are comparable
   int64_t pid = 0;
   uint64_t start_time = 0;  // /proc/<pid>/stat field 22 (clock ticks after boot)
   Bytes ucp_address;        // ucp_worker_get_address's bytes, opaque here

@@ -39,14 +39,14 @@ struct HttpResponse {
 // A connected socket to 127.0.0.1:port, or -1. A receive_buffer (bytes) set before the
 // connect keeps the window small: a client that does not read then holds little in the
 // kernel, and the server's own queue fills.
-inline int connect_to(uint16_t port, int receive_buffer = 0) {
+inline int connect_to(uint16_t port, int receive_buffer = 0, const char* ip = "127.0.0.1") {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (receive_buffer > 0)
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  inet_pton(AF_INET, ip, &addr.sin_addr);
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     close(fd);
     return -1;
@@ -120,14 +120,21 @@ inline std::string read_to_eof(int fd) {
   return raw;
 }
 
-inline HttpResponse http(uint16_t port, const std::string& method, const std::string& path,
-                         const std::string& body = {}, const std::string& extra_headers = {}) {
-  const int fd = connect_to(port);
+// One request to ip:port (another network namespace's address: the two-node test).
+inline HttpResponse http_at(const char* ip, uint16_t port, const std::string& method,
+                            const std::string& path, const std::string& body = {},
+                            const std::string& extra_headers = {}) {
+  const int fd = connect_to(port, 0, ip);
   if (fd < 0) return {};
   send_all(fd, request_text(method, path, body, extra_headers));
   const std::string raw = read_to_eof(fd);
   close(fd);
   return parse_response(raw);
+}
+
+inline HttpResponse http(uint16_t port, const std::string& method, const std::string& path,
+                         const std::string& body = {}, const std::string& extra_headers = {}) {
+  return http_at("127.0.0.1", port, method, path, body, extra_headers);
 }
 
 // The payloads of a server-sent event stream ("data: X\n\n" -> X), in order.
@@ -146,19 +153,23 @@ inline std::vector<std::string> sse_payloads(const std::string& body) {
 // The troupe binary running `serve`, its stdout + stderr collected by a thread.
 class Daemon {
  public:
-  explicit Daemon(const std::vector<std::string>& args) {
+  // wrapper: a command line that runs the binary in turn, exec'ing it (so pid() is the
+  // daemon's): `ip netns exec NS env VAR=...` for the two-node test.
+  explicit Daemon(const std::vector<std::string>& args, const std::vector<std::string>& wrapper = {}) {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) return;
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
     posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
-    std::vector<std::string> all = {TROUPE_BINARY, "serve"};
+    std::vector<std::string> all = wrapper;
+    all.push_back(TROUPE_BINARY);
+    all.push_back("serve");
     all.insert(all.end(), args.begin(), args.end());
     std::vector<char*> argv;
     for (auto& a : all) argv.push_back(a.data());
     argv.push_back(nullptr);
-    if (posix_spawn(&pid_, TROUPE_BINARY, &fa, nullptr, argv.data(), environ) != 0) pid_ = -1;
+    if (posix_spawnp(&pid_, all.front().c_str(), &fa, nullptr, argv.data(), environ) != 0) pid_ = -1;
     posix_spawn_file_actions_destroy(&fa);
     close(fds[1]);
     reader_ = std::thread([this, fd = fds[0]] {

@@ -18,7 +18,6 @@
 
 #include "model/temp_dir.h"
 #include "net/cluster_test_support.h"
-#include "runtime/dep/dep_engine.h"
 #include "runtime/golden_engine_config.h"
 #include "support/golden.h"
 
@@ -43,17 +42,8 @@ std::string dep_cluster_yaml(const std::vector<uint16_t>& ports) {
              + cluster_serve_section();
 }
 
-// DEP-2 in one process (its MoE over an InProcessGroup), one request at a time.
 std::vector<int32_t> dep2_greedy(const std::vector<int32_t>& prompt, int64_t n) {
-  runtime::DepConfig d;
-  d.ranks = 2;
-  runtime::DepEngine e(*golden_model().forward, nullptr,
-                       runtime::golden_engine_config(int64_t(16) << 20, true, 8192, 4), d);
-  e.add_request(0, prompt, runtime::greedy(n));
-  std::vector<int32_t> out;
-  while (e.has_unfinished())
-    for (const auto& o : e.step()) out.insert(out.end(), o.new_tokens.begin(), o.new_tokens.end());
-  return out;
+  return runtime::dep_engine_greedy(*golden_model().forward, 2, prompt, n);
 }
 
 std::vector<int32_t> token_ids(const HttpResponse& r) {

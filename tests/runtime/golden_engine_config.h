@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "runtime/dep/dep_engine.h"
 #include "runtime/engine.h"
 
 namespace troupe::runtime {
@@ -36,6 +37,20 @@ inline RequestParams greedy(int64_t max_tokens) {
 inline std::vector<int32_t> engine_greedy(const model::Forward& forward,
                                           const std::vector<int32_t>& prompt, int64_t n) {
   Engine e(forward, nullptr, golden_engine_config(int64_t(16) << 20, true, 8192, 4));
+  e.add_request(0, prompt, greedy(n));
+  std::vector<int32_t> out;
+  while (e.has_unfinished())
+    for (const auto& o : e.step()) out.insert(out.end(), o.new_tokens.begin(), o.new_tokens.end());
+  return out;
+}
+
+// The same from DEP-R in one process (runtime::DepEngine: its MoE over an InProcessGroup),
+// the reference of the tests that spread an instance's ranks over processes.
+inline std::vector<int32_t> dep_engine_greedy(const model::Forward& forward, int ranks,
+                                              const std::vector<int32_t>& prompt, int64_t n) {
+  DepConfig d;
+  d.ranks = ranks;
+  DepEngine e(forward, nullptr, golden_engine_config(int64_t(16) << 20, true, 8192, 4), d);
   e.add_request(0, prompt, greedy(n));
   std::vector<int32_t> out;
   while (e.has_unfinished())
