@@ -37,6 +37,9 @@ struct KvCacheConfig {
   int64_t tier_snapshot_bytes = 0;
   int64_t block_bytes = 0;  // bytes of one block's rows, for the bytes-per-tier figures
                             // (0: unknown, they read 0)
+  // KV save (docs/kv-cache.md "Saved prefixes"): blocks saved prefixes may pin at most
+  // (kv-pinned-bytes / block bytes); 0: saves are refused.
+  int64_t pinned_blocks = 0;
   BlockHashFn hash_fn = nullptr;  // nullptr: block_hash. Tests only (forced collisions).
 
   void validate() const;  // throws troupe::Error naming the bad field
