@@ -132,7 +132,7 @@ TEST(ServeKvSave, RestoreReplaysNothingEqualsAColdRunAndSurvivesARestart) {
     EXPECT_EQ(prometheus_value(m, "troupe:kv_restore_hits_total"), 1) << m;
     EXPECT_EQ(prometheus_value(m, "troupe:kv_saved_prefixes"), 1) << m;
     EXPECT_GT(prometheus_value(m, "troupe:kv_pinned_bytes"), 12 * 3000) << m;
-    // 30 more blocks do not fit the 38-block budget next to conv-a's 12... 
+    // 30 more blocks do not fit the 38-block budget next to conv-a's 12...
     const HttpResponse full =
         r.post("/v1/kv/save", {{"conversation", "big"}, {"tokens", random_tokens(480, 1403)}});
     EXPECT_EQ(full.status, 507) << full.body;
@@ -141,7 +141,7 @@ TEST(ServeKvSave, RestoreReplaysNothingEqualsAColdRunAndSurvivesARestart) {
     const HttpResponse unknown = r.post(
         "/v1/completions", {{"prompt", kTurn}, {"max_tokens", 2}, {"kv_restore", "nope"}});
     EXPECT_EQ(unknown.status, 404) << unknown.body;
-    EXPECT_NE(unknown.body.find("no saved KV prefix named \"nope\""), std::string::npos);
+    EXPECT_EQ(json::parse(unknown.body)["error"]["message"], "no saved KV prefix named \"nope\"");
     EXPECT_EQ(http(r.port, "DELETE", "/v1/kv/nope", "", kAuth).status, 404);
     EXPECT_EQ(r.post("/v1/kv/save", {{"conversation", ""}, {"tokens", kSaved}}).status, 400);
     EXPECT_EQ(r.post("/v1/kv/save", {{"conversation", "x"}}).status, 400);
