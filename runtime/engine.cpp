@@ -64,6 +64,8 @@ KvCacheConfig prepare_engine(const model::ModelConfig& m, EngineConfig& config) 
                " must be below the sliding window ", m.sliding_window);
   kv.enable_prefix_cache = config.enable_prefix_cache;
   kv.block_bytes = PagedKvStorage::block_bytes_of(m, config.block_size);
+  // A window snapshot's bytes: the tiers' and the saved prefixes' figures count them.
+  if (kv.snapshot_slots > 0) kv.tier_snapshot_bytes = PagedKvStorage::snapshot_bytes_of(m);
   TROUPE_CHECK(config.kv_offload_bytes >= 0 && config.kv_disk_bytes >= 0,
                "kv-offload-bytes and kv-disk-bytes must be >= 0");
   TROUPE_CHECK(config.kv_disk_dir.empty() == (config.kv_disk_bytes == 0),

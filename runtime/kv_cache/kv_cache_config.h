@@ -31,7 +31,8 @@ struct KvCacheConfig {
   int64_t host_blocks = 0;
   int64_t disk_blocks = 0;
   // Of those, how many may carry a window snapshot (moved with its block; needs
-  // snapshot_slots > 0), and a snapshot's bytes as the tiers hold it (for the figures).
+  // snapshot_slots > 0), and a snapshot's bytes as the tiers and saved prefixes hold it
+  // (for the figures).
   int64_t host_snapshots = 0;
   int64_t disk_snapshots = 0;
   int64_t tier_snapshot_bytes = 0;
