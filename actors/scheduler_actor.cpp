@@ -30,6 +30,7 @@
 
 #include "actors/engine_parts.h"
 #include "kernels/check.h"
+#include "runtime/kv_cache/pin_index.h"
 
 namespace troupe::actors {
 namespace {
@@ -41,6 +42,9 @@ struct SchedulerState {
   std::unique_ptr<runtime::KvCacheManager> kv;
   std::unique_ptr<runtime::Scheduler> scheduler;
   std::unique_ptr<runtime::StepPipeline> pipeline;  // counts into ledger->counters
+  std::shared_ptr<runtime::TierStorage> tiers;  // null: no host and disk tiers
+  uint64_t pins_written = 0;  // the KV manager's pins_version() the disk index holds
+  std::unordered_map<runtime::RequestId, int64_t> restored;  // kv_restore: tokens put first
   std::shared_ptr<EngineLedger> ledger;
   rank_actor rank;
   double request_timeout = 0;
@@ -76,6 +80,10 @@ void stream(scheduler_pointer self, std::vector<runtime::RequestOutput> outputs)
     auto it = clients.find(out.id);
     if (it == clients.end()) continue;
     const bool last = out.finished();
+    if (const auto r = self->state.restored.find(out.id); r != self->state.restored.end()) {
+      out.num_restored_tokens = r->second;
+      if (last) self->state.restored.erase(r);
+    }
     caf::anon_send(it->second, token_atom::value, TokenEvent{std::move(out)});  // untyped client
     if (last) clients.erase(it);
   }
@@ -106,6 +114,25 @@ std::vector<runtime::RequestOutput> fail_step(SchedulerState& st, const StepResu
 
 void kick(scheduler_pointer self);
 
+// KV save by name (docs/kv-cache.md "Saved prefixes"): the disk tier's index of the saved
+// prefixes follows the KV manager's pins, so a restart on the same dir knows them.
+void save_pin_index(SchedulerState& s) {
+  if (!s.tiers || s.tiers->disk_dir().empty() || s.kv->pins_version() == s.pins_written) return;
+  s.pins_written = s.kv->pins_version();
+  std::vector<runtime::SavedPrefix> pins;
+  for (const auto& [name, pin] : s.kv->pins()) pins.push_back({name, pin.tokens});
+  std::sort(pins.begin(), pins.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  runtime::write_pin_index(s.tiers->disk_dir(), pins);
+}
+
+void adopt_pin_index(SchedulerState& s) {
+  if (!s.tiers || s.tiers->disk_dir().empty()) return;
+  for (const runtime::SavedPrefix& p : runtime::read_pin_index(s.tiers->disk_dir()))
+    if (!s.kv->adopt_pin(p.name, p.tokens))
+      spdlog::warn("kv save: saved prefix '{}' not restored (over kv-pinned-bytes or empty)", p.name);
+  s.pins_written = s.kv->pins_version();
+}
+
 // Live EPLB: the step's counts to the planner; what the rank has copied, for DP sync.
 void report_counts(scheduler_pointer self, const SchedulerState::AtRank& step,
                    const StepResult& result) {
@@ -132,7 +159,9 @@ void on_step_result(scheduler_pointer self, const StepResult& result) {
     spdlog::debug("scheduler: dummy step (rank step {}) failed: {}", result.rank_step,
                   result.error);
   }
-  if (s.dp || s.scheduler->has_unfinished()) kick(self);  // lockstep: a peer may be waiting
+  save_pin_index(s);
+  // Lockstep: a peer may be waiting; a saved prefix's disk writes are a plan of their own.
+  if (s.dp || s.scheduler->has_unfinished() || s.kv->has_pending_tier_ops()) kick(self);
 }
 
 // Live EPLB: the placement a step agreed on (the min over the ranks of what each has
@@ -238,14 +267,56 @@ void kick(scheduler_pointer self) {
   stream(self, std::move(finished));
 }
 
+// KV save by name, before the scheduler sees the request: a delete is answered here, a
+// restore gets its saved tokens before its prompt, a save reserves its pinned budget.
+// False: the request was answered (done, or refused).
+bool kv_by_name(SchedulerState& s, GenerateRequest& req, const caf::actor& client) {
+  const runtime::RequestParams& p = req.params;
+  auto unknown = [&](const std::string& name) {
+    send_error(client, req.id, "no saved KV prefix named \"" + name + "\"",
+               runtime::ErrorCause::NotFound);
+    return false;
+  };
+  if (!p.kv_delete.empty()) {
+    if (!s.kv->unpin(p.kv_delete)) return unknown(p.kv_delete);
+    save_pin_index(s);
+    runtime::RequestOutput out;
+    out.id = req.id;
+    out.status = runtime::RequestStatus::FinishedStopped;
+    caf::anon_send(client, token_atom::value, TokenEvent{std::move(out)});
+    return false;
+  }
+  if (!p.kv_restore.empty()) {
+    const runtime::KvPin* pin = s.kv->find_pin(p.kv_restore);
+    if (pin == nullptr) return unknown(p.kv_restore);
+    req.prompt.insert(req.prompt.begin(), pin->tokens.begin(), pin->tokens.end());
+  }
+  if (!p.kv_save.empty()) {
+    if (std::string why = s.kv->reserve_pin(req.id, p.kv_save, req.prompt); !why.empty()) {
+      send_error(client, req.id, why, runtime::ErrorCause::NoRoom);
+      return false;
+    }
+  }
+  return true;
+}
+
 // Adds the request (and its n > 1 siblings) or answers each with the reason it was refused.
 void add(scheduler_pointer self, GenerateRequest& req, const caf::actor& client) {
   auto& s = self->state;
   std::vector<runtime::RequestId> ids{req.id};
   for (const runtime::Sibling& sib : req.siblings) ids.push_back(sib.id);
+  if (!kv_by_name(s, req, client)) return;
+  const runtime::KvPin* restored =
+      req.params.kv_restore.empty() ? nullptr : s.kv->find_pin(req.params.kv_restore);
+  const int64_t num_restored = restored ? int64_t(restored->tokens.size()) : 0;
   try {
     s.scheduler->add_request(req.id, req.prompt, std::move(req.params), std::move(req.siblings));
+    if (num_restored > 0) {
+      s.ledger->counters.kv_restore_hits += 1;
+      for (runtime::RequestId id : ids) s.restored[id] = num_restored;
+    }
   } catch (const troupe::Error& e) {  // bad input: answer the requester, keep serving
+    s.kv->cancel_pin(req.id);
     spdlog::warn("scheduler: request {} refused: {}", req.id, e.what());
     for (runtime::RequestId id : ids)
       send_error(client, id, e.what(), runtime::ErrorCause::BadRequest);
@@ -307,6 +378,8 @@ scheduler_core_actor::behavior_type scheduler_fun(
   auto& st = self->state;
   st.kv = std::make_unique<runtime::KvCacheManager>(kv);
   if (tiers) runtime::attach_disk_tier(*st.kv, *tiers);  // before the rank sees a plan
+  st.tiers = tiers;
+  adopt_pin_index(st);  // after the disk files joined the tier
   st.scheduler = std::make_unique<runtime::Scheduler>(
       config.scheduler, *st.kv, static_cast<int32_t>(forward->config().eos_token_id), tokenizer);
   st.rank = std::move(rank);

@@ -39,7 +39,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, RequestParams& x) {
   return f(caf::meta::type_name("RequestParams"), x.sampling, x.max_tokens, x.stop_token_ids,
            x.stop, x.ignore_eos, x.include_stop_str_in_output, x.skip_special_tokens, x.priority,
-           x.num_logprobs);
+           x.num_logprobs, x.kv_save, x.kv_restore, x.kv_delete);
 }
 
 template <class Inspector>
@@ -81,7 +81,7 @@ typename Inspector::result_type inspect(Inspector& f, RequestOutput& x) {
   });
   return f(caf::meta::type_name("RequestOutput"), x.id, x.new_tokens, x.new_logprobs, x.new_text,
            x.status, stop_kind, stop_token, stop_text, x.error, x.error_cause,
-           x.num_cached_tokens, rebuild);
+           x.num_cached_tokens, x.num_restored_tokens, rebuild);
 }
 
 template <class Inspector>
@@ -97,10 +97,10 @@ typename Inspector::result_type inspect(Inspector& f, StepSample& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, EngineFigures& x) {
   return f(caf::meta::type_name("EngineFigures"), x.running, x.waiting, x.used_blocks,
-           x.free_blocks, x.kv_usage, x.tier_bytes, x.steps, x.preemptions, x.admitted,
+           x.free_blocks, x.kv_usage, x.tier_bytes, x.kv_pins, x.kv_pinned_bytes, x.steps, x.preemptions, x.admitted,
            x.scheduled_tokens, x.prefix_query_tokens, x.prefix_hit_tokens,
            x.prefix_snapshot_hits, x.prefix_replay_hits, x.prefix_replay_tokens,
-           x.prefix_tier_hit_tokens, x.failed_steps, x.restarts, x.spec_num_drafts,
+           x.prefix_tier_hit_tokens, x.kv_restore_hits, x.failed_steps, x.restarts, x.spec_num_drafts,
            x.spec_num_draft_tokens, x.spec_num_accepted_tokens, x.spec_accepted_per_pos,
            x.eplb_rebalances, x.eplb_balance_before, x.eplb_balance_after, x.spec_steps_by_k,
            x.schedule_cpu_s, x.update_cpu_s, x.rank_busy_seconds, x.recent_steps, x.per_rank);

@@ -109,6 +109,7 @@ runtime::EngineConfig ServeConfig::to_engine_config() const {
   e.executor.clip_prefix = clip_prefix;
   e.executor.prefix_replay = prefix_replay;
   e.speculative = runtime::parse_speculative_config(speculative_config);
+  e.kv_pinned_bytes = kv_pinned_bytes;
   e.kv_offload_bytes = kv_offload_bytes;
   e.kv_disk_dir = kv_disk_dir;
   e.kv_disk_bytes = kv_disk_bytes;

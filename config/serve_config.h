@@ -66,6 +66,7 @@ struct ServeConfig {
   bool enable_prefix_caching = true;
   bool enable_prefix_snapshots = true;  // SWA window snapshots (docs/kv-cache.md)
   // Host and disk tiers under the primary pool (docs/kv-cache.md "Host and disk tiers").
+  int64_t kv_pinned_bytes = 0;   // pool bytes saved prefixes (POST /v1/kv/save) may pin; 0: off
   int64_t kv_offload_bytes = 0;  // host memory for blocks evicted from the pool; 0: off
   std::string kv_disk_dir;       // block files, kept across restarts; empty: no disk tier
   int64_t kv_disk_bytes = 0;     // most bytes of block files in kv_disk_dir

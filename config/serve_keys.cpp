@@ -192,6 +192,9 @@ std::vector<ConfigKey> make_keys() {
   k.push_back(bool_key("enable-prefix-snapshots", &S::enable_prefix_snapshots,
                        "keep SWA window snapshots so a hit at an earlier request's last block "
                        "boundary replays nothing"));
+  k.push_back(bytes_key("kv-pinned-bytes", &S::kv_pinned_bytes, 0,
+                        "KV pool bytes prefixes saved by POST /v1/kv/save may pin (at most half "
+                        "the pool); 0: saves are refused"));
   k.push_back(bytes_key("kv-offload-bytes", &S::kv_offload_bytes, 0,
                         "host memory for KV blocks evicted from the pool (host tier); 0: off"));
   k.push_back(string_key("kv-disk-dir", &S::kv_disk_dir, true,

@@ -412,8 +412,21 @@ def peer_wire():
     write("peer_wire", "dp-sync-many-ranks.bin", struct.pack("<iiqiqqI", 0, 1, 0, 0, 0, 0, 1 << 30))
 
 
+def kv_pin_index():
+    """runtime/kv_cache/pin_index.h: <kv-disk-dir>/kv-pins.json."""
+    write("kv_pin_index", "two-pins.json",
+          b'{"version": 1, "pins": [{"name": "conv-a", "tokens": [1, 2, 3]}, {"name": "b", "tokens": []}]}')
+    write("kv_pin_index", "empty.json", b'{"version": 1, "pins": []}')
+    write("kv_pin_index", "version-2.json", b'{"version": 2, "pins": []}')
+    write("kv_pin_index", "twice.json",
+          b'{"version": 1, "pins": [{"name": "a", "tokens": [1]}, {"name": "a", "tokens": [2]}]}')
+    write("kv_pin_index", "negative-token.json", b'{"version": 1, "pins": [{"name": "a", "tokens": [-1]}]}')
+    write("kv_pin_index", "huge-token.json", b'{"version": 1, "pins": [{"name": "a", "tokens": [4294967296]}]}')
+    write("kv_pin_index", "truncated.json", b'{"version": 1, "pins": [{"name": "a", "tok')
+
+
 if __name__ == "__main__":
     for make in (openai_body, http_request, tcp_frame, serve_config, safetensors,
                  tokenizer_json, expert_loads_json, gguf, kv_block_file, cluster_config,
-                 peer_wire):
+                 peer_wire, kv_pin_index):
         make()

@@ -1,7 +1,8 @@
-// The OpenAI JSON bodies (net/openai): the first byte picks the endpoint, the rest is
-// the body. Contract: parse_generation_request, tokenize and detokenize never throw;
+// The OpenAI JSON bodies (net/openai): the first byte picks the endpoint (completions,
+// chat, tokenize, detokenize, kv save, kv delete), the rest is the body. Contract: parse_generation_request, tokenize and detokenize never throw;
 // every bad body is an ApiError value, whose JSON the server then writes.
 #include "fuzz/targets.h"
+#include "net/openai/kv_requests.h"
 #include "net/openai/responses.h"
 #include "net/openai/tokenize.h"
 
@@ -29,7 +30,19 @@ void run_json(const JsonResult& r) {
 void openai_body(const uint8_t* data, size_t size) {
   if (size == 0) return;
   const std::string_view body = as_text(data + 1, size - 1);
-  switch (data[0] % 4) {
+  switch (data[0] % 6) {
+    case 4: {  // POST /v1/kv/save
+      ParseResult r = parse_kv_save(body, tiny_serving_info(), tiny_tokenizer());
+      if (const auto* err = std::get_if<ApiError>(&r)) render(*err);
+      return;
+    }
+    case 5: {  // POST /v1/kv/delete, and the same bytes as DELETE /v1/kv/ID's path
+      ParseResult r = parse_kv_delete(body, {}, tiny_serving_info());
+      if (const auto* err = std::get_if<ApiError>(&r)) render(*err);
+      r = parse_kv_delete({}, body.substr(0, 300), tiny_serving_info());
+      if (const auto* err = std::get_if<ApiError>(&r)) render(*err);
+      return;
+    }
     case 0:
       return run_generation(Endpoint::Completions, body);
     case 1:

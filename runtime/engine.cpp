@@ -64,6 +64,8 @@ KvCacheConfig prepare_engine(const model::ModelConfig& m, EngineConfig& config) 
                " must be below the sliding window ", m.sliding_window);
   kv.enable_prefix_cache = config.enable_prefix_cache;
   kv.block_bytes = PagedKvStorage::block_bytes_of(m, config.block_size);
+  // A window snapshot's bytes: the tiers' and the saved prefixes' figures count them.
+  if (kv.snapshot_slots > 0) kv.tier_snapshot_bytes = PagedKvStorage::snapshot_bytes_of(m);
   TROUPE_CHECK(config.kv_offload_bytes >= 0 && config.kv_disk_bytes >= 0,
                "kv-offload-bytes and kv-disk-bytes must be >= 0");
   TROUPE_CHECK(config.kv_disk_dir.empty() == (config.kv_disk_bytes == 0),
@@ -71,6 +73,11 @@ KvCacheConfig prepare_engine(const model::ModelConfig& m, EngineConfig& config) 
   TROUPE_CHECK(config.kv_disk_bytes == 0 || config.kv_offload_bytes > 0,
                "a disk tier (kv-disk-dir) needs a host tier: set kv-offload-bytes");
   if (config.enable_prefix_cache && config.kv_offload_bytes > 0) plan_kv_tiers(m, config, kv);
+  TROUPE_CHECK(config.kv_pinned_bytes >= 0, "kv-pinned-bytes must be >= 0");
+  kv.pinned_blocks = config.kv_pinned_bytes / kv.block_bytes;
+  TROUPE_CHECK(kv.pinned_blocks <= kv.num_blocks / 2, "kv-pinned-bytes ", config.kv_pinned_bytes,
+               " is more than half the KV pool (", kv.num_blocks, " blocks of ", kv.block_bytes,
+               " bytes): running requests would have no room");
   // clip_prefix only changes full compute: a decoder tail already skips those chunks.
   const bool tail = config.executor.bounded_replay && m.replay_tokens > 0;
   config.scheduler.clip_prefix_depth =

@@ -54,6 +54,9 @@ struct EngineConfig {
   // files in kv_disk_dir, at most kv_disk_bytes of them (0 / empty: no disk tier; needs
   // the host tier). A prefix hit copies them back. kv_disk_tag names the checkpoint in
   // the files' header, so files of another checkpoint of the same shape are foreign.
+  // KV save by name (docs/kv-cache.md "Saved prefixes"): primary pool bytes saved
+  // prefixes may pin, at most half the pool; 0: saves are refused.
+  int64_t kv_pinned_bytes = 0;
   int64_t kv_offload_bytes = 0;
   std::string kv_disk_dir;
   int64_t kv_disk_bytes = 0;

@@ -47,6 +47,10 @@ std::string_view to_string(ErrorCause c) {
       return "timeout";
     case ErrorCause::Shutdown:
       return "shutdown";
+    case ErrorCause::NotFound:
+      return "not_found";
+    case ErrorCause::NoRoom:
+      return "no_room";
   }
   return "?";
 }

@@ -46,6 +46,8 @@ enum class ErrorCause : uint8_t {
   EngineDied,  // its scheduler or rank actor died; the instance was restarted
   Timeout,     // ran past request-timeout
   Shutdown,    // the server stopped before it finished (its grace period ran out)
+  NotFound,    // kv_restore / kv_delete named no saved prefix
+  NoRoom,      // kv_save: the pinned KV budget is full or off
 };
 std::string_view to_string(ErrorCause c);  // the metric label: "step_failed", ...
 
@@ -67,6 +69,13 @@ struct RequestParams {
   bool skip_special_tokens = true;  // special tokens give no text
   int32_t priority = 0;             // lower runs first under the priority policy (as vLLM)
   int32_t num_logprobs = -1;        // top alternatives per output token (>= 0); -1: no logprobs
+  // KV save by name (docs/kv-cache.md "Saved prefixes"): kv_save pins the prompt's blocks
+  // under this name when the request finishes (POST /v1/kv/save); kv_restore puts the
+  // tokens saved under it before the prompt (404 when unknown); kv_delete unpins it and
+  // runs nothing (DELETE /v1/kv/ID).
+  std::string kv_save;
+  std::string kv_restore;
+  std::string kv_delete;
 
   void validate() const;  // throws troupe::Error naming the bad field
 

@@ -249,6 +249,9 @@ class ActorBridge : public EngineBridge {
     advance(metrics_.prefix_cache_replay_hits, s.prefix_replay_hits, seen_.prefix_replay_hits);
     advance(metrics_.prefix_cache_replay_tokens, s.prefix_replay_tokens,
             seen_.prefix_replay_tokens);
+    metrics_.kv_saved_prefixes.set(double(s.kv_pins));
+    metrics_.kv_pinned_bytes.set(double(s.kv_pinned_bytes));
+    advance(metrics_.kv_restore_hits, s.kv_restore_hits, seen_.kv_restore_hits);
     if (s.eplb_rebalances > 0) {
       const metrics::ServingMetrics::EplbSeries e = metrics_.eplb();
       advance(e.rebalances, s.eplb_rebalances, seen_.eplb_rebalances);

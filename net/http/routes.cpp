@@ -11,7 +11,7 @@ struct RouteEntry {
   Route route;
 };
 
-constexpr std::array<RouteEntry, 7> kRoutes{{
+constexpr std::array<RouteEntry, 9> kRoutes{{
     {"/v1/completions", "POST", Route::Completions},
     {"/v1/chat/completions", "POST", Route::ChatCompletions},
     {"/v1/models", "GET", Route::Models},
@@ -19,7 +19,11 @@ constexpr std::array<RouteEntry, 7> kRoutes{{
     {"/metrics", "GET", Route::Metrics},
     {"/tokenize", "POST", Route::Tokenize},
     {"/detokenize", "POST", Route::Detokenize},
+    {"/v1/kv/save", "POST", Route::KvSave},
+    {"/v1/kv/delete", "POST", Route::KvDelete},
 }};
+
+constexpr std::string_view kKvPrefix = "/v1/kv/";
 
 }  // namespace
 
@@ -37,6 +41,20 @@ RouteMatch match_route(std::string_view method, std::string_view target) {
       m.error = openai::ApiError{openai::ErrorKind::MethodNotAllowed,
                                  "Method " + std::string(method) + " not allowed on " +
                                      std::string(path) + "; use " + m.allow,
+                                 ""};
+    }
+    return m;
+  }
+  // DELETE /v1/kv/ID: any other segment under /v1/kv/ names a saved prefix.
+  if (path.starts_with(kKvPrefix) && path.size() > kKvPrefix.size()) {
+    if (method == "DELETE") {
+      m.route = Route::KvDelete;
+      m.kv_id = std::string(path.substr(kKvPrefix.size()));
+    } else {
+      m.allow = "DELETE";
+      m.error = openai::ApiError{openai::ErrorKind::MethodNotAllowed,
+                                 "Method " + std::string(method) + " not allowed on " +
+                                     std::string(path) + "; use DELETE",
                                  ""};
     }
     return m;

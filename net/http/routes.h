@@ -4,6 +4,7 @@
 //
 //   POST /v1/completions        POST /v1/chat/completions   GET /v1/models
 //   GET  /health                GET  /metrics               POST /tokenize  POST /detokenize
+//   POST /v1/kv/save            POST /v1/kv/delete          DELETE /v1/kv/ID (kv_requests.h)
 #pragma once
 
 #include <optional>
@@ -14,12 +15,15 @@
 
 namespace troupe::net::http {
 
-enum class Route { Completions, ChatCompletions, Models, Health, Metrics, Tokenize, Detokenize };
+enum class Route {
+  Completions, ChatCompletions, Models, Health, Metrics, Tokenize, Detokenize, KvSave, KvDelete
+};
 
 struct RouteMatch {
   std::optional<Route> route;             // set when the method and path match
   std::optional<openai::ApiError> error;  // 404 or 405 otherwise
   std::string allow;                      // the path's methods, for a 405's Allow header
+  std::string kv_id;                      // KvDelete by path: the ID of DELETE /v1/kv/ID
 };
 
 // `target` is the request target; a query string ("?...") is ignored.

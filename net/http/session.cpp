@@ -22,6 +22,7 @@
 #include "net/http/routes.h"
 #include "net/http/wire.h"
 #include "net/metrics/serving_metrics.h"
+#include "net/openai/kv_requests.h"
 #include "net/openai/responses.h"
 #include "net/openai/stream.h"
 #include "net/openai/tokenize.h"
@@ -260,6 +261,9 @@ class Session : public std::enable_shared_from_this<Session> {
       case Route::ChatCompletions:
         return prepare_generation(openai::Endpoint::ChatCompletions, std::move(req.body()),
                                   backend);
+      case Route::KvSave:
+      case Route::KvDelete:
+        return prepare_kv(route, m.kv_id, std::move(req.body()), backend);
       case Route::Health:
         break;
     }
@@ -307,6 +311,7 @@ class Session : public std::enable_shared_from_this<Session> {
                           std::shared_ptr<const Backend> backend) {
     srv_.hold_busy();  // from the parse on: a draining server waits for it too
     busy_ = true;
+    kv_route_.reset();
     off_io<openai::ParseResult>(
         std::move(body),
         [ep, backend](std::string_view b) {
@@ -314,6 +319,26 @@ class Session : public std::enable_shared_from_this<Session> {
         },
         [self = shared_from_this(), ep, backend](openai::ParseResult r) {
           self->start_generation(ep, std::move(r), backend);
+        });
+  }
+
+  // KV save by name (kv_requests.h): a save is a 1-token completion answered with what
+  // was saved; a delete runs nothing and is answered once the scheduler unpinned it.
+  void prepare_kv(Route route, std::string path_id, std::string body,
+                  std::shared_ptr<const Backend> backend) {
+    srv_.hold_busy();
+    busy_ = true;
+    kv_route_ = route;
+    off_io<openai::ParseResult>(
+        std::move(body),
+        [route, path_id, backend](std::string_view b) {
+          return route == Route::KvSave
+                     ? openai::parse_kv_save(b, backend->info, *backend->tokenizer)
+                     : openai::parse_kv_delete(b, path_id, backend->info);
+        },
+        [self = shared_from_this(), backend](openai::ParseResult r) {
+          if (auto* req = std::get_if<openai::GenerationRequest>(&r)) self->kv_request_ = *req;
+          self->start_generation(openai::Endpoint::Completions, std::move(r), backend);
         });
   }
 
@@ -358,7 +383,11 @@ class Session : public std::enable_shared_from_this<Session> {
       }
     } else {
       collector_->on_output(index, out);
-      if (collector_->done()) reply_json(200, collector_->response());
+      if (!collector_->done()) return;
+      if (kv_route_ == Route::KvSave)
+        return reply_json(200, openai::kv_saved_response(kv_request_, collector_->response()));
+      if (kv_route_ == Route::KvDelete) return reply_json(200, openai::kv_deleted_response(kv_request_));
+      reply_json(200, collector_->response());
     }
   }
 
@@ -370,9 +399,8 @@ class Session : public std::enable_shared_from_this<Session> {
                        runtime::ErrorCause cause = runtime::ErrorCause::None) {
     if (gen_) gen_->abort();
     keep_alive_ = false;
-    const ApiError err{
-        cause == runtime::ErrorCause::EngineDied ? ErrorKind::Unavailable : ErrorKind::Internal,
-        message.empty() ? "the engine failed the request" : message, ""};
+    const ApiError err{error_kind(cause), message.empty() ? "the engine failed the request" : message,
+                       ""};
     if (encoder_) {
       send_event(encoder_->error(err));
       end_response();
@@ -381,6 +409,15 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     encoder_.reset();
     collector_.reset();
+  }
+
+  static ErrorKind error_kind(runtime::ErrorCause cause) {
+    switch (cause) {
+      case runtime::ErrorCause::EngineDied: return ErrorKind::Unavailable;
+      case runtime::ErrorCause::NotFound: return ErrorKind::NotFound;         // kv_restore, kv delete
+      case runtime::ErrorCause::NoRoom: return ErrorKind::InsufficientStorage;  // kv save
+      default: return ErrorKind::Internal;
+    }
   }
 
   void maybe_release() {
@@ -571,6 +608,8 @@ class Session : public std::enable_shared_from_this<Session> {
   std::shared_ptr<Generation> gen_;
   std::optional<openai::StreamEncoder> encoder_;
   std::optional<openai::ResponseCollector> collector_;
+  std::optional<Route> kv_route_;        // a KV save or delete: its own answer
+  openai::GenerationRequest kv_request_;  // what it asked for
   int32_t open_choices_ = 0;
   bool busy_ = false;
 };

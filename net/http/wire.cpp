@@ -30,6 +30,8 @@ std::string_view reason_phrase(int status) {
       return "Internal Server Error";
     case 503:
       return "Service Unavailable";
+    case 507:
+      return "Insufficient Storage";
     default:
       return "Unknown";
   }

@@ -30,7 +30,7 @@ const char* const kUsedBlocksHelp = "KV-cache blocks held by requests (cached fr
 
 const char* const kFinishReasons[] = {"stop", "length", "abort", "error"};
 const char* const kErrorCauses[] = {"bad_request", "no_fit", "step_failed", "engine_died",
-                                    "timeout", "shutdown"};
+                                    "timeout", "shutdown", "not_found", "no_room"};
 
 }  // namespace
 
@@ -88,6 +88,15 @@ ServingMetrics::ServingMetrics(Registry& r, const std::string& model_name)
           r.counter("troupe:prefix_cache_replay_tokens",
                     "Tokens recomputed to rebuild SWA windows on prefix cache hits.",
                     {{"model_name", model_name}})),
+      kv_saved_prefixes(r.gauge("troupe:kv_saved_prefixes",
+                                "KV prefixes saved by name (POST /v1/kv/save) and not deleted.",
+                                {{"model_name", model_name}})),
+      kv_pinned_bytes(r.gauge("troupe:kv_pinned_bytes",
+                              "Bytes of KV blocks and window snapshots the saved prefixes pin.",
+                              {{"model_name", model_name}})),
+      kv_restore_hits(r.counter("troupe:kv_restore_hits",
+                                "Requests whose kv_restore named a saved KV prefix.",
+                                {{"model_name", model_name}})),
       prompt_tokens(r.counter("troupe:prompt_tokens", "Number of prefill tokens processed.",
                               {{"model_name", model_name}})),
       generation_tokens(r.counter("troupe:generation_tokens",

@@ -7,7 +7,9 @@
 //               troupe:kv_cache_used_blocks (troupe's own: KV blocks held by requests;
 //               0 when idle, so tests and operators can see leaks),
 //               troupe:kv_cache_tier_bytes{tier} (troupe's own: bytes the primary pool,
-//               host tier and disk tier hold; docs/kv-cache.md "Host and disk tiers")
+//               host tier and disk tier hold; docs/kv-cache.md "Host and disk tiers"),
+//               troupe:kv_saved_prefixes, troupe:kv_pinned_bytes (troupe's own: prefixes
+//               saved by POST /v1/kv/save and the bytes they pin; "Saved prefixes")
 //   counters    troupe:prefix_cache_queries_total, troupe:prefix_cache_hits_total (tokens;
 //               the child without a tier label is the total, vLLM's series; children
 //               {tier="primary|host|disk"} split it by the tier that served the hit),
@@ -15,13 +17,15 @@
 //               (troupe's own: prefix hits, in requests, whose SWA windows came from a
 //               window snapshot / from a replay), troupe:prefix_cache_replay_tokens_total
 //               (troupe's own: tokens recomputed to rebuild those windows),
+//               troupe:kv_restore_hits_total (troupe's own: requests whose kv_restore
+//               named a saved prefix),
 //               troupe:prompt_tokens_total, troupe:generation_tokens_total,
 //               troupe:num_preemptions_total, troupe:request_success_total{finished_reason},
 //               troupe:rank_busy_seconds_total (troupe's own: seconds the model ran steps;
 //               its rate is the model's utilization, 1.0 = never idle),
 //               troupe:request_errors_total{cause} (troupe's own: requests that ended with
 //               an error, by runtime::ErrorCause: bad_request no_fit step_failed
-//               engine_died timeout shutdown), troupe:failed_steps_total (steps the rank threw
+//               engine_died timeout shutdown not_found no_room), troupe:failed_steps_total (steps the rank threw
 //               on), troupe:engine_restarts_total (scheduler + rank restarted after a death),
 //               troupe:slow_client_disconnects_total{api,reason} (troupe's own: connections
 //               closed, their requests aborted, because the client did not read: api http
@@ -112,6 +116,9 @@ class ServingMetrics {
   Counter& prefix_cache_snapshot_hits;
   Counter& prefix_cache_replay_hits;
   Counter& prefix_cache_replay_tokens;
+  Gauge& kv_saved_prefixes;
+  Gauge& kv_pinned_bytes;
+  Counter& kv_restore_hits;
   Counter& prompt_tokens;
   Counter& generation_tokens;
   Counter& num_preemptions;

@@ -22,6 +22,8 @@ int http_status(ErrorKind kind) {
       return 431;
     case ErrorKind::Unavailable:
       return 503;
+    case ErrorKind::InsufficientStorage:
+      return 507;
     case ErrorKind::Internal:
       return 500;
   }

@@ -23,6 +23,7 @@ enum class ErrorKind {
   RequestTimeout,    // 408: the header or body did not arrive in time
   PayloadTooLarge,   // 413: the body is over the size limit
   HeadersTooLarge,   // 431: the request header is over the size limit
+  InsufficientStorage,  // 507: KV save: the pinned KV budget (kv-pinned-bytes) is full or off
   Unavailable,       // 503: not ready yet, or shutting down
   Internal,          // 500: the engine failed the request
 };

@@ -11,6 +11,7 @@
 #include "kernels/check.h"
 #include "model/tokenizer.h"
 #include "net/openai/json_fields.h"
+#include "net/openai/kv_requests.h"
 #include "net/openai/prompt.h"
 
 namespace troupe::net::openai {
@@ -207,6 +208,7 @@ void read_options(const json& body, const ServingInfo& info, GenerationRequest& 
   }
   req.user = get_string(body, "user").value_or("");
   req.return_token_ids = get_bool(body, "return_token_ids").value_or(false);
+  if (auto id = get_string(body, "kv_restore")) req.params.kv_restore = checked_kv_name(*id, "kv_restore");
 }
 
 GenerationRequest parse_or_throw(Endpoint endpoint, const json& body, const ServingInfo& info,

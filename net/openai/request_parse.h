@@ -14,6 +14,8 @@
 //   logprobs: completions an int in [0, max_logprobs]; chat a bool plus top_logprobs
 //   return_token_ids (vLLM's extension, token_ids.h)
 //   add_generation_prompt (chat, default true)
+//   kv_restore       troupe's extension (kv_requests.h): the name of a saved KV prefix, whose
+//                    tokens go before this prompt
 #pragma once
 
 #include "runtime/faults/fault_plan.h"

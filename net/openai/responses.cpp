@@ -92,6 +92,7 @@ void ChoiceResult::append(const runtime::RequestOutput& out, const model::Tokeni
     for (const runtime::SampleLogprobs& lp : out.new_logprobs)
       logprobs.push_back(token_logprob(lp, *tok));
   num_cached_tokens = out.num_cached_tokens;
+  num_restored_tokens = std::max(num_restored_tokens, out.num_restored_tokens);
   if (out.finished()) {
     finish_reason = std::string(out.finish_reason());
     stop_reason = out.stop_reason;
@@ -110,6 +111,7 @@ Usage usage_of(int64_t prompt_tokens, const std::vector<ChoiceResult>& choices) 
   u.prompt_tokens = prompt_tokens;
   for (const ChoiceResult& c : choices) u.completion_tokens += int64_t(c.token_ids.size());
   if (!choices.empty()) u.cached_tokens = choices.front().num_cached_tokens;
+  if (!choices.empty()) u.prompt_tokens += choices.front().num_restored_tokens;
   return u;
 }
 

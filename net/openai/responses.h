@@ -53,6 +53,7 @@ struct ChoiceResult {
   std::string finish_reason;  // "stop", "length", "abort", "error"; empty while running
   runtime::StopReason stop_reason;
   int64_t num_cached_tokens = 0;  // prefix-cache hit of the prompt
+  int64_t num_restored_tokens = 0;  // kv_restore's saved tokens before the prompt
   std::vector<TokenLogprob> logprobs;
 
   // Adds the output's text, tokens and finish state; with a tokenizer also the logprobs

@@ -31,12 +31,16 @@ struct KvCacheConfig {
   int64_t host_blocks = 0;
   int64_t disk_blocks = 0;
   // Of those, how many may carry a window snapshot (moved with its block; needs
-  // snapshot_slots > 0), and a snapshot's bytes as the tiers hold it (for the figures).
+  // snapshot_slots > 0), and a snapshot's bytes as the tiers and saved prefixes hold it
+  // (for the figures).
   int64_t host_snapshots = 0;
   int64_t disk_snapshots = 0;
   int64_t tier_snapshot_bytes = 0;
   int64_t block_bytes = 0;  // bytes of one block's rows, for the bytes-per-tier figures
                             // (0: unknown, they read 0)
+  // KV save (docs/kv-cache.md "Saved prefixes"): blocks saved prefixes may pin at most
+  // (kv-pinned-bytes / block bytes); 0: saves are refused.
+  int64_t pinned_blocks = 0;
   BlockHashFn hash_fn = nullptr;  // nullptr: block_hash. Tests only (forced collisions).
 
   void validate() const;  // throws troupe::Error naming the bad field

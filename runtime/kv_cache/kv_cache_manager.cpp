@@ -306,7 +306,9 @@ void KvCacheManager::free(RequestId id, bool keep_snapshot) {
       block = pool_.find_hash(r.hashes[size_t(k)]);
     snapshots_->release(id, block);
     stats_.snapshots_kept += block >= 0;
+    if (block >= 0 && pinning_.count(id)) finish_pin(id, block);
   }
+  if (pinning_.count(id)) finish_pin(id, -1);
   // Tail first, so a request's last blocks are evicted before its first ones: the
   // prefix (shared by more future requests) outlives its extensions.
   for (auto b = it->second.table.rbegin(); b != it->second.table.rend(); ++b) pool_.unref(*b);
@@ -343,6 +345,8 @@ void KvCacheManager::check_invariants() const {
   }
   std::vector<int32_t> refs(size_t(pool_.num_blocks()), 0);
   std::vector<char> slot_seen(size_t(config_.swa_slots), 0);
+  for (const auto& [name, pin] : pins_)
+    for (int32_t b : pin.blocks) ++refs[size_t(b)];
   for (const auto& [id, r] : requests_) {
     for (int32_t b : r.table) ++refs[size_t(b)];
     TROUPE_CHECK(!slot_seen[size_t(r.swa_slot)]++, "SWA slot ", r.swa_slot, " held twice");
@@ -355,7 +359,7 @@ void KvCacheManager::check_invariants() const {
                "SWA slots leaked");
   for (int32_t b = 0; b < int32_t(refs.size()); ++b)
     TROUPE_CHECK(refs[size_t(b)] == pool_.ref_count(b), "block ", b, " has ref ",
-                 pool_.ref_count(b), " but is held by ", refs[size_t(b)], " tables");
+                 pool_.ref_count(b), " but is held by ", refs[size_t(b)], " tables and pins");
 }
 
 KvCacheManager::RequestBlocks& KvCacheManager::request(RequestId id) {
@@ -396,6 +400,134 @@ int64_t KvCacheManager::take_blocks(int64_t n, std::vector<int32_t>& out) {
   }
   note_evictions(evicted);
   return evicted;
+}
+
+std::string KvCacheManager::reserve_pin(RequestId id, const std::string& name,
+                                        std::span<const int32_t> tokens) {
+  const int64_t need = int64_t(tokens.size()) / config_.block_size;
+  if (!config_.enable_prefix_cache) return "KV save needs the prefix cache (enable-prefix-caching)";
+  if (config_.pinned_blocks <= 0) return "KV save is off: kv-pinned-bytes is 0";
+  if (need == 0)
+    return "nothing to save: " + std::to_string(tokens.size()) +
+           " tokens are less than one block of " + std::to_string(config_.block_size);
+  const int64_t used = num_pinned_blocks();
+  if (used + need > config_.pinned_blocks)
+    return "the pinned KV budget (kv-pinned-bytes) is full: " + std::to_string(used) + " of " +
+           std::to_string(config_.pinned_blocks) + " blocks pinned, this prefix needs " +
+           std::to_string(need) + "; delete a saved prefix first";
+  reserved_[id] = {name, {tokens.begin(), tokens.end()}, need};
+  return {};
+}
+
+void KvCacheManager::pin_finished(RequestId id) {
+  const auto res = reserved_.find(id);
+  const auto it = requests_.find(id);
+  if (res == reserved_.end()) return;
+  PinReservation r = std::move(res->second);
+  reserved_.erase(res);
+  if (it == requests_.end()) return;
+  if (const auto old = pins_.find(r.name); old != pins_.end()) {
+    release_pin(old->second);
+    pins_.erase(old);
+  }
+  KvPin pin;
+  pin.num_blocks = r.num_blocks;
+  pin.tokens = std::move(r.tokens);
+  // The published copy of each block (this request's, or the one another request
+  // published first under the same hash): the one later hits find.
+  const RequestBlocks& req = it->second;
+  const int64_t n = std::min<int64_t>({pin.num_blocks, req.num_committed, int64_t(req.hashes.size())});
+  for (int64_t k = 0; k < n; ++k) {
+    const int32_t b = pool_.find_hash(req.hashes[size_t(k)]);
+    if (b < 0) break;
+    pool_.ref(b);
+    pin.blocks.push_back(b);
+  }
+  pins_[r.name] = std::move(pin);
+  pinning_[id] = r.name;
+  ++pins_version_;
+}
+
+void KvCacheManager::finish_pin(RequestId id, int32_t block) {
+  const auto it = pinning_.find(id);
+  KvPin& pin = pins_.at(it->second);
+  pinning_.erase(it);
+  // Its snapshot: only the one at the end of the pinned blocks serves a restore, and one
+  // slot per running request stays unpinned for the writers.
+  if (block >= 0 && !pin.blocks.empty() && block == pin.blocks.back() &&
+      snapshots_->num_pinned() + config_.swa_slots < snapshots_->num_slots() &&
+      snapshots_->pin(block))
+    pin.snapshot_block = block;
+  if (!tiers_) return;
+  for (size_t k = 0; k < pin.blocks.size(); ++k) {
+    const int32_t b = pin.blocks[k];
+    const int32_t snap = b == pin.snapshot_block ? snapshots_->slot_of(b) : -1;
+    const int32_t slot = tiers_->write_pinned(b, pool_.hash_of(b), pool_.parent_hash_of(b),
+                                              pool_.stored_tokens(b), snap);
+    if (slot < 0) break;
+    pin.disk_slots.push_back(slot);
+    pin.disk_hashes.push_back(pool_.hash_of(b));
+  }
+}
+
+void KvCacheManager::release_pin(KvPin& pin) {
+  if (pin.snapshot_block >= 0) snapshots_->unpin(pin.snapshot_block);
+  for (auto b = pin.blocks.rbegin(); b != pin.blocks.rend(); ++b) pool_.unref(*b);
+  for (size_t k = 0; k < pin.disk_slots.size(); ++k)
+    tiers_->unpin_disk(pin.disk_slots[k], pin.disk_hashes[k]);
+  pin = {};
+}
+
+bool KvCacheManager::adopt_pin(const std::string& name, std::span<const int32_t> tokens) {
+  const int64_t bs = config_.block_size;
+  KvPin pin;
+  pin.num_blocks = int64_t(tokens.size()) / bs;
+  if (pin.num_blocks == 0 || num_pinned_blocks() + pin.num_blocks > config_.pinned_blocks ||
+      pins_.count(name))
+    return false;
+  pin.tokens.assign(tokens.begin(), tokens.end());
+  std::vector<uint64_t> hashes;
+  hash_blocks(tokens, pin.num_blocks, hashes);
+  for (int64_t k = 0; tiers_ && k < pin.num_blocks; ++k) {
+    const uint64_t parent = k ? hashes[size_t(k - 1)] : kRootBlockHash;
+    const int32_t slot = tiers_->pin_disk(hashes[size_t(k)], parent, tokens.subspan(size_t(k * bs), size_t(bs)));
+    if (slot < 0) break;
+    pin.disk_slots.push_back(slot);
+    pin.disk_hashes.push_back(hashes[size_t(k)]);
+  }
+  pins_[name] = std::move(pin);
+  ++pins_version_;
+  return true;
+}
+
+bool KvCacheManager::unpin(const std::string& name) {
+  const auto it = pins_.find(name);
+  if (it == pins_.end()) return false;
+  for (auto p = pinning_.begin(); p != pinning_.end();)  // its request is being freed: no snapshot
+    p = p->second == name ? pinning_.erase(p) : std::next(p);
+  release_pin(it->second);
+  pins_.erase(it);
+  ++pins_version_;
+  return true;
+}
+
+const KvPin* KvCacheManager::find_pin(const std::string& name) const {
+  const auto it = pins_.find(name);
+  return it == pins_.end() ? nullptr : &it->second;
+}
+
+int64_t KvCacheManager::num_pinned_blocks() const {
+  int64_t n = 0;
+  for (const auto& [name, pin] : pins_) n += pin.num_blocks;
+  for (const auto& [id, r] : reserved_) n += r.num_blocks;
+  return n;
+}
+
+int64_t KvCacheManager::pinned_bytes() const {
+  int64_t n = 0;
+  for (const auto& [name, pin] : pins_)
+    n += pin.num_blocks * config_.block_bytes + (pin.snapshot_block >= 0) * config_.tier_snapshot_bytes;
+  return n;
 }
 
 void KvCacheManager::note_evictions(int64_t evicted) {

@@ -40,6 +40,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -127,6 +128,18 @@ struct KvCacheStats {
   double hit_rate() const { return query_tokens ? double(hit_tokens) / double(query_tokens) : 0; }
 };
 
+// A saved prefix (KV save by name, docs/kv-cache.md "Saved prefixes"): the full blocks of
+// a token sequence held with one more ref each (never evicted), the window snapshot at
+// their end pinned with the last one, and with a disk tier their files pinned there too.
+struct KvPin {
+  std::vector<int32_t> tokens;      // the saved sequence; a restore puts it before its prompt
+  std::vector<int32_t> blocks;      // primary blocks held; empty when adopted at start-up
+  int32_t snapshot_block = -1;      // the block whose cached snapshot is pinned, or -1
+  std::vector<int32_t> disk_slots;  // disk tier slots pinned
+  std::vector<uint64_t> disk_hashes;  // [disk_slots] the block each one holds
+  int64_t num_blocks = 0;           // full blocks of tokens: what it counts against the budget
+};
+
 class KvCacheManager {
  public:
   explicit KvCacheManager(const KvCacheConfig& config);  // validates config
@@ -201,6 +214,25 @@ class KvCacheManager {
   // the disk tier, up to its size. Returns how many did.
   int64_t adopt_disk_blocks(std::span<const BlockFileHeader> blocks);
 
+  // KV save by name. reserve_pin: request `id` (not admitted yet), whose prompt is
+  // `tokens`, is to be saved as `name` when it finishes; its full blocks are counted
+  // against config.pinned_blocks from now on. Returns why not (the budget is off or
+  // full), or an empty string. pin_finished(id): it finished; call before free(id): its
+  // blocks become the pin (replacing an older pin of that name) and free() pins its
+  // snapshot and writes them to disk. cancel_pin(id): it ended otherwise.
+  std::string reserve_pin(RequestId id, const std::string& name, std::span<const int32_t> tokens);
+  void pin_finished(RequestId id);
+  void cancel_pin(RequestId id) { reserved_.erase(id); }
+  // Start-up: a pin the disk tier's index names; the blocks the disk tier holds are
+  // pinned there (a restore loads them). False: over the budget (not adopted).
+  bool adopt_pin(const std::string& name, std::span<const int32_t> tokens);
+  bool unpin(const std::string& name);  // false: no such pin
+  const KvPin* find_pin(const std::string& name) const;
+  const std::unordered_map<std::string, KvPin>& pins() const { return pins_; }
+  int64_t num_pinned_blocks() const;     // of the pins and the reservations
+  int64_t pinned_bytes() const;          // of the pins: blocks and pinned snapshots
+  uint64_t pins_version() const { return pins_version_; }  // bumped when pins() changes
+
   bool contains(RequestId id) const { return requests_.count(id) != 0; }
   std::span<const int32_t> block_table(RequestId id) const;  // [ceil(tokens / block_size)]
   int32_t swa_slot(RequestId id) const;
@@ -246,6 +278,20 @@ class KvCacheManager {
   void fetch_from_tiers(CachedPrefix& prefix, int64_t need, std::vector<int32_t>& table,
                         std::vector<int32_t>& fresh);
   void count_hit(const CachedPrefix& prefix, int64_t num_hit);
+  // free(): the pin request `id` made pins its snapshot (now cached on `block`) and goes
+  // to disk.
+  void finish_pin(RequestId id, int32_t block);
+  void release_pin(KvPin& pin);  // drops its refs and pins
+
+  struct PinReservation {
+    std::string name;
+    std::vector<int32_t> tokens;
+    int64_t num_blocks = 0;
+  };
+  std::unordered_map<RequestId, PinReservation> reserved_;
+  std::unordered_map<RequestId, std::string> pinning_;  // pin_finished, free() not yet
+  std::unordered_map<std::string, KvPin> pins_;
+  uint64_t pins_version_ = 0;
 
   KvCacheConfig config_;
   BlockPool pool_;

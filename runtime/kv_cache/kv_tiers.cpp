@@ -90,18 +90,8 @@ void KvTiers::spill(const TierIndex::Displaced& d) {
     spill_snapshot(op, s, hs);  // rewritten with the newer snapshot
     if (op.host_snapshot < 0) return;
   } else {
-    if (disk_.contains(d.hash)) return;  // a colliding hash holds the file name: drop this one
-    std::optional<TierIndex::Displaced> dropped;
-    const int32_t slot = disk_.insert(d.hash, d.parent_hash, d.tokens, &dropped);
-    if (slot < 0) return;  // all pinned
-    if (dropped) {
-      disk_snaps_.detach(slot);  // the dropped file's snapshot goes with it
-      TierOp drop;
-      drop.kind = TierOpKind::DropFromDisk;
-      drop.hash = dropped->hash;
-      ops_.push_back(std::move(drop));
-      ++stats_.disk_drops;
-    }
+    const int32_t slot = insert_disk(d.hash, d.parent_hash, d.tokens);
+    if (slot < 0) return;
     if (hs >= 0) spill_snapshot(op, slot, hs);
   }
   ++unwritten_[d.hash];
@@ -109,9 +99,32 @@ void KvTiers::spill(const TierIndex::Displaced& d) {
   ++stats_.spills;
 }
 
+int32_t KvTiers::insert_disk(uint64_t hash, uint64_t parent_hash,
+                             std::span<const int32_t> tokens) {
+  if (disk_.contains(hash)) return -1;  // a colliding hash holds the file name: drop this one
+  std::optional<TierIndex::Displaced> dropped;
+  const int32_t slot = disk_.insert(hash, parent_hash, tokens, &dropped);
+  if (slot < 0) return -1;  // all pinned
+  if (dropped) {
+    disk_snaps_.detach(slot);  // the dropped file's snapshot goes with it
+    TierOp drop;
+    drop.kind = TierOpKind::DropFromDisk;
+    drop.hash = dropped->hash;
+    ops_.push_back(std::move(drop));
+    ++stats_.disk_drops;
+  }
+  return slot;
+}
+
 void KvTiers::spill_snapshot(TierOp& op, int32_t disk_slot, int32_t hs) {
+  if (!attach_disk_snapshot(disk_slot)) return;
+  op.host_snapshot = hs;
+  ++stats_.snapshot_spills;
+}
+
+bool KvTiers::attach_disk_snapshot(int32_t disk_slot) {
   int32_t displaced = -1;
-  if (disk_snaps_.attach(disk_slot, disk_, &displaced) < 0) return;  // none, or all pinned
+  if (disk_snaps_.attach(disk_slot, disk_, &displaced) < 0) return false;  // none, or all pinned
   if (displaced >= 0) {
     // A file's snapshot cannot be cut out in place: the whole file goes, so the disk
     // tier never holds more snapshot bytes than its share.
@@ -122,13 +135,52 @@ void KvTiers::spill_snapshot(TierOp& op, int32_t disk_slot, int32_t hs) {
     ops_.push_back(std::move(drop));
     ++stats_.snapshot_displaced[int(KvTier::Disk)];
   }
-  op.host_snapshot = hs;
-  ++stats_.snapshot_spills;
+  return true;
+}
+
+void KvTiers::drop_disk(int32_t slot) {
+  ++stats_.bad_files;
+  if (disk_.pinned(slot)) return;
+  disk_snaps_.detach(slot);
+  disk_.erase(slot);
+}
+
+int32_t KvTiers::pin_disk(uint64_t hash, uint64_t parent_hash, std::span<const int32_t> tokens) {
+  const int32_t slot = disk_.find(hash, parent_hash, tokens);
+  if (slot >= 0) disk_.pin(slot);
+  return slot;
+}
+
+void KvTiers::unpin_disk(int32_t slot, uint64_t hash) {
+  if (disk_.pinned(slot) && disk_.hash_of(slot) == hash) disk_.unpin(slot);
+}
+
+int32_t KvTiers::write_pinned(int32_t block, uint64_t hash, uint64_t parent_hash,
+                              std::span<const int32_t> tokens, int32_t snapshot_slot) {
+  if (!has_disk()) return -1;
+  int32_t slot = disk_.find(hash, parent_hash, tokens);
+  const bool held = slot >= 0;
+  if (!held) slot = insert_disk(hash, parent_hash, tokens);
+  if (slot < 0) return -1;
+  disk_.pin(slot);  // before the snapshot's attach: it never displaces its own file
+  disk_.touch(slot);
+  TierOp op;
+  op.kind = TierOpKind::WriteToDisk;
+  op.block = block;
+  op.hash = hash;
+  op.parent_hash = parent_hash;
+  op.tokens.assign(tokens.begin(), tokens.end());
+  if (snapshot_slot >= 0 && attach_disk_snapshot(slot)) op.snapshot_slot = snapshot_slot;
+  // Its file holds this block already, without a snapshot to add: nothing to write.
+  if (held && op.snapshot_slot < 0) return slot;
+  ++unwritten_[hash];
+  ops_.push_back(std::move(op));
+  return slot;
 }
 
 void KvTiers::ops_done(std::span<const TierOp> ops) {
   for (const TierOp& op : ops) {
-    if (op.kind != TierOpKind::SpillToDisk) continue;
+    if (op.kind != TierOpKind::SpillToDisk && op.kind != TierOpKind::WriteToDisk) continue;
     const auto it = unwritten_.find(op.hash);
     if (it != unwritten_.end() && --it->second == 0) unwritten_.erase(it);
   }

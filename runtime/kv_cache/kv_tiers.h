@@ -75,8 +75,19 @@ class KvTiers {
   // An admission restores that snapshot into its ring slot (from disk: `payload`, the
   // file's snapshot section the lookup read and checked).
   void load_snapshot(const TierSource& src, int32_t ring_slot, std::vector<uint8_t> payload = {});
-  // The disk tier's file of `slot` failed its check at lookup: forget it (a miss).
-  void drop_disk(int32_t slot) { disk_snaps_.detach(slot), disk_.erase(slot), ++stats_.bad_files; }
+  // The disk tier's file of `slot` failed its check at lookup: forget it (a miss). A
+  // saved prefix's pinned file stays indexed (a miss each time) until it is unpinned.
+  void drop_disk(int32_t slot);
+  // KV save: a pinned primary block (its bytes never change) is written to its disk file,
+  // with the window snapshot in primary storage slot `snapshot_slot` if >= 0 and a disk
+  // snapshot slot can be had; the disk slot is pinned (never dropped) until unpin(). -1:
+  // no disk tier, or every disk slot is pinned (the block stays in primary only).
+  // Start-up: pins the disk slot holding this block (a saved prefix's), or -1.
+  int32_t pin_disk(uint64_t hash, uint64_t parent_hash, std::span<const int32_t> tokens);
+  // A saved prefix is deleted: its disk slot is unpinned if it still holds `hash`.
+  void unpin_disk(int32_t slot, uint64_t hash);
+  int32_t write_pinned(int32_t block, uint64_t hash, uint64_t parent_hash,
+                       std::span<const int32_t> tokens, int32_t snapshot_slot);
   void pin(const TierSource& src) { index(src.tier).pin(src.slot); }
   void unpin(const TierSource& src) { index(src.tier).unpin(src.slot); }
   std::span<const int32_t> tokens_of(const TierSource& src) const {
@@ -117,6 +128,12 @@ class KvTiers {
   // The spill `op` to disk slot `disk_slot` also writes host snapshot `hs`, if a disk
   // snapshot slot can be had (the least recently used snapshot file is deleted for it).
   void spill_snapshot(TierOp& op, int32_t disk_slot, int32_t hs);
+  // A disk snapshot slot for disk slot `disk_slot` (the least recently used snapshot
+  // file is deleted for it when none is free); false: none to be had.
+  bool attach_disk_snapshot(int32_t disk_slot);
+  // A disk slot for a block the disk tier does not hold (the least recently used file is
+  // deleted for it when full); -1: none (a colliding hash holds the name, or all pinned).
+  int32_t insert_disk(uint64_t hash, uint64_t parent_hash, std::span<const int32_t> tokens);
 
   TierIndex host_, disk_;
   TierSnapshots host_snaps_, disk_snaps_;

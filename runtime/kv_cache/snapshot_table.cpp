@@ -46,6 +46,10 @@ void SnapshotTable::release(RequestId id, int32_t block) {
     free_.push_back(i);
     return;
   }
+  if (const auto it = by_block_.find(block); it != by_block_.end() && slots_[size_t(it->second)].pinned) {
+    free_.push_back(i);  // a saved prefix's snapshot stays until it is unpinned
+    return;
+  }
   drop_block(block);  // the newest state of a block wins
   Slot& s = slots_[size_t(i)];
   s.block = block;
@@ -68,7 +72,25 @@ void SnapshotTable::touch(int32_t block) {
   const auto it = by_block_.find(block);
   if (it == by_block_.end()) return;
   Slot& s = slots_[size_t(it->second)];
-  lru_.splice(lru_.end(), lru_, s.lru);
+  if (!s.pinned) lru_.splice(lru_.end(), lru_, s.lru);
+}
+
+bool SnapshotTable::pin(int32_t block) {
+  const auto it = by_block_.find(block);
+  if (it == by_block_.end()) return false;
+  Slot& s = slots_[size_t(it->second)];
+  if (s.pinned) return true;
+  pinned_.splice(pinned_.end(), lru_, s.lru);
+  s.pinned = true;
+  return true;
+}
+
+void SnapshotTable::unpin(int32_t block) {
+  const auto it = by_block_.find(block);
+  if (it == by_block_.end() || !slots_[size_t(it->second)].pinned) return;
+  Slot& s = slots_[size_t(it->second)];
+  lru_.splice(lru_.end(), pinned_, s.lru);  // most recently used: it was just in use
+  s.pinned = false;
 }
 
 bool SnapshotTable::drop_block(int32_t block) {
@@ -93,7 +115,8 @@ std::vector<RequestId> SnapshotTable::writer_ids() const {
 void SnapshotTable::uncache(int32_t i) {
   Slot& s = slots_[size_t(i)];
   by_block_.erase(s.block);
-  lru_.erase(s.lru);
+  (s.pinned ? pinned_ : lru_).erase(s.lru);
+  s.pinned = false;
   s.block = -1;
   s.boundary = 0;
   free_.push_back(i);
@@ -103,13 +126,18 @@ void SnapshotTable::check_invariants() const {
   std::vector<int> seen(slots_.size(), 0);
   for (int32_t i : free_) ++seen[size_t(i)];
   for (const auto& [id, i] : writers_) ++seen[size_t(i)];
+  for (int32_t i : pinned_) {
+    ++seen[size_t(i)];
+    TROUPE_CHECK(slots_[size_t(i)].pinned, "snapshot slot ", i, " is in the pinned list unpinned");
+  }
   for (int32_t i : lru_) {
     ++seen[size_t(i)];
+    TROUPE_CHECK(!slots_[size_t(i)].pinned, "pinned snapshot slot ", i, " is in the LRU list");
     const auto it = by_block_.find(slots_[size_t(i)].block);
     TROUPE_CHECK(it != by_block_.end() && it->second == i, "snapshot slot ", i,
                  " is in the LRU list but not indexed by its block");
   }
-  TROUPE_CHECK(by_block_.size() == lru_.size(), "snapshot block index and LRU list disagree");
+  TROUPE_CHECK(by_block_.size() == lru_.size() + pinned_.size(), "snapshot block index and LRU list disagree");
   for (size_t i = 0; i < seen.size(); ++i)
     TROUPE_CHECK(seen[i] == 1, "snapshot slot ", i, " is in ", seen[i], " states");
 }

@@ -46,6 +46,12 @@ class SnapshotTable {
   int32_t slot_of(int32_t block) const;
   void touch(int32_t block);         // a hit restored it: most recently used
   bool drop_block(int32_t block);    // the block was evicted: its snapshot goes too
+  // KV save (docs/kv-cache.md "Saved prefixes"): `block`'s cached snapshot leaves the LRU
+  // list, so no writer reuses it and no newer snapshot of that block replaces it, until
+  // unpin(). False: the block has no cached snapshot.
+  bool pin(int32_t block);
+  void unpin(int32_t block);
+  int64_t num_pinned() const { return int64_t(pinned_.size()); }
 
   int64_t num_slots() const { return int64_t(slots_.size()); }
   int64_t num_cached() const { return int64_t(by_block_.size()); }
@@ -61,6 +67,7 @@ class SnapshotTable {
   struct Slot {
     int64_t boundary = 0;
     int32_t block = -1;  // cached: the block it belongs to
+    bool pinned = false;  // in pinned_, not lru_
     std::list<int32_t>::iterator lru;
   };
   void uncache(int32_t i);  // cached slot i -> free
@@ -71,6 +78,7 @@ class SnapshotTable {
   std::unordered_map<RequestId, int32_t> writers_;  // request -> slot index
   std::unordered_map<int32_t, int32_t> by_block_;   // block -> slot index (cached)
   std::list<int32_t> lru_;                          // cached slot indices, oldest first
+  std::list<int32_t> pinned_;                       // cached and pinned slot indices
 };
 
 }  // namespace troupe::runtime

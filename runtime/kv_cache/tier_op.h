@@ -19,6 +19,8 @@ enum class TierOpKind : uint8_t {
                  // when the hit was found, so the rank never meets a bad file mid-step
   LoadSnapshot,  // host snapshot slot (or payload, from disk) -> ring slot: a hit at the
                  // boundary of a block a lower tier holds with its window snapshot
+  WriteToDisk,   // primary block (+ the snapshot in primary storage slot snapshot_slot, if
+                 // >= 0) -> the file of `hash`: a saved prefix's pinned block (KV save)
 };
 
 // Window snapshots move with their block (docs/kv-cache.md "Window snapshots in the
@@ -34,7 +36,7 @@ struct TierOp {
   int32_t ring_slot = -1;      // LoadSnapshot destination: the admitted request's ring slot
   uint64_t hash = 0;       // the block's chained hash: names its file
   uint64_t parent_hash = 0;
-  std::vector<int32_t> tokens;   // [block_size] Spill: the file header's
+  std::vector<int32_t> tokens;   // [block_size] Spill, WriteToDisk: the file header's
   std::vector<uint8_t> payload;  // [block bytes] LoadFromDisk: the checked file's rows;
                                  // [snapshot bytes] LoadSnapshot from disk: its snapshot
 };

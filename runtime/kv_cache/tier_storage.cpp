@@ -70,7 +70,16 @@ void TierStorage::apply(std::span<const TierOp> ops, PagedKvStorage& primary) {
           primary.save_snapshot(op.snapshot_slot, host_snapshot(op.host_snapshot));
         break;
       }
-      case TierOpKind::SpillToDisk: write_file(op); break;
+      case TierOpKind::SpillToDisk: write_file(op, host_slot(op.host_slot), {}); break;
+      case TierOpKind::WriteToDisk: {
+        std::vector<uint8_t> snapshot;
+        if (op.snapshot_slot >= 0) {
+          snapshot.resize(size_t(geometry_.snapshot_bytes));
+          primary.save_snapshot(op.snapshot_slot, snapshot);
+        }
+        write_file(op, primary.block_data(op.block), snapshot);
+        break;
+      }
       case TierOpKind::DropFromDisk: {
         std::error_code ec;
         fs::remove(block_file_path(disk_dir_, op.hash), ec);
@@ -98,10 +107,9 @@ void TierStorage::apply(std::span<const TierOp> ops, PagedKvStorage& primary) {
   }
 }
 
-void TierStorage::write_file(const TierOp& op) {
+void TierStorage::write_file(const TierOp& op, std::span<const uint8_t> payload,
+                             std::span<const uint8_t> snapshot) {
   TROUPE_CHECK(!disk_dir_.empty(), "a disk tier op without a disk dir");
-  const auto payload = host_slot(op.host_slot);
-  std::span<const uint8_t> snapshot;
   if (op.host_snapshot >= 0) snapshot = host_snapshot(op.host_snapshot);
   const std::vector<std::byte> file =
       encode_block_file(geometry_, {op.hash, op.parent_hash, op.tokens, !snapshot.empty()},

@@ -59,7 +59,9 @@ class TierStorage {
   std::span<uint8_t> host_snapshot(int32_t slot);
 
  private:
-  void write_file(const TierOp& op);
+  // The file of op.hash with these rows; a Spill's snapshot comes from its host snapshot.
+  void write_file(const TierOp& op, std::span<const uint8_t> payload,
+                  std::span<const uint8_t> snapshot);
 
   BlockFileGeometry geometry_;
   std::string disk_dir_;

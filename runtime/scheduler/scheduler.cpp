@@ -92,7 +92,9 @@ void Scheduler::schedule(StepPlan& plan) {
   finalize(plan);
   // An empty plan may never reach an executor (the actors do not send one): keep the
   // finished ids (and any tier copies, which stay in kv_) for the next plan that does.
-  if (plan.empty()) {
+  // A plan of tier copies alone runs too: a saved prefix's disk writes must not wait for
+  // the next request.
+  if (plan.chunks.empty() && !kv_.has_pending_tier_ops()) {
     finished_since_plan_.swap(plan.finished);
   } else {
     plan.tier_ops = kv_.take_tier_ops();
@@ -491,6 +493,11 @@ void Scheduler::release(Request& r) {
   if (r.leader >= 0) {  // a sibling not forked yet
     auto& group = requests_.at(r.leader)->siblings;
     group.erase(std::find(group.begin(), group.end(), r.id));
+  }
+  if (!r.params.kv_save.empty()) {  // KV save: the finished prompt's blocks stay pinned
+    const bool ok = r.status != RequestStatus::FinishedError && r.status != RequestStatus::FinishedAborted;
+    if (ok) kv_.pin_finished(r.id);
+    else kv_.cancel_pin(r.id);
   }
   kv_.free(r.id, r.snapshot_writes_in_flight == 0);
   auto run = std::find(running_.begin(), running_.end(), &r);

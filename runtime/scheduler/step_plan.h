@@ -93,7 +93,8 @@ struct StepPlan {
   int64_t num_admitted = 0;
   int64_t draft_limit = 0;           // speculative decoding: the step's k (chunks' drafts <= it)
 
-  bool empty() const { return chunks.empty(); }
+  // No chunk and no tier copy (a plan of tier copies alone: a saved prefix's disk writes).
+  bool empty() const { return chunks.empty() && tier_ops.empty(); }
 };
 
 // A token and its log-probability under the raw logits: log-softmax before temperature,
@@ -133,6 +134,8 @@ struct RequestOutput {
   std::string error;                          // why, for FinishedError
   ErrorCause error_cause = ErrorCause::None;  // for FinishedError
   int64_t num_cached_tokens = 0;
+  // kv_restore: the saved tokens put before the request's own prompt (usage counts them).
+  int64_t num_restored_tokens = 0;
 
   bool finished() const { return is_finished(status); }
   std::string_view finish_reason() const { return runtime::finish_reason(status); }

@@ -24,6 +24,9 @@ EngineFigures sum_figures(std::span<const EngineFigures> ranks) {
     s.prefix_replay_hits += r.prefix_replay_hits;
     s.prefix_replay_tokens += r.prefix_replay_tokens;
     s.failed_steps += r.failed_steps;
+    s.kv_pins += r.kv_pins;
+    s.kv_pinned_bytes += r.kv_pinned_bytes;
+    s.kv_restore_hits += r.kv_restore_hits;
     s.restarts = r.restarts;  // the instance restarts all its ranks together
     s.schedule_cpu_s += r.schedule_cpu_s;
     s.update_cpu_s += r.update_cpu_s;

@@ -31,6 +31,9 @@ struct EngineFigures {
   // Bytes each KV tier holds now (primary, host, disk): blocks with contents (used or
   // cached) x block bytes; disk counts whole files. 0 for a tier that is off.
   int64_t tier_bytes[3] = {0, 0, 0};
+  // Saved prefixes (KV save by name): how many, and the bytes they pin (blocks + snapshots).
+  int64_t kv_pins = 0;
+  int64_t kv_pinned_bytes = 0;
 
   // --- cumulative counts
   int64_t steps = 0;                // non-empty steps planned
@@ -43,6 +46,7 @@ struct EngineFigures {
   int64_t prefix_replay_hits = 0;    // prefix hits served by a replay
   int64_t prefix_replay_tokens = 0;  // tokens recomputed to rebuild SWA windows on hits
   int64_t prefix_tier_hit_tokens[3] = {0, 0, 0};  // prefix_hit_tokens by tier (primary, host, disk)
+  int64_t kv_restore_hits = 0;      // requests whose kv_restore named a saved prefix
   int64_t failed_steps = 0;         // steps that threw (their requests failed)
   int64_t restarts = 0;             // times the supervisor restarted scheduler + rank
   // Speculative decoding (vLLM's spec_decode_* counters): verified drafts (chunks with at

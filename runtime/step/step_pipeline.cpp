@@ -159,6 +159,8 @@ EngineFigures current_figures(const EngineFigures& counts, const Scheduler& sche
   f.prefix_replay_tokens += kv.stats().replay_tokens;
   const KvCacheConfig& c = kv.config();
   for (int t = 0; t < kNumKvTiers; ++t) f.prefix_tier_hit_tokens[t] += kv.stats().tier_hit_tokens[t];
+  f.kv_pins = int64_t(kv.pins().size());
+  f.kv_pinned_bytes = kv.pinned_bytes();
   f.tier_bytes[0] = (kv.num_used_blocks() + kv.num_cached_blocks()) * c.block_bytes;
   if (const KvTiers* tiers = kv.tiers()) {
     const int64_t snap = c.tier_snapshot_bytes;
