@@ -9,7 +9,7 @@
 //                    every one with every address and scheduler
 //   (join answered)  the thread connects to the peers; the supervisor watches the other
 //                    ranks' schedulers (monitors across the middleman)
-//   on_formed        the rank gets its communicator, the scheduler its DP-sync peers;
+//   on_formed        the rank gets its communicator, then the scheduler its DP-sync peers;
 //                    /health turns ready
 //
 // When another rank's scheduler goes away (its process died: the middleman's connection
@@ -108,7 +108,7 @@ void on_group_formed(supervisor_pointer self, int64_t incarnation, GroupFormed& 
   }
   s.forming->deliver(std::move(all));
 #endif
-  self->send(s.members.front().scheduler, peers_atom::value, std::move(formed.schedulers));
+  s.peers = std::move(formed.schedulers);  // to the scheduler once the rank can step (on_formed)
 }
 
 }  // namespace
@@ -197,6 +197,8 @@ void on_formed(supervisor_pointer self, int64_t incarnation, const std::string& 
   self->send(s.members.front().rank, group_atom::value,
              std::shared_ptr<runtime::Communicator>(s.ucx));
 #endif
+  // After the rank's communicator: the scheduler's first step reaches the rank behind it.
+  self->send(s.members.front().scheduler, peers_atom::value, std::move(s.peers));
   s.formed = true;
   // Answered after the rank took its communicator (its mailbox keeps the order).
   self->request(s.members.front().rank, caf::infinite, ping_atom::value)
@@ -245,6 +247,7 @@ void clear_group(supervisor_pointer self) {
   auto& s = self->state;
   for (const caf::actor_addr& a : s.watched) self->demonitor(a);
   s.watched.clear();
+  s.peers.clear();
   s.ucx.reset();
   s.forming.reset();
   s.address.clear();

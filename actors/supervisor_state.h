@@ -65,6 +65,7 @@ struct SupervisorState {
   std::shared_ptr<runtime::UcxCommunicator> ucx;      // this incarnation's, once formed
   bool formed = false;                   // the rank has its communicator, the scheduler its peers
   std::vector<caf::actor_addr> watched;  // the other ranks' schedulers of this incarnation's group
+  DpPeers peers;                         // the group's schedulers, the scheduler's once formed
   supervisor_actor leader;               // rank > 0: the leader's handle, once dialed
   std::vector<uint8_t> address;          // this incarnation's UCX worker address
   // The leader (rank 0): joins waiting for the rest of the group, by rank.
