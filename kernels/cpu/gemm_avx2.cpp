@@ -4,7 +4,7 @@
 //
 //   direct  (M <= 4): no buffer; each 32-column block of a weight row is decoded into
 //           registers once and FMA'd into every x row (tiles of 1x4, 2x2, 3x1, 4x1
-//           x rows by weight rows, two accumulators each to cover FMA latency).
+//           x rows by weight rows, one accumulator each: the blocked path's order).
 //   blocked (M > 4): W[n0 : n0+panel, k0 : k0+1024] is dequantized once to f32 in a
 //           cache-resident buffer and serves every x row through a 3x4 micro-kernel
 //           (12 ymm accumulators of dot products along k). Decode order (M <= 16)
@@ -12,9 +12,10 @@
 //           order keeps a 64-row panel (256 KiB) in L2 for a slab of 516 x rows.
 //
 // Both precisions run f32 FMAs (no bf16 dot on AVX2): Bf16 rounds x to bf16 first,
-// which is its definition. Every y element is one pair of accumulators summed over k
-// in a fixed order and reduced by one tree, so results do not depend on the thread
-// count or the tile an element lands in.
+// which is its definition. Every y element is one accumulator along k per 1024-column
+// chunk, reduced by one tree, the chunks summed in k order - on both paths - so results
+// do not depend on the thread count, the tile an element lands in or the batch size M
+// (tests/kernels/gemm_test.cpp "RowsDoNotDependOnTheBatch").
 //
 // Decoding (32 columns -> four 8-float vectors): FP4 nibbles through vpshufb on a
 // 16-byte register table of 2·E2M1 as int8 (exact small integers), widened and
@@ -225,44 +226,54 @@ void prepare_x(const GemmShape& sh, const float* x, bool pairs, bool round, floa
 
 // --- decode, M <= 4: weights decoded in registers ---------------------------------------
 
-// x rows x weight rows per direct tile, two accumulators each (<= 8 ymm in all).
+// x rows x weight rows per direct tile (<= 4 ymm accumulators).
 constexpr int direct_rows(int mr) {
   return mr == 1 ? 4 : mr == 2 ? 2 : 1;
 }
 
-// out[i] = [Σ_k x[i][k]·W[r[j]][k] for j < NR] over all of K (lanes past NR unused).
+// out[i] (+)= [Σ_k x[i][k]·W[r[j]][k] for j < NR] over all of K (lanes past NR unused), in
+// exactly the blocked path's order: one accumulator per dot product along k within each
+// kChunkCols chunk, reduced by reduce4 per chunk, the chunks' sums added in k order (to
+// y's values first when accumulating). So a row's result does not depend on whether its
+// batch takes this path or the blocked one: outputs are independent of the batch size.
 template <WeightFormat F, int MR>
-void direct_tile(const WeightSrc& s, const float* x, int64_t ldx, const int64_t* r, __m128* out) {
+void direct_tile(const WeightSrc& s, const float* x, int64_t ldx, const int64_t* r, bool add,
+                 __m128* out) {
   constexpr int NR = direct_rows(MR);
-  __m256 acc[MR][NR][2];
-  for (auto& row : acc)
-    for (auto& pair : row) pair[0] = pair[1] = _mm256_setzero_ps();
   __m256i nan[NR];
   for (__m256i& v : nan) v = _mm256_setzero_si256();
-  for (int64_t kb = 0; kb < s.k; kb += 32) {
-    for (int j = 0; j < NR; ++j) {
-      if constexpr (F == WeightFormat::FP8 || F == WeightFormat::ROWFP8)  // see gemm_avx512.cpp
-        _mm_prefetch(
-            reinterpret_cast<const char*>(s.data + r[j] * s.row_bytes + kb) + kPrefetchBytes,
-            _MM_HINT_T0);
-      const Vec32 w = load_block<F>(s, r[j], kb, nan[j]);
-      for (int i = 0; i < MR; ++i) {
-        const float* xi = x + i * ldx + kb;
-        acc[i][j][0] = _mm256_fmadd_ps(_mm256_load_ps(xi), w.v[0], acc[i][j][0]);
-        acc[i][j][1] = _mm256_fmadd_ps(_mm256_load_ps(xi + 8), w.v[1], acc[i][j][1]);
-        acc[i][j][0] = _mm256_fmadd_ps(_mm256_load_ps(xi + 16), w.v[2], acc[i][j][0]);
-        acc[i][j][1] = _mm256_fmadd_ps(_mm256_load_ps(xi + 24), w.v[3], acc[i][j][1]);
+  for (int64_t k0 = 0; k0 < s.k; k0 += kChunkCols) {
+    __m256 acc[MR][NR];
+    for (auto& row : acc)
+      for (__m256& a : row) a = _mm256_setzero_ps();
+    for (int64_t kb = k0; kb < std::min(s.k, k0 + kChunkCols); kb += 32) {
+      for (int j = 0; j < NR; ++j) {
+        if constexpr (F == WeightFormat::FP8 || F == WeightFormat::ROWFP8)  // see gemm_avx512.cpp
+          _mm_prefetch(
+              reinterpret_cast<const char*>(s.data + r[j] * s.row_bytes + kb) + kPrefetchBytes,
+              _MM_HINT_T0);
+        const Vec32 w = load_block<F>(s, r[j], kb, nan[j]);
+        for (int i = 0; i < MR; ++i) {
+          const float* xi = x + i * ldx + kb;
+          for (int v = 0; v < 4; ++v)
+            acc[i][j] = _mm256_fmadd_ps(_mm256_load_ps(xi + 8 * v), w.v[v], acc[i][j]);
+        }
       }
     }
-  }
-  for (int i = 0; i < MR; ++i) {
-    __m256 sum[4];
-    for (int j = 0; j < 4; ++j) {
-      const int jj = std::min(j, NR - 1);
-      // A NaN weight code makes its whole dot product NaN (NaN·x is NaN for every x).
-      sum[j] = any_nan(nan[jj]) ? _mm256_set1_ps(NAN) : _mm256_add_ps(acc[i][jj][0], acc[i][jj][1]);
+    for (int i = 0; i < MR; ++i) {
+      __m256 sum[4];
+      for (int j = 0; j < 4; ++j) sum[j] = acc[i][std::min(j, NR - 1)];
+      const __m128 chunk = reduce4(sum[0], sum[1], sum[2], sum[3]);
+      out[i] = add || k0 > 0 ? _mm_add_ps(out[i], chunk) : chunk;
     }
-    out[i] = reduce4(sum[0], sum[1], sum[2], sum[3]);
+  }
+  // A NaN weight code makes its whole dot product NaN (NaN·x is NaN for every x).
+  for (int i = 0; i < MR; ++i) {
+    alignas(16) float v[4];
+    _mm_store_ps(v, out[i]);
+    for (int j = 0; j < 4; ++j)
+      if (any_nan(nan[std::min(j, NR - 1)])) v[j] = NAN;
+    out[i] = _mm_load_ps(v);
   }
 }
 
@@ -284,8 +295,13 @@ void run_direct(const Plan& pl, int64_t nb, int64_t ne) {
     int64_t r[NR];  // rows past the range repeat the last one; their sums are dropped
     for (int j = 0; j < NR; ++j) r[j] = n0 + std::min(j, nr - 1);
     __m128 out[MR];
-    direct_tile<F, MR>(pl.src, pl.xb, pl.kp, r, out);
-    store_tile(out, MR, nr, pl.y + n0, pl.sh.ldy, pl.accumulate);
+    for (int i = 0; i < MR; ++i) {  // accumulating: y's values, added to first as the blocked path does
+      alignas(16) float v[4] = {0, 0, 0, 0};
+      for (int j = 0; pl.accumulate && j < nr; ++j) v[j] = pl.y[i * pl.sh.ldy + n0 + j];
+      out[i] = _mm_load_ps(v);
+    }
+    direct_tile<F, MR>(pl.src, pl.xb, pl.kp, r, pl.accumulate, out);
+    store_tile(out, MR, nr, pl.y + n0, pl.sh.ldy, /*add=*/false);
   }
 }
 

@@ -465,6 +465,42 @@ TEST_P(GemmPath, ResultsDoNotDependOnThreadCount) {
     }
 }
 
+// A row's result does not depend on the rows batched with it: every path gives each
+// row of an M-row call the bits it gives that row alone (M = 1), across its decode,
+// direct and prefill loop nests, for every format, K spanning several chunks, with and
+// without accumulation. (A batch-dependent sum is a serving bug: a request's logits
+// would change with the requests beside it, and sampled tokens with them.)
+TEST_P(GemmPath, RowsDoNotDependOnTheBatch) {
+  for (WeightFormat f : {WeightFormat::F32, WeightFormat::BF16, WeightFormat::FP8,
+                         WeightFormat::FP4, WeightFormat::ROWFP8})
+    for (bool acc : {false, true}) {
+      Case c{f, 40, 37, 2080};
+      c.accumulate = acc;
+      c.precision = f == WeightFormat::BF16 ? GemmPrecision::Bf16 : GemmPrecision::F32;
+      SCOPED_TRACE(c.str());
+      const Problem pr = make_problem(c, 11);
+      for (int64_t m : {1, 2, 3, 4, 5, 7, 16, 17, 40}) {
+        GemmParams p = pr.params(nullptr);
+        p.m = m;
+        std::vector<float> batch = pr.y0;
+        p.y = batch.data();
+        path().run(p);
+        for (int64_t row = 0; row < m; ++row) {
+          GemmParams one = pr.params(nullptr);
+          one.m = 1;
+          one.x = pr.x.data() + row * pr.ldx();
+          std::vector<float> alone(pr.y0.begin() + row * pr.ldy(), pr.y0.begin() + (row + 1) * pr.ldy());
+          one.y = alone.data();
+          one.ldx = pr.ldx();
+          one.ldy = pr.ldy();
+          path().run(one);
+          ASSERT_EQ(std::memcmp(alone.data(), batch.data() + row * pr.ldy(), size_t(c.n) * 4), 0)
+              << "row " << row << " of a batch of " << m << " differs from the row alone";
+        }
+      }
+    }
+}
+
 // The dispatched entry runs the active path: forcing each supported path through
 // ScopedCpuPath gives that path's own result bit for bit.
 TEST_P(GemmPath, DispatchRunsTheActivePath) {

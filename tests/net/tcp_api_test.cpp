@@ -121,15 +121,16 @@ TEST_F(TcpApi, TwoRequestsOnOneConnectionMatchGenerate) {
   const Result& b = results["\"b\""];
   EXPECT_EQ(a.text, generate("Once upon a time", 12));
   // Against the HTTP completion as well: `troupe generate` drops an incomplete UTF-8 tail
-  // that the server's detokenizer sends as U+FFFD, and this output ends in one.
+  // that the server's detokenizer sends as U+FFFD (whether this output ends in one
+  // depends on the CPU path's tokens: AVX-512 and AVX2 sum in different orders).
   const HttpResponse h = http(http_port_, "POST", "/v1/completions",
                               json{{"prompt", "Tell me a story"}, {"max_tokens", 9}, {"temperature", 0},
                                    {"ignore_eos", true}}.dump());
   ASSERT_EQ(h.status, 200) << h.body;
   EXPECT_EQ(b.text, json::parse(h.body)["choices"][0]["text"].get<std::string>());
   const std::string kReplacement = "\xEF\xBF\xBD";
-  ASSERT_TRUE(b.text.ends_with(kReplacement)) << b.text;
-  EXPECT_EQ(b.text.substr(0, b.text.size() - kReplacement.size()), generate("Tell me a story", 9));
+  const size_t cut = b.text.ends_with(kReplacement) ? kReplacement.size() : 0;
+  EXPECT_EQ(b.text.substr(0, b.text.size() - cut), generate("Tell me a story", 9));
   EXPECT_EQ(a.tokens.size(), 12u);
   EXPECT_EQ(b.tokens.size(), 9u);
   EXPECT_GE(a.frames, 2);  // streamed, not sent whole
