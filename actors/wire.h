@@ -39,7 +39,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, RequestParams& x) {
   return f(caf::meta::type_name("RequestParams"), x.sampling, x.max_tokens, x.stop_token_ids,
            x.stop, x.ignore_eos, x.include_stop_str_in_output, x.skip_special_tokens, x.priority,
-           x.num_logprobs, x.kv_save, x.kv_restore, x.kv_delete);
+           x.num_logprobs, x.kv_save, x.kv_restore, x.kv_delete, x.kv_hand_off_after);
 }
 
 template <class Inspector>

@@ -97,6 +97,7 @@ runtime::EngineConfig ServeConfig::to_engine_config() const {
   e.scheduler.max_num_running = max_num_seqs;
   e.scheduler.max_prefill_context_read = max_prefill_context_read;
   e.scheduler.max_admissions_per_step = max_admissions_per_step;
+  e.scheduler.max_kv_loads_per_step = max_kv_loads_per_step;
   e.scheduler.max_model_len = max_model_len;
   e.scheduler.enable_chunked_prefill = enable_chunked_prefill;
   e.scheduler.policy = scheduling_policy;

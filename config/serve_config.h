@@ -56,6 +56,7 @@ struct ServeConfig {
   int64_t max_num_batched_tokens = 8192;                // new tokens per step
   int64_t max_prefill_context_read = int64_t(1) << 20;  // Σ chunk end positions per step
   int64_t max_admissions_per_step = 64;                 // new requests admitted per step
+  int64_t max_kv_loads_per_step = 4;                    // KV hand-offs admitted per step (docs/pd.md)
   bool enable_chunked_prefill = true;
   runtime::SchedulePolicy scheduling_policy = runtime::SchedulePolicy::Fcfs;
   bool async_scheduling = true;  // plan step N+1 while step N runs

@@ -175,6 +175,8 @@ std::vector<ConfigKey> make_keys() {
                       "sum of prefill chunk end positions per step"));
   k.push_back(int_key("max-admissions-per-step", &S::max_admissions_per_step, 1, INT64_MAX,
                       "new requests admitted per step"));
+  k.push_back(int_key("max-kv-loads-per-step", &S::max_kv_loads_per_step, 1, INT64_MAX,
+                      "requests arriving with their KV (P/D hand-offs) admitted per step"));
   k.push_back(bool_key("enable-chunked-prefill", &S::enable_chunked_prefill,
                        "split long prompts over steps"));
   k.push_back(choice_key<SchedulePolicy>(

@@ -425,8 +425,20 @@ def kv_pin_index():
     write("kv_pin_index", "truncated.json", b'{"version": 1, "pins": [{"name": "a", "tok')
 
 
+def kv_handoff():
+    """runtime/kv_transfer/kv_handoff_wire.h. prefill-17.bin, a real hand-off of the tiny
+    model, is written by the test KvHandoffWire (TROUPE_WRITE_CORPUS=1); these derive
+    nearly valid ones from it."""
+    real = (FUZZ / "corpus/kv_handoff/prefill-17.bin").read_bytes()
+    write("kv_handoff", "bad-magic.bin", b"TRKX" + real[4:])
+    write("kv_handoff", "truncated.bin", real[:40])
+    write("kv_handoff", "many-tokens.bin", b"TRKH" + struct.pack("<II", 1, (1 << 24) - 1))
+    # Its last byte is the slot state's feature flag (0): 2 is malformed.
+    write("kv_handoff", "bad-feature-flag.bin", real[:-8] + struct.pack("<Q", 2))
+
+
 if __name__ == "__main__":
     for make in (openai_body, http_request, tcp_frame, serve_config, safetensors,
                  tokenizer_json, expert_loads_json, gguf, kv_block_file, cluster_config,
-                 peer_wire, kv_pin_index):
+                 peer_wire, kv_pin_index, kv_handoff):
         make()

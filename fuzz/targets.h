@@ -21,13 +21,14 @@ void kv_block_file(const uint8_t* data, size_t size);
 void cluster_config(const uint8_t* data, size_t size);
 void peer_wire(const uint8_t* data, size_t size);
 void kv_pin_index(const uint8_t* data, size_t size);
+void kv_handoff(const uint8_t* data, size_t size);
 
 struct Target {
   std::string_view name;  // also the folder under fuzz/corpus and fuzz/regressions
   Entry entry;
 };
 
-inline constexpr std::array<Target, 12> kTargets{{
+inline constexpr std::array<Target, 13> kTargets{{
     {"http_request", http_request},
     {"openai_body", openai_body},
     {"tcp_frame", tcp_frame},
@@ -40,6 +41,7 @@ inline constexpr std::array<Target, 12> kTargets{{
     {"cluster_config", cluster_config},
     {"peer_wire", peer_wire},
     {"kv_pin_index", kv_pin_index},
+    {"kv_handoff", kv_handoff},
 }};
 
 }  // namespace troupe::fuzz

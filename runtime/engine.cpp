@@ -120,9 +120,14 @@ void attach_disk_tier(KvCacheManager& manager, const TierStorage& tiers) {
                tiers.disk_dir(), adopted, found.size(), manager.config().disk_blocks);
 }
 
+int64_t kv_rows_mode(const ExecutorOptions& options) {
+  return (options.bounded_replay ? 1 : 0) | (options.prefix_replay == PrefixReplay::Exact ? 2 : 0) |
+         (options.clip_prefix ? 4 : 0);
+}
+
 Engine::Engine(const model::Forward& forward, const model::Tokenizer* tokenizer,
                EngineConfig config, const Drafter* drafter)
-    : config_(config) {
+    : config_(config), model_(forward.config()) {
   TROUPE_CHECK(!config.speculative.enabled() || drafter != nullptr, "speculative-config: method \"",
                config.speculative.method, "\" has no drafter in this engine");
   const model::ModelConfig& m = forward.config();
@@ -140,6 +145,28 @@ Engine::Engine(const model::Forward& forward, const model::Tokenizer* tokenizer,
   if (tiers_) attach_disk_tier(*kv_, *tiers_);
   executor_->set_tier_storage(tiers_.get());
   pipeline_ = std::make_unique<StepPipeline>(*scheduler_, counts_, config.async_scheduling ? 2 : 1);
+  shape_ = KvHandoffShape::of(*storage_, kv_rows_mode(config.executor));
+}
+
+KvHandoff Engine::export_request(RequestId id) const {
+  const Scheduler::ParkedRequest* p = scheduler_->parked(id);
+  TROUPE_CHECK(p != nullptr, "request ", id, " is not handed off here");
+  KvHandoff h = pack_kv_handoff(*storage_, shape_, kv_->block_table(id), kv_->swa_slot(id),
+                                p->tokens, p->num_prompt_tokens);
+  h.num_cached_tokens = p->num_cached_tokens;
+  h.text = p->text;
+  h.text_tokens = p->text_tokens;
+  h.streamed_text_bytes = p->streamed_text_bytes;
+  return h;
+}
+
+void Engine::release_handed_off(RequestId id) { scheduler_->release_parked(id); }
+
+void Engine::import_request(RequestId id, KvHandoff handoff, RequestParams params) {
+  const std::string why = check_kv_handoff(handoff, shape_, model_);
+  TROUPE_CHECK(why.empty(), "request ", id, ": its KV hand-off cannot continue here: ", why);
+  scheduler_->add_imported(id, std::make_shared<const KvHandoff>(std::move(handoff)),
+                           std::move(params));
 }
 
 void Engine::add_request(RequestId id, std::span<const int32_t> prompt, RequestParams params,

@@ -22,6 +22,7 @@
 #include "runtime/kv_cache/kv_cache_manager.h"
 #include "runtime/kv_cache/paged_kv.h"
 #include "runtime/kv_cache/tier_storage.h"
+#include "runtime/kv_transfer/kv_handoff.h"
 #include "runtime/scheduler/scheduler.h"
 #include "runtime/speculative/drafter.h"
 #include "runtime/speculative/speculative_config.h"
@@ -93,6 +94,21 @@ class Engine {
   void add_request(RequestId id, std::span<const int32_t> prompt, RequestParams params,
                    std::vector<Sibling> siblings = {});
   void abort(RequestId id);
+
+  // KV hand-off (P/D disaggregation, decode drain; docs/pd.md). A request added with
+  // params.kv_hand_off_after = k (or told hand_off()) stops with status HandedOff after
+  // k output tokens; its KV stays parked here. export_request packs it (blocks, window,
+  // carry, features: one region); release_handed_off frees it once the receiver has it
+  // or gave up. Another engine of the same model and KV layout continues it with
+  // import_request: no prefill, no replay, the same tokens as if it had never moved.
+  KvHandoff export_request(RequestId id) const;  // throws troupe::Error if not parked
+  void release_handed_off(RequestId id);
+  // Throws troupe::Error naming why a hand-off cannot continue here (another layout,
+  // bad lengths or token ids, bad parameters, an id in use).
+  void import_request(RequestId id, KvHandoff handoff, RequestParams params);
+  Scheduler::HandOff hand_off(RequestId id) { return scheduler_->hand_off(id); }
+  const KvHandoffShape& kv_shape() const { return shape_; }
+
   std::vector<RequestOutput> step();
   // The low-latency form: `outputs` (emptied first) gets the step's outputs. Passing the
   // same vector every step lets the engine reuse their buffers: a decode step of a steady
@@ -117,6 +133,11 @@ class Engine {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<StepPipeline> pipeline_;
+  const model::ModelConfig& model_;
+  KvHandoffShape shape_;
 };
+
+// The rows-mode code of a KV hand-off (KvHandoffShape::rows_mode) for these options.
+int64_t kv_rows_mode(const ExecutorOptions& options);
 
 }  // namespace troupe::runtime

@@ -8,7 +8,8 @@ namespace troupe::runtime {
 
 bool is_finished(RequestStatus s) {
   return s == RequestStatus::FinishedStopped || s == RequestStatus::FinishedLength ||
-         s == RequestStatus::FinishedAborted || s == RequestStatus::FinishedError;
+         s == RequestStatus::FinishedAborted || s == RequestStatus::FinishedError ||
+         s == RequestStatus::HandedOff;
 }
 
 std::string_view to_string(RequestStatus s) {
@@ -27,6 +28,8 @@ std::string_view to_string(RequestStatus s) {
       return "finished_aborted";
     case RequestStatus::FinishedError:
       return "finished_error";
+    case RequestStatus::HandedOff:
+      return "handed_off";
   }
   return "?";
 }
@@ -78,6 +81,7 @@ void RequestParams::validate() const {
   TROUPE_CHECK(s.top_p > 0.0f && s.top_p <= 1.0f, "top_p must be in (0, 1], got ", s.top_p);
   TROUPE_CHECK(s.min_p >= 0.0f && s.min_p <= 1.0f, "min_p must be in [0, 1], got ", s.min_p);
   TROUPE_CHECK(max_tokens > 0, "max_tokens must be > 0, got ", max_tokens);
+  TROUPE_CHECK(kv_hand_off_after >= 0, "kv_hand_off_after must be >= 0, got ", kv_hand_off_after);
   TROUPE_CHECK(num_logprobs >= -1, "num_logprobs must be >= -1 (-1: none), got ", num_logprobs);
   for (const std::string& stop : stop)
     TROUPE_CHECK(!stop.empty(), "stop strings must not be empty");

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -25,6 +26,7 @@
 namespace troupe::runtime {
 
 using RequestId = int64_t;
+struct KvHandoff;
 
 enum class RequestStatus : uint8_t {
   Waiting,
@@ -34,6 +36,10 @@ enum class RequestStatus : uint8_t {
   FinishedLength,   // max_tokens or max_model_len
   FinishedAborted,  // the client aborted it
   FinishedError,    // it failed: ErrorCause says why (Request::error has the text)
+  // Done here, not finished: its KV is parked for a hand-off (RequestParams::
+  // kv_hand_off_after, Scheduler::hand_off) and the request goes on in another engine
+  // (docs/pd.md). No finish_reason: its stream continues there.
+  HandedOff,
 };
 
 // Why a request finished with FinishedError. The API maps it to a status, metrics count
@@ -76,6 +82,10 @@ struct RequestParams {
   std::string kv_save;
   std::string kv_restore;
   std::string kv_delete;
+  // P/D disaggregation (docs/pd.md): once the request has this many output tokens (and
+  // has not finished), it stops with status HandedOff and its KV stays parked for
+  // Engine::export_request; 0: never. A prefill instance runs requests with 1.
+  int64_t kv_hand_off_after = 0;
 
   void validate() const;  // throws troupe::Error naming the bad field
 
@@ -124,6 +134,9 @@ struct Request {
   // to fork; each of those names its leader (and is in no queue meanwhile).
   std::vector<RequestId> siblings;
   RequestId leader = -1;
+  // Added with its KV (Scheduler::add_imported): loaded when admitted, then dropped (a
+  // preemption afterwards recomputes, as for any request).
+  std::shared_ptr<const KvHandoff> kv_load;
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }

@@ -50,6 +50,14 @@ class Detokenizer {
   // Text that was not yet returned by take_stream(), up to `end` bytes of text().
   std::string take_stream(size_t end);
   size_t streamed() const { return streamed_; }
+  int64_t read_offset() const { return read_offset_; }
+  // The state of another engine's detokenizer (a KV hand-off, docs/pd.md): the text is
+  // history-dependent (held tails, U+FFFD for ill-formed ones), so it moves as it is.
+  void restore(std::string text, int64_t read_offset, size_t streamed) {
+    text_ = std::move(text);
+    read_offset_ = read_offset;
+    streamed_ = streamed;
+  }
 
  private:
   std::string text_;

@@ -6,6 +6,7 @@
 #include "kernels/check.h"
 #include "kernels/sampling.h"
 #include "runtime/executor/logprobs.h"
+#include "runtime/kv_cache/slot_state.h"
 #include "runtime/kv_cache/step_undo.h"
 
 namespace troupe::runtime {
@@ -55,6 +56,21 @@ void Executor::apply_tier_ops(const StepPlan& plan) {
   tiers_->apply(plan.tier_ops, storage_);
 }
 
+void Executor::apply_kv_loads(const StepPlan& plan) {
+  for (const KvLoad& load : plan.kv_loads) {
+    const KvHandoff& h = *load.handoff;
+    for (size_t i = 0; i < load.blocks.size(); ++i) {
+      const std::span<const uint8_t> src = h.block(load.first_block + int64_t(i));
+      std::copy(src.begin(), src.end(), storage_.block_data(load.blocks[i]).begin());
+    }
+    SlotStateView slot;
+    const std::string why = parse_slot_state(h.slot_state(), forward_.config(), slot);
+    TROUPE_CHECK(why.empty(), "request ", load.id, "'s KV hand-off: ", why);
+    storage_.load_slot_state(load.swa_slot, slot);
+    started_[load.id] = load.generation;  // set up: its first decode must not reset the rings
+  }
+}
+
 std::vector<SampledChunk> Executor::run(const StepPlan& plan) {
   std::vector<SampledChunk> sampled;
   run(plan, sampled);
@@ -88,6 +104,7 @@ void Executor::run(const StepPlan& plan, std::vector<SampledChunk>& sampled) {
   // Before any chunk reads or writes a block: saves read blocks this plan's chunks will
   // overwrite, loads fill blocks its hits read.
   apply_tier_ops(plan);
+  apply_kv_loads(plan);
   StepBuffers& b = step_;
   b.tokens.resize(plan.chunks.size());
   b.ran.clear();

@@ -81,6 +81,7 @@ class Executor {
   // without run() must still call this: the KV bookkeeping already counts on those
   // copies (a tier slot said to hold a block, a published block said to be loaded).
   void apply_tier_ops(const StepPlan& plan);
+  void apply_kv_loads(const StepPlan& plan);  // KV hand-offs admitted by the plan
 
   // Forgets what it knew of requests that ended or lost their KV.
   void drop(RequestId id) {

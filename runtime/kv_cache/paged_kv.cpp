@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/check.h"
+#include "runtime/kv_cache/slot_state.h"
 #include "runtime/kv_cache/step_undo.h"
 
 namespace troupe::runtime {
@@ -111,6 +112,48 @@ void PagedKvStorage::load_snapshot(int32_t slot, std::span<const uint8_t> in) {
   const int64_t rows = layers_ * window_, bytes = rows * rows_.window.bytes();
   std::copy_n(in.data(), bytes, rings_.data() + slot * bytes);
   std::memcpy(ring_pos_.data() + slot * rows, in.data() + bytes, size_t(rows) * sizeof(int64_t));
+}
+
+void PagedKvStorage::save_slot_state(int32_t slot, std::vector<uint8_t>& out) const {
+  const int64_t rows = layers_ * window_, bytes = rows * rows_.window.bytes();
+  append_bytes(out, std::span<const uint8_t>(rings_.data() + slot * bytes, size_t(bytes)));
+  append_bytes(out, std::span<const int64_t>(ring_pos_.data() + slot * rows, size_t(rows)));
+  for (int64_t l = 0; l < layers_; ++l) {
+    append_counted(out, carry_v_[slot * layers_ + l]);
+    append_counted(out, carry_s_[slot * layers_ + l]);
+  }
+  const uint64_t present = features_.empty() ? 0 : 1;
+  append_bytes(out, std::span<const uint64_t>(&present, 1));
+  if (!present) return;
+  const model::FeatureRing& f = features_[slot];
+  const uint64_t width = uint64_t(f.width);
+  append_bytes(out, std::span<const uint64_t>(&width, 1));
+  append_bytes(out, std::span<const float>(f.rows));
+  append_bytes(out, std::span<const int64_t>(f.pos));
+}
+
+void PagedKvStorage::load_slot_state(int32_t slot, const SlotStateView& in) {
+  const int64_t rows = layers_ * window_, bytes = rows * rows_.window.bytes();
+  TROUPE_CHECK(int64_t(in.rings.size()) == bytes && int64_t(in.carry_v.size()) == layers_,
+               "load_slot_state: a slot state of another shape");
+  reset_slot(slot);
+  std::copy_n(in.rings.data(), bytes, rings_.data() + slot * bytes);
+  std::memcpy(ring_pos_.data() + slot * rows, in.positions.data(), in.positions.size());
+  auto floats = [](std::span<const uint8_t> b, std::vector<float>& v) {
+    v.resize(b.size() / sizeof(float));
+    std::memcpy(v.data(), b.data(), b.size());
+  };
+  for (int64_t l = 0; l < layers_; ++l) {
+    floats(in.carry_v[size_t(l)], carry_v_[slot * layers_ + l]);
+    floats(in.carry_s[size_t(l)], carry_s_[slot * layers_ + l]);
+  }
+  if (features_.empty() || !in.has_features) return;  // reset_slot cleared a kept ring
+  model::FeatureRing& f = features_[slot];
+  TROUPE_CHECK(in.feature_rows.size() == f.rows.size() * sizeof(float) &&
+                   in.feature_positions.size() == f.pos.size() * sizeof(int64_t),
+               "load_slot_state: a feature ring of another shape");
+  std::memcpy(f.rows.data(), in.feature_rows.data(), in.feature_rows.size());
+  std::memcpy(f.pos.data(), in.feature_positions.data(), in.feature_positions.size());
 }
 
 PagedSequence::PagedSequence(PagedKvStorage& storage, std::span<const int32_t> block_table,

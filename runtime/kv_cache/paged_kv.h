@@ -19,6 +19,7 @@
 namespace troupe::runtime {
 
 class StepUndo;
+struct SlotStateView;
 
 class PagedKvStorage {
  public:
@@ -68,6 +69,16 @@ class PagedKvStorage {
   std::span<uint8_t> block_data(int32_t id) {
     return {blocks_.data() + id * block_bytes_, size_t(block_bytes_)};
   }
+  std::span<const uint8_t> block_data(int32_t id) const {
+    return {blocks_.data() + id * block_bytes_, size_t(block_bytes_)};
+  }
+  // A slot's whole state, anywhere in a sequence (runtime/kv_cache/slot_state.h: rings,
+  // carry, feature ring), for a KV hand-off: save appends it to `out`; load sets the slot
+  // from a parsed one. A feature ring this storage keeps and `in` lacks is cleared (the
+  // drafter proposes from less; verified tokens stay the same), one it does not keep is
+  // skipped.
+  void save_slot_state(int32_t slot, std::vector<uint8_t>& out) const;
+  void load_slot_state(int32_t slot, const SlotStateView& in);
 
  private:
   model::KvRowLayout rows_;

@@ -8,7 +8,8 @@ namespace troupe::runtime {
 StepBudget::StepBudget(const SchedulerConfig& c)
     : tokens_left(c.max_num_batched_tokens),
       context_read_left(c.max_prefill_context_read),
-      admissions_left(c.max_admissions_per_step) {}
+      admissions_left(c.max_admissions_per_step),
+      kv_loads_left(c.max_kv_loads_per_step) {}
 
 void StepBudget::take(const ScheduledChunk& c) {
   tokens_left -= c.num_tokens;

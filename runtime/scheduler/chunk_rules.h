@@ -21,6 +21,7 @@ struct StepBudget {
   int64_t tokens_left;
   int64_t context_read_left;  // for prefill chunks after the first
   int64_t admissions_left;
+  int64_t kv_loads_left;
   int64_t num_prefill_chunks = 0;
 
   void take(const ScheduledChunk& c);

@@ -60,6 +60,73 @@ void Scheduler::add_request(RequestId id, std::span<const int32_t> prompt, Reque
   requests_.emplace(id, std::move(r));
 }
 
+void Scheduler::add_imported(RequestId id, std::shared_ptr<const KvHandoff> h,
+                             RequestParams params) {
+  check_params(id, params);
+  TROUPE_CHECK(h != nullptr, "request ", id, ": no KV to import");
+  const auto n = static_cast<int64_t>(h->tokens.size());
+  const int64_t outputs = n - h->num_prompt_tokens;
+  TROUPE_CHECK(h->num_prompt_tokens >= 1 && outputs >= 1, "request ", id,
+               ": a hand-off needs a prompt and a sampled token");
+  TROUPE_CHECK(n < config_.max_model_len, "request ", id, ": ", n,
+               " tokens leave no room for output under max_model_len ", config_.max_model_len);
+  TROUPE_CHECK(outputs < params.max_tokens, "request ", id, " has ", outputs,
+               " output tokens already, max_tokens is ", params.max_tokens);
+  auto r = std::make_unique<Request>(
+      id, std::span<const int32_t>(h->tokens.data(), size_t(h->num_prompt_tokens)),
+      std::move(params), next_arrival_++);
+  r->tokens.reserve(size_t(std::min(h->num_prompt_tokens + r->params.max_tokens, config_.max_model_len)));
+  r->tokens.insert(r->tokens.end(), h->tokens.begin() + h->num_prompt_tokens, h->tokens.end());
+  TROUPE_CHECK(h->text_tokens >= 0 && h->text_tokens <= outputs &&
+                   h->streamed_text_bytes <= h->text.size(),
+               "request ", id, ": its text state is out of range");
+  // The text the sender streamed is not streamed again.
+  r->detok.restore(h->text, h->text_tokens, size_t(h->streamed_text_bytes));
+  r->kv_load = std::move(h);
+  waiting_.emplace(queue_key(*r), r.get());
+  requests_.emplace(id, std::move(r));
+}
+
+const Scheduler::ParkedRequest* Scheduler::parked(RequestId id) const {
+  auto it = parked_.find(id);
+  return it == parked_.end() ? nullptr : &it->second;
+}
+
+void Scheduler::release_parked(RequestId id) {
+  auto it = parked_.find(id);
+  if (it == parked_.end()) return;
+  kv_.free(id, it->second.keep_snapshot);
+  parked_.erase(it);
+}
+
+Scheduler::HandOff Scheduler::hand_off(RequestId id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end() || it->second->finished()) return HandOff::Unknown;
+  Request& r = *it->second;
+  if (r.status != RequestStatus::Running) return HandOff::NotHeld;
+  // Between steps with every token but its last sampled one computed. (A prompt whose
+  // last chunk is still to come may also have one token left: it is not decoding yet.)
+  if (r.num_placeholders == 0 && r.num_uncomputed() == 1 && r.num_output_tokens() > 0) {
+    park(r);
+    return HandOff::Now;
+  }
+  // After the samples in flight; one still (re)filling its prompt after its next sample.
+  r.params.kv_hand_off_after = r.num_placeholders > 0 ? r.num_output_tokens_planned()
+                                                       : r.num_output_tokens() + 1;
+  return HandOff::AfterStep;
+}
+
+bool Scheduler::hands_off(const Request& r) const {
+  return r.params.kv_hand_off_after > 0 && r.num_output_tokens() >= r.params.kv_hand_off_after;
+}
+
+// Outside update(): the output waits for the next one, as an abort's.
+void Scheduler::park(Request& r) {
+  r.status = RequestStatus::HandedOff;
+  pending_.push_back(make_output(r, {}));
+  release(r);
+}
+
 void Scheduler::abort(RequestId id) {
   auto it = requests_.find(id);
   if (it == requests_.end() || it->second->finished()) return;
@@ -79,6 +146,7 @@ void Scheduler::schedule(StepPlan& plan) {
   plan.chunks.clear();
   plan.preempted.clear();
   plan.tier_ops.clear();
+  plan.kv_loads.clear();
   plan.placement_epoch = 0;
   plan.num_tokens = plan.prefill_context_read = plan.num_admitted = 0;
   plan.step = step_++;
@@ -134,8 +202,8 @@ void Scheduler::set_draft_limit(int64_t k) {
 // own token is already taken out of tokens_left).
 int64_t Scheduler::num_draft_tokens(const Request& r, const StepBudget& budget) const {
   if (!speculates(r)) return 0;
-  const int64_t k = std::min({draft_limit_,
-                              r.params.max_tokens - r.num_output_tokens() - 1,
+  const int64_t until = r.params.kv_hand_off_after > 0 ? r.params.kv_hand_off_after : r.params.max_tokens;
+  const int64_t k = std::min({draft_limit_, until - r.num_output_tokens() - 1,
                               config_.max_model_len - r.num_tokens() - 1, budget.tokens_left - 1});
   return std::max<int64_t>(0, k);
 }
@@ -153,12 +221,8 @@ void Scheduler::schedule_admissions(StepPlan& plan, StepBudget& budget) {
 // to wait (the step is full or the KV cache is); a request that can never run is
 // finished with an error instead, so the queue never blocks on it.
 bool Scheduler::try_admit(Request& r, StepPlan& plan, StepBudget& budget) {
-  const int64_t need = kv_.blocks_for(r.num_tokens());
-  if (need > kv_.pool().num_blocks()) {
-    fail(r, "needs " + std::to_string(need) + " KV blocks, the cache has " +
-                std::to_string(kv_.pool().num_blocks()));
-    return true;
-  }
+  if (r.kv_load) return try_admit_loaded(r, plan, budget);
+  if (fails_to_fit(r)) return true;
   CachedPrefix hit = kv_.find_cached_prefix(r.tokens, false, r.num_prompt_tokens);
   // Extension point: bounded-replay planning picks where the first chunk starts.
   const int64_t start = hit.replay_from;
@@ -170,28 +234,73 @@ bool Scheduler::try_admit(Request& r, StepPlan& plan, StepBudget& budget) {
   const int64_t n = num_new_tokens(c, budget, config_);
   if (n == 0) return false;
   std::optional<Admission> adm = kv_.admit(r.id, std::move(hit), start + n);
-  if (!adm) {
-    if (!running_.empty()) return false;  // room comes back as running requests finish
-    fail(r, "does not fit in an empty KV cache");
-    return true;
-  }
-  waiting_.erase(queue_key(r));
-  kv_.reserve(r.id, static_cast<int64_t>(r.tokens.capacity()));
-  r.status = RequestStatus::Running;
-  r.num_computed_tokens = adm->replay_from;
-  r.num_cached_tokens = adm->num_cached_tokens;
-  r.restore_slot = adm->restore_slot;
-  running_.push_back(&r);
-  --budget.admissions_left;
-  ++plan.num_admitted;
+  if (!adm) return waits_for_room(r);
+  start_running(r, adm->replay_from, adm->num_cached_tokens, adm->restore_slot, plan, budget);
   add_chunk(r, start, n, c.prefill, plan, budget);
   return true;
 }
 
+// Admits a request that brings its KV: its blocks past the longest prefix cached here
+// are loaded (KvLoad), its window comes with them (no replay), and its first chunk
+// decodes its last token in this plan.
+bool Scheduler::try_admit_loaded(Request& r, StepPlan& plan, StepBudget& budget) {
+  if (budget.kv_loads_left == 0) return false;
+  if (fails_to_fit(r)) return true;
+  const int64_t computed = r.num_tokens() - 1;
+  CachedPrefix hit = kv_.find_cached_prefix(r.tokens, /*has_window=*/true, r.num_prompt_tokens);
+  std::optional<Admission> adm = kv_.admit(r.id, std::move(hit), computed + 1);
+  if (!adm) return waits_for_room(r);
+  start_running(r, computed, r.kv_load->num_cached_tokens, -1, plan, budget);
+  --budget.kv_loads_left;
+  KvLoad& load = plan.kv_loads.emplace_back();
+  load.id = r.id;
+  load.first_block = adm->num_cached_tokens / kv_.config().block_size;
+  const auto table = kv_.block_table(r.id);
+  load.blocks.assign(table.begin() + load.first_block, table.begin() + r.kv_load->num_blocks);
+  load.swa_slot = adm->swa_slot;
+  load.generation = r.num_preemptions;
+  load.handoff = std::move(r.kv_load);
+  add_chunk(r, computed, 1, /*prefill=*/false, plan, budget);
+  return true;
+}
+
+// A request longer than the whole cache can never run: it fails (true).
+bool Scheduler::fails_to_fit(Request& r) {
+  const int64_t need = kv_.blocks_for(r.num_tokens());
+  if (need <= kv_.pool().num_blocks()) return false;
+  fail(r, "needs " + std::to_string(need) + " KV blocks, the cache has " +
+              std::to_string(kv_.pool().num_blocks()));
+  return true;
+}
+
+// The cache had no room for r: it waits (false) while running requests or parked ones
+// hold it - room comes back as they finish or are released - and fails (true) alone.
+bool Scheduler::waits_for_room(Request& r) {
+  if (!running_.empty() || !parked_.empty()) return false;
+  fail(r, "does not fit in an empty KV cache");
+  return true;
+}
+
+// r leaves the waiting queue holding its admission: tokens [0, num_computed) have KV.
+void Scheduler::start_running(Request& r, int64_t num_computed, int64_t num_cached,
+                              int32_t restore_slot, StepPlan& plan, StepBudget& budget) {
+  waiting_.erase(queue_key(r));
+  kv_.reserve(r.id, static_cast<int64_t>(r.tokens.capacity()));
+  r.status = RequestStatus::Running;
+  r.num_computed_tokens = num_computed;
+  r.num_cached_tokens = num_cached;
+  r.restore_slot = restore_slot;
+  running_.push_back(&r);
+  --budget.admissions_left;
+  ++plan.num_admitted;
+}
+
 // Grows r's block table to total_tokens, preempting the newest running requests while
-// blocks are short. False if r itself was preempted or failed.
+// blocks are short. False if r itself was preempted or failed, or if it is alone and
+// parked requests hold the blocks it needs (it waits for their release).
 bool Scheduler::reserve(Request& r, int64_t total_tokens, StepPlan& plan, StepBudget& budget) {
   while (!kv_.allocate(r.id, total_tokens)) {
+    if (running_.size() == 1 && !parked_.empty()) return false;  // waits for their release
     if (running_.size() == 1) {  // r alone, every other block free or evictable
       fail(r, "needs more KV blocks than the whole cache holds at " + std::to_string(total_tokens) +
                   " tokens");
@@ -209,6 +318,9 @@ bool Scheduler::reserve(Request& r, int64_t total_tokens, StepPlan& plan, StepBu
 // max_model_len reached counting it. EOS and stop strings are only known at update();
 // a decode planned past them is dropped then (one wasted row, as vLLM's async scheduling).
 bool Scheduler::may_decode_ahead(const Request& r) const {
+  // Its hand-off point is planned: it parks when that sample comes back.
+  if (r.params.kv_hand_off_after > 0 && r.num_output_tokens_planned() >= r.params.kv_hand_off_after)
+    return false;
   if (r.num_placeholders == 0) return true;
   // Where its next decode starts depends on the accepted count (of a speculative chunk in
   // flight); a decode that would speculate waits for its bonus token.
@@ -412,6 +524,7 @@ void Scheduler::update(const StepPlan& plan, std::span<const SampledChunk> sampl
     }
     if (accepted > 0 && !r.finished())
       kv_.commit_full_blocks(r.id, r.tokens, r.num_computed_tokens);
+    if (!r.finished() && hands_off(r)) r.status = RequestStatus::HandedOff;
     fill_output(r, o);  // the state after the appended tokens
     if (r.finished()) release(r);
   }
@@ -477,7 +590,9 @@ void Scheduler::fill_output(Request& r, RequestOutput& o) {
   o.num_cached_tokens = r.num_cached_tokens;
   if (limits_.tokenizer != nullptr) {
     const std::string& text = r.detok.text();
-    const size_t hold = r.finished() ? 0 : stop_holdback(text, r.params.stop);
+    // A request handed off streams on elsewhere: it holds back as a running one.
+    const bool final = r.finished() && r.status != RequestStatus::HandedOff;
+    const size_t hold = final ? 0 : stop_holdback(text, r.params.stop);
     o.new_text = r.detok.take_stream(text.size() - hold);
   }
 }
@@ -495,11 +610,18 @@ void Scheduler::release(Request& r) {
     group.erase(std::find(group.begin(), group.end(), r.id));
   }
   if (!r.params.kv_save.empty()) {  // KV save: the finished prompt's blocks stay pinned
-    const bool ok = r.status != RequestStatus::FinishedError && r.status != RequestStatus::FinishedAborted;
+    const bool ok = r.status != RequestStatus::FinishedError && r.status != RequestStatus::FinishedAborted &&
+                    r.status != RequestStatus::HandedOff;
     if (ok) kv_.pin_finished(r.id);
     else kv_.cancel_pin(r.id);
   }
-  kv_.free(r.id, r.snapshot_writes_in_flight == 0);
+  if (r.status == RequestStatus::HandedOff) {  // its KV stays until release_parked()
+    parked_[r.id] = ParkedRequest{r.tokens,           r.num_prompt_tokens,  r.num_cached_tokens,
+                                  r.detok.text(),     r.detok.read_offset(), r.detok.streamed(),
+                                  r.snapshot_writes_in_flight == 0};
+  } else {
+    kv_.free(r.id, r.snapshot_writes_in_flight == 0);
+  }
   auto run = std::find(running_.begin(), running_.end(), &r);
   if (run != running_.end()) {
     running_.erase(run);

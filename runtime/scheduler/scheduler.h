@@ -52,6 +52,35 @@ class Scheduler {
   // Ends the request now and frees its blocks; reported by the next update(). Unknown or
   // finished ids are ignored (the client may race the finish).
   void abort(RequestId id);
+
+  // KV hand-off (P/D disaggregation, decode drain; docs/pd.md). A request that stops
+  // with status HandedOff (RequestParams::kv_hand_off_after, or hand_off()) keeps its
+  // blocks and ring slot here, parked, until release_parked(); parked() says what the
+  // hand-off carries besides the KV bytes.
+  struct ParkedRequest {
+    std::vector<int32_t> tokens;  // prompt then output; the last one not computed
+    int64_t num_prompt_tokens = 0;
+    int64_t num_cached_tokens = 0;
+    std::string text;  // the detokenizer's state
+    int64_t text_tokens = 0;
+    uint64_t streamed_text_bytes = 0;
+    bool keep_snapshot = true;
+  };
+  const ParkedRequest* parked(RequestId id) const;  // nullptr: not parked
+  void release_parked(RequestId id);                // frees its KV; unknown ids: no-op
+  int64_t num_parked() const { return static_cast<int64_t>(parked_.size()); }
+  // A request continued from another engine's hand-off: it waits as any request and,
+  // when admitted (at most max_kv_loads_per_step a step), its plan's KvLoad copies h's
+  // bytes in and its first chunk decodes h's last token. Throws troupe::Error on bad
+  // input (as add_request; h's bytes are checked by the caller, check_kv_handoff).
+  void add_imported(RequestId id, std::shared_ptr<const KvHandoff> h, RequestParams params);
+  // Drain: hands request id off as soon as its KV is consistent. Now: it is parked
+  // already and may be exported at once (its output, with no tokens, comes with the next
+  // update()); AfterStep: after the samples of the plans
+  // in flight (or its prompt's first sample); NotHeld: it holds no KV (waiting or
+  // preempted: move its tokens instead); Unknown: no such running request.
+  enum class HandOff : uint8_t { Now, AfterStep, NotHeld, Unknown };
+  HandOff hand_off(RequestId id);
   // Ends the request now with FinishedError (a failed step, a timeout), frees its blocks;
   // reported by the next update() or take_finished(). Unknown or finished ids are ignored.
   void fail(RequestId id, std::string why, ErrorCause cause);
@@ -98,6 +127,13 @@ class Scheduler {
   int64_t num_draft_tokens(const Request& r, const StepBudget& budget) const;
   void schedule_admissions(StepPlan& plan, StepBudget& budget);
   bool try_admit(Request& r, StepPlan& plan, StepBudget& budget);
+  bool try_admit_loaded(Request& r, StepPlan& plan, StepBudget& budget);
+  bool fails_to_fit(Request& r);
+  bool waits_for_room(Request& r);
+  void start_running(Request& r, int64_t num_computed, int64_t num_cached, int32_t restore_slot,
+                     StepPlan& plan, StepBudget& budget);
+  bool hands_off(const Request& r) const;  // reached its kv_hand_off_after
+  void park(Request& r);
   bool reserve(Request& r, int64_t total_tokens, StepPlan& plan, StepBudget& budget);
   Request& preemption_victim();
   void preempt(Request& r, StepPlan& plan, StepBudget& budget);
@@ -126,6 +162,7 @@ class Scheduler {
   std::map<QueueKey, Request*> waiting_;  // begin() is admitted next
   std::vector<Request*> running_;         // admission order; holds KV
   std::vector<RequestOutput> pending_;    // finished outside update(), reported next
+  std::unordered_map<RequestId, ParkedRequest> parked_;
   std::vector<RequestId> finished_since_plan_;
   // Kept for their capacity (built once, updated in place): the running order being
   // planned, chunks of earlier plans and outputs given back (recycle()).

@@ -12,6 +12,8 @@ void SchedulerConfig::validate() const {
                max_prefill_context_read);
   TROUPE_CHECK(max_admissions_per_step >= 1, "max_admissions_per_step must be >= 1, got ",
                max_admissions_per_step);
+  TROUPE_CHECK(max_kv_loads_per_step >= 1, "max_kv_loads_per_step must be >= 1, got ",
+               max_kv_loads_per_step);
   TROUPE_CHECK(max_model_len >= 2,
                "max_model_len must be >= 2 (a prompt token and an output "
                "token), got ",

@@ -20,7 +20,11 @@ struct SchedulerConfig {
   // attention reads), so several long-context chunks cannot stall one step. The first
   // prefill chunk of a step is exempt, else a prompt longer than this could never finish.
   int64_t max_prefill_context_read = int64_t(1) << 20;
-  int64_t max_admissions_per_step = 64;      // new requests (KV loads) admitted per step
+  int64_t max_admissions_per_step = 64;      // new requests admitted per step
+  // Requests arriving with their KV (a P/D hand-off, Scheduler::add_imported) admitted
+  // per step, so a burst of arrivals never stalls the running decodes (docs/pd.md;
+  // --max-kv-loads-per-step, 4 as the design's figures).
+  int64_t max_kv_loads_per_step = 4;
   int64_t max_model_len = int64_t(1) << 20;  // prompt + output tokens of one request
   bool enable_chunked_prefill = true;        // off: a prefill runs whole or waits
   int64_t chunk_lookback_tokens = 0;         // tokens before a chunk it carries (the model's

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -11,6 +12,7 @@
 
 #include "kernels/sampling.h"
 #include "runtime/kv_cache/tier_op.h"
+#include "runtime/kv_transfer/kv_handoff.h"
 #include "runtime/request.h"
 
 namespace troupe::runtime {
@@ -73,6 +75,19 @@ struct ScheduledChunk {
   int64_t end() const { return start + num_tokens; }
 };
 
+// A request admitted with its KV (Scheduler::add_imported, docs/pd.md): before the
+// forward the executor copies the hand-off's blocks from first_block on into `blocks`
+// (those before it were prefix-cache hits here) and its slot state into swa_slot; the
+// request's first chunk in this plan then decodes its last token.
+struct KvLoad {
+  RequestId id = 0;
+  std::shared_ptr<const KvHandoff> handoff;
+  int64_t first_block = 0;
+  std::vector<int32_t> blocks;  // [handoff->num_blocks - first_block]
+  int32_t swa_slot = -1;
+  int64_t generation = 0;
+};
+
 struct StepPlan {
   uint64_t step = 0;
   // DEP-R with live EPLB: the expert placement epoch this step runs on, agreed by the
@@ -88,6 +103,8 @@ struct StepPlan {
   // before the forward: saves of blocks this plan's allocations evicted, loads of the
   // prefix hits its admissions found on a lower tier.
   std::vector<TierOp> tier_ops;
+  // KV hand-offs admitted this step, copied after the tier ops, before the forward.
+  std::vector<KvLoad> kv_loads;
   int64_t num_tokens = 0;            // Σ chunk num_tokens <= max_num_batched_tokens
   int64_t prefill_context_read = 0;  // Σ over prefill chunks of end()
   int64_t num_admitted = 0;

@@ -28,6 +28,10 @@ RequestParams params(int salt) {
   p.skip_special_tokens = false;
   p.priority = -3;
   p.num_logprobs = 2;
+  p.kv_save = "conv-" + std::to_string(salt);
+  p.kv_restore = "prev";
+  p.kv_delete = "old";
+  p.kv_hand_off_after = 1 + salt;
   return p;
 }
 

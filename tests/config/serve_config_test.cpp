@@ -73,6 +73,7 @@ max-num-seqs: 16
 max-num-batched-tokens: 40960
 max-prefill-context-read: 65536
 max-admissions-per-step: 4
+max-kv-loads-per-step: 2
 enable-chunked-prefill: off
 scheduling-policy: priority
 async-scheduling: false
@@ -115,6 +116,7 @@ ServeConfig every_key_expected() {
   c.max_num_batched_tokens = 40960;
   c.max_prefill_context_read = 65536;
   c.max_admissions_per_step = 4;
+  c.max_kv_loads_per_step = 2;
   c.enable_chunked_prefill = false;
   c.scheduling_policy = runtime::SchedulePolicy::Priority;
   c.async_scheduling = false;

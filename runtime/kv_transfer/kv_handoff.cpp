@@ -1,0 +1,65 @@
+#include "runtime/kv_transfer/kv_handoff.h"
+
+#include "kernels/check.h"
+#include "runtime/kv_cache/paged_kv.h"
+#include "runtime/kv_cache/slot_state.h"
+
+namespace troupe::runtime {
+
+KvHandoffShape KvHandoffShape::of(const PagedKvStorage& storage, int64_t rows_mode) {
+  return {storage.block_size(), storage.block_bytes(), storage.layers(), storage.window(),
+          storage.rows().window.bytes(), rows_mode};
+}
+
+KvHandoff pack_kv_handoff(const PagedKvStorage& storage, const KvHandoffShape& shape,
+                          std::span<const int32_t> table, int32_t slot,
+                          std::vector<int32_t> tokens, int64_t num_prompt_tokens) {
+  KvHandoff h;
+  h.shape = shape;
+  h.tokens = std::move(tokens);
+  h.num_prompt_tokens = num_prompt_tokens;
+  const int64_t bs = h.shape.block_size;
+  h.num_blocks = (h.num_computed() + bs - 1) / bs;
+  TROUPE_CHECK(h.num_computed() >= 0 && h.num_blocks <= int64_t(table.size()),
+               "pack_kv_handoff: ", h.tokens.size(), " tokens, a table of ", table.size(),
+               " blocks");
+  // One allocation: the blocks, then the slot state (whose carry sizes vary).
+  h.region.reserve(size_t(h.num_blocks * h.shape.block_bytes) + size_t(h.shape.layers) *
+                       size_t(h.shape.window) * size_t(h.shape.window_row_bytes + 8) + 4096);
+  for (int64_t i = 0; i < h.num_blocks; ++i) {
+    const std::span<const uint8_t> b = storage.block_data(table[size_t(i)]);
+    h.region.insert(h.region.end(), b.begin(), b.end());
+  }
+  storage.save_slot_state(slot, h.region);
+  return h;
+}
+
+std::string check_kv_handoff(const KvHandoff& h, const KvHandoffShape& shape,
+                             const model::ModelConfig& m) {
+  if (!(h.shape == shape))
+    return "its KV layout (block size " + std::to_string(h.shape.block_size) + ", " +
+           std::to_string(h.shape.block_bytes) + " bytes a block, rows mode " +
+           std::to_string(h.shape.rows_mode) + ") is not this engine's (" +
+           std::to_string(shape.block_size) + ", " + std::to_string(shape.block_bytes) + ", " +
+           std::to_string(shape.rows_mode) + ")";
+  const auto n = static_cast<int64_t>(h.tokens.size());
+  if (h.num_prompt_tokens < 1 || h.num_prompt_tokens >= n)
+    return "it has " + std::to_string(n) + " tokens and a prompt of " +
+           std::to_string(h.num_prompt_tokens) + ": it needs the prompt and a sampled token";
+  for (int32_t t : h.tokens)
+    if (t < 0 || t >= m.vocab_size) return "token id " + std::to_string(t) + " is out of the vocabulary";
+  if (h.num_cached_tokens < 0 || h.num_cached_tokens > h.num_prompt_tokens)
+    return "its cached token count is out of range";
+  if (h.text_tokens < 0 || h.text_tokens > n - h.num_prompt_tokens || h.streamed_text_bytes > h.text.size())
+    return "its text state is out of range";
+  const int64_t bs = shape.block_size;
+  if (h.num_blocks != (h.num_computed() + bs - 1) / bs)
+    return std::to_string(h.num_blocks) + " blocks for " + std::to_string(h.num_computed()) +
+           " computed tokens";
+  const uint64_t head = uint64_t(h.num_blocks) * uint64_t(shape.block_bytes);
+  if (h.region.size() < head) return "its region is shorter than its blocks";
+  SlotStateView view;
+  return parse_slot_state(h.slot_state(), m, view);
+}
+
+}  // namespace troupe::runtime
