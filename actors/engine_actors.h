@@ -30,7 +30,8 @@ using rank_actor = caf::typed_actor<caf::replies_to<run_atom, runtime::StepPlan>
                                     caf::replies_to<ping_atom>::with<bool>,
                                     caf::reacts_to<group_atom, std::shared_ptr<runtime::Communicator>>,
                                     caf::reacts_to<stage_atom, PlacementUpdate>,
-                                    caf::reacts_to<staged_atom, StagedPlacement>>;
+                                    caf::reacts_to<staged_atom, StagedPlacement>,
+                                    caf::replies_to<export_atom, KvExport>::with<KvHandoffBytes>>;
 
 // The node's Engram owner (messages.h): prefetches the Engram table rows of the plans
 // the schedulers send it; stats answers what it has done.

@@ -18,7 +18,8 @@ namespace troupe::actors {
 // The scheduler as the supervisor drives it: generate is acknowledged, so a request the
 // scheduler never saw (still in its mailbox when it died) comes back to the supervisor
 // as an error and is failed there; timeout comes from the scheduler's own timers; probe,
-// dpsync and peers serve an instance of R > 1 ranks (messages.h).
+// dpsync and peers serve an instance of R > 1 ranks (messages.h); handoff and import
+// move a parked request with its KV to another engine (docs/pd.md).
 using scheduler_core_actor =
     caf::typed_actor<caf::replies_to<generate_atom, GenerateRequest, caf::actor>::with<bool>,
                      caf::reacts_to<abort_atom, runtime::RequestId>,
@@ -29,7 +30,9 @@ using scheduler_core_actor =
                      caf::reacts_to<dpsync_atom, DpSyncMessage>,
                      caf::reacts_to<dpwake_atom, int64_t>,
                      caf::reacts_to<peers_atom, DpPeers>,
-                     caf::reacts_to<stage_atom, PlacementUpdate>>;
+                     caf::reacts_to<stage_atom, PlacementUpdate>,
+                     caf::reacts_to<handoff_atom, runtime::RequestId, caf::actor>,
+                     caf::replies_to<import_atom, GenerateRequest, KvHandoffBytes, caf::actor>::with<std::string>>;
 
 // The instance's live-EPLB planner (actors/eplb_planner_actor.cpp): each scheduler sends
 // it every step's expert counts; it sends new placements to the schedulers (messages.h).
@@ -38,6 +41,8 @@ using Schedulers = std::vector<scheduler_core_actor>;  // [R], in rank order
 // of an instance spread over processes the group's join point (rank 0's supervisor is
 // the leader) and the target of its forming thread's reports (messages.h).
 using supervisor_actor = scheduler_actor::extend<
+    caf::reacts_to<handoff_atom, runtime::RequestId, caf::actor>,
+    caf::replies_to<import_atom, GenerateRequest, KvHandoffBytes, caf::actor>::with<std::string>,
     caf::replies_to<join_atom, GroupJoin>::with<GroupFormed>,
     caf::reacts_to<address_atom, int64_t, std::vector<uint8_t>>,
     caf::reacts_to<formed_atom, int64_t, std::string>, caf::reacts_to<dial_atom, uint64_t>>;

@@ -363,6 +363,20 @@ supervisor_actor::behavior_type supervisor_fun(supervisor_pointer self,
           if (m.scheduler) self->send(m.scheduler, fail_atom::value, id, why);
       },
       [=](stats_atom) { return gather_figures(self); },
+      // KV hand-off (docs/pd.md): the request's rank is the scheduler's business, as for
+      // an abort; a hand-off comes in to the one rank of an engine of one rank for now.
+      [=](handoff_atom, runtime::RequestId id, caf::actor target) {
+        for (const Member& m : self->state.members)
+          if (m.scheduler) self->send(m.scheduler, handoff_atom::value, id, target);
+      },
+      [=](import_atom, GenerateRequest& req, KvHandoffBytes& bytes,
+          caf::actor client) -> caf::result<std::string> {
+        auto& st = self->state;
+        if (st.members.size() != 1 || !st.members.front().scheduler || !st.down.empty())
+          return std::string("this engine is not up with one rank (KV hand-offs need data-parallel-size 1)");
+        return self->delegate(st.members.front().scheduler, import_atom::value, std::move(req),
+                              std::move(bytes), std::move(client));
+      },
       // An instance spread over processes (group_member.cpp).
       [=](join_atom, GroupJoin& join) { return on_join(self, join); },
       [=](address_atom, int64_t incarnation, std::vector<uint8_t>& address) {

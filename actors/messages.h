@@ -67,6 +67,16 @@
 //   forming thread --formed(incarnation, error)--> supervisor r
 //   supervisor r --group(communicator)--> rank r;  --peers(DpPeers)--> scheduler r
 //
+// KV hand-off (P/D disaggregation, drain; docs/pd.md): a request with kv_hand_off_after
+// parks after that many tokens (its event says HandedOff); whoever routes it tells its
+// engine where to move it. The rank packs the KV after every step sent before, the
+// target's scheduler checks and queues it, and the sender releases the blocks when the
+// target answers, or fails the request when it refuses or does not answer in the lease.
+//
+//   client --handoff(id, target)--> supervisor --> scheduler --export(KvExport)--> rank
+//   rank --KvHandoffBytes--> scheduler --import(GenerateRequest, bytes, client)--> target
+//   target --"" or why--> scheduler (release);  target scheduler --token--> client
+//
 // CAF 0.17 (Debian): atoms are atom_constant with at most 10 characters. The payloads
 // that may cross a process have inspect() functions and type IDs (actors/wire.h,
 // included at the end of this file); the rest are local-only
@@ -85,6 +95,7 @@
 #include "runtime/dep/rank_choice.h"
 #include "runtime/dep/slot_weights.h"
 #include "runtime/eplb/expert_placement.h"
+#include "runtime/kv_transfer/kv_handoff.h"
 #include "runtime/request.h"
 #include "runtime/scheduler/step_plan.h"
 #include "runtime/step/engine_figures.h"
@@ -113,6 +124,9 @@ using join_atom = caf::atom_constant<caf::atom("join")>;          // a rank join
 using address_atom = caf::atom_constant<caf::atom("address")>;    // the UCX worker's address
 using formed_atom = caf::atom_constant<caf::atom("formed")>;      // the UCX group connected
 using group_atom = caf::atom_constant<caf::atom("group")>;        // a rank's communicator
+using handoff_atom = caf::atom_constant<caf::atom("handoff")>;    // move a parked request
+using import_atom = caf::atom_constant<caf::atom("import")>;      // continue a moved request
+using export_atom = caf::atom_constant<caf::atom("export")>;      // pack a parked request's KV
 
 // --- payloads ----------------------------------------------------------------------------
 // A request for one generation; outputs stream to `reply_to` as (token_atom, TokenEvent).
@@ -193,6 +207,20 @@ struct GroupFormed {
   DpPeers schedulers;                           // [R]
 };
 
+// A request's KV hand-off as bytes (runtime/kv_transfer/kv_handoff_wire.h): its tokens,
+// text state and one region of its KV.
+struct KvHandoffBytes {
+  std::vector<uint8_t> bytes;
+};
+
+// What a scheduler asks its rank to pack (export_atom): a parked request's hand-off
+// without its bytes, and where they are in the rank's storage.
+struct KvExport {
+  runtime::KvHandoff header;
+  std::vector<int32_t> table;
+  int32_t slot = -1;
+};
+
 // What the Engram owner has done (stats_atom to it), for tests and logs.
 struct EngramOwnerFigures {
   int64_t plans = 0;          // plans it was sent
@@ -212,5 +240,6 @@ struct EngramOwnerFigures {
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::StepResult)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::runtime::StepPlan)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::StagedPlacement)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::KvExport)
 
 #include "actors/wire.h"  // inspect() and type IDs of the payloads that may cross a process

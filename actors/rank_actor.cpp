@@ -14,6 +14,7 @@
 
 #include "actors/engine_parts.h"
 #include "runtime/dep/rank_step.h"
+#include "runtime/kv_transfer/kv_handoff_wire.h"
 
 namespace troupe::actors {
 namespace {
@@ -150,6 +151,19 @@ rank_actor::behavior_type rank_fun(rank_pointer self, const model::Forward* forw
       [=](group_atom, std::shared_ptr<runtime::Communicator>& comm) { join(std::move(comm), placement); },
       [=](stage_atom, PlacementUpdate& update) {
         if (self->state.experts) copy_slots(self, forward, std::move(update));
+      },
+      // A parked request's KV, packed on this thread: after every step sent before it.
+      [=](export_atom, KvExport& ex) -> caf::result<KvHandoffBytes> {
+        auto& s = self->state;
+        runtime::KvHandoff& h = ex.header;
+        try {
+          runtime::pack_kv_handoff(*s.storage, h.shape, ex.table, ex.slot, h);
+        } catch (const troupe::Error& e) {
+          return caf::make_error(caf::sec::runtime_error, std::string(e.what()));
+        }
+        const std::vector<std::byte> wire = runtime::encode_kv_handoff(h);
+        const auto* p = reinterpret_cast<const uint8_t*>(wire.data());
+        return KvHandoffBytes{std::vector<uint8_t>(p, p + wire.size())};
       },
       [=](staged_atom, StagedPlacement& staged) {
         auto& s = self->state;

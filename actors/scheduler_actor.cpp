@@ -31,6 +31,7 @@
 #include "actors/engine_parts.h"
 #include "kernels/check.h"
 #include "runtime/kv_cache/pin_index.h"
+#include "runtime/kv_transfer/kv_handoff_wire.h"
 
 namespace troupe::actors {
 namespace {
@@ -45,6 +46,11 @@ struct SchedulerState {
   std::shared_ptr<runtime::TierStorage> tiers;  // null: no host and disk tiers
   uint64_t pins_written = 0;  // the KV manager's pins_version() the disk index holds
   std::unordered_map<runtime::RequestId, int64_t> restored;  // kv_restore: tokens put first
+  // KV hand-off (docs/pd.md): the clients of requests parked here, until moved or failed;
+  // the KV layout another engine's hand-offs must have to continue here.
+  std::unordered_map<runtime::RequestId, caf::actor> handed_off;
+  runtime::KvHandoffShape shape;
+  const model::ModelConfig* model = nullptr;
   std::shared_ptr<EngineLedger> ledger;
   rank_actor rank;
   double request_timeout = 0;
@@ -84,6 +90,7 @@ void stream(scheduler_pointer self, std::vector<runtime::RequestOutput> outputs)
       out.num_restored_tokens = r->second;
       if (last) self->state.restored.erase(r);
     }
+    if (out.status == runtime::RequestStatus::HandedOff) self->state.handed_off[out.id] = it->second;
     caf::anon_send(it->second, token_atom::value, TokenEvent{std::move(out)});  // untyped client
     if (last) clients.erase(it);
   }
@@ -267,6 +274,15 @@ void kick(scheduler_pointer self) {
   stream(self, std::move(finished));
 }
 
+// The request's outputs go to `client`; with request-timeout its timer starts.
+void watch(scheduler_pointer self, runtime::RequestId id, const caf::actor& client) {
+  auto& s = self->state;
+  s.ledger->clients[id] = client;
+  if (s.request_timeout > 0)
+    self->delayed_send(self, std::chrono::microseconds(std::llround(s.request_timeout * 1e6)),
+                       timeout_atom::value, id);
+}
+
 // KV save by name, before the scheduler sees the request: a delete is answered here, a
 // restore gets its saved tokens before its prompt, a save reserves its pinned budget.
 // False: the request was answered (done, or refused).
@@ -322,13 +338,81 @@ void add(scheduler_pointer self, GenerateRequest& req, const caf::actor& client)
       send_error(client, id, e.what(), runtime::ErrorCause::BadRequest);
     return;
   }
-  for (runtime::RequestId id : ids) {
-    s.ledger->clients[id] = client;
-    if (s.request_timeout > 0)
-      self->delayed_send(self, std::chrono::microseconds(std::llround(s.request_timeout * 1e6)),
-                         timeout_atom::value, id);
-  }
+  for (runtime::RequestId id : ids) watch(self, id, client);
   kick(self);
+}
+
+// A parked request's KV is no longer needed here: moved, or the move failed.
+void release_parked(scheduler_pointer self, runtime::RequestId id) {
+  self->state.scheduler->release_parked(id);
+  self->state.handed_off.erase(id);
+  kick(self);  // waiting requests may fit now
+}
+
+// How long the receiver may take to answer a hand-off of `bytes`: a second, plus the
+// bytes at 50 MB/s (a slow link, not a lost message).
+std::chrono::milliseconds lease_for(size_t bytes) {
+  return std::chrono::milliseconds(1000 + static_cast<int64_t>(bytes / 50'000));
+}
+
+// Moves parked request id to the engine `target` (P/D, drain; docs/pd.md): the rank packs
+// its KV (after every step sent before), the target takes it or says why not. Its blocks
+// stay pinned here until the target answers; no answer within the lease counts as a
+// refusal. Either way they are released then. A failed move ends the request with the
+// reason (falling back to recompute on the target is not built yet).
+void hand_off(scheduler_pointer self, runtime::RequestId id, caf::actor target) {
+  auto& s = self->state;
+  const runtime::Scheduler::ParkedRequest* p = s.scheduler->parked(id);
+  const auto client = s.handed_off.find(id);
+  if (p == nullptr || client == s.handed_off.end() || !target) {
+    spdlog::debug("scheduler: hand-off of request {}: not parked here", id);
+    return;
+  }
+  KvExport ex{runtime::kv_handoff_header(*p), {}, s.kv->swa_slot(id)};
+  const auto table = s.kv->block_table(id);
+  ex.table.assign(table.begin(), table.end());
+  ex.header.shape = s.shape;
+  GenerateRequest req{id, {}, p->params, {}};
+  req.params.kv_hand_off_after = 0;
+  auto fail = [self, id, to = client->second](const std::string& why) {
+    spdlog::warn("scheduler: request {}: KV hand-off failed: {}", id, why);
+    release_parked(self, id);
+    send_error(to, id, "KV hand-off failed: " + why, runtime::ErrorCause::StepFailed);
+  };
+  const caf::actor to = client->second;
+  self->request(s.rank, caf::infinite, export_atom::value, std::move(ex))
+      .then(
+          [=](KvHandoffBytes& bytes) {
+            const auto lease = lease_for(bytes.bytes.size());
+            self->request(target, lease, import_atom::value, req, std::move(bytes), to)
+                .then(
+                    [=](const std::string& why) {
+                      if (why.empty()) release_parked(self, id);
+                      else fail("the receiver refused it: " + why);
+                    },
+                    [=](caf::error& err) { fail(describe(self->home_system(), err)); });
+          },
+          [=](caf::error& err) { fail("export: " + describe(self->home_system(), err)); });
+}
+
+// A request moved here from another engine with its KV: checked, then queued like any
+// request (admitted at most max_kv_loads_per_step a step). Returns why not, or "".
+std::string import(scheduler_pointer self, GenerateRequest& req, const KvHandoffBytes& bytes,
+                   const caf::actor& client) {
+  auto& s = self->state;
+  try {
+    const auto* b = reinterpret_cast<const std::byte*>(bytes.bytes.data());
+    runtime::KvHandoff h =
+        runtime::decode_kv_handoff(std::vector<std::byte>(b, b + bytes.bytes.size()));
+    if (std::string why = runtime::check_kv_handoff(h, s.shape, *s.model); !why.empty()) return why;
+    s.scheduler->add_imported(req.id, std::make_shared<const runtime::KvHandoff>(std::move(h)),
+                              std::move(req.params));
+  } catch (const troupe::Error& e) {  // bad input: the sender hears why, serving goes on
+    return e.what();
+  }
+  watch(self, req.id, client);
+  kick(self);
+  return {};
 }
 
 // Ends a request with an error now, even while its step runs (timeout, shutdown).
@@ -388,6 +472,9 @@ scheduler_core_actor::behavior_type scheduler_fun(
                                                         config.async_scheduling ? 2 : 1);
   st.request_timeout = request_timeout;
   st.depth = config.async_scheduling ? 2 : 1;
+  st.model = &forward->config();
+  st.shape = runtime::KvHandoffShape::of(forward->config(), kv.block_size,
+                                         runtime::kv_rows_mode(config.executor));
   st.sync = sync;
   st.planner = sync.planner;
   if (sync.lockstep) {
@@ -425,6 +512,12 @@ scheduler_core_actor::behavior_type scheduler_fun(
       [=](peers_atom, DpPeers& peers) {
         self->state.peers = std::move(peers);
         kick(self);
+      },
+      [=](handoff_atom, runtime::RequestId id, caf::actor target) {
+        hand_off(self, id, std::move(target));
+      },
+      [=](import_atom, GenerateRequest& req, KvHandoffBytes& bytes, caf::actor client) {
+        return import(self, req, bytes, client);
       },
       [=](stage_atom, PlacementUpdate& update) {  // from the planner: the rank copies it
         auto& s = self->state;

@@ -184,6 +184,11 @@ typename Inspector::result_type inspect(Inspector& f, GroupFormed& x) {
   return f(caf::meta::type_name("GroupFormed"), x.generation, x.addresses, x.schedulers);
 }
 
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, KvHandoffBytes& x) {
+  return f(caf::meta::type_name("KvHandoffBytes"), x.bytes);
+}
+
 // Registers the block below with an actor system's config (every process of a cluster).
 void add_wire_types(caf::actor_system_config& cfg);
 
@@ -201,4 +206,5 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(troupe, (troupe::actors::GroupJoin))
   CAF_ADD_TYPE_ID(troupe, (troupe::actors::GroupFormed))
   CAF_ADD_TYPE_ID(troupe, (troupe::actors::DpPeers))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::KvHandoffBytes))
 CAF_END_TYPE_ID_BLOCK(troupe)

@@ -26,7 +26,7 @@ void kv_handoff(const uint8_t* data, size_t size) {
     return;
   }
   TROUPE_CHECK(runtime::encode_kv_handoff(h) == wire, "a KV hand-off that does not round-trip");
-  const runtime::KvHandoffShape shape = runtime::KvHandoffShape::of(storage, 3);
+  const runtime::KvHandoffShape shape = runtime::KvHandoffShape::of(m, 16, 3);
   if (!runtime::check_kv_handoff(h, shape, m).empty()) return;
   runtime::SlotStateView slot;
   TROUPE_CHECK(runtime::parse_slot_state(h.slot_state(), m, slot).empty(), "checked, then unparsable");

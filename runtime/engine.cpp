@@ -145,18 +145,25 @@ Engine::Engine(const model::Forward& forward, const model::Tokenizer* tokenizer,
   if (tiers_) attach_disk_tier(*kv_, *tiers_);
   executor_->set_tier_storage(tiers_.get());
   pipeline_ = std::make_unique<StepPipeline>(*scheduler_, counts_, config.async_scheduling ? 2 : 1);
-  shape_ = KvHandoffShape::of(*storage_, kv_rows_mode(config.executor));
+  shape_ = KvHandoffShape::of(m, kv.block_size, kv_rows_mode(config.executor));
 }
 
 KvHandoff Engine::export_request(RequestId id) const {
   const Scheduler::ParkedRequest* p = scheduler_->parked(id);
   TROUPE_CHECK(p != nullptr, "request ", id, " is not handed off here");
-  KvHandoff h = pack_kv_handoff(*storage_, shape_, kv_->block_table(id), kv_->swa_slot(id),
-                                p->tokens, p->num_prompt_tokens);
-  h.num_cached_tokens = p->num_cached_tokens;
-  h.text = p->text;
-  h.text_tokens = p->text_tokens;
-  h.streamed_text_bytes = p->streamed_text_bytes;
+  KvHandoff h = kv_handoff_header(*p);
+  pack_kv_handoff(*storage_, shape_, kv_->block_table(id), kv_->swa_slot(id), h);
+  return h;
+}
+
+KvHandoff kv_handoff_header(const Scheduler::ParkedRequest& p) {
+  KvHandoff h;
+  h.tokens = p.tokens;
+  h.num_prompt_tokens = p.num_prompt_tokens;
+  h.num_cached_tokens = p.num_cached_tokens;
+  h.text = p.text;
+  h.text_tokens = p.text_tokens;
+  h.streamed_text_bytes = p.streamed_text_bytes;
   return h;
 }
 

@@ -137,6 +137,9 @@ class Engine {
   KvHandoffShape shape_;
 };
 
+// A parked request's hand-off without its KV bytes (pack_kv_handoff adds them).
+KvHandoff kv_handoff_header(const Scheduler::ParkedRequest& p);
+
 // The rows-mode code of a KV hand-off (KvHandoffShape::rows_mode) for these options.
 int64_t kv_rows_mode(const ExecutorOptions& options);
 

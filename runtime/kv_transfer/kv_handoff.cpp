@@ -6,24 +6,24 @@
 
 namespace troupe::runtime {
 
-KvHandoffShape KvHandoffShape::of(const PagedKvStorage& storage, int64_t rows_mode) {
-  return {storage.block_size(), storage.block_bytes(), storage.layers(), storage.window(),
-          storage.rows().window.bytes(), rows_mode};
+KvHandoffShape KvHandoffShape::of(const model::ModelConfig& m, int64_t block_size,
+                                  int64_t rows_mode) {
+  return {block_size, PagedKvStorage::block_bytes_of(m, block_size), m.num_hidden_layers,
+          m.sliding_window, model::KvRowLayout::of(m).window.bytes(), rows_mode};
 }
 
-KvHandoff pack_kv_handoff(const PagedKvStorage& storage, const KvHandoffShape& shape,
-                          std::span<const int32_t> table, int32_t slot,
-                          std::vector<int32_t> tokens, int64_t num_prompt_tokens) {
-  KvHandoff h;
+void pack_kv_handoff(const PagedKvStorage& storage, const KvHandoffShape& shape,
+                     std::span<const int32_t> table, int32_t slot, KvHandoff& h) {
   h.shape = shape;
-  h.tokens = std::move(tokens);
-  h.num_prompt_tokens = num_prompt_tokens;
+  TROUPE_CHECK(shape.block_size == storage.block_size() && shape.block_bytes == storage.block_bytes(),
+               "pack_kv_handoff: a shape of another storage");
   const int64_t bs = h.shape.block_size;
   h.num_blocks = (h.num_computed() + bs - 1) / bs;
   TROUPE_CHECK(h.num_computed() >= 0 && h.num_blocks <= int64_t(table.size()),
                "pack_kv_handoff: ", h.tokens.size(), " tokens, a table of ", table.size(),
                " blocks");
   // One allocation: the blocks, then the slot state (whose carry sizes vary).
+  h.region.clear();
   h.region.reserve(size_t(h.num_blocks * h.shape.block_bytes) + size_t(h.shape.layers) *
                        size_t(h.shape.window) * size_t(h.shape.window_row_bytes + 8) + 4096);
   for (int64_t i = 0; i < h.num_blocks; ++i) {
@@ -31,7 +31,6 @@ KvHandoff pack_kv_handoff(const PagedKvStorage& storage, const KvHandoffShape& s
     h.region.insert(h.region.end(), b.begin(), b.end());
   }
   storage.save_slot_state(slot, h.region);
-  return h;
 }
 
 std::string check_kv_handoff(const KvHandoff& h, const KvHandoffShape& shape,

@@ -38,7 +38,8 @@ struct KvHandoffShape {
   // Engine's own code for its executor options.
   int64_t rows_mode = 0;
 
-  static KvHandoffShape of(const PagedKvStorage& storage, int64_t rows_mode);
+  // An engine's shape from its model and block size (what its PagedKvStorage holds).
+  static KvHandoffShape of(const model::ModelConfig& m, int64_t block_size, int64_t rows_mode);
   bool operator==(const KvHandoffShape&) const = default;
 };
 
@@ -66,11 +67,10 @@ struct KvHandoff {
   bool operator==(const KvHandoff&) const = default;
 };
 
-// Packs request state held in `storage`: the blocks of `table` covering tokens
-// [0, tokens.size() - 1) and ring slot `slot`.
-KvHandoff pack_kv_handoff(const PagedKvStorage& storage, const KvHandoffShape& shape,
-                          std::span<const int32_t> table, int32_t slot,
-                          std::vector<int32_t> tokens, int64_t num_prompt_tokens);
+// Packs request state held in `storage` into h (whose tokens are set): the blocks of
+// `table` covering tokens [0, tokens.size() - 1) and ring slot `slot`.
+void pack_kv_handoff(const PagedKvStorage& storage, const KvHandoffShape& shape,
+                     std::span<const int32_t> table, int32_t slot, KvHandoff& h);
 
 // Why a hand-off (which may come from another process) cannot be loaded into an engine
 // of this shape and model, or an empty string: shape, token ids, lengths and the region's

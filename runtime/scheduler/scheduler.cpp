@@ -616,8 +616,13 @@ void Scheduler::release(Request& r) {
     else kv_.cancel_pin(r.id);
   }
   if (r.status == RequestStatus::HandedOff) {  // its KV stays until release_parked()
-    parked_[r.id] = ParkedRequest{r.tokens,           r.num_prompt_tokens,  r.num_cached_tokens,
-                                  r.detok.text(),     r.detok.read_offset(), r.detok.streamed(),
+    parked_[r.id] = ParkedRequest{r.tokens,
+                                  r.params,
+                                  r.num_prompt_tokens,
+                                  r.num_cached_tokens,
+                                  r.detok.text(),
+                                  r.detok.read_offset(),
+                                  r.detok.streamed(),
                                   r.snapshot_writes_in_flight == 0};
   } else {
     kv_.free(r.id, r.snapshot_writes_in_flight == 0);

@@ -59,6 +59,7 @@ class Scheduler {
   // hand-off carries besides the KV bytes.
   struct ParkedRequest {
     std::vector<int32_t> tokens;  // prompt then output; the last one not computed
+    RequestParams params;         // as it ran here (the receiver clears kv_hand_off_after)
     int64_t num_prompt_tokens = 0;
     int64_t num_cached_tokens = 0;
     std::string text;  // the detokenizer's state

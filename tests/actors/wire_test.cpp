@@ -109,6 +109,8 @@ TEST(Wire, EveryPayloadComesBackEqual) {
   EXPECT_EQ(m2.payload, m.payload);
 
   EXPECT_TRUE(round_trip(runtime::RankLoad{5, 320}) == (runtime::RankLoad{5, 320}));
+  const KvHandoffBytes kv{{0, 1, 2, 254, 255, 7}};
+  EXPECT_EQ(round_trip(kv).bytes, kv.bytes);
   const ExpertCounts c{2, 17, 3, {1, 2, 3, 4}};
   const ExpertCounts c2 = round_trip(c);
   EXPECT_EQ(c2.rank, 2);
