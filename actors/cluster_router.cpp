@@ -8,6 +8,12 @@
 // goes to the up engine with the fewest in flight (ties: the lower slot). The ranks of an
 // expert-parallel instance spread over processes step together, so while one is down
 // the others get nothing new (they could not run it until it is back).
+//
+// P/D (docs/pd.md): with prefill and decode instances, a new request goes to a prefill
+// (or mixed) engine with kv_hand_off_after = 1; when its event says HandedOff the router
+// tells that engine to move it to the decode engine with the fewest in flight, and passes
+// the event on as a running one: the client sees one stream, its first token from the
+// prefill side, the rest from the decode side.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -37,6 +43,10 @@ struct Slot {
 struct Client {
   size_t slot = 0;
   caf::actor client;
+  // Being moved from slot `from` to `slot` (P/D) until the decode side's first event: if
+  // `from` goes away meanwhile the move may never come, so the request fails then.
+  bool moving = false;
+  size_t from = 0;
 };
 
 struct ClusterRouterState {
@@ -100,11 +110,18 @@ void on_engine_down(Self self, const caf::down_msg& dm) {
     s.engine = scheduler_actor{};
     s.in_flight = 0;
     for (auto it = st.requests.begin(); it != st.requests.end();) {
-      if (it->second.slot != i) {
+      Client& c = it->second;
+      const bool moving_from = c.moving && c.from == i;
+      if (c.slot != i && !moving_from) {
         ++it;
         continue;
       }
-      caf::anon_send(it->second.client, token_atom::value, TokenEvent{failed(it->first, why)});
+      if (moving_from) {  // the receiver may hold it already: it must not run on
+        Slot& to = st.slots[c.slot];
+        to.in_flight -= 1;
+        if (to.engine) self->send(to.engine, abort_atom::value, it->first);
+      }
+      caf::anon_send(c.client, token_atom::value, TokenEvent{failed(it->first, why)});
       it = st.requests.erase(it);
     }
     report_health(self);
@@ -121,13 +138,37 @@ bool serving(const ClusterRouterState& st, size_t i) {
                      [&](const Slot& s) { return s.where.group != group || s.engine; });
 }
 
-// The serving engine with the fewest requests in flight; -1 when none is.
-int pick(const ClusterRouterState& st) {
+// The serving engine with the fewest requests in flight: of the decode engines when
+// `decode`, else of the others; -1 when none is.
+int pick(const ClusterRouterState& st, bool decode = false) {
   int best = -1;
   for (size_t i = 0; i < st.slots.size(); ++i)
-    if (serving(st, i) && (best < 0 || st.slots[i].in_flight < st.slots[size_t(best)].in_flight))
+    if ((st.slots[i].where.role == EngineRole::Decode) == decode && serving(st, i) &&
+        (best < 0 || st.slots[i].in_flight < st.slots[size_t(best)].in_flight))
       best = static_cast<int>(i);
   return best;
+}
+
+// A prefill engine's request parked after its first token: it moves to a decode engine
+// (none up: the prefill engine is told so, frees it and ends it with an error), and the
+// client's stream goes on.
+void move_to_decode(Self self, runtime::RequestId id, Client& c, TokenEvent& ev) {
+  auto& st = self->state;
+  const scheduler_actor from = st.slots[c.slot].engine;
+  const int to = pick(st, /*decode=*/true);
+  caf::actor target;
+  if (to >= 0) {
+    st.slots[c.slot].in_flight -= 1;
+    st.slots[size_t(to)].in_flight += 1;
+    c.moving = true;
+    c.from = c.slot;
+    c.slot = size_t(to);
+    target = caf::actor_cast<caf::actor>(st.slots[size_t(to)].engine);
+  } else {
+    spdlog::warn("cluster: request {}: no decode engine is up to continue it", id);
+  }
+  if (from) caf::anon_send(caf::actor_cast<caf::actor>(from), handoff_atom::value, id, target);
+  ev.output.status = runtime::RequestStatus::Running;
 }
 
 cluster_router_actor::behavior_type cluster_router_fun(Self self,
@@ -161,6 +202,11 @@ cluster_router_actor::behavior_type cluster_router_fun(Self self,
         }
         st.requests[req.id] = {size_t(slot), client};
         for (const runtime::Sibling& s : req.siblings) st.requests[s.id] = {size_t(slot), client};
+        if (st.slots[size_t(slot)].where.role == EngineRole::Prefill) {  // its first token only
+          auto hand_off = [](runtime::RequestParams& p) { p.kv_hand_off_after = p.max_tokens > 1 ? 1 : 0; };
+          hand_off(req.params);
+          for (runtime::Sibling& s : req.siblings) hand_off(s.params);
+        }
         st.slots[size_t(slot)].in_flight += 1 + static_cast<int64_t>(req.siblings.size());
         self->send(st.slots[size_t(slot)].engine, generate_atom::value, std::move(req),
                    caf::actor_cast<caf::actor>(self));
@@ -170,6 +216,12 @@ cluster_router_actor::behavior_type cluster_router_fun(Self self,
         const auto it = st.requests.find(ev.output.id);
         if (it == st.requests.end()) return;  // already failed when its engine went away
         const caf::actor client = it->second.client;
+        if (ev.output.status == runtime::RequestStatus::HandedOff) {
+          move_to_decode(self, ev.output.id, it->second, ev);
+          caf::anon_send(client, token_atom::value, std::move(ev));
+          return;
+        }
+        it->second.moving = false;  // the decode side's first event (or the move's error)
         if (ev.output.finished()) {
           st.slots[it->second.slot].in_flight -= 1;
           st.requests.erase(it);

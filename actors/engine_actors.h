@@ -120,6 +120,10 @@ scheduler_actor spawn_engine(caf::actor_system& sys, const model::Forward& forwa
 // by its leader's id, aborts to every engine).
 router_actor spawn_router(caf::actor_system& sys, std::vector<scheduler_actor> engines);
 
+// What a cluster's router sends an engine (docs/pd.md): whole requests (mixed), or prompts
+// whose requests it then moves with their KV to a decode engine.
+enum class EngineRole : uint8_t { Mixed, Prefill, Decode };
+
 // An engine of another node that a cluster's router dials over CAF's middleman
 // (docs/cluster.md): published there by `troupe serve --node` at host:port.
 struct ClusterEngineAddress {
@@ -129,6 +133,7 @@ struct ClusterEngineAddress {
   // Non-empty: the engine is one rank of this expert-parallel instance spread over
   // processes, which serves only while every one of its ranks is up.
   std::string group;
+  EngineRole role = EngineRole::Mixed;
 };
 
 // An engine in this process (spawn_engine), under a cluster router.
@@ -136,6 +141,7 @@ struct LocalEngine {
   std::string name;
   scheduler_actor engine;
   std::string group;  // as ClusterEngineAddress::group
+  EngineRole role = EngineRole::Mixed;
 };
 
 // The router of a cluster's router node (actors/cluster_router.cpp): dials every remote

@@ -364,7 +364,7 @@ void hand_off(scheduler_pointer self, runtime::RequestId id, caf::actor target) 
   auto& s = self->state;
   const runtime::Scheduler::ParkedRequest* p = s.scheduler->parked(id);
   const auto client = s.handed_off.find(id);
-  if (p == nullptr || client == s.handed_off.end() || !target) {
+  if (p == nullptr || client == s.handed_off.end()) {
     spdlog::debug("scheduler: hand-off of request {}: not parked here", id);
     return;
   }
@@ -380,6 +380,7 @@ void hand_off(scheduler_pointer self, runtime::RequestId id, caf::actor target) 
     send_error(to, id, "KV hand-off failed: " + why, runtime::ErrorCause::StepFailed);
   };
   const caf::actor to = client->second;
+  if (!target) return fail("no engine to continue it is up");
   self->request(s.rank, caf::infinite, export_atom::value, std::move(ex))
       .then(
           [=](KvHandoffBytes& bytes) {

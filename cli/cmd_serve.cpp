@@ -236,6 +236,15 @@ int run_engine_node(const ServeSetup& setup, ShutdownSignal& signal) {
   return 0;
 }
 
+actors::EngineRole engine_role(config::InstanceRole r) {
+  switch (r) {
+    case config::InstanceRole::Prefill: return actors::EngineRole::Prefill;
+    case config::InstanceRole::Decode: return actors::EngineRole::Decode;
+    case config::InstanceRole::Mixed: break;
+  }
+  return actors::EngineRole::Mixed;
+}
+
 }  // namespace
 
 int run_serve(const CommandArgs& argv) {
@@ -291,13 +300,13 @@ int run_serve(const CommandArgs& argv) {
     for (const config::ClusterEngine& e : setup.node->remote) {
       const config::ClusterNode& n = *setup.cluster->node(e.node);
       remote.push_back({e.describe(*setup.cluster), n.host, static_cast<uint16_t>(n.port),
-                        e.group_member ? e.instance : std::string()});
+                        e.group_member ? e.instance : std::string(), engine_role(e.role)});
     }
     std::vector<actors::LocalEngine> here;
     if (local) {
       const config::ClusterEngine& e = *setup.node->engine;
       here.push_back({e.describe(*setup.cluster), local->engine,
-                      e.group_member ? e.instance : std::string()});
+                      e.group_member ? e.instance : std::string(), engine_role(e.role)});
     }
     health = std::make_shared<actors::InstanceHealth>();
     router = actors::spawn_cluster_router(sys, std::move(remote), std::move(here), health);

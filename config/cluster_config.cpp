@@ -159,12 +159,11 @@ std::vector<ClusterInstance> parse_instances(const YAML::Node& list, const Clust
     if (n["role"]) {
       const YAML::Node role = n["role"];
       const std::string r = text_of(role, "role", source);
-      if (r == "prefill" || r == "decode")
-        TROUPE_FAIL(yaml_at(source, role) << ": " << what << ": role '" << r
-                                          << "' is not supported yet (P/D disaggregation); "
-                                             "use mixed");
-      if (r != "mixed")
-        TROUPE_FAIL(yaml_at(source, role) << ": " << what << ": role expects mixed, got '" << r
+      if (r == "prefill") in.role = InstanceRole::Prefill;
+      else if (r == "decode") in.role = InstanceRole::Decode;
+      else if (r != "mixed")
+        TROUPE_FAIL(yaml_at(source, role) << ": " << what
+                                          << ": role expects mixed, prefill or decode, got '" << r
                                           << "'");
     }
     const YAML::Node ranks = need(n, "ranks", what, source);
@@ -241,6 +240,27 @@ void check_every_node_runs_something(const ClusterConfig& c) {
                            << "' runs neither the router nor a rank of any instance");
 }
 
+// P/D (docs/pd.md): prefill instances need a decode instance to hand to, and the other
+// way round; each of their engines takes hand-offs with one rank for now.
+void check_roles(const ClusterConfig& c) {
+  const auto has = [&](InstanceRole r) {
+    return std::any_of(c.instances.begin(), c.instances.end(),
+                       [&](const ClusterInstance& in) { return in.role == r; });
+  };
+  for (const ClusterInstance& in : c.instances) {
+    if (in.role == InstanceRole::Mixed) continue;
+    const bool prefill = in.role == InstanceRole::Prefill;
+    if (!has(prefill ? InstanceRole::Decode : InstanceRole::Prefill))
+      TROUPE_FAIL(c.source << ":" << in.line << ": instance '" << in.name << "' is a "
+                           << (prefill ? "prefill" : "decode") << " instance, and no instance is a "
+                           << (prefill ? "decode" : "prefill") << " one");
+    if (in.ranks.size() != 1)
+      TROUPE_FAIL(c.source << ":" << in.line << ": instance '" << in.name
+                           << "': prefill and decode instances have one rank for now, got "
+                           << in.ranks.size());
+  }
+}
+
 std::string read_secret(const YAML::Node& root, const std::string& source) {
   const YAML::Node inline_secret = root["cluster-secret"], file = root["cluster-secret-file"];
   if (inline_secret && file)
@@ -312,6 +332,7 @@ ClusterConfig parse_cluster_config(const std::string& text, const std::string& s
   }
   check_ports(c);
   check_every_node_runs_something(c);
+  check_roles(c);
   return c;
 }
 
@@ -363,9 +384,10 @@ std::vector<ClusterEngine> cluster_engines(const ClusterConfig& c) {
           return n == in.ranks.front();
         });
     if (one_node) {
-      add({in.name, -1, R, in.ranks.front(),
-           engine_serve_config(c, *c.node(in.ranks.front()), in, R)},
-          in);
+      ClusterEngine e{in.name, -1, R, in.ranks.front(),
+                      engine_serve_config(c, *c.node(in.ranks.front()), in, R)};
+      e.role = in.role;
+      add(std::move(e), in);
       continue;
     }
     for (int r = 0; r < R; ++r) {
@@ -373,6 +395,7 @@ std::vector<ClusterEngine> cluster_engines(const ClusterConfig& c) {
       const bool member = in.enable_expert_parallel;
       ClusterEngine e{in.name, r, R, node, engine_serve_config(c, *c.node(node), in, 1, member)};
       e.group_member = member;
+      e.role = in.role;
       if (member) e.leader = in.ranks.front();
       add(std::move(e), in);
     }

@@ -33,7 +33,9 @@ struct ClusterNode {
   int line = 0;       // where it is defined, for messages
 };
 
-enum class InstanceRole : uint8_t { Mixed };  // prefill and decode: the P/D issue
+// mixed: serves whole requests; prefill: computes prompts and hands each request, with
+// its KV, to a decode instance, which streams the rest (docs/pd.md).
+enum class InstanceRole : uint8_t { Mixed, Prefill, Decode };
 
 struct ClusterInstance {
   std::string name;
@@ -85,6 +87,7 @@ struct ClusterEngine {
   int ranks = 1;  // the instance's data-parallel size
   std::string node;
   ServeConfig serve;  // what the engine runs with (data-parallel-size: this engine's ranks)
+  InstanceRole role = InstanceRole::Mixed;  // the instance's
   bool group_member = false;  // one rank of an expert-parallel group spread over nodes
   std::string leader;         // group_member: the node of rank 0, where the group forms
 

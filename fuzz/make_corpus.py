@@ -135,7 +135,7 @@ def tcp_frame():
 
 def serve_config():
     for example in sorted((ROOT / "config/examples").glob("*.yaml")):
-        if not example.name.startswith("cluster-"):
+        if not example.name.startswith(("cluster-", "pd-")):
             copy("serve_config", example.name, example)
     write("serve_config", "small.yaml", "port: 0\ntcp-port: 0\nmax-num-seqs: 8\n"
           "max-body-bytes: 1MiB\nrequest-timeout: 30s\nenable-prefix-caching: false\n")
@@ -153,8 +153,9 @@ def serve_config():
 
 
 def cluster_config():
-    for example in sorted((ROOT / "config/examples").glob("cluster-*.yaml")):
-        copy("cluster_config", example.name, example)
+    for pattern in ("cluster-*.yaml", "pd-*.yaml"):
+        for example in sorted((ROOT / "config/examples").glob(pattern)):
+            copy("cluster_config", example.name, example)
     write("cluster_config", "flow.yaml",
           "nodes: [{name: a, host: h1, port: 1}, {name: b, host: h2, port: 2, model: m}]\n"
           "router: {node: a, http-port: 0, tcp-port: 0}\n"

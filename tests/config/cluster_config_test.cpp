@@ -184,6 +184,20 @@ TEST(ClusterConfig, ASingleNodeServeConfigIsNotAClusterFile) {
   EXPECT_TRUE(is_cluster_config(kValid));
 }
 
+// P/D (docs/pd.md): the example's two instances carry their roles to their engines.
+TEST(ClusterConfig, ThePdExampleHasAPrefillAndADecodeEngine) {
+  const ClusterConfig c = load_cluster_config(kExamples + "pd-local.yaml");
+  ASSERT_EQ(c.instances.size(), 2u);
+  EXPECT_EQ(c.instances[0].role, InstanceRole::Prefill);
+  EXPECT_EQ(c.instances[1].role, InstanceRole::Decode);
+  EXPECT_EQ(c.serve.max_kv_loads_per_step, 4);
+  const NodeRun prefill = plan_node(c, "prefill", false), decode = plan_node(c, "decode", false);
+  ASSERT_TRUE(prefill.engine && decode.engine);
+  EXPECT_EQ(prefill.engine->role, InstanceRole::Prefill);
+  EXPECT_EQ(decode.engine->role, InstanceRole::Decode);
+  EXPECT_EQ(plan_node(c, "router", false).remote.size(), 2u);  // the router dials both
+}
+
 struct BadFile {
   std::string from, to;  // the edit of kValid
   std::string message;   // what the error must contain
@@ -196,8 +210,12 @@ TEST(ClusterConfig, BadFilesAreRefusedNamingTheKeyAndLine) {
       {"name: b,", "name: a,", "c.yaml:4: node 'a' is defined twice (first on line 3)"},
       {"ranks: [a, b]", "ranks: [a, c]", "c.yaml:7: instance 'i': rank 1's node 'c' is not in"},
       {"ranks: [a, b]", "ranks: []", "'ranks' expects a list of node names"},
-      {"role: mixed", "role: prefill", "role 'prefill' is not supported yet"},
-      {"role: mixed", "role: both", "role expects mixed, got 'both'"},
+      {"role: mixed", "role: prefill", "is a prefill instance, and no instance is a decode one"},
+      {"role: mixed", "role: decode", "is a decode instance, and no instance is a prefill one"},
+      {"role: mixed", "role: both", "role expects mixed, prefill or decode, got 'both'"},
+      {"{name: i, role: mixed, ranks: [a, b], threads: 2}",
+       "{name: i, role: prefill, ranks: [a, b], threads: 2}\n  - {name: j, role: decode, ranks: [b]}",
+       "c.yaml:7: instance 'i': prefill and decode instances have one rank for now, got 2"},
       {"threads: 2", "threads: 0", "c.yaml:7: key 'threads' expects an integer in [1, 1024]"},
       {"node: a,", "node: z,", "c.yaml:5: the router's node 'z' is not in 'nodes'"},
       {"http-port: 8000", "http-port: 7100",

@@ -1,0 +1,118 @@
+// P/D disaggregation on loopback (issue 12, docs/pd.md): `troupe serve --config FILE
+// --node NAME` for a router, a prefill instance and a decode instance (the shape of
+// config/examples/pd-local.yaml). Concurrent completions, streamed and not, get the plain
+// one-rank Engine's greedy tokens: the first token from the prefill process, the rest
+// from the decode process after the KV moved between them (over the control ports). A
+// completion of one token never moves.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "model/temp_dir.h"
+#include "net/cluster_test_support.h"
+#include "net/http_test_client.h"
+#include "runtime/golden_engine_config.h"
+#include "support/golden.h"
+#include "support/run_troupe.h"
+
+namespace troupe::testing {
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+std::string pd_yaml(uint16_t router, uint16_t prefill, uint16_t decode) {
+  return "cluster-secret: test-cluster-secret-0123\n"
+         "nodes:\n"
+         "  - {name: router, host: 127.0.0.1, port: " + std::to_string(router) + "}\n"
+         "  - {name: prefill, host: 127.0.0.1, port: " + std::to_string(prefill) + "}\n"
+         "  - {name: decode, host: 127.0.0.1, port: " + std::to_string(decode) + "}\n"
+         "router: {node: router, http-port: 0, tcp-port: 0}\n"
+         "instances:\n"
+         "  - {name: p, role: prefill, ranks: [prefill], threads: 1}\n"
+         "  - {name: d, role: decode, ranks: [decode], threads: 1}\n"
+             + cluster_serve_section();
+}
+
+std::vector<int32_t> tokens_of(const json& body) {
+  return body["choices"][0]["token_ids"].get<std::vector<int32_t>>();
+}
+
+TEST(ServeClusterPd, RequestsPrefillOnOneInstanceAndDecodeOnTheOther) {
+  test::TempDir dir;
+  const std::string file = dir.file("pd.yaml");
+  const std::vector<uint16_t> ports = free_ports(3);
+  std::ofstream(file) << pd_yaml(ports[0], ports[1], ports[2]);
+  auto node = [&](const char* name) {
+    return std::make_unique<Daemon>(std::vector<std::string>{"--config", file, "--node", name});
+  };
+  auto router = node("router");
+  auto prefill = node("prefill");
+  auto decode = node("decode");
+  const uint16_t port = router->port();
+  ASSERT_NE(port, 0) << router->output();
+  ASSERT_TRUE(router->wait_ready(port, 120s)) << router->output() << prefill->output()
+                                              << decode->output();
+
+  const int kRequests = 4;
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<int> lengths;
+  for (int i = 0; i < kRequests; ++i) {
+    prompts.push_back(random_tokens(9 + 29 * i, 900 + i));
+    lengths.push_back(6 + i);
+  }
+  std::vector<HttpResponse> responses(kRequests);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kRequests; ++i)
+    clients.emplace_back([&, i] {
+      responses[size_t(i)] = http(port, "POST", "/v1/completions",
+                                  completion(prompts[size_t(i)], lengths[size_t(i)], false).dump());
+    });
+  for (auto& t : clients) t.join();
+  for (int i = 0; i < kRequests; ++i) {
+    ASSERT_EQ(responses[size_t(i)].status, 200) << responses[size_t(i)].body << router->output()
+                                                << prefill->output() << decode->output();
+    const json got = json::parse(responses[size_t(i)].body);
+    EXPECT_EQ(tokens_of(got), runtime::engine_greedy(*golden_model().forward, prompts[size_t(i)],
+                                                     lengths[size_t(i)]))
+        << "request " << i;
+    EXPECT_EQ(got["choices"][0]["finish_reason"], "length");
+    EXPECT_EQ(got["usage"]["completion_tokens"], lengths[size_t(i)]);
+  }
+
+  // Streamed: one stream, whichever process sent each token.
+  {
+    Stream stream(port, completion(prompts[1], 7, /*stream=*/true));
+    const StreamOutcome out = stream_outcome(stream.events());
+    EXPECT_TRUE(out.done);
+    EXPECT_TRUE(out.error.empty()) << out.error;
+    EXPECT_EQ(out.tokens, runtime::engine_greedy(*golden_model().forward, prompts[1], 7));
+  }
+
+  // One token: the prefill instance finishes it; nothing moves.
+  const HttpResponse single =
+      http(port, "POST", "/v1/completions", completion(prompts[0], 1, false).dump());
+  ASSERT_EQ(single.status, 200) << single.body;
+  EXPECT_EQ(tokens_of(json::parse(single.body)),
+            runtime::engine_greedy(*golden_model().forward, prompts[0], 1));
+
+  // Where the work ran (troupe cluster status: each engine's figures). The decode engine
+  // ran steps, so it decoded; both hold no block now, so the prefill side released every
+  // request it handed off.
+  const RunResult status = run_troupe("cluster status --config " + file);
+  EXPECT_EQ(status.status, 0) << status.out;
+  for (const std::string engine : {"instance p on node prefill", "instance d on node decode"}) {
+    const size_t at = status.out.find(engine);
+    ASSERT_NE(at, std::string::npos) << status.out;
+    const std::string line = status.out.substr(at, status.out.find('\n', at) - at);
+    EXPECT_NE(line.find("up: 0 running, 0 waiting, KV 0.0%, "), std::string::npos) << line;
+    const size_t steps = line.rfind(", ") + 2;
+    EXPECT_GT(std::stoll(line.substr(steps)), 0) << line;
+  }
+}
+
+}  // namespace
+}  // namespace troupe::testing
