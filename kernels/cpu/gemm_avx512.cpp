@@ -14,8 +14,10 @@
 //             in L2 and serves a slab of up to 516 x rows; 6 x rows (6 x kc) sit in L1.
 //
 // Every y element is one accumulator summed over k in a fixed order, reduced by the
-// same shuffle tree, and added into y block by block in increasing k, so results do not
-// depend on the thread count or the tile an element lands in.
+// same shuffle tree, and added into y block by block in increasing k - on the direct
+// path too - so with f32 products results do not depend on the thread count, the tile an
+// element lands in or the batch size M. (Bf16 precision on vdpbf16ps, M > 4 only, sums
+// pairs in the dot instruction: its rows differ from the f32 FMAs of M <= 4.)
 //
 // Weights decode into a per-format column order and the activations are permuted to
 // match (kernels/cpu/gemm_blocks_avx512.h).
@@ -203,23 +205,34 @@ GEMM_INLINE void direct_step(__m512 (&acc)[MR][kNR], __mmask32 (&nan)[kNR], cons
   }
 }
 
-// out[i] = [Σ_k x[i][k]·W[r[j]][k] for j < 4] over all of K, i < MR.
+// out[i] (+)= [Σ_k x[i][k]·W[r[j]][k] for j < 4] over all of K, i < MR, in exactly the
+// blocked path's order: one accumulator per dot product along k within each kc-column
+// chunk, reduced per chunk, the chunks' sums added in k order (to y's values first when
+// accumulating). So a row's result does not depend on whether its batch takes this path
+// or the blocked one (tests/kernels/gemm_test.cpp "RowsDoNotDependOnTheBatch").
 template <WeightFormat F, int MR>
-void direct_tile(const WeightSrc& s, const float* x, int64_t ldx, const int64_t* r, __m128* out) {
-  __m512 acc[MR][kNR];
-  for (auto& row : acc)
-    for (__m512& a : row) a = _mm512_setzero_ps();
+void direct_tile(const WeightSrc& s, const float* x, int64_t ldx, const int64_t* r, int64_t kc,
+                 bool add, __m128* out) {
   __mmask32 nan[kNR] = {};
   const int64_t k_full = s.k / 32 * 32;
-  int64_t kb = 0;
-  for (; kb < k_full; kb += 32) direct_step<F, MR>(acc, nan, s, x, ldx, r, kb, ~__mmask32{0});
-  if (kb < s.k) direct_step<F, MR>(acc, nan, s, x, ldx, r, kb, columns_below(s.k - kb));
+  for (int64_t k0 = 0; k0 < s.k; k0 += kc) {
+    __m512 acc[MR][kNR];
+    for (auto& row : acc)
+      for (__m512& a : row) a = _mm512_setzero_ps();
+    const int64_t k_end = std::min(s.k, k0 + kc);
+    int64_t kb = k0;
+    for (; kb < std::min(k_full, k_end); kb += 32)
+      direct_step<F, MR>(acc, nan, s, x, ldx, r, kb, ~__mmask32{0});
+    if (kb < k_end) direct_step<F, MR>(acc, nan, s, x, ldx, r, kb, columns_below(s.k - kb));
+    for (int i = 0; i < MR; ++i) {
+      const __m128 chunk = reduce4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+      out[i] = add || k0 > 0 ? _mm_add_ps(out[i], chunk) : chunk;
+    }
+  }
   // A NaN weight code makes its whole dot product NaN (NaN·x is NaN for every x).
   __mmask8 nan_rows = 0;
   for (int j = 0; j < kNR; ++j) nan_rows |= static_cast<__mmask8>((nan[j] != 0) << j);
-  for (int i = 0; i < MR; ++i)
-    out[i] = _mm_mask_mov_ps(reduce4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]), nan_rows,
-                             _mm_set1_ps(NAN));
+  for (int i = 0; i < MR; ++i) out[i] = _mm_mask_mov_ps(out[i], nan_rows, _mm_set1_ps(NAN));
 }
 
 // --- loop nests ---------------------------------------------------------------------------
@@ -263,21 +276,25 @@ void run_direct(const Plan& pl, int64_t nb, int64_t ne) {
     int64_t r[kNR];  // rows past the range repeat the last one; their sums are dropped
     for (int j = 0; j < kNR; ++j) r[j] = n0 + std::min(j, nr - 1);
     __m128 out[kDirectMaxM];
+    const __mmask8 mask = static_cast<__mmask8>((1u << nr) - 1);
+    for (int64_t i = 0; i < pl.sh.m; ++i)  // accumulating: y's values, added to first as blocks do
+      out[i] = pl.accumulate ? _mm_maskz_loadu_ps(mask, pl.y + i * pl.sh.ldy + n0) : _mm_setzero_ps();
+    const int64_t kc = kChunkBytes / int64_t{sizeof(float)};  // the blocked path's f32 chunk
     switch (pl.sh.m) {
       case 1:
-        direct_tile<F, 1>(pl.src, xb, pl.kp, r, out);
+        direct_tile<F, 1>(pl.src, xb, pl.kp, r, kc, pl.accumulate, out);
         break;
       case 2:
-        direct_tile<F, 2>(pl.src, xb, pl.kp, r, out);
+        direct_tile<F, 2>(pl.src, xb, pl.kp, r, kc, pl.accumulate, out);
         break;
       case 3:
-        direct_tile<F, 3>(pl.src, xb, pl.kp, r, out);
+        direct_tile<F, 3>(pl.src, xb, pl.kp, r, kc, pl.accumulate, out);
         break;
       default:
-        direct_tile<F, 4>(pl.src, xb, pl.kp, r, out);
+        direct_tile<F, 4>(pl.src, xb, pl.kp, r, kc, pl.accumulate, out);
         break;
     }
-    store_tile(out, static_cast<int>(pl.sh.m), nr, pl.y + n0, pl.sh.ldy, pl.accumulate);
+    store_tile(out, static_cast<int>(pl.sh.m), nr, pl.y + n0, pl.sh.ldy, /*add=*/false);
   }
 }
 
