@@ -141,7 +141,7 @@ void PagedKvStorage::load_slot_state(int32_t slot, const SlotStateView& in) {
   std::memcpy(ring_pos_.data() + slot * rows, in.positions.data(), in.positions.size());
   auto floats = [](std::span<const uint8_t> b, std::vector<float>& v) {
     v.resize(b.size() / sizeof(float));
-    std::memcpy(v.data(), b.data(), b.size());
+    if (!b.empty()) std::memcpy(v.data(), b.data(), b.size());  // an empty vector's data() may be null
   };
   for (int64_t l = 0; l < layers_; ++l) {
     floats(in.carry_v[size_t(l)], carry_v_[slot * layers_ + l]);

@@ -65,8 +65,7 @@ KvHandoff decode_kv_handoff(const std::vector<std::byte>& wire) {
   const uint64_t size = in.get<uint64_t>("region size");
   TROUPE_CHECK(size <= wire.size(), "KV hand-off: a region of ", size, " bytes in ", wire.size());
   const std::byte* p = in.take(size_t(size), "region");
-  h.region.resize(size_t(size));
-  std::memcpy(h.region.data(), p, size_t(size));
+  h.region.assign(reinterpret_cast<const uint8_t*>(p), reinterpret_cast<const uint8_t*>(p) + size);
   in.expect_end();
   return h;
 }
