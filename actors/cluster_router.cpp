@@ -11,9 +11,12 @@
 //
 // P/D (docs/pd.md): with prefill and decode instances, a new request goes to a prefill
 // (or mixed) engine with kv_hand_off_after = 1; when its event says HandedOff the router
-// tells that engine to move it to the decode engine with the fewest in flight, and passes
+// asks that engine to move it to the decode engine with the fewest in flight, and passes
 // the event on as a running one: the client sees one stream, its first token from the
-// prefill side, the rest from the decode side.
+// prefill side, the rest from the decode side. When the move fails (refused, no answer in
+// its lease, the receiver gone) the prefill engine answers with the request's tokens and
+// the router has a decode engine recompute them, under a fresh id so that whatever the
+// first receiver might still send is dropped here ("When a move fails").
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -22,6 +25,7 @@
 #include <unordered_map>
 
 #include "actors/engine_actors.h"
+#include "actors/engine_parts.h"
 #include "kernels/check.h"
 #include "runtime/step/engine_figures.h"
 
@@ -33,6 +37,11 @@ using cluster_router_actor =
 
 constexpr auto kRedial = std::chrono::milliseconds(500);
 constexpr auto kDialTimeout = std::chrono::seconds(5);
+// How long a prefill engine may take to answer a move: it answers itself once its
+// receiver confirms or its lease runs out (1 s + 50 MB/s), so this bounds a hung engine.
+constexpr auto kMoveAnswerTimeout = std::chrono::seconds(120);
+// Ids of recomputed fallbacks: far above the API's ids (counted from 0).
+constexpr runtime::RequestId kFallbackIds = runtime::RequestId(1) << 62;
 
 struct Slot {
   ClusterEngineAddress where;
@@ -43,15 +52,20 @@ struct Slot {
 struct Client {
   size_t slot = 0;
   caf::actor client;
-  // Being moved from slot `from` to `slot` (P/D) until the decode side's first event: if
-  // `from` goes away meanwhile the move may never come, so the request fails then.
+  runtime::RequestId client_id = 0;  // the id the client knows (a fallback runs under another)
+  runtime::RequestParams params;     // sent to a prefill engine: to recompute it elsewhere
+  // Being moved from slot `from` to `slot` (P/D) until `from` answers: if `from` goes
+  // away meanwhile the answer never comes, so the request fails then; if `slot` does,
+  // `from` answers with a failure and the request falls back.
   bool moving = false;
   size_t from = 0;
 };
 
 struct ClusterRouterState {
   std::vector<Slot> slots;
-  std::unordered_map<runtime::RequestId, Client> requests;  // by id (siblings each)
+  std::unordered_map<runtime::RequestId, Client> requests;  // by the engine's id (siblings each)
+  std::unordered_map<runtime::RequestId, runtime::RequestId> fallbacks;  // client id -> engine id
+  runtime::RequestId next_fallback = kFallbackIds;
   std::shared_ptr<InstanceHealth> health;
 };
 
@@ -112,7 +126,8 @@ void on_engine_down(Self self, const caf::down_msg& dm) {
     for (auto it = st.requests.begin(); it != st.requests.end();) {
       Client& c = it->second;
       const bool moving_from = c.moving && c.from == i;
-      if (c.slot != i && !moving_from) {
+      // Moving to it: the sender answers (its lease runs out) and the request falls back.
+      if ((c.slot != i && !moving_from) || (c.moving && c.slot == i)) {
         ++it;
         continue;
       }
@@ -121,7 +136,8 @@ void on_engine_down(Self self, const caf::down_msg& dm) {
         to.in_flight -= 1;
         if (to.engine) self->send(to.engine, abort_atom::value, it->first);
       }
-      caf::anon_send(c.client, token_atom::value, TokenEvent{failed(it->first, why)});
+      caf::anon_send(c.client, token_atom::value, TokenEvent{failed(c.client_id, why)});
+      st.fallbacks.erase(c.client_id);
       it = st.requests.erase(it);
     }
     report_health(self);
@@ -139,14 +155,69 @@ bool serving(const ClusterRouterState& st, size_t i) {
 }
 
 // The serving engine with the fewest requests in flight: of the decode engines when
-// `decode`, else of the others; -1 when none is.
-int pick(const ClusterRouterState& st, bool decode = false) {
+// `decode`, else of the others; not `avoid` while another is serving; -1 when none is.
+int pick(const ClusterRouterState& st, bool decode = false, int avoid = -1) {
   int best = -1;
   for (size_t i = 0; i < st.slots.size(); ++i)
     if ((st.slots[i].where.role == EngineRole::Decode) == decode && serving(st, i) &&
+        int(i) != avoid &&
         (best < 0 || st.slots[i].in_flight < st.slots[size_t(best)].in_flight))
       best = static_cast<int>(i);
-  return best;
+  return best < 0 && avoid >= 0 ? pick(st, decode) : best;
+}
+
+// Ends request id (the engine's) with an error, for its client.
+void end_with_error(Self self, runtime::RequestId id, const std::string& why) {
+  auto& st = self->state;
+  const auto it = st.requests.find(id);
+  if (it == st.requests.end()) return;
+  st.slots[it->second.slot].in_flight -= 1;
+  caf::anon_send(it->second.client, token_atom::value, TokenEvent{failed(it->second.client_id, why)});
+  st.fallbacks.erase(it->second.client_id);
+  st.requests.erase(it);
+}
+
+// Request id's move failed: a decode engine (another than the one that failed, when one
+// is up) recomputes its tokens under a fresh id; without one the request ends with why.
+void fall_back(Self self, runtime::RequestId id, const std::string& why, KvHandoffBytes& tokens) {
+  auto& st = self->state;
+  const auto it = st.requests.find(id);
+  if (it == st.requests.end()) return;  // ended meanwhile
+  Client c = std::move(it->second);
+  st.requests.erase(it);
+  Slot& failed_at = st.slots[c.slot];
+  failed_at.in_flight -= 1;
+  if (failed_at.engine) self->send(failed_at.engine, abort_atom::value, id);  // a late arrival
+  const int to = pick(st, /*decode=*/true, static_cast<int>(c.slot));
+  if (to < 0) {
+    spdlog::error("cluster: request {}: KV hand-off failed ({}); no decode engine is up", c.client_id, why);
+    caf::anon_send(c.client, token_atom::value,
+                   TokenEvent{failed(c.client_id, "KV hand-off failed (" + why +
+                                                      ") and no decode engine is up to recompute it")});
+    st.fallbacks.erase(c.client_id);
+    return;
+  }
+  const runtime::RequestId fresh = st.next_fallback++;
+  spdlog::warn("cluster: request {}: KV hand-off failed ({}); {} recomputes it", c.client_id, why,
+               st.slots[size_t(to)].where.name);
+  c.moving = false;
+  c.slot = size_t(to);
+  st.slots[size_t(to)].in_flight += 1;
+  st.fallbacks[c.client_id] = fresh;
+  GenerateRequest req{fresh, {}, c.params, {}};
+  req.params.kv_hand_off_after = 0;
+  const auto engine = caf::actor_cast<caf::actor>(st.slots[size_t(to)].engine);
+  st.requests.emplace(fresh, std::move(c));
+  self->request(engine, kDialTimeout, import_atom::value, std::move(req), std::move(tokens),
+                caf::actor_cast<caf::actor>(self))
+      .then(
+          [=](const std::string& refused) {
+            if (!refused.empty()) end_with_error(self, fresh, "KV hand-off failed (" + why + "); recomputing it failed: " + refused);
+          },
+          [=](const caf::error& err) {
+            end_with_error(self, fresh, "KV hand-off failed (" + why + "); recomputing it failed: " +
+                                            describe(self->home_system(), err));
+          });
 }
 
 // A prefill engine's request parked after its first token: it moves to a decode engine
@@ -167,8 +238,20 @@ void move_to_decode(Self self, runtime::RequestId id, Client& c, TokenEvent& ev)
   } else {
     spdlog::warn("cluster: request {}: no decode engine is up to continue it", id);
   }
-  if (from) caf::anon_send(caf::actor_cast<caf::actor>(from), handoff_atom::value, id, target);
   ev.output.status = runtime::RequestStatus::Running;
+  if (!from) return;
+  self->request(caf::actor_cast<caf::actor>(from), kMoveAnswerTimeout, handoff_atom::value, id, target)
+      .then(
+          [=](const std::string& why, KvHandoffBytes& tokens) {
+            const auto it = self->state.requests.find(id);
+            if (it == self->state.requests.end()) return;
+            it->second.moving = false;
+            if (!why.empty()) fall_back(self, id, why, tokens);
+          },
+          [=](const caf::error& err) {  // the prefill engine hung (gone: on_engine_down)
+            end_with_error(self, id, "KV hand-off: no answer from the prefill engine (" +
+                                         describe(self->home_system(), err) + ")");
+          });
 }
 
 cluster_router_actor::behavior_type cluster_router_fun(Self self,
@@ -178,17 +261,19 @@ cluster_router_actor::behavior_type cluster_router_fun(Self self,
   auto& st = self->state;
   st.health = std::move(health);
   for (LocalEngine& e : local)
-    st.slots.push_back({{std::move(e.name), "", 0, std::move(e.group)}, std::move(e.engine), 0});
+    st.slots.push_back({{std::move(e.name), "", 0, std::move(e.group), e.role}, std::move(e.engine), 0});
   for (ClusterEngineAddress& w : remote) st.slots.push_back({std::move(w), scheduler_actor{}, 0});
   TROUPE_CHECK(!st.slots.empty(), "cluster router needs at least one engine");
   self->set_down_handler([=](const caf::down_msg& dm) { on_engine_down(self, dm); });
   report_health(self);
   for (size_t i = 0; i < st.slots.size(); ++i)
     if (!st.slots[i].engine) dial(self, i);
-  auto engine_of = [=](runtime::RequestId id) -> scheduler_actor {
-    const auto it = self->state.requests.find(id);
-    return it == self->state.requests.end() ? scheduler_actor{}
-                                            : self->state.slots[it->second.slot].engine;
+  // The engine holding the client's request id, and the id it knows it by.
+  auto engine_of = [=](runtime::RequestId& id) -> scheduler_actor {
+    auto& st = self->state;
+    if (const auto f = st.fallbacks.find(id); f != st.fallbacks.end()) id = f->second;
+    const auto it = st.requests.find(id);
+    return it == st.requests.end() ? scheduler_actor{} : st.slots[it->second.slot].engine;
   };
   return {
       [=](generate_atom, GenerateRequest& req, caf::actor client) {
@@ -200,13 +285,15 @@ cluster_router_actor::behavior_type cluster_router_fun(Self self,
                          TokenEvent{failed(req.id, "no engine is up (" + problem.value_or("") + ")")});
           return;
         }
-        st.requests[req.id] = {size_t(slot), client};
-        for (const runtime::Sibling& s : req.siblings) st.requests[s.id] = {size_t(slot), client};
-        if (st.slots[size_t(slot)].where.role == EngineRole::Prefill) {  // its first token only
-          auto hand_off = [](runtime::RequestParams& p) { p.kv_hand_off_after = p.max_tokens > 1 ? 1 : 0; };
-          hand_off(req.params);
-          for (runtime::Sibling& s : req.siblings) hand_off(s.params);
-        }
+        const bool prefill = st.slots[size_t(slot)].where.role == EngineRole::Prefill;
+        auto track = [&](runtime::RequestId id, runtime::RequestParams& p) {
+          Client& c = st.requests[id] = {size_t(slot), client, id};
+          if (!prefill) return;
+          p.kv_hand_off_after = p.max_tokens > 1 ? 1 : 0;  // its first token only
+          c.params = p;
+        };
+        track(req.id, req.params);
+        for (runtime::Sibling& s : req.siblings) track(s.id, s.params);
         st.slots[size_t(slot)].in_flight += 1 + static_cast<int64_t>(req.siblings.size());
         self->send(st.slots[size_t(slot)].engine, generate_atom::value, std::move(req),
                    caf::actor_cast<caf::actor>(self));
@@ -218,12 +305,14 @@ cluster_router_actor::behavior_type cluster_router_fun(Self self,
         const caf::actor client = it->second.client;
         if (ev.output.status == runtime::RequestStatus::HandedOff) {
           move_to_decode(self, ev.output.id, it->second, ev);
+          ev.output.id = it->second.client_id;
           caf::anon_send(client, token_atom::value, std::move(ev));
           return;
         }
-        it->second.moving = false;  // the decode side's first event (or the move's error)
+        ev.output.id = it->second.client_id;
         if (ev.output.finished()) {
           st.slots[it->second.slot].in_flight -= 1;
+          st.fallbacks.erase(it->second.client_id);
           st.requests.erase(it);
         }
         caf::anon_send(client, token_atom::value, std::move(ev));

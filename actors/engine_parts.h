@@ -31,7 +31,7 @@ using scheduler_core_actor =
                      caf::reacts_to<dpwake_atom, int64_t>,
                      caf::reacts_to<peers_atom, DpPeers>,
                      caf::reacts_to<stage_atom, PlacementUpdate>,
-                     caf::reacts_to<handoff_atom, runtime::RequestId, caf::actor>,
+                     caf::replies_to<handoff_atom, runtime::RequestId, caf::actor>::with<std::string, KvHandoffBytes>,
                      caf::replies_to<import_atom, GenerateRequest, KvHandoffBytes, caf::actor>::with<std::string>>;
 
 // The instance's live-EPLB planner (actors/eplb_planner_actor.cpp): each scheduler sends
@@ -41,7 +41,7 @@ using Schedulers = std::vector<scheduler_core_actor>;  // [R], in rank order
 // of an instance spread over processes the group's join point (rank 0's supervisor is
 // the leader) and the target of its forming thread's reports (messages.h).
 using supervisor_actor = scheduler_actor::extend<
-    caf::reacts_to<handoff_atom, runtime::RequestId, caf::actor>,
+    caf::replies_to<handoff_atom, runtime::RequestId, caf::actor>::with<std::string, KvHandoffBytes>,
     caf::replies_to<import_atom, GenerateRequest, KvHandoffBytes, caf::actor>::with<std::string>,
     caf::replies_to<join_atom, GroupJoin>::with<GroupFormed>,
     caf::reacts_to<address_atom, int64_t, std::vector<uint8_t>>,
@@ -118,7 +118,8 @@ scheduler_core_actor spawn_scheduler(caf::actor_system& sys, const model::Forwar
                                      const runtime::KvCacheConfig& kv, rank_actor rank,
                                      std::shared_ptr<EngineLedger> ledger, double request_timeout,
                                      SyncSetup sync = {},
-                                     std::shared_ptr<runtime::TierStorage> tiers = nullptr);
+                                     std::shared_ptr<runtime::TierStorage> tiers = nullptr,
+                                     std::shared_ptr<const runtime::FaultPlan> faults = nullptr);
 
 // How logs and errors name a member of an instance: "rank" in a one-rank instance,
 // "rank 2" in one of R.

@@ -67,7 +67,8 @@ void start(supervisor_pointer self) {
     m.scheduler = spawn_scheduler(
         self->home_system(), *s.forward, s.tokenizer, s.config, s.kv, m.rank, s.ledgers[r],
         s.options.request_timeout,
-        SyncSetup{rank, group_size, lockstep, s.planner, s.options.engram_owner}, tiers);
+        SyncSetup{rank, group_size, lockstep, s.planner, s.options.engram_owner}, tiers,
+        faulty ? s.options.faults : nullptr);
     self->link_to(m.rank);
     self->link_to(m.scheduler);
     self->monitor(m.scheduler);  // its down message says it stopped, however it died
@@ -298,6 +299,13 @@ void route_next(supervisor_pointer self) {
 
 // R > 1: every scheduler's figures, summed (runtime::sum_figures); a scheduler that does
 // not answer contributes its ledger's counts as of its last step.
+// KV hand-offs go to and from an engine of one rank that is up.
+constexpr const char* kNotOneRank =
+    "this engine is not up with one rank (KV hand-offs need data-parallel-size 1)";
+bool one_rank_up(const SupervisorState& st) {
+  return st.members.size() == 1 && st.members.front().scheduler && st.down.empty();
+}
+
 caf::result<runtime::EngineFigures> gather_figures(supervisor_pointer self) {
   auto& s = self->state;
   const int R = s.size();
@@ -363,17 +371,19 @@ supervisor_actor::behavior_type supervisor_fun(supervisor_pointer self,
           if (m.scheduler) self->send(m.scheduler, fail_atom::value, id, why);
       },
       [=](stats_atom) { return gather_figures(self); },
-      // KV hand-off (docs/pd.md): the request's rank is the scheduler's business, as for
-      // an abort; a hand-off comes in to the one rank of an engine of one rank for now.
-      [=](handoff_atom, runtime::RequestId id, caf::actor target) {
-        for (const Member& m : self->state.members)
-          if (m.scheduler) self->send(m.scheduler, handoff_atom::value, id, target);
+      // KV hand-off (docs/pd.md): to and from an engine of one rank for now (the config
+      // refuses P/D roles with more), whose scheduler answers.
+      [=](handoff_atom, runtime::RequestId id,
+          caf::actor target) -> caf::result<std::string, KvHandoffBytes> {
+        if (!one_rank_up(self->state))
+          return {std::string(kNotOneRank), KvHandoffBytes{}};
+        return self->delegate(self->state.members.front().scheduler, handoff_atom::value, id,
+                              std::move(target));
       },
       [=](import_atom, GenerateRequest& req, KvHandoffBytes& bytes,
           caf::actor client) -> caf::result<std::string> {
         auto& st = self->state;
-        if (st.members.size() != 1 || !st.members.front().scheduler || !st.down.empty())
-          return std::string("this engine is not up with one rank (KV hand-offs need data-parallel-size 1)");
+        if (!one_rank_up(st)) return std::string(kNotOneRank);
         return self->delegate(st.members.front().scheduler, import_atom::value, std::move(req),
                               std::move(bytes), std::move(client));
       },

@@ -26,12 +26,14 @@
 #include <cstdio>
 #include <deque>
 #include <memory>
+#include <thread>
 #include <utility>
 
 #include "actors/engine_parts.h"
 #include "kernels/check.h"
 #include "runtime/kv_cache/pin_index.h"
 #include "runtime/kv_transfer/kv_handoff_wire.h"
+#include "runtime/scheduler/import_handoff.h"
 
 namespace troupe::actors {
 namespace {
@@ -51,6 +53,7 @@ struct SchedulerState {
   std::unordered_map<runtime::RequestId, caf::actor> handed_off;
   runtime::KvHandoffShape shape;
   const model::ModelConfig* model = nullptr;
+  std::shared_ptr<const runtime::FaultPlan> faults;  // kv-import-drop / -stall; null: none
   std::shared_ptr<EngineLedger> ledger;
   rank_actor rank;
   double request_timeout = 0;
@@ -355,49 +358,87 @@ std::chrono::milliseconds lease_for(size_t bytes) {
   return std::chrono::milliseconds(1000 + static_cast<int64_t>(bytes / 50'000));
 }
 
+runtime::KvTransferFailure failure_of(const caf::error& err) {
+  if (err == caf::sec::request_timeout) return runtime::KvTransferFailure::Timeout;
+  if (err == caf::sec::request_receiver_down) return runtime::KvTransferFailure::ReceiverDown;
+  return runtime::KvTransferFailure::Refused;
+}
+
+KvHandoffBytes to_bytes(const runtime::KvHandoff& h) {
+  const std::vector<std::byte> wire = runtime::encode_kv_handoff(h);
+  const auto* p = reinterpret_cast<const uint8_t*>(wire.data());
+  return KvHandoffBytes{std::vector<uint8_t>(p, p + wire.size())};
+}
+
 // Moves parked request id to the engine `target` (P/D, drain; docs/pd.md): the rank packs
 // its KV (after every step sent before), the target takes it or says why not. Its blocks
 // stay pinned here until the target answers; no answer within the lease counts as a
-// refusal. Either way they are released then. A failed move ends the request with the
-// reason (falling back to recompute on the target is not built yet).
-void hand_off(scheduler_pointer self, runtime::RequestId id, caf::actor target) {
+// failure. Either way they are released then. The answer goes to whoever asked: "" once
+// the target has it, else why not and the request's tokens as a hand-off without KV, so
+// the asker (the cluster router) can have them recomputed elsewhere ("When a move
+// fails"). An anonymous ask has no one to answer: a failed move then ends the request.
+caf::result<std::string, KvHandoffBytes> hand_off(scheduler_pointer self, runtime::RequestId id,
+                                                  caf::actor target) {
   auto& s = self->state;
   const runtime::Scheduler::ParkedRequest* p = s.scheduler->parked(id);
   const auto client = s.handed_off.find(id);
   if (p == nullptr || client == s.handed_off.end()) {
     spdlog::debug("scheduler: hand-off of request {}: not parked here", id);
-    return;
+    return {"request " + std::to_string(id) + " is not parked here", KvHandoffBytes{}};
   }
   KvExport ex{runtime::kv_handoff_header(*p), {}, s.kv->swa_slot(id)};
+  const KvHandoffBytes tokens_only = to_bytes(ex.header);  // header: no shape, no region
   const auto table = s.kv->block_table(id);
   ex.table.assign(table.begin(), table.end());
   ex.header.shape = s.shape;
   GenerateRequest req{id, {}, p->params, {}};
   req.params.kv_hand_off_after = 0;
-  auto fail = [self, id, to = client->second](const std::string& why) {
-    spdlog::warn("scheduler: request {}: KV hand-off failed: {}", id, why);
-    release_parked(self, id);
-    send_error(to, id, "KV hand-off failed: " + why, runtime::ErrorCause::StepFailed);
-  };
+  const bool asked = self->current_sender() != nullptr;
+  auto rp = self->make_response_promise<std::string, KvHandoffBytes>();
   const caf::actor to = client->second;
-  if (!target) return fail("no engine to continue it is up");
+  auto fail = [self, id, to, asked, rp, tokens_only](runtime::KvTransferFailure cause,
+                                                       const std::string& why) mutable {
+    spdlog::warn("scheduler: request {}: KV hand-off failed: {}", id, why);
+    self->state.ledger->counters.kv_transfer_failures[size_t(cause)] += 1;
+    release_parked(self, id);
+    if (asked) rp.deliver(why, tokens_only);
+    else send_error(to, id, "KV hand-off failed: " + why, runtime::ErrorCause::StepFailed);
+  };
+  if (!target) {
+    fail(runtime::KvTransferFailure::NoReceiver, "no engine to continue it is up");
+    return rp;
+  }
+  const auto started = std::chrono::steady_clock::now();
   self->request(s.rank, caf::infinite, export_atom::value, std::move(ex))
       .then(
-          [=](KvHandoffBytes& bytes) {
+          [=](KvHandoffBytes& bytes) mutable {
             const auto lease = lease_for(bytes.bytes.size());
+            const auto size = static_cast<int64_t>(bytes.bytes.size());
             self->request(target, lease, import_atom::value, req, std::move(bytes), to)
                 .then(
-                    [=](const std::string& why) {
-                      if (why.empty()) release_parked(self, id);
-                      else fail("the receiver refused it: " + why);
+                    [=](const std::string& why) mutable {
+                      if (!why.empty())
+                        return fail(runtime::KvTransferFailure::Refused,
+                                    "the receiver refused it: " + why);
+                      const std::chrono::duration<double> took =
+                          std::chrono::steady_clock::now() - started;
+                      runtime::count_kv_transfer(self->state.ledger->counters, size, took.count());
+                      release_parked(self, id);
+                      if (asked) rp.deliver(std::string(), KvHandoffBytes{});
                     },
-                    [=](caf::error& err) { fail(describe(self->home_system(), err)); });
+                    [=](caf::error& err) mutable {
+                      fail(failure_of(err), describe(self->home_system(), err));
+                    });
           },
-          [=](caf::error& err) { fail("export: " + describe(self->home_system(), err)); });
+          [=](caf::error& err) mutable {
+            fail(runtime::KvTransferFailure::Export, "export: " + describe(self->home_system(), err));
+          });
+  return rp;
 }
 
-// A request moved here from another engine with its KV: checked, then queued like any
-// request (admitted at most max_kv_loads_per_step a step). Returns why not, or "".
+// A request moved here from another engine: queued like any request (admitted at most
+// max_kv_loads_per_step a step) with its KV, or, when it brings none or its KV does not fit
+// here, to recompute its tokens (import_handoff). Returns why it cannot continue here, or "".
 std::string import(scheduler_pointer self, GenerateRequest& req, const KvHandoffBytes& bytes,
                    const caf::actor& client) {
   auto& s = self->state;
@@ -405,9 +446,12 @@ std::string import(scheduler_pointer self, GenerateRequest& req, const KvHandoff
     const auto* b = reinterpret_cast<const std::byte*>(bytes.bytes.data());
     runtime::KvHandoff h =
         runtime::decode_kv_handoff(std::vector<std::byte>(b, b + bytes.bytes.size()));
-    if (std::string why = runtime::check_kv_handoff(h, s.shape, *s.model); !why.empty()) return why;
-    s.scheduler->add_imported(req.id, std::make_shared<const runtime::KvHandoff>(std::move(h)),
-                              std::move(req.params));
+    const runtime::ImportResult r =
+        runtime::import_handoff(*s.scheduler, req.id, std::move(h), std::move(req.params), s.shape, *s.model);
+    if (!r.loads_kv) {
+      spdlog::warn("scheduler: request {} recomputes its tokens here: {}", req.id, r.kv_refused);
+      s.ledger->counters.kv_transfer_fallbacks += 1;
+    }
   } catch (const troupe::Error& e) {  // bad input: the sender hears why, serving goes on
     return e.what();
   }
@@ -459,8 +503,9 @@ scheduler_core_actor::behavior_type scheduler_fun(
     scheduler_pointer self, const model::Forward* forward, const model::Tokenizer* tokenizer,
     runtime::EngineConfig config, runtime::KvCacheConfig kv, rank_actor rank,
     std::shared_ptr<EngineLedger> ledger, double request_timeout, SyncSetup sync,
-    std::shared_ptr<runtime::TierStorage> tiers) {
+    std::shared_ptr<runtime::TierStorage> tiers, std::shared_ptr<const runtime::FaultPlan> faults) {
   auto& st = self->state;
+  st.faults = std::move(faults);
   st.kv = std::make_unique<runtime::KvCacheManager>(kv);
   if (tiers) runtime::attach_disk_tier(*st.kv, *tiers);  // before the rank sees a plan
   st.tiers = tiers;
@@ -515,9 +560,20 @@ scheduler_core_actor::behavior_type scheduler_fun(
         kick(self);
       },
       [=](handoff_atom, runtime::RequestId id, caf::actor target) {
-        hand_off(self, id, std::move(target));
+        return hand_off(self, id, std::move(target));
       },
-      [=](import_atom, GenerateRequest& req, KvHandoffBytes& bytes, caf::actor client) {
+      [=](import_atom, GenerateRequest& req, KvHandoffBytes& bytes,
+          caf::actor client) -> caf::result<std::string> {
+        const auto fault = self->state.faults ? self->state.faults->next_import()
+                                              : runtime::FaultPlan::ImportFault{};
+        if (fault.drop) {
+          spdlog::warn("scheduler: injected fault kv-import-drop: request {} dropped", req.id);
+          return self->make_response_promise<std::string>();  // never delivered
+        }
+        if (fault.stall_ms > 0) {
+          spdlog::warn("scheduler: injected fault kv-import-stall: {} ms", fault.stall_ms);
+          std::this_thread::sleep_for(std::chrono::milliseconds(fault.stall_ms));
+        }
         return import(self, req, bytes, client);
       },
       [=](stage_atom, PlacementUpdate& update) {  // from the planner: the rank copies it
@@ -551,9 +607,10 @@ scheduler_core_actor spawn_scheduler(caf::actor_system& sys, const model::Forwar
                                      const runtime::EngineConfig& config,
                                      const runtime::KvCacheConfig& kv, rank_actor rank,
                                      std::shared_ptr<EngineLedger> ledger, double request_timeout,
-                                     SyncSetup sync, std::shared_ptr<runtime::TierStorage> tiers) {
+                                     SyncSetup sync, std::shared_ptr<runtime::TierStorage> tiers,
+                                     std::shared_ptr<const runtime::FaultPlan> faults) {
   return sys.spawn(scheduler_fun, &forward, tokenizer, config, kv, std::move(rank),
-                   std::move(ledger), request_timeout, sync, std::move(tiers));
+                   std::move(ledger), request_timeout, sync, std::move(tiers), std::move(faults));
 }
 
 }  // namespace troupe::actors

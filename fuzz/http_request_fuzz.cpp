@@ -11,6 +11,7 @@
 #include "fuzz/targets.h"
 #include "net/http/request_checks.h"
 #include "net/http/routes.h"
+#include "net/openai/kv_requests.h"
 #include "net/openai/responses.h"
 #include "net/openai/tokenize.h"
 
@@ -62,6 +63,16 @@ void handle(const Request& req) {
       return reply(detokenize(req.body(), info, tiny_tokenizer()));
     case Route::Models:
       return (void)dump_json(models_response(info, 0));
+    case Route::KvSave: {
+      ParseResult r = parse_kv_save(req.body(), info, tiny_tokenizer());
+      if (const auto* err = std::get_if<ApiError>(&r)) reply(*err);
+      return;
+    }
+    case Route::KvDelete: {
+      ParseResult r = parse_kv_delete(req.body(), m.kv_id, info);
+      if (const auto* err = std::get_if<ApiError>(&r)) reply(*err);
+      return;
+    }
     case Route::Health:
     case Route::Metrics:
       return;

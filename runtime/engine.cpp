@@ -169,11 +169,8 @@ KvHandoff kv_handoff_header(const Scheduler::ParkedRequest& p) {
 
 void Engine::release_handed_off(RequestId id) { scheduler_->release_parked(id); }
 
-void Engine::import_request(RequestId id, KvHandoff handoff, RequestParams params) {
-  const std::string why = check_kv_handoff(handoff, shape_, model_);
-  TROUPE_CHECK(why.empty(), "request ", id, ": its KV hand-off cannot continue here: ", why);
-  scheduler_->add_imported(id, std::make_shared<const KvHandoff>(std::move(handoff)),
-                           std::move(params));
+ImportResult Engine::import_request(RequestId id, KvHandoff handoff, RequestParams params) {
+  return import_handoff(*scheduler_, id, std::move(handoff), std::move(params), shape_, model_);
 }
 
 void Engine::add_request(RequestId id, std::span<const int32_t> prompt, RequestParams params,

@@ -23,6 +23,7 @@
 #include "runtime/kv_cache/paged_kv.h"
 #include "runtime/kv_cache/tier_storage.h"
 #include "runtime/kv_transfer/kv_handoff.h"
+#include "runtime/scheduler/import_handoff.h"
 #include "runtime/scheduler/scheduler.h"
 #include "runtime/speculative/drafter.h"
 #include "runtime/speculative/speculative_config.h"
@@ -103,9 +104,10 @@ class Engine {
   // import_request: no prefill, no replay, the same tokens as if it had never moved.
   KvHandoff export_request(RequestId id) const;  // throws troupe::Error if not parked
   void release_handed_off(RequestId id);
-  // Throws troupe::Error naming why a hand-off cannot continue here (another layout,
-  // bad lengths or token ids, bad parameters, an id in use).
-  void import_request(RequestId id, KvHandoff handoff, RequestParams params);
+  // Throws troupe::Error naming why a hand-off cannot continue here (bad lengths or token
+  // ids, bad parameters, an id in use). One without KV, or whose KV has another layout,
+  // recomputes its tokens here (import_handoff; the result says which).
+  ImportResult import_request(RequestId id, KvHandoff handoff, RequestParams params);
   Scheduler::HandOff hand_off(RequestId id) { return scheduler_->hand_off(id); }
   const KvHandoffShape& kv_shape() const { return shape_; }
 

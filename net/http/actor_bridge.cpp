@@ -259,6 +259,7 @@ class ActorBridge : public EngineBridge {
       e.balance_after.set(s.eplb_balance_after);
     }
     advance_spec_decode(s);
+    advance_kv_transfers(s);
     if (s.per_rank.empty()) return observe_steps(s, seen_.steps);
     // R ranks: each numbers its own steps, so each has its own cursor.
     seen_rank_steps_.resize(s.per_rank.size(), 0);
@@ -281,6 +282,25 @@ class ActorBridge : public EngineBridge {
       metrics_.scheduler_step_time.observe(step.plan_seconds);
     }
     seen = std::max(seen, f.steps);
+  }
+
+  // The KV hand-offs since the last scrape: counters, and the transfer-time buckets.
+  void advance_kv_transfers(const runtime::EngineFigures& s) {
+    advance(metrics_.kv_transfer_bytes, s.kv_transfer_bytes, seen_.kv_transfer_bytes);
+    advance(metrics_.kv_transfer_fallbacks, s.kv_transfer_fallbacks, seen_.kv_transfer_fallbacks);
+    for (size_t c = 0; c < runtime::kKvTransferFailureNames.size(); ++c)
+      advance(*metrics_.kv_transfer_failures[c], s.kv_transfer_failures[c],
+              seen_.kv_transfer_failures[c]);
+    std::vector<int64_t>& seen = seen_.kv_transfer_seconds_buckets;
+    seen.resize(std::max(seen.size(), s.kv_transfer_seconds_buckets.size()), 0);
+    std::vector<int64_t> more(s.kv_transfer_seconds_buckets.size(), 0);
+    for (size_t b = 0; b < more.size(); ++b) {
+      more[b] = std::max<int64_t>(0, s.kv_transfer_seconds_buckets[b] - seen[b]);
+      seen[b] = std::max(seen[b], s.kv_transfer_seconds_buckets[b]);
+    }
+    metrics_.kv_transfer_seconds.add(more, std::max(0.0, s.kv_transfer_seconds_sum -
+                                                             seen_.kv_transfer_seconds_sum));
+    seen_.kv_transfer_seconds_sum = std::max(seen_.kv_transfer_seconds_sum, s.kv_transfer_seconds_sum);
   }
 
   // The speculative-decoding counts since the last scrape (vLLM's spec_decode_* series).

@@ -413,6 +413,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   static ErrorKind error_kind(runtime::ErrorCause cause) {
     switch (cause) {
+      case runtime::ErrorCause::BadRequest: return ErrorKind::InvalidRequest;  // refused when added
       case runtime::ErrorCause::EngineDied: return ErrorKind::Unavailable;
       case runtime::ErrorCause::NotFound: return ErrorKind::NotFound;         // kv_restore, kv delete
       case runtime::ErrorCause::NoRoom: return ErrorKind::InsufficientStorage;  // kv save

@@ -123,6 +123,13 @@ void Histogram::observe(double v) {
   sum_ += v;
 }
 
+void Histogram::add(std::span<const int64_t> per_bucket, double sum) {
+  std::lock_guard lock(mutex_);
+  for (size_t i = 0; i < per_bucket.size() && i < counts_.size(); ++i)
+    counts_[i] += uint64_t(std::max<int64_t>(0, per_bucket[i]));
+  sum_ += sum;
+}
+
 Histogram::Snapshot Histogram::snapshot() const {
   Snapshot s;
   s.bounds = bounds_;

@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -55,6 +56,9 @@ class Histogram {
  public:
   explicit Histogram(std::vector<double> bounds);  // upper bounds, strictly increasing
   void observe(double v);                          // counted in every bucket with v <= le
+  // Observations counted elsewhere: per_bucket[i] more in bucket i ([bounds + 1], not
+  // cumulative; a shorter span adds nothing to the rest), with their sum.
+  void add(std::span<const int64_t> per_bucket, double sum);
 
   struct Snapshot {
     std::vector<double> bounds;

@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/step/engine_figures.h"
+
 namespace troupe::net::metrics {
 
 namespace {
@@ -45,6 +47,11 @@ Gauge& tier_gauge(Registry& r, const std::string& model_name, const std::string&
   return r.gauge("troupe:kv_cache_tier_bytes",
                  "Bytes of KV blocks each tier holds (primary pool, host memory, disk files).",
                  {{"model_name", model_name}, {"tier", tier}});
+}
+
+Counter& transfer_failures(Registry& r, const std::string& model_name, size_t cause) {
+  return r.counter("troupe:kv_transfer_failures", "KV hand-offs sent that failed, by cause.",
+                   {{"cause", runtime::kKvTransferFailureNames[cause]}, {"model_name", model_name}});
 }
 
 }  // namespace
@@ -123,6 +130,21 @@ ServingMetrics::ServingMetrics(Registry& r, const std::string& model_name)
       spec_decode_num_accepted_tokens(r.counter("troupe:spec_decode_num_accepted_tokens",
                                                 "Number of accepted tokens.",
                                                 {{"model_name", model_name}})),
+      kv_transfer_bytes(r.counter("troupe:kv_transfer_bytes",
+                                  "Bytes of KV hand-offs sent and confirmed by the receiver.",
+                                  {{"model_name", model_name}})),
+      kv_transfer_failures{&transfer_failures(r, model_name, 0), &transfer_failures(r, model_name, 1),
+                           &transfer_failures(r, model_name, 2), &transfer_failures(r, model_name, 3),
+                           &transfer_failures(r, model_name, 4)},
+      kv_transfer_fallbacks(r.counter("troupe:kv_transfer_fallbacks",
+                                      "KV hand-offs received and recomputed instead of loaded.",
+                                      {{"model_name", model_name}})),
+      kv_transfer_seconds(r.histogram(
+          "troupe:kv_transfer_seconds",
+          "Histogram of KV hand-off time, export to the receiver's confirmation, in seconds.",
+          std::vector<double>(runtime::kKvTransferSecondsBounds.begin(),
+                              runtime::kKvTransferSecondsBounds.end()),
+          {{"model_name", model_name}})),
       time_to_first_token(r.histogram("troupe:time_to_first_token_seconds",
                                       "Histogram of time to first token in seconds.", kTtftBuckets,
                                       {{"model_name", model_name}})),

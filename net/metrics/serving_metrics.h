@@ -36,12 +36,18 @@
 //               speculative decoding counters; position 0 = a step's first draft token),
 //               troupe:eplb_rebalances_total (troupe's own: expert placements the ranks
 //               switched to, live EPLB)
+//               troupe:kv_transfer_bytes_total (KV hand-offs this instance sent and the
+//               receiver confirmed, P/D and drain: their bytes),
+//               troupe:kv_transfer_failures_total{cause} (hand-offs sent that failed: refused
+//               timeout receiver_down export no_receiver), troupe:kv_transfer_fallbacks_total
+//               (hand-offs received and recomputed instead of loaded: docs/pd.md)
 //   gauges (EPLB) troupe:eplb_balance{when="before"|"after"} (troupe's own: the planner's
 //               mean per-layer balance of its window on the placement before and after the
 //               last switch, MODEL.md 9); both EPLB families appear with the first switch
 //   histograms  troupe:time_to_first_token_seconds, troupe:inter_token_latency_seconds,
 //               troupe:e2e_request_latency_seconds, troupe:request_queue_time_seconds,
-//               troupe:num_requests_admitted_per_step, troupe:scheduler_step_time_seconds
+//               troupe:num_requests_admitted_per_step, troupe:scheduler_step_time_seconds,
+//               troupe:kv_transfer_seconds (a confirmed hand-off, export to confirmation)
 #pragma once
 
 #include <array>
@@ -128,6 +134,10 @@ class ServingMetrics {
   Counter& spec_decode_num_drafts;
   Counter& spec_decode_num_draft_tokens;
   Counter& spec_decode_num_accepted_tokens;
+  Counter& kv_transfer_bytes;
+  std::array<Counter*, 5> kv_transfer_failures;  // by runtime::KvTransferFailure
+  Counter& kv_transfer_fallbacks;
+  Histogram& kv_transfer_seconds;  // runtime::kKvTransferSecondsBounds
   Histogram& time_to_first_token;
   Histogram& inter_token_latency;
   Histogram& e2e_request_latency;

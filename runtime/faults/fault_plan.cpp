@@ -15,11 +15,13 @@ constexpr KindName kKinds[] = {{"step-throw", FaultKind::StepThrow},
                                {"rank-exit", FaultKind::RankExit},
                                {"step-stall", FaultKind::StepStall},
                                {"tokenize-fail", FaultKind::TokenizeFail},
-                               {"rank-start-stall", FaultKind::RankStartStall}};
+                               {"rank-start-stall", FaultKind::RankStartStall},
+                               {"kv-import-drop", FaultKind::KvImportDrop},
+                               {"kv-import-stall", FaultKind::KvImportStall}};
 
 constexpr std::string_view kSyntax =
     "expected KIND@N or KIND@N:MS (the stalls), KIND one of step-throw rank-exit step-stall "
-    "tokenize-fail rank-start-stall";
+    "tokenize-fail rank-start-stall kv-import-drop kv-import-stall";
 
 // A whole decimal number in [1, 2^62]; false if `s` is anything else.
 bool parse_count(std::string_view s, int64_t& out) {
@@ -41,13 +43,14 @@ Fault parse_fault(std::string_view item) {
   const size_t colon = rest.find(':');
   const std::string_view n = rest.substr(0, colon);
   TROUPE_CHECK(parse_count(n, f.at), "fault '", item, "': N must be a whole number >= 1");
-  if (f.kind == FaultKind::StepStall || f.kind == FaultKind::RankStartStall) {
+  if (f.kind == FaultKind::StepStall || f.kind == FaultKind::RankStartStall ||
+      f.kind == FaultKind::KvImportStall) {
     TROUPE_CHECK(colon != std::string_view::npos && parse_count(rest.substr(colon + 1), f.stall_ms),
                  "fault '", item, "': ", name,
                  " needs :MS, a whole number of milliseconds >= 1");
   } else {
     TROUPE_CHECK(colon == std::string_view::npos, "fault '", item,
-                 "': only step-stall and rank-start-stall take :MS");
+                 "': only the stalls (step-stall, rank-start-stall, kv-import-stall) take :MS");
   }
   return f;
 }
@@ -97,6 +100,18 @@ int64_t FaultPlan::next_rank_start() const {
   for (const Fault& f : faults_)
     if (f.kind == FaultKind::RankStartStall && f.at == n) ms += f.stall_ms;
   return ms;
+}
+
+FaultPlan::ImportFault FaultPlan::next_import() const {
+  ImportFault out;
+  if (faults_.empty()) return out;
+  const int64_t n = imports_.fetch_add(1) + 1;
+  for (const Fault& f : faults_) {
+    if (f.at != n) continue;
+    out.drop |= f.kind == FaultKind::KvImportDrop;
+    if (f.kind == FaultKind::KvImportStall) out.stall_ms += f.stall_ms;
+  }
+  return out;
 }
 
 }  // namespace troupe::runtime

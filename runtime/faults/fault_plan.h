@@ -11,6 +11,11 @@
 //          | rank-start-stall  the Nth rank to start (1: the first, 2: the first restart)
 //                            sleeps MS milliseconds before it sets up (a slow start:
 //                            /health stays 503 "starting" / "restarting" meanwhile)
+//          | kv-import-drop    the Nth KV hand-off this process receives is dropped: never
+//                            queued, never answered (a receiver that never confirms; the
+//                            sender's lease runs out)
+//          | kv-import-stall   the receiving scheduler sleeps MS milliseconds before it
+//                            takes the Nth KV hand-off (a transfer slower than its lease)
 //
 //   "step-throw@3,step-stall@5:200"   step 3 throws, step 5 stalls 200 ms
 //
@@ -27,12 +32,14 @@
 
 namespace troupe::runtime {
 
-enum class FaultKind : uint8_t { StepThrow, RankExit, StepStall, TokenizeFail, RankStartStall };
+enum class FaultKind : uint8_t {
+  StepThrow, RankExit, StepStall, TokenizeFail, RankStartStall, KvImportDrop, KvImportStall
+};
 
 struct Fault {
   FaultKind kind = FaultKind::StepThrow;
   int64_t at = 1;        // the Nth step or tokenization (1-based)
-  int64_t stall_ms = 0;  // StepStall and RankStartStall only
+  int64_t stall_ms = 0;  // the stalls only
 };
 
 // What the rank must do before running a step.
@@ -51,7 +58,8 @@ class FaultPlan {
       : faults_(std::move(o.faults_)),
         steps_(o.steps_.load()),
         tokenizations_(o.tokenizations_.load()),
-        rank_starts_(o.rank_starts_.load()) {}
+        rank_starts_(o.rank_starts_.load()),
+        imports_(o.imports_.load()) {}
 
   // Parses SPEC (above); throws troupe::Error naming the bad item. "" is no fault.
   static FaultPlan parse(std::string_view spec);
@@ -65,12 +73,19 @@ class FaultPlan {
   bool next_tokenize() const;
   // Counts one rank start; the milliseconds it must sleep first (0: none).
   int64_t next_rank_start() const;
+  // Counts one KV hand-off received; what the receiver must do with it.
+  struct ImportFault {
+    bool drop = false;
+    int64_t stall_ms = 0;
+  };
+  ImportFault next_import() const;
 
  private:
   std::vector<Fault> faults_;
   mutable std::atomic<int64_t> steps_{0};
   mutable std::atomic<int64_t> tokenizations_{0};
   mutable std::atomic<int64_t> rank_starts_{0};
+  mutable std::atomic<int64_t> imports_{0};
 };
 
 }  // namespace troupe::runtime

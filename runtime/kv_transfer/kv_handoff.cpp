@@ -33,14 +33,16 @@ void pack_kv_handoff(const PagedKvStorage& storage, const KvHandoffShape& shape,
   storage.save_slot_state(slot, h.region);
 }
 
-std::string check_kv_handoff(const KvHandoff& h, const KvHandoffShape& shape,
-                             const model::ModelConfig& m) {
-  if (!(h.shape == shape))
-    return "its KV layout (block size " + std::to_string(h.shape.block_size) + ", " +
-           std::to_string(h.shape.block_bytes) + " bytes a block, rows mode " +
-           std::to_string(h.shape.rows_mode) + ") is not this engine's (" +
-           std::to_string(shape.block_size) + ", " + std::to_string(shape.block_bytes) + ", " +
-           std::to_string(shape.rows_mode) + ")";
+bool carries_kv(const KvHandoff& h) { return !(h.shape == KvHandoffShape{}); }
+
+void drop_kv(KvHandoff& h) {
+  h.shape = {};
+  h.num_blocks = 0;
+  h.region.clear();
+  h.region.shrink_to_fit();
+}
+
+std::string check_kv_tokens(const KvHandoff& h, const model::ModelConfig& m) {
   const auto n = static_cast<int64_t>(h.tokens.size());
   if (h.num_prompt_tokens < 1 || h.num_prompt_tokens >= n)
     return "it has " + std::to_string(n) + " tokens and a prompt of " +
@@ -51,6 +53,18 @@ std::string check_kv_handoff(const KvHandoff& h, const KvHandoffShape& shape,
     return "its cached token count is out of range";
   if (h.text_tokens < 0 || h.text_tokens > n - h.num_prompt_tokens || h.streamed_text_bytes > h.text.size())
     return "its text state is out of range";
+  return {};
+}
+
+std::string check_kv_handoff(const KvHandoff& h, const KvHandoffShape& shape,
+                             const model::ModelConfig& m) {
+  if (!(h.shape == shape))
+    return "its KV layout (block size " + std::to_string(h.shape.block_size) + ", " +
+           std::to_string(h.shape.block_bytes) + " bytes a block, rows mode " +
+           std::to_string(h.shape.rows_mode) + ") is not this engine's (" +
+           std::to_string(shape.block_size) + ", " + std::to_string(shape.block_bytes) + ", " +
+           std::to_string(shape.rows_mode) + ")";
+  if (std::string why = check_kv_tokens(h, m); !why.empty()) return why;
   const int64_t bs = shape.block_size;
   if (h.num_blocks != (h.num_computed() + bs - 1) / bs)
     return std::to_string(h.num_blocks) + " blocks for " + std::to_string(h.num_computed()) +

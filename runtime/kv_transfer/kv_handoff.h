@@ -67,13 +67,23 @@ struct KvHandoff {
   bool operator==(const KvHandoff&) const = default;
 };
 
+// A hand-off without KV (shape all zero, no region): the request's tokens and text state
+// only. The receiver recomputes its tokens as a preempted request does: the fallback when
+// a transfer failed or its KV cannot be loaded there (docs/pd.md "When a move fails").
+bool carries_kv(const KvHandoff& h);
+void drop_kv(KvHandoff& h);
+
 // Packs request state held in `storage` into h (whose tokens are set): the blocks of
 // `table` covering tokens [0, tokens.size() - 1) and ring slot `slot`.
 void pack_kv_handoff(const PagedKvStorage& storage, const KvHandoffShape& shape,
                      std::span<const int32_t> table, int32_t slot, KvHandoff& h);
 
+// Why a hand-off's tokens and text state cannot continue on a model of this vocabulary,
+// or "": the prompt and output lengths, token ids, cached count, text state. Never throws.
+std::string check_kv_tokens(const KvHandoff& h, const model::ModelConfig& m);
+
 // Why a hand-off (which may come from another process) cannot be loaded into an engine
-// of this shape and model, or an empty string: shape, token ids, lengths and the region's
+// of this shape and model, or an empty string: shape, check_kv_tokens, the region's
 // size, including every length field inside the slot state. Never throws.
 std::string check_kv_handoff(const KvHandoff& h, const KvHandoffShape& shape,
                              const model::ModelConfig& m);

@@ -82,7 +82,7 @@ void Scheduler::add_imported(RequestId id, std::shared_ptr<const KvHandoff> h,
                "request ", id, ": its text state is out of range");
   // The text the sender streamed is not streamed again.
   r->detok.restore(h->text, h->text_tokens, size_t(h->streamed_text_bytes));
-  r->kv_load = std::move(h);
+  if (carries_kv(*h)) r->kv_load = std::move(h);  // else it recomputes (import_handoff)
   waiting_.emplace(queue_key(*r), r.get());
   requests_.emplace(id, std::move(r));
 }

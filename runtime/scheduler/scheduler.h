@@ -72,8 +72,10 @@ class Scheduler {
   int64_t num_parked() const { return static_cast<int64_t>(parked_.size()); }
   // A request continued from another engine's hand-off: it waits as any request and,
   // when admitted (at most max_kv_loads_per_step a step), its plan's KvLoad copies h's
-  // bytes in and its first chunk decodes h's last token. Throws troupe::Error on bad
-  // input (as add_request; h's bytes are checked by the caller, check_kv_handoff).
+  // bytes in and its first chunk decodes h's last token. A hand-off without KV
+  // (carries_kv) is admitted as a preempted request is: its tokens are recomputed. Throws
+  // troupe::Error on bad input (as add_request; h's bytes are checked by the caller:
+  // import_handoff).
   void add_imported(RequestId id, std::shared_ptr<const KvHandoff> h, RequestParams params);
   // Drain: hands request id off as soon as its KV is consistent. Now: it is parked
   // already and may be exported at once (its output, with no tokens, comes with the next

@@ -7,6 +7,15 @@ void add_counts(std::vector<int64_t>& to, std::span<const int64_t> from) {
   for (size_t i = 0; i < from.size(); ++i) to[i] += from[i];
 }
 
+void count_kv_transfer(EngineFigures& f, int64_t bytes, double seconds) {
+  f.kv_transfer_bytes += bytes;
+  f.kv_transfer_seconds_sum += seconds;
+  f.kv_transfer_seconds_buckets.resize(kKvTransferSecondsBounds.size() + 1, 0);
+  size_t b = 0;
+  while (b < kKvTransferSecondsBounds.size() && seconds > kKvTransferSecondsBounds[b]) ++b;
+  f.kv_transfer_seconds_buckets[b] += 1;
+}
+
 EngineFigures sum_figures(std::span<const EngineFigures> ranks) {
   EngineFigures s;
   for (const EngineFigures& r : ranks) {
@@ -40,6 +49,12 @@ EngineFigures sum_figures(std::span<const EngineFigures> ranks) {
     s.spec_num_accepted_tokens += r.spec_num_accepted_tokens;
     add_counts(s.spec_accepted_per_pos, r.spec_accepted_per_pos);
     add_counts(s.spec_steps_by_k, r.spec_steps_by_k);
+    s.kv_transfer_bytes += r.kv_transfer_bytes;
+    add_counts(s.kv_transfer_seconds_buckets, r.kv_transfer_seconds_buckets);
+    s.kv_transfer_seconds_sum += r.kv_transfer_seconds_sum;
+    for (size_t c = 0; c < kKvTransferFailureNames.size(); ++c)
+      s.kv_transfer_failures[c] += r.kv_transfer_failures[c];
+    s.kv_transfer_fallbacks += r.kv_transfer_fallbacks;
     if (r.eplb_rebalances > s.eplb_rebalances) {  // the ranks switch together: the latest
       s.eplb_rebalances = r.eplb_rebalances;
       s.eplb_balance_before = r.eplb_balance_before;

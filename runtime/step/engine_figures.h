@@ -4,6 +4,7 @@
 // are as of the moment the figures were taken.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -20,6 +21,19 @@ struct StepSample {
 
   bool operator==(const StepSample&) const = default;
 };
+
+// Why a KV hand-off this engine sent failed (the cause label of
+// troupe:kv_transfer_failures_total): the receiver said no, did not answer within the
+// lease, was gone, the rank could not pack it, or there was no receiver to send it to.
+enum class KvTransferFailure : uint8_t { Refused, Timeout, ReceiverDown, Export, NoReceiver };
+inline constexpr std::array<const char*, 5> kKvTransferFailureNames = {
+    "refused", "timeout", "receiver_down", "export", "no_receiver"};
+inline constexpr std::array<double, 12> kKvTransferSecondsBounds = {
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0};
+
+// Counts one confirmed transfer of `bytes` that took `seconds` into f.
+struct EngineFigures;
+void count_kv_transfer(EngineFigures& f, int64_t bytes, double seconds);
 
 struct EngineFigures {
   // --- state now
@@ -61,6 +75,16 @@ struct EngineFigures {
   // placement before and after the last switch. The same on every rank of an instance.
   int64_t eplb_rebalances = 0;
   double eplb_balance_before = 0, eplb_balance_after = 0;
+  // KV hand-offs (P/D, drain; docs/pd.md). Sent by this engine and confirmed by the
+  // receiver: their bytes, and their seconds from export to confirmation as counts per
+  // bucket of kKvTransferSecondsBounds (non-cumulative, [bounds + 1]; empty before the
+  // first) plus their sum. Sent and failed, by KvTransferFailure. Received and recomputed
+  // instead of loaded (no KV came, or it did not fit: the fallback of a failed move).
+  int64_t kv_transfer_bytes = 0;
+  std::vector<int64_t> kv_transfer_seconds_buckets;
+  double kv_transfer_seconds_sum = 0;
+  int64_t kv_transfer_failures[5] = {0, 0, 0, 0, 0};
+  int64_t kv_transfer_fallbacks = 0;
   // Steps with speculating decodes by their draft limit k (index k; the online cost
   // table's choices when adaptive, else all at num_speculative_tokens).
   std::vector<int64_t> spec_steps_by_k;

@@ -3,9 +3,13 @@
 // config/examples/pd-local.yaml). Concurrent completions, streamed and not, get the plain
 // one-rank Engine's greedy tokens: the first token from the prefill process, the rest
 // from the decode process after the KV moved between them (over the control ports). A
-// completion of one token never moves.
+// completion of one token never moves. With two decode instances (1P2D) a move that fails
+// falls back: one decode process killed while the hand-off to it is pending (it stalls on
+// it, an injected fault), and the request ends with the same tokens, recomputed by the
+// other decode process.
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -39,6 +43,79 @@ std::string pd_yaml(uint16_t router, uint16_t prefill, uint16_t decode) {
 
 std::vector<int32_t> tokens_of(const json& body) {
   return body["choices"][0]["token_ids"].get<std::vector<int32_t>>();
+}
+
+std::string one_p_two_d_yaml(const std::vector<uint16_t>& ports) {
+  return "cluster-secret: test-cluster-secret-0123\n"
+         "nodes:\n"
+         "  - {name: router, host: 127.0.0.1, port: " + std::to_string(ports[0]) + "}\n"
+         "  - {name: prefill, host: 127.0.0.1, port: " + std::to_string(ports[1]) + "}\n"
+         "  - {name: decode1, host: 127.0.0.1, port: " + std::to_string(ports[2]) + "}\n"
+         "  - {name: decode2, host: 127.0.0.1, port: " + std::to_string(ports[3]) + "}\n"
+         "router: {node: router, http-port: 0, tcp-port: 0}\n"
+         "instances:\n"
+         "  - {name: p, role: prefill, ranks: [prefill], threads: 1}\n"
+         "  - {name: d1, role: decode, ranks: [decode1], threads: 1}\n"
+         "  - {name: d2, role: decode, ranks: [decode2], threads: 1}\n"
+             + cluster_serve_section();
+}
+
+TEST(ServeClusterPd, ADecodeProcessKilledMidTransferFallsBackToTheOther) {
+  test::TempDir dir;
+  const std::string file = dir.file("pd2.yaml");
+  std::ofstream(file) << one_p_two_d_yaml(free_ports(4));
+  auto node = [&](const char* name, std::vector<std::string> wrapper = {}) {
+    return std::make_unique<Daemon>(std::vector<std::string>{"--config", file, "--node", name},
+                                    wrapper);
+  };
+  auto router = node("router");
+  auto prefill = node("prefill");
+  // decode1 is the first choice (the lower slot); it sleeps on the first hand-off it gets.
+  auto decode1 = node("decode1", {"env", "TROUPE_INJECT_FAULTS=kv-import-stall@1:30000"});
+  auto decode2 = node("decode2");
+  const uint16_t port = router->port();
+  ASSERT_NE(port, 0) << router->output();
+  ASSERT_TRUE(router->wait_ready(port, 120s)) << router->output() << prefill->output()
+                                              << decode1->output() << decode2->output();
+  const std::vector<int32_t> prompt = random_tokens(41, 950);
+  HttpResponse response;
+  std::thread client([&] {
+    response = http(port, "POST", "/v1/completions", completion(prompt, 8, false).dump());
+  });
+  const bool stalled = decode1->wait_output("injected fault kv-import-stall", 60s);
+  decode1->stop(SIGKILL);
+  client.join();
+  ASSERT_TRUE(stalled) << decode1->output();
+  ASSERT_EQ(response.status, 200) << response.body << router->output() << prefill->output()
+                                  << decode2->output();
+  const json got = json::parse(response.body);
+  EXPECT_EQ(tokens_of(got), runtime::engine_greedy(*golden_model().forward, prompt, 8));
+  EXPECT_EQ(got["usage"]["completion_tokens"], 8);
+  EXPECT_NE(router->output().find("recomputes it"), std::string::npos) << router->output();
+
+  // The counts on the router's /metrics: one failed transfer (the receiver gone, or its
+  // lease out, whichever the prefill side saw first), one recompute.
+  std::string metrics = http(port, "GET", "/metrics").body;
+  auto value = [&](const std::string& series) {  // the first sample of the series; -1: none
+    const size_t at = metrics.find(series);
+    return at == std::string::npos ? -1.0 : std::stod(metrics.substr(metrics.find(' ', at) + 1));
+  };
+  EXPECT_EQ(value("troupe:kv_transfer_fallbacks_total{"), 1.0) << metrics;
+  EXPECT_EQ(value("troupe:kv_transfer_failures_total{cause=\"receiver_down\"") +
+                value("troupe:kv_transfer_failures_total{cause=\"timeout\""),
+            1.0)
+      << metrics;
+
+  // The next request goes to decode2 alone, with its KV; the prefill side holds nothing.
+  const HttpResponse next =
+      http(port, "POST", "/v1/completions", completion(prompt, 5, false).dump());
+  ASSERT_EQ(next.status, 200) << next.body;
+  EXPECT_EQ(tokens_of(json::parse(next.body)),
+            runtime::engine_greedy(*golden_model().forward, prompt, 5));
+  metrics = http(port, "GET", "/metrics").body;
+  EXPECT_GT(value("troupe:kv_transfer_bytes_total{"), 0.0) << metrics;
+  EXPECT_NE(metrics.find("troupe:kv_transfer_seconds_count{"), std::string::npos) << metrics;
+  EXPECT_GT(value("troupe:kv_transfer_seconds_count{"), 0.0) << metrics;
 }
 
 TEST(ServeClusterPd, RequestsPrefillOnOneInstanceAndDecodeOnTheOther) {

@@ -27,14 +27,28 @@ TEST(FaultPlan, ParsesEveryKind) {
   EXPECT_TRUE(FaultPlan::parse("").empty());
 }
 
+TEST(FaultPlan, CountsKvImportsApartFromSteps) {
+  const FaultPlan p = FaultPlan::parse("kv-import-drop@2,kv-import-stall@3:40,step-throw@1");
+  EXPECT_TRUE(p.next_step().fail);
+  const FaultPlan::ImportFault first = p.next_import();
+  EXPECT_FALSE(first.drop);
+  EXPECT_EQ(first.stall_ms, 0);
+  EXPECT_TRUE(p.next_import().drop);
+  const FaultPlan::ImportFault third = p.next_import();
+  EXPECT_FALSE(third.drop);
+  EXPECT_EQ(third.stall_ms, 40);
+  EXPECT_FALSE(p.next_import().drop);
+}
+
 TEST(FaultPlan, RefusesBadSpecsNamingTheItem) {
   const std::pair<const char*, const char*> cases[] = {
       {"step-throw", "'step-throw'"},        {"step-throw@", "N must be"},
       {"step-throw@0", "N must be"},         {"step-throw@-1", "N must be"},
       {"step-throw@1x", "N must be"},        {"explode@1", "unknown kind 'explode'"},
       {"step-stall@1", "needs :MS"},         {"step-stall@1:0", "needs :MS"},
-      {"step-throw@1:5", "only step-stall"}, {"step-throw@1,,rank-exit@2", "empty item"},
+      {"step-throw@1:5", "only the stalls"}, {"step-throw@1,,rank-exit@2", "empty item"},
       {"rank-start-stall@2", "rank-start-stall needs :MS"},
+      {"kv-import-stall@1", "kv-import-stall needs :MS"}, {"kv-import-drop@1:5", "only the stalls"},
       {"step-throw@1,", "empty item"},       {"step-throw@99999999999999999999", "N must be"},
   };
   for (const auto& [spec, needle] : cases) {

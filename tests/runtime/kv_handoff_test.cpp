@@ -317,8 +317,9 @@ TEST(KvHandoffAdmission, APrefixCachedOnTheReceiverIsNotLoadedAgain) {
   }
 }
 
-// Hand-offs the receiver cannot continue are refused naming why; it stays usable.
-TEST(KvHandoffAdmission, BadHandOffsAreRefusedAndTheEngineCarriesOn) {
+// Hand-offs the receiver cannot continue are refused naming why; one whose KV it cannot
+// load recomputes instead, naming why; the engine stays usable.
+TEST(KvHandoffAdmission, BadHandOffsAreRefusedOrRecomputedAndTheEngineCarriesOn) {
   const Job j = workload()[3];
   Engine prefill(*golden_model().forward, nullptr, config(false));
   add_handing_off(prefill, {j});
@@ -335,24 +336,36 @@ TEST(KvHandoffAdmission, BadHandOffsAreRefusedAndTheEngineCarriesOn) {
       EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
     }
   };
+  RequestId next = 1000;  // each recomputing import takes an id of its own
+  auto recomputes = [&](runtime::KvHandoff h, const std::string& why) {
+    const runtime::ImportResult r = decode.import_request(next++, std::move(h), j.params);
+    EXPECT_FALSE(r.loads_kv) << why;
+    EXPECT_NE(r.kv_refused.find(why), std::string::npos) << r.kv_refused;
+  };
   runtime::KvHandoff h = good;
   h.shape.block_size = 32;
-  refused(h, j.params, "KV layout");
+  recomputes(h, "KV layout");
   h = good;
   h.region.resize(h.region.size() - 3);
-  refused(h, j.params, "malformed");
+  recomputes(h, "malformed");
   h = good;
   h.region.push_back(0);
-  refused(h, j.params, "trail");
+  recomputes(h, "trail");
+  h = good;
+  h.num_blocks += 1;
+  recomputes(h, "blocks for");
+  h = good;
+  runtime::drop_kv(h);
+  recomputes(h, "carries no KV");
   h = good;
   h.tokens.back() = int32_t(golden_model().config.vocab_size);
   refused(h, j.params, "out of the vocabulary");
   h = good;
-  h.num_blocks += 1;
-  refused(h, j.params, "blocks for");
-  h = good;
   h.num_prompt_tokens = int64_t(h.tokens.size());
   refused(h, j.params, "needs the prompt and a sampled token");
+  h = good;
+  h.streamed_text_bytes = h.text.size() + 1;
+  refused(h, j.params, "text state");
   RequestParams done = j.params;
   done.max_tokens = 1;
   refused(good, done, "output tokens already");
@@ -362,15 +375,49 @@ TEST(KvHandoffAdmission, BadHandOffsAreRefusedAndTheEngineCarriesOn) {
     c.block_size = 32;
     return c;
   }());
-  EXPECT_THROW(other_block.import_request(j.id, good, j.params), Error);
+  EXPECT_FALSE(other_block.import_request(j.id, good, j.params).loads_kv);
   EXPECT_THROW(prefill.export_request(j.id + 1), Error);  // not parked
 
-  decode.import_request(j.id, good, j.params);
+  EXPECT_TRUE(decode.import_request(j.id, good, j.params).loads_kv);
   EXPECT_THROW(decode.import_request(j.id, good, j.params), Error);  // the id is in use
   std::map<RequestId, Result> rest;
   run_all(decode, rest);
-  EXPECT_EQ(int64_t(rest[j.id].tokens.size()), j.params.max_tokens - 1);
-  EXPECT_EQ(rest[j.id].status, RequestStatus::FinishedLength);
+  for (RequestId id : {j.id, RequestId{1000}, RequestId{1004}}) {
+    EXPECT_EQ(int64_t(rest[id].tokens.size()), j.params.max_tokens - 1) << id;
+    EXPECT_EQ(rest[id].status, RequestStatus::FinishedLength) << id;
+  }
+}
+
+// The fallback of a failed move: the receiver gets the tokens only and recomputes them (a
+// prefill of prompt + first token). Greedy tokens equal an undisturbed run's, the text
+// streamed before the move is not streamed again, and every block comes back.
+TEST(KvHandoffAdmission, ARecomputedHandOffContinuesWithTheSameTokens) {
+  const std::vector<Job> jobs = workload();
+  const auto alone = run_alone(jobs, false);
+  Engine prefill(*golden_model().forward, &golden_tokenizer(), config(false));
+  Engine decode(*golden_model().forward, &golden_tokenizer(), config(false));
+  add_handing_off(prefill, jobs);
+  std::map<RequestId, Result> first, rest;
+  for (int n = 0; prefill.has_unfinished() && n < 5000; ++n) {
+    const std::vector<RequestOutput> outs = prefill.step();
+    collect(outs, first);
+    for (const RequestOutput& o : outs) {
+      if (o.status != RequestStatus::HandedOff) continue;
+      runtime::KvHandoff h = prefill.export_request(o.id);
+      prefill.release_handed_off(o.id);
+      runtime::drop_kv(h);
+      EXPECT_FALSE(decode.import_request(o.id, std::move(h), params_of(jobs).at(o.id)).loads_kv);
+    }
+  }
+  run_all(decode, rest);
+  EXPECT_EQ(decode.figures().used_blocks, 0);
+  EXPECT_EQ(prefill.figures().used_blocks, 0);
+  for (const Job& j : jobs) {
+    std::vector<int32_t> tokens = first[j.id].tokens;
+    tokens.insert(tokens.end(), rest[j.id].tokens.begin(), rest[j.id].tokens.end());
+    EXPECT_EQ(tokens, alone.at(j.id).tokens) << "request " << j.id;
+    EXPECT_EQ(first[j.id].text + rest[j.id].text, alone.at(j.id).text) << "request " << j.id;
+  }
 }
 
 // The bytes between processes: a real hand-off round-trips; a cut one, a wrong magic or
