@@ -17,11 +17,18 @@
 // its lease, the receiver gone) the prefill engine answers with the request's tokens and
 // the router has a decode engine recompute them, under a fresh id so that whatever the
 // first receiver might still send is dropped here ("When a move fails").
+//
+// Drain (drain_atom, POST /admin/drain): the instance's engines take nothing new, and
+// each of their requests is parked where its KV is consistent (park_atom) and moved as
+// above to another decode engine; requests not yet holding KV there are asked again
+// every 200 ms until none is left. An engine that goes away and comes back is no
+// longer draining.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <caf/io/all.hpp>
 #include <chrono>
+#include <optional>
 #include <unordered_map>
 
 #include "actors/engine_actors.h"
@@ -33,7 +40,9 @@ namespace troupe::actors {
 namespace {
 
 using cluster_router_actor =
-    router_actor::extend<caf::reacts_to<token_atom, TokenEvent>, caf::reacts_to<dial_atom, uint64_t>>;
+    router_actor::extend<caf::reacts_to<token_atom, TokenEvent>, caf::reacts_to<dial_atom, uint64_t>,
+                         caf::replies_to<drain_atom, std::string>::with<std::string, int64_t>,
+                         caf::reacts_to<drain_atom>>;
 
 constexpr auto kRedial = std::chrono::milliseconds(500);
 constexpr auto kDialTimeout = std::chrono::seconds(5);
@@ -42,23 +51,31 @@ constexpr auto kDialTimeout = std::chrono::seconds(5);
 constexpr auto kMoveAnswerTimeout = std::chrono::seconds(120);
 // Ids of recomputed fallbacks: far above the API's ids (counted from 0).
 constexpr runtime::RequestId kFallbackIds = runtime::RequestId(1) << 62;
+constexpr auto kDrainRetry = std::chrono::milliseconds(200);
 
 struct Slot {
   ClusterEngineAddress where;
   scheduler_actor engine;  // null while down
   int64_t in_flight = 0;
+  bool draining = false;   // takes nothing new; its requests move away
+
+  const std::string& instance() const { return where.instance.empty() ? where.name : where.instance; }
 };
 
 struct Client {
   size_t slot = 0;
   caf::actor client;
   runtime::RequestId client_id = 0;  // the id the client knows (a fallback runs under another)
-  runtime::RequestParams params;     // sent to a prefill engine: to recompute it elsewhere
+  runtime::RequestParams params;     // as sent: to recompute it elsewhere when a move fails
   // Being moved from slot `from` to `slot` (P/D) until `from` answers: if `from` goes
   // away meanwhile the answer never comes, so the request fails then; if `slot` does,
   // `from` answers with a failure and the request falls back.
   bool moving = false;
   size_t from = 0;
+  // Drain: when and from which slot its engine was asked to park it, until the first
+  // tokens from another (logged: the time to the next token on the new instance).
+  std::optional<std::chrono::steady_clock::time_point> drained_at;
+  size_t drained_from = 0;
 };
 
 struct ClusterRouterState {
@@ -123,6 +140,7 @@ void on_engine_down(Self self, const caf::down_msg& dm) {
     spdlog::error("cluster: {}; its {} request(s) in flight end with an error", why, s.in_flight);
     s.engine = scheduler_actor{};
     s.in_flight = 0;
+    s.draining = false;  // back from a restart, it serves again
     for (auto it = st.requests.begin(); it != st.requests.end();) {
       Client& c = it->second;
       const bool moving_from = c.moving && c.from == i;
@@ -160,7 +178,7 @@ int pick(const ClusterRouterState& st, bool decode = false, int avoid = -1) {
   int best = -1;
   for (size_t i = 0; i < st.slots.size(); ++i)
     if ((st.slots[i].where.role == EngineRole::Decode) == decode && serving(st, i) &&
-        int(i) != avoid &&
+        !st.slots[i].draining && int(i) != avoid &&
         (best < 0 || st.slots[i].in_flight < st.slots[size_t(best)].in_flight))
       best = static_cast<int>(i);
   return best < 0 && avoid >= 0 ? pick(st, decode) : best;
@@ -254,6 +272,45 @@ void move_to_decode(Self self, runtime::RequestId id, Client& c, TokenEvent& ev)
           });
 }
 
+// Asks the draining engines to park each of their requests not moving yet; how many.
+int64_t park_drained(Self self) {
+  auto& st = self->state;
+  int64_t asked = 0;
+  for (auto& [id, c] : st.requests) {
+    const Slot& s = st.slots[c.slot];
+    if (!s.draining || c.moving || !s.engine) continue;
+    if (!c.drained_at) {
+      c.drained_at = std::chrono::steady_clock::now();
+      c.drained_from = c.slot;
+    }
+    caf::anon_send(caf::actor_cast<caf::actor>(s.engine), park_atom::value, id);
+    ++asked;
+  }
+  return asked;
+}
+
+// Starts draining `instance`: why not, or "" and how many requests it holds.
+std::pair<std::string, int64_t> drain(Self self, const std::string& instance) {
+  auto& st = self->state;
+  std::string names;
+  bool found = false, elsewhere = false;
+  for (size_t i = 0; i < st.slots.size(); ++i) {
+    const Slot& s = st.slots[i];
+    if (names.find(s.instance()) == std::string::npos) names += (names.empty() ? "" : ", ") + s.instance();
+    found |= s.instance() == instance;
+    elsewhere |= s.instance() != instance && s.where.role == EngineRole::Decode && serving(st, i) &&
+                 !s.draining;
+  }
+  if (!found) return {"no instance named '" + instance + "' (instances: " + names + ")", 0};
+  if (!elsewhere) return {"no other decode instance is up to take the requests of '" + instance + "'", 0};
+  for (Slot& s : st.slots)
+    if (s.instance() == instance) s.draining = true;
+  const int64_t n = park_drained(self);
+  spdlog::info("cluster: draining instance {}: {} request(s) to move", instance, n);
+  if (n > 0) self->delayed_send(self, kDrainRetry, drain_atom::value);
+  return {std::string(), n};
+}
+
 cluster_router_actor::behavior_type cluster_router_fun(Self self,
                                                        std::vector<ClusterEngineAddress> remote,
                                                        std::vector<LocalEngine> local,
@@ -261,7 +318,8 @@ cluster_router_actor::behavior_type cluster_router_fun(Self self,
   auto& st = self->state;
   st.health = std::move(health);
   for (LocalEngine& e : local)
-    st.slots.push_back({{std::move(e.name), "", 0, std::move(e.group), e.role}, std::move(e.engine), 0});
+    st.slots.push_back({{std::move(e.name), "", 0, std::move(e.group), e.role, std::move(e.instance)},
+                        std::move(e.engine), 0});
   for (ClusterEngineAddress& w : remote) st.slots.push_back({std::move(w), scheduler_actor{}, 0});
   TROUPE_CHECK(!st.slots.empty(), "cluster router needs at least one engine");
   self->set_down_handler([=](const caf::down_msg& dm) { on_engine_down(self, dm); });
@@ -287,10 +345,8 @@ cluster_router_actor::behavior_type cluster_router_fun(Self self,
         }
         const bool prefill = st.slots[size_t(slot)].where.role == EngineRole::Prefill;
         auto track = [&](runtime::RequestId id, runtime::RequestParams& p) {
-          Client& c = st.requests[id] = {size_t(slot), client, id};
-          if (!prefill) return;
-          p.kv_hand_off_after = p.max_tokens > 1 ? 1 : 0;  // its first token only
-          c.params = p;
+          if (prefill) p.kv_hand_off_after = p.max_tokens > 1 ? 1 : 0;  // its first token only
+          st.requests[id] = {size_t(slot), client, id, p};
         };
         track(req.id, req.params);
         for (runtime::Sibling& s : req.siblings) track(s.id, s.params);
@@ -310,6 +366,14 @@ cluster_router_actor::behavior_type cluster_router_fun(Self self,
           return;
         }
         ev.output.id = it->second.client_id;
+        if (it->second.drained_at && it->second.slot != it->second.drained_from &&
+            !ev.output.new_tokens.empty()) {
+          const std::chrono::duration<double, std::milli> gap =
+              std::chrono::steady_clock::now() - *it->second.drained_at;
+          spdlog::info("cluster: request {} went on on {} {:.1f} ms after the drain asked",
+                       it->second.client_id, st.slots[it->second.slot].where.name, gap.count());
+          it->second.drained_at.reset();
+        }
         if (ev.output.finished()) {
           st.slots[it->second.slot].in_flight -= 1;
           st.fallbacks.erase(it->second.client_id);
@@ -324,6 +388,13 @@ cluster_router_actor::behavior_type cluster_router_fun(Self self,
         if (scheduler_actor e = engine_of(id)) self->send(e, fail_atom::value, id, why);
       },
       [=](dial_atom, uint64_t slot) { dial(self, slot); },
+      [=](drain_atom, const std::string& instance) -> caf::result<std::string, int64_t> {
+        auto [why, n] = drain(self, instance);
+        return {std::move(why), n};
+      },
+      [=](drain_atom) {  // the retry: requests that held no KV yet when asked
+        if (park_drained(self) > 0) self->delayed_send(self, kDrainRetry, drain_atom::value);
+      },
       // The instance's figures: every up engine's, summed (runtime::sum_figures).
       [=](stats_atom) -> caf::result<runtime::EngineFigures> {
         auto rp = self->make_response_promise<runtime::EngineFigures>();

@@ -134,6 +134,7 @@ struct ClusterEngineAddress {
   // processes, which serves only while every one of its ranks is up.
   std::string group;
   EngineRole role = EngineRole::Mixed;
+  std::string instance;  // the cluster file's instance name (drain names it); "": `name`
 };
 
 // An engine in this process (spawn_engine), under a cluster router.
@@ -142,6 +143,7 @@ struct LocalEngine {
   scheduler_actor engine;
   std::string group;  // as ClusterEngineAddress::group
   EngineRole role = EngineRole::Mixed;
+  std::string instance;  // as ClusterEngineAddress::instance
 };
 
 // The router of a cluster's router node (actors/cluster_router.cpp): dials every remote

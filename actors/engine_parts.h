@@ -32,6 +32,7 @@ using scheduler_core_actor =
                      caf::reacts_to<peers_atom, DpPeers>,
                      caf::reacts_to<stage_atom, PlacementUpdate>,
                      caf::replies_to<handoff_atom, runtime::RequestId, caf::actor>::with<std::string, KvHandoffBytes>,
+                     caf::reacts_to<park_atom, runtime::RequestId>,
                      caf::replies_to<import_atom, GenerateRequest, KvHandoffBytes, caf::actor>::with<std::string>>;
 
 // The instance's live-EPLB planner (actors/eplb_planner_actor.cpp): each scheduler sends
@@ -42,6 +43,7 @@ using Schedulers = std::vector<scheduler_core_actor>;  // [R], in rank order
 // the leader) and the target of its forming thread's reports (messages.h).
 using supervisor_actor = scheduler_actor::extend<
     caf::replies_to<handoff_atom, runtime::RequestId, caf::actor>::with<std::string, KvHandoffBytes>,
+    caf::reacts_to<park_atom, runtime::RequestId>,
     caf::replies_to<import_atom, GenerateRequest, KvHandoffBytes, caf::actor>::with<std::string>,
     caf::replies_to<join_atom, GroupJoin>::with<GroupFormed>,
     caf::reacts_to<address_atom, int64_t, std::vector<uint8_t>>,

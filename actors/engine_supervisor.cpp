@@ -380,6 +380,10 @@ supervisor_actor::behavior_type supervisor_fun(supervisor_pointer self,
         return self->delegate(self->state.members.front().scheduler, handoff_atom::value, id,
                               std::move(target));
       },
+      [=](park_atom, runtime::RequestId id) {  // drain: whichever rank holds it parks it
+        for (const Member& m : self->state.members)
+          if (m.scheduler) self->send(m.scheduler, park_atom::value, id);
+      },
       [=](import_atom, GenerateRequest& req, KvHandoffBytes& bytes,
           caf::actor client) -> caf::result<std::string> {
         auto& st = self->state;

@@ -127,6 +127,8 @@ using group_atom = caf::atom_constant<caf::atom("group")>;        // a rank's co
 using handoff_atom = caf::atom_constant<caf::atom("handoff")>;    // move a parked request
 using import_atom = caf::atom_constant<caf::atom("import")>;      // continue a moved request
 using export_atom = caf::atom_constant<caf::atom("export")>;      // pack a parked request's KV
+using park_atom = caf::atom_constant<caf::atom("park")>;          // drain: park a running request
+using drain_atom = caf::atom_constant<caf::atom("drain")>;        // move an instance's requests away
 
 // --- payloads ----------------------------------------------------------------------------
 // A request for one generation; outputs stream to `reply_to` as (token_atom, TokenEvent).

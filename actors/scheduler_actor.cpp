@@ -436,6 +436,26 @@ caf::result<std::string, KvHandoffBytes> hand_off(scheduler_pointer self, runtim
   return rp;
 }
 
+// Drain (docs/pd.md "Drain"): parks running request id where its KV is consistent - now,
+// or after the step in flight - so its HandedOff event reaches its client (the cluster
+// router), which moves it. A request holding no KV here (waiting) stays: the asker asks
+// again later.
+void park(scheduler_pointer self, runtime::RequestId id) {
+  auto& s = self->state;
+  switch (s.scheduler->hand_off(id)) {
+    case runtime::Scheduler::HandOff::Now:
+      stream(self, s.scheduler->take_finished());
+      break;
+    case runtime::Scheduler::HandOff::AfterStep:
+      kick(self);
+      break;
+    case runtime::Scheduler::HandOff::NotHeld:
+    case runtime::Scheduler::HandOff::Unknown:
+      spdlog::debug("scheduler: park request {}: it holds no KV here", id);
+      break;
+  }
+}
+
 // A request moved here from another engine: queued like any request (admitted at most
 // max_kv_loads_per_step a step) with its KV, or, when it brings none or its KV does not fit
 // here, to recompute its tokens (import_handoff). Returns why it cannot continue here, or "".
@@ -562,6 +582,7 @@ scheduler_core_actor::behavior_type scheduler_fun(
       [=](handoff_atom, runtime::RequestId id, caf::actor target) {
         return hand_off(self, id, std::move(target));
       },
+      [=](park_atom, runtime::RequestId id) { park(self, id); },
       [=](import_atom, GenerateRequest& req, KvHandoffBytes& bytes,
           caf::actor client) -> caf::result<std::string> {
         const auto fault = self->state.faults ? self->state.faults->next_import()

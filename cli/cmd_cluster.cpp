@@ -5,9 +5,6 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
-#include <boost/asio.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -15,35 +12,20 @@
 #include "actors/engine_actors.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/http_call.h"
 #include "config/cluster_config.h"
 #include "kernels/check.h"
 
 namespace troupe::cli {
 namespace {
 
-namespace beast = boost::beast;
-using tcp = boost::asio::ip::tcp;
-
 // GET /health on host:port: "200" or "503: <body>", or why it could not be asked.
 std::string router_health(const std::string& host, int64_t port) {
   if (port == 0) return "not probed (http-port 0: the OS picks it)";
-  try {
-    boost::asio::io_context io;
-    beast::tcp_stream stream(io);
-    stream.expires_after(std::chrono::seconds(3));
-    stream.connect(tcp::resolver(io).resolve(host, std::to_string(port)));
-    beast::http::request<beast::http::empty_body> req{beast::http::verb::get, "/health", 11};
-    req.set(beast::http::field::host, host);
-    beast::http::write(stream, req);
-    beast::flat_buffer buf;
-    beast::http::response<beast::http::string_body> res;
-    beast::http::read(stream, buf, res);
-    const int code = res.result_int();
-    return code == 200 ? std::string("up (/health 200)")
-                       : "not ready (/health " + std::to_string(code) + ": " + res.body() + ")";
-  } catch (const std::exception& e) {
-    return std::string("unreachable: ") + e.what();
-  }
+  const HttpAnswer a = http_call(host, port, "GET", "/health");
+  if (a.status == 0) return "unreachable: " + a.body;
+  return a.status == 200 ? std::string("up (/health 200)")
+                         : "not ready (/health " + std::to_string(a.status) + ": " + a.body + ")";
 }
 
 // Dials an engine node and asks for its figures.

@@ -300,13 +300,15 @@ int run_serve(const CommandArgs& argv) {
     for (const config::ClusterEngine& e : setup.node->remote) {
       const config::ClusterNode& n = *setup.cluster->node(e.node);
       remote.push_back({e.describe(*setup.cluster), n.host, static_cast<uint16_t>(n.port),
-                        e.group_member ? e.instance : std::string(), engine_role(e.role)});
+                        e.group_member ? e.instance : std::string(), engine_role(e.role),
+                        e.instance});
     }
     std::vector<actors::LocalEngine> here;
     if (local) {
       const config::ClusterEngine& e = *setup.node->engine;
       here.push_back({e.describe(*setup.cluster), local->engine,
-                      e.group_member ? e.instance : std::string(), engine_role(e.role)});
+                      e.group_member ? e.instance : std::string(), engine_role(e.role),
+                      e.instance});
     }
     health = std::make_shared<actors::InstanceHealth>();
     router = actors::spawn_cluster_router(sys, std::move(remote), std::move(here), health);

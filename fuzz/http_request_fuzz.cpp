@@ -11,6 +11,7 @@
 #include "fuzz/targets.h"
 #include "net/http/request_checks.h"
 #include "net/http/routes.h"
+#include "net/openai/admin_requests.h"
 #include "net/openai/kv_requests.h"
 #include "net/openai/responses.h"
 #include "net/openai/tokenize.h"
@@ -71,6 +72,12 @@ void handle(const Request& req) {
     case Route::KvDelete: {
       ParseResult r = parse_kv_delete(req.body(), m.kv_id, info);
       if (const auto* err = std::get_if<ApiError>(&r)) reply(*err);
+      return;
+    }
+    case Route::AdminDrain: {
+      auto r = parse_drain_request(req.body(), info);
+      if (const auto* err = std::get_if<ApiError>(&r)) reply(*err);
+      else (void)dump_json(drain_response(std::get<DrainRequest>(r).instance, 0));
       return;
     }
     case Route::Health:

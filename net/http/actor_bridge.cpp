@@ -166,6 +166,27 @@ caf::behavior scrape_fun(caf::event_based_actor* self, actors::router_actor rout
   return {[](actors::stats_atom) {}};  // the reply above is all it waits for
 }
 
+// A one-shot asker of the router's drain (same shape as scrape_fun).
+using DrainDone = std::function<void(EngineBridge::DrainResult)>;
+caf::behavior drain_fun(caf::event_based_actor* self, actors::router_actor router,
+                        std::string instance, DrainDone done) {
+  self->request(caf::actor_cast<caf::actor>(router), std::chrono::seconds(10),
+                actors::drain_atom::value, instance)
+      .then(
+          [=](const std::string& why, int64_t requests) {
+            done({why, requests});
+            self->quit();
+          },
+          [=](caf::error& err) {
+            done({err == caf::sec::unexpected_message
+                      ? std::string("drain needs a cluster router (troupe serve --config FILE --node NAME)")
+                      : "the router did not answer: " + self->home_system().render(err),
+                  0});
+            self->quit();
+          });
+  return {[](actors::drain_atom) {}};  // the reply above is all it waits for
+}
+
 class ActorGeneration : public Generation {
  public:
   ActorGeneration(caf::actor a, int64_t id) : actor_(std::move(a)), id_(id) {}
@@ -209,6 +230,10 @@ class ActorBridge : public EngineBridge {
                  update_metrics(*s);
                  done(*s);
                }));
+  }
+
+  void drain(const std::string& instance, std::function<void(DrainResult)> done) override {
+    sys_.spawn(drain_fun, router_, instance, DrainDone(std::move(done)));
   }
 
   std::optional<std::string> unhealthy_reason() const override {

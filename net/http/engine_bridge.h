@@ -55,6 +55,18 @@ class EngineBridge {
   // for /health's 503.
   virtual std::optional<std::string> unhealthy_reason() const = 0;
 
+  // Drain (docs/pd.md): the cluster router moves every request of `instance` to another
+  // decode instance; `done` (on a CAF thread) gets why not, or "" and how many requests
+  // the instance held. Only a cluster router drains: the default says so.
+  struct DrainResult {
+    std::string error;
+    int64_t requests = 0;
+  };
+  virtual void drain(const std::string& instance, std::function<void(DrainResult)> done) {
+    (void)instance;
+    done({"drain needs a cluster router (troupe serve --config FILE --node NAME)", 0});
+  }
+
   virtual int64_t in_flight() const = 0;  // generations not yet finished
   // Ends every generation with an error (FinishedError, cause shutdown) saying `why`:
   // the server stops before they finished, which the clients did not ask for.

@@ -11,7 +11,7 @@ struct RouteEntry {
   Route route;
 };
 
-constexpr std::array<RouteEntry, 9> kRoutes{{
+constexpr std::array<RouteEntry, 10> kRoutes{{
     {"/v1/completions", "POST", Route::Completions},
     {"/v1/chat/completions", "POST", Route::ChatCompletions},
     {"/v1/models", "GET", Route::Models},
@@ -21,6 +21,7 @@ constexpr std::array<RouteEntry, 9> kRoutes{{
     {"/detokenize", "POST", Route::Detokenize},
     {"/v1/kv/save", "POST", Route::KvSave},
     {"/v1/kv/delete", "POST", Route::KvDelete},
+    {"/admin/drain", "POST", Route::AdminDrain},
 }};
 
 constexpr std::string_view kKvPrefix = "/v1/kv/";

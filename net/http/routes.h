@@ -16,7 +16,8 @@
 namespace troupe::net::http {
 
 enum class Route {
-  Completions, ChatCompletions, Models, Health, Metrics, Tokenize, Detokenize, KvSave, KvDelete
+  Completions, ChatCompletions, Models, Health, Metrics, Tokenize, Detokenize, KvSave, KvDelete,
+  AdminDrain
 };
 
 struct RouteMatch {

@@ -22,6 +22,7 @@
 #include "net/http/routes.h"
 #include "net/http/wire.h"
 #include "net/metrics/serving_metrics.h"
+#include "net/openai/admin_requests.h"
 #include "net/openai/kv_requests.h"
 #include "net/openai/responses.h"
 #include "net/openai/stream.h"
@@ -264,6 +265,8 @@ class Session : public std::enable_shared_from_this<Session> {
       case Route::KvSave:
       case Route::KvDelete:
         return prepare_kv(route, m.kv_id, std::move(req.body()), backend);
+      case Route::AdminDrain:
+        return admin_drain(req.body(), backend);
       case Route::Health:
         break;
     }
@@ -302,6 +305,21 @@ class Session : public std::enable_shared_from_this<Session> {
       asio::post(ex, [self, backend] {
         if (self->closed_) return;
         self->reply(200, backend->registry->render(), "text/plain; version=0.0.4; charset=utf-8");
+      });
+    });
+  }
+
+  // POST /admin/drain (admin_requests.h): a small body, parsed here; the router answers.
+  void admin_drain(const std::string& body, std::shared_ptr<const Backend> backend) {
+    auto parsed = openai::parse_drain_request(body, backend->info);
+    if (auto* err = std::get_if<ApiError>(&parsed)) return reply_error(*err);
+    const std::string instance = std::get<openai::DrainRequest>(parsed).instance;
+    auto ex = socket_.get_executor();
+    backend->engine->drain(instance, [self = shared_from_this(), ex, instance](EngineBridge::DrainResult r) {
+      asio::post(ex, [self, instance, r = std::move(r)] {
+        if (self->closed_) return;
+        if (!r.error.empty()) return self->reply_error({ErrorKind::InvalidRequest, r.error, "instance"});
+        self->reply_json(200, openai::drain_response(instance, r.requests));
       });
     });
   }

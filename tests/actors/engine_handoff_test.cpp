@@ -269,6 +269,86 @@ TEST_P(RouterFallback, AFailedMoveIsRecomputedOnTheOtherDecodeEngine) {
     caf::anon_send_exit(e, caf::exit_reason::user_shutdown);
 }
 
+// Drain under the cluster router: a request decoding on d1 moves to d2 with its KV when d1
+// drains, and its tokens are the undisturbed run's; d2 computes one token per decode (no
+// prefill, no replay); d1 frees everything and gets nothing new. Draining an unknown
+// instance, or the last decode instance up, is refused naming why.
+TEST(RouterDrain, ARequestDecodingOnADrainedInstanceMovesWithItsKv) {
+  caf::actor_system_config cfg;
+  caf::actor_system sys(cfg);
+  const model::Forward& fwd = *golden_model().forward;
+  const scheduler_actor p = spawn_engine(sys, fwd, nullptr, config());
+  const scheduler_actor d1 = spawn_engine(sys, fwd, nullptr, config());
+  const scheduler_actor d2 = spawn_engine(sys, fwd, nullptr, config());
+  const router_actor router = spawn_cluster_router(
+      sys, {},
+      {{"p", p, "", EngineRole::Prefill, "p"}, {"d1", d1, "", EngineRole::Decode, "d1"},
+       {"d2", d2, "", EngineRole::Decode, "d2"}},
+      std::make_shared<InstanceHealth>());
+  caf::scoped_actor self{sys};
+  auto stats = [&](const scheduler_actor& e) {
+    runtime::EngineFigures f;
+    self->request(e, std::chrono::seconds(10), stats_atom::value)
+        .receive([&](runtime::EngineFigures& s) { f = std::move(s); },
+                 [&](caf::error& err) { ADD_FAILURE() << caf::to_string(err); });
+    return f;
+  };
+  auto drain = [&](const std::string& instance) {
+    std::pair<std::string, int64_t> answer{"no answer", -1};
+    self->request(caf::actor_cast<caf::actor>(router), std::chrono::seconds(10),
+                  drain_atom::value, instance)
+        .receive([&](std::string& why, int64_t n) { answer = {std::move(why), n}; },
+                 [&](caf::error& err) { ADD_FAILURE() << caf::to_string(err); });
+    return answer;
+  };
+  EXPECT_NE(drain("nope").first.find("no instance named 'nope'"), std::string::npos);
+
+  const int64_t n = 300;
+  const std::vector<int32_t> prompt = random_tokens(21, 404);
+  self->send(router, generate_atom::value, GenerateRequest{7, prompt, greedy(n), {}},
+             caf::actor{self});
+  std::vector<runtime::RequestOutput> events;
+  auto next = [&] {
+    bool got = false;
+    self->receive(
+        [&](token_atom, const TokenEvent& e) {
+          got = true;
+          events.push_back(e.output);
+        },
+        caf::after(std::chrono::seconds(60)) >> [] {});
+    return got;
+  };
+  // A few of d1's tokens (events after the first, which came from p), then the drain.
+  while (events.size() < 4 && next()) {}
+  ASSERT_EQ(events.size(), 4u);
+  ASSERT_FALSE(events.back().finished()) << "the request finished before the drain";
+  const auto [why, moving] = drain("d1");
+  EXPECT_EQ(why, "");
+  EXPECT_EQ(moving, 1);
+  while (!events.back().finished() && next()) {}
+  EXPECT_EQ(events.back().status, runtime::RequestStatus::FinishedLength) << events.back().error;
+  EXPECT_EQ(tokens_of(events), runtime::engine_greedy(fwd, prompt, n));
+  const runtime::EngineFigures f1 = stats(d1), f2 = stats(d2);
+  EXPECT_EQ(f1.used_blocks, 0);
+  EXPECT_EQ(f1.running + f1.waiting, 0);
+  EXPECT_GT(f1.kv_transfer_bytes, 0);  // d1 sent it
+  EXPECT_GT(f2.scheduled_tokens, 0);
+  EXPECT_EQ(f1.scheduled_tokens + f2.scheduled_tokens, n - 1);  // one token per decode, no more
+  EXPECT_EQ(f2.kv_transfer_fallbacks, 0);
+
+  // d1 takes nothing new; d2 is the last decode instance up, so it may not drain.
+  self->send(router, generate_atom::value, GenerateRequest{8, prompt, greedy(5), {}},
+             caf::actor{self});
+  events.clear();
+  while ((events.empty() || !events.back().finished()) && next()) {}
+  EXPECT_EQ(tokens_of(events), runtime::engine_greedy(fwd, prompt, 5));
+  EXPECT_EQ(stats(d1).scheduled_tokens, f1.scheduled_tokens);
+  EXPECT_NE(drain("d2").first.find("no other decode instance"), std::string::npos);
+  for (const auto& e : {caf::actor_cast<caf::actor>(router), caf::actor_cast<caf::actor>(p),
+                        caf::actor_cast<caf::actor>(d1), caf::actor_cast<caf::actor>(d2)})
+    caf::anon_send_exit(e, caf::exit_reason::user_shutdown);
+}
+
 // kv-import-drop: a receiver that never confirms; kv-import-stall: one that answers after
 // the lease (it still takes the request late, and the router's abort frees it).
 INSTANTIATE_TEST_SUITE_P(Faults, RouterFallback,

@@ -81,6 +81,16 @@ class Stream {
     std::unique_lock lock(mutex_);
     return cv_.wait_for(lock, deadline, [&] { return raw_.find("data: ") != std::string::npos; });
   }
+  // Whether at least n events (SSE "data: " lines) came within the deadline.
+  bool wait_events(size_t n, std::chrono::seconds deadline = 30s) {
+    std::unique_lock lock(mutex_);
+    return cv_.wait_for(lock, deadline, [&] {
+      size_t seen = 0;
+      for (size_t at = raw_.find("data: "); at != std::string::npos; at = raw_.find("data: ", at + 1))
+        ++seen;
+      return seen >= n || done_;
+    });
+  }
   // The SSE payloads once the response ended.
   std::vector<std::string> events() {
     reader_.join();

@@ -23,6 +23,9 @@ TEST(HttpRoutes, MatchesEveryRoute) {
       {"HEAD", "/health", Route::Health},
       {"HEAD", "/v1/models", Route::Models},
       {"HEAD", "/metrics", Route::Metrics},
+      {"POST", "/v1/kv/save", Route::KvSave},
+      {"DELETE", "/v1/kv/conv-1", Route::KvDelete},
+      {"POST", "/admin/drain", Route::AdminDrain},
   };
   for (const auto& c : cases) {
     const RouteMatch m = match_route(c.method, c.target);
@@ -50,7 +53,7 @@ TEST(HttpRoutes, OnlyProbesSkipTheApiKey) {
   EXPECT_FALSE(needs_api_key(Route::Health));
   EXPECT_FALSE(needs_api_key(Route::Metrics));
   for (Route r : {Route::Completions, Route::ChatCompletions, Route::Models, Route::Tokenize,
-                  Route::Detokenize})
+                  Route::Detokenize, Route::KvSave, Route::KvDelete, Route::AdminDrain})
     EXPECT_TRUE(needs_api_key(r));
 }
 

@@ -118,6 +118,58 @@ TEST(ServeClusterPd, ADecodeProcessKilledMidTransferFallsBackToTheOther) {
   EXPECT_GT(value("troupe:kv_transfer_seconds_count{"), 0.0) << metrics;
 }
 
+// `troupe drain` while a long completion decodes on decode1: it goes on on decode2 with
+// its KV (no recompute), the client gets the undisturbed run's tokens, decode1 ends with
+// nothing held and takes nothing new.
+TEST(ServeClusterPd, DrainMovesADecodingRequestToTheOtherDecodeInstance) {
+  test::TempDir dir;
+  const std::string file = dir.file("pd2.yaml");
+  std::ofstream(file) << one_p_two_d_yaml(free_ports(4));
+  auto node = [&](const char* name) {
+    return std::make_unique<Daemon>(std::vector<std::string>{"--config", file, "--node", name});
+  };
+  auto router = node("router");
+  auto prefill = node("prefill");
+  auto decode1 = node("decode1");
+  auto decode2 = node("decode2");
+  const uint16_t port = router->port();
+  ASSERT_NE(port, 0) << router->output();
+  ASSERT_TRUE(router->wait_ready(port, 120s)) << router->output();
+  const std::vector<int32_t> prompt = random_tokens(23, 960);
+  const int n = 400;
+  Stream stream(port, completion(prompt, n, /*stream=*/true));
+  // Some tokens first (the prefill side's, then decode1's), then the drain.
+  ASSERT_TRUE(stream.wait_events(6));
+  const RunResult drained = run_troupe("drain --config " + file + " --instance d1 --url http://127.0.0.1:" +
+                                       std::to_string(port));
+  EXPECT_EQ(drained.status, 0) << drained.out;
+  EXPECT_NE(drained.out.find(R"("object":"drain")"), std::string::npos) << drained.out;
+  const StreamOutcome out = stream_outcome(stream.events());
+  EXPECT_TRUE(out.done);
+  EXPECT_TRUE(out.error.empty()) << out.error;
+  EXPECT_EQ(out.tokens, runtime::engine_greedy(*golden_model().forward, prompt, n));
+  EXPECT_TRUE(router->wait_output("went on on instance d2", 10s)) << router->output();
+
+  // decode1 holds nothing and steps no more; the next request decodes on decode2.
+  const HttpResponse next = http(port, "POST", "/v1/completions", completion(prompt, 4, false).dump());
+  ASSERT_EQ(next.status, 200) << next.body;
+  const RunResult status = run_troupe("cluster status --config " + file);
+  const size_t at = status.out.find("instance d1 on node decode1");
+  ASSERT_NE(at, std::string::npos) << status.out;
+  const std::string line = status.out.substr(at, status.out.find('\n', at) - at);
+  EXPECT_NE(line.find("up: 0 running, 0 waiting, KV 0.0%, "), std::string::npos) << line;
+  // Refused: an instance the file does not have (a usage error, 2); the last decode
+  // instance up (the router says no, 1).
+  const RunResult unknown = run_troupe("drain --config " + file + " --instance zz --url http://127.0.0.1:" +
+                                       std::to_string(port));
+  EXPECT_EQ(unknown.status, 2) << unknown.out;
+  EXPECT_NE(unknown.out.find("no instance 'zz'"), std::string::npos) << unknown.out;
+  const RunResult last = run_troupe("drain --config " + file + " --instance d2 --url http://127.0.0.1:" +
+                                    std::to_string(port));
+  EXPECT_EQ(last.status, 1) << last.out;
+  EXPECT_NE(last.out.find("no other decode instance"), std::string::npos) << last.out;
+}
+
 TEST(ServeClusterPd, RequestsPrefillOnOneInstanceAndDecodeOnTheOther) {
   test::TempDir dir;
   const std::string file = dir.file("pd.yaml");

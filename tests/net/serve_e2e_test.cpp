@@ -177,6 +177,10 @@ TEST_F(ServeE2E, BadInputsGetErrorsAndServingGoesOn) {
       {"oversized body", "POST", "/v1/completions", std::string(100000, ' '), 413, "request_too_large", ""},
       {"unknown route", "GET", "/v2/everything", "", 404, "", ""},
       {"wrong method", "GET", "/v1/completions", "", 405, "", ""},
+      {"drain without instance", "POST", "/admin/drain", "{}", 400, "", "instance"},
+      {"drain of a number", "POST", "/admin/drain", R"({"instance": 3})", 400, "", "instance"},
+      // One process, no cluster router: nothing to drain to.
+      {"drain here", "POST", "/admin/drain", R"({"instance": "d"})", 400, "", "instance"},
   };
   for (const BadCase& c : cases) {
     SCOPED_TRACE(c.name);
