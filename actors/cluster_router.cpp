@@ -9,6 +9,13 @@
 // expert-parallel instance spread over processes step together, so while one is down
 // the others get nothing new (they could not run it until it is back).
 //
+// Cache-aware routing (docs/pd.md "Cache-aware routing"): with more than one engine that
+// may take a new request, each is probed for the longest prefix of the prompt its prefix
+// cache holds; runtime::choose_rank picks among those within one request of the least
+// loaded the one holding the most (SGLang's router does this with an approximate radix
+// tree per instance; asking the engines is exact, for one round trip). An engine that
+// does not answer within 200 ms counts as holding nothing.
+//
 // P/D (docs/pd.md): with prefill and decode instances, a new request goes to a prefill
 // (or mixed) engine with kv_hand_off_after = 1; when its event says HandedOff the router
 // asks that engine to move it to the decode engine with the fewest in flight, and passes
@@ -52,6 +59,8 @@ constexpr auto kMoveAnswerTimeout = std::chrono::seconds(120);
 // Ids of recomputed fallbacks: far above the API's ids (counted from 0).
 constexpr runtime::RequestId kFallbackIds = runtime::RequestId(1) << 62;
 constexpr auto kDrainRetry = std::chrono::milliseconds(200);
+constexpr auto kProbeTimeout = std::chrono::milliseconds(200);
+constexpr int64_t kPrefixLoadMargin = 1;  // runtime::choose_rank's margin, as DEP-R's default
 
 struct Slot {
   ClusterEngineAddress where;
@@ -83,6 +92,8 @@ struct ClusterRouterState {
   std::unordered_map<runtime::RequestId, Client> requests;  // by the engine's id (siblings each)
   std::unordered_map<runtime::RequestId, runtime::RequestId> fallbacks;  // client id -> engine id
   runtime::RequestId next_fallback = kFallbackIds;
+  // Requests being probed for (cache-aware routing), and those the client aborted meanwhile.
+  std::unordered_map<runtime::RequestId, bool> probing;  // id -> aborted
   std::shared_ptr<InstanceHealth> health;
 };
 
@@ -184,6 +195,12 @@ int pick(const ClusterRouterState& st, bool decode = false, int avoid = -1) {
   return best < 0 && avoid >= 0 ? pick(st, decode) : best;
 }
 
+std::vector<runtime::RequestId> ids_of(const GenerateRequest& req) {
+  std::vector<runtime::RequestId> ids{req.id};
+  for (const runtime::Sibling& s : req.siblings) ids.push_back(s.id);
+  return ids;
+}
+
 // Ends request id (the engine's) with an error, for its client.
 void end_with_error(Self self, runtime::RequestId id, const std::string& why) {
   auto& st = self->state;
@@ -272,6 +289,65 @@ void move_to_decode(Self self, runtime::RequestId id, Client& c, TokenEvent& ev)
           });
 }
 
+// Sends a new request (and its siblings) to slot `slot` (-1: none is up: it fails).
+void send_new(Self self, GenerateRequest req, const caf::actor& client, int slot) {
+  auto& st = self->state;
+  if (slot < 0) {
+    const auto problem = st.health->problem();
+    caf::anon_send(client, token_atom::value,
+                   TokenEvent{failed(req.id, "no engine is up (" + problem.value_or("") + ")")});
+    return;
+  }
+  const bool prefill = st.slots[size_t(slot)].where.role == EngineRole::Prefill;
+  auto track = [&](runtime::RequestId id, runtime::RequestParams& p) {
+    if (prefill) p.kv_hand_off_after = p.max_tokens > 1 ? 1 : 0;  // its first token only
+    st.requests[id] = {size_t(slot), client, id, p};
+  };
+  track(req.id, req.params);
+  for (runtime::Sibling& s : req.siblings) track(s.id, s.params);
+  st.slots[size_t(slot)].in_flight += 1 + static_cast<int64_t>(req.siblings.size());
+  std::vector<runtime::RequestId> aborted;
+  for (runtime::RequestId id : ids_of(req)) {
+    const auto p = st.probing.find(id);
+    if (p == st.probing.end()) continue;
+    if (p->second) aborted.push_back(id);
+    st.probing.erase(p);
+  }
+  const scheduler_actor engine = st.slots[size_t(slot)].engine;
+  self->send(engine, generate_atom::value, std::move(req), caf::actor_cast<caf::actor>(self));
+  for (runtime::RequestId id : aborted) self->send(engine, abort_atom::value, id);  // after it
+}
+
+// Cache-aware: probes each candidate for the prompt's cached prefix, then sends the
+// request where runtime::choose_rank says (loads: the router's own in-flight counts, as
+// of the answers).
+void probe_and_send(Self self, GenerateRequest req, caf::actor client, std::vector<size_t> candidates) {
+  auto& st = self->state;
+  for (runtime::RequestId id : ids_of(req)) st.probing[id] = false;
+  auto pending = std::make_shared<GenerateRequest>(std::move(req));
+  auto cached = std::make_shared<std::vector<int64_t>>(candidates.size(), 0);
+  auto left = std::make_shared<size_t>(candidates.size());
+  auto answered = [=](size_t k, int64_t tokens) {
+    (*cached)[k] = tokens;
+    if (--*left > 0) return;
+    auto& st = self->state;
+    std::vector<runtime::RankLoad> loads;
+    std::vector<size_t> up;
+    for (size_t c = 0; c < candidates.size(); ++c)
+      if (serving(st, candidates[c]) && !st.slots[candidates[c]].draining) {
+        loads.push_back({st.slots[candidates[c]].in_flight, (*cached)[c]});
+        up.push_back(candidates[c]);
+      }
+    const int slot = up.empty() ? pick(st) : int(up[size_t(runtime::choose_rank(loads, kPrefixLoadMargin))]);
+    send_new(self, std::move(*pending), client, slot);
+  };
+  for (size_t k = 0; k < candidates.size(); ++k)
+    self->request(caf::actor_cast<caf::actor>(st.slots[candidates[k]].engine), kProbeTimeout,
+                  probe_atom::value, pending->prompt)
+        .then([=](const runtime::RankLoad& l) { answered(k, l.cached_tokens); },
+              [=](const caf::error&) { answered(k, 0); });
+}
+
 // Asks the draining engines to park each of their requests not moving yet; how many.
 int64_t park_drained(Self self) {
   auto& st = self->state;
@@ -336,23 +412,12 @@ cluster_router_actor::behavior_type cluster_router_fun(Self self,
   return {
       [=](generate_atom, GenerateRequest& req, caf::actor client) {
         auto& st = self->state;
-        const int slot = pick(st);
-        if (slot < 0) {
-          const auto problem = st.health->problem();
-          caf::anon_send(client, token_atom::value,
-                         TokenEvent{failed(req.id, "no engine is up (" + problem.value_or("") + ")")});
-          return;
-        }
-        const bool prefill = st.slots[size_t(slot)].where.role == EngineRole::Prefill;
-        auto track = [&](runtime::RequestId id, runtime::RequestParams& p) {
-          if (prefill) p.kv_hand_off_after = p.max_tokens > 1 ? 1 : 0;  // its first token only
-          st.requests[id] = {size_t(slot), client, id, p};
-        };
-        track(req.id, req.params);
-        for (runtime::Sibling& s : req.siblings) track(s.id, s.params);
-        st.slots[size_t(slot)].in_flight += 1 + static_cast<int64_t>(req.siblings.size());
-        self->send(st.slots[size_t(slot)].engine, generate_atom::value, std::move(req),
-                   caf::actor_cast<caf::actor>(self));
+        std::vector<size_t> candidates;
+        for (size_t i = 0; i < st.slots.size(); ++i)
+          if (st.slots[i].where.role != EngineRole::Decode && serving(st, i) && !st.slots[i].draining)
+            candidates.push_back(i);
+        if (candidates.size() < 2) return send_new(self, std::move(req), client, pick(st));
+        probe_and_send(self, std::move(req), std::move(client), std::move(candidates));
       },
       [=](token_atom, TokenEvent& ev) {
         auto& st = self->state;
@@ -382,7 +447,10 @@ cluster_router_actor::behavior_type cluster_router_fun(Self self,
         caf::anon_send(client, token_atom::value, std::move(ev));
       },
       [=](abort_atom, runtime::RequestId id) {
-        if (scheduler_actor e = engine_of(id)) self->send(e, abort_atom::value, id);
+        if (const auto p = self->state.probing.find(id); p != self->state.probing.end())
+          p->second = true;  // aborted once it is sent
+        else if (scheduler_actor e = engine_of(id))
+          self->send(e, abort_atom::value, id);
       },
       [=](fail_atom, runtime::RequestId id, const std::string& why) {
         if (scheduler_actor e = engine_of(id)) self->send(e, fail_atom::value, id, why);

@@ -42,6 +42,7 @@ using Schedulers = std::vector<scheduler_core_actor>;  // [R], in rank order
 // of an instance spread over processes the group's join point (rank 0's supervisor is
 // the leader) and the target of its forming thread's reports (messages.h).
 using supervisor_actor = scheduler_actor::extend<
+    caf::replies_to<probe_atom, std::vector<int32_t>>::with<runtime::RankLoad>,
     caf::replies_to<handoff_atom, runtime::RequestId, caf::actor>::with<std::string, KvHandoffBytes>,
     caf::reacts_to<park_atom, runtime::RequestId>,
     caf::replies_to<import_atom, GenerateRequest, KvHandoffBytes, caf::actor>::with<std::string>,

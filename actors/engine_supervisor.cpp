@@ -371,6 +371,27 @@ supervisor_actor::behavior_type supervisor_fun(supervisor_pointer self,
           if (m.scheduler) self->send(m.scheduler, fail_atom::value, id, why);
       },
       [=](stats_atom) { return gather_figures(self); },
+      // The instance's load and cached prefix of a prompt, for the cluster router's
+      // cache-aware choice: its requests summed, the longest prefix any rank holds.
+      [=](probe_atom, std::vector<int32_t>& prompt) -> caf::result<runtime::RankLoad> {
+        auto& s = self->state;
+        if (s.members.empty() || !s.ending.empty()) return runtime::RankLoad{};
+        if (s.size() == 1) return self->delegate(s.members.front().scheduler, probe_atom::value, std::move(prompt));
+        auto rp = self->make_response_promise<runtime::RankLoad>();
+        auto total = std::make_shared<runtime::RankLoad>();
+        auto left = std::make_shared<int>(s.size());
+        auto got = [=](runtime::RankLoad l) mutable {
+          total->requests += l.requests;
+          total->cached_tokens = std::max(total->cached_tokens, l.cached_tokens);
+          if (--*left == 0) rp.deliver(*total);
+        };
+        for (const Member& m : s.members)
+          if (!m.scheduler) got({});
+          else self->request(m.scheduler, std::chrono::seconds(5), probe_atom::value, prompt)
+              .then([=](runtime::RankLoad l) mutable { got(l); },
+                    [=](caf::error&) mutable { got({}); });
+        return rp;
+      },
       // KV hand-off (docs/pd.md): to and from an engine of one rank for now (the config
       // refuses P/D roles with more), whose scheduler answers.
       [=](handoff_atom, runtime::RequestId id,
