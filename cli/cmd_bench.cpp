@@ -48,6 +48,7 @@
 #include "bench/soak/soak_bench.h"
 #include "cli/args.h"
 #include "cli/bench_peer.h"
+#include "cli/bench_handoff.h"
 #include "cli/bench_ucx.h"
 #include "cli/commands.h"
 #include "cli/loaded_model.h"
@@ -752,6 +753,7 @@ const Benchmark kBenchmarks[] = {
     {"soak", bench_soak},
     {"peer", bench_peer},  // cli/cmd_bench_peer.cpp
     {"ucx", bench_ucx},    // cli/cmd_bench_ucx.cpp
+    {"handoff", bench_handoff},  // cli/cmd_bench_handoff.cpp
 };
 
 std::string available() {

@@ -36,7 +36,7 @@ inline const Command kCommands[] = {
     {"make-tiny-model", "make-tiny-model DIR [--seed N]   write the deterministic tiny checkpoint", run_make_tiny_model},
     {"info", "info                       print build and CPU backend information", run_info},
     {"inspect", "inspect --model DIR | --preset NAME [--dep N]   config, layer modes, params, memory", run_inspect},
-    {"bench", "bench forward|engine|replay|serve|eplb|dp-sync|soak|peer|ucx [flags]   time model steps, engine steps, an agentic workload, a server, the EPLB planner, the DP-sync all-reduce, the UCX data plane between processes (docs/*-bench.md, docs/eplb.md, docs/dp-sync.md, docs/ucx.md)", run_bench},
+    {"bench", "bench forward|engine|replay|serve|eplb|dp-sync|soak|peer|ucx|handoff [flags]   time model steps, engine steps, an agentic workload, a server, the EPLB planner, the DP-sync all-reduce, the UCX data plane between processes (docs/*-bench.md, docs/eplb.md, docs/dp-sync.md, docs/ucx.md)", run_bench},
     {"cluster", "cluster status --config cluster.yaml   each node, instance and rank of a cluster file with its state (docs/cluster.md)", run_cluster},
     {"drain", "drain --config cluster.yaml --instance NAME [--url http://HOST:PORT --api-key KEY]   move every request of an instance to another decode instance (docs/pd.md)", run_drain},
     {"eplb", "eplb plan --weights W.json --replicas N --ranks R [--nodes A --groups G]   the EPLB planner on a routing trace, as JSON (docs/eplb.md)", run_eplb},

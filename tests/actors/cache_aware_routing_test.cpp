@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "actors/engine_actors.h"
+#include "actors/in_process_cluster.h"
 #include "runtime/golden_engine_config.h"
 #include "support/golden.h"
 
@@ -37,21 +38,12 @@ std::vector<int32_t> after(const runtime::EngineConfig& config,
 TEST(CacheAwareRouting, AFollowUpGoesWhereItsPrefixIsCached) {
   caf::actor_system_config cfg;
   caf::actor_system sys(cfg);
-  const model::Forward& fwd = *golden_model().forward;
   const runtime::EngineConfig config = runtime::golden_engine_config(32 << 20, true, 64, 8);
-  const scheduler_actor m1 = spawn_engine(sys, fwd, nullptr, config);
-  const scheduler_actor m2 = spawn_engine(sys, fwd, nullptr, config);
-  const router_actor router = spawn_cluster_router(
-      sys, {}, {{"m1", m1, "", EngineRole::Mixed, "m1"}, {"m2", m2, "", EngineRole::Mixed, "m2"}},
-      std::make_shared<InstanceHealth>());
+  InProcessCluster cluster(sys, config, {{"m1", EngineRole::Mixed}, {"m2", EngineRole::Mixed}});
+  const scheduler_actor m1 = cluster.engines[0], m2 = cluster.engines[1];
+  const router_actor router = cluster.router;
   caf::scoped_actor self{sys};
-  auto stats = [&](const scheduler_actor& e) {
-    runtime::EngineFigures f;
-    self->request(e, std::chrono::seconds(10), stats_atom::value)
-        .receive([&](runtime::EngineFigures& s) { f = std::move(s); },
-                 [&](caf::error& err) { ADD_FAILURE() << caf::to_string(err); });
-    return f;
-  };
+  auto stats = [&](const scheduler_actor& e) { return figures_of(self, e); };
   // Tokens of each request until all have finished.
   using Reference = std::vector<std::vector<int32_t>>;  // prompts run before, then this one
   auto run = [&](const std::vector<std::pair<runtime::RequestId, std::vector<int32_t>>>& reqs,
@@ -94,9 +86,6 @@ TEST(CacheAwareRouting, AFollowUpGoesWhereItsPrefixIsCached) {
   for (int32_t t : random_tokens(5, 504)) a2.push_back(t);
   run({{4, a2}}, {a});
   EXPECT_EQ(stats(m1).prefix_hit_tokens, m1_hits + 32);
-  for (const auto& e : {caf::actor_cast<caf::actor>(router), caf::actor_cast<caf::actor>(m1),
-                        caf::actor_cast<caf::actor>(m2)})
-    caf::anon_send_exit(e, caf::exit_reason::user_shutdown);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "actors/engine_actors.h"
+#include "actors/in_process_cluster.h"
 #include "runtime/kv_transfer/kv_handoff_wire.h"
 #include "runtime/golden_engine_config.h"
 #include "support/golden.h"
@@ -64,11 +65,7 @@ class EngineHandoff : public ::testing::Test {
     return events;
   }
   runtime::EngineFigures stats(caf::scoped_actor& self, const scheduler_actor& e) {
-    runtime::EngineFigures snap;
-    self->request(e, std::chrono::seconds(10), stats_atom::value)
-        .receive([&](const runtime::EngineFigures& s) { snap = s; },
-                 [&](caf::error& err) { ADD_FAILURE() << caf::to_string(err); });
-    return snap;
+    return figures_of(self, e);
   }
 
   caf::actor_system_config cfg_;
@@ -207,22 +204,13 @@ TEST_P(RouterFallback, AFailedMoveIsRecomputedOnTheOtherDecodeEngine) {
   EngineOptions faulty;
   faulty.faults = std::make_shared<runtime::FaultPlan>(runtime::FaultPlan::parse(GetParam()));
   const model::Forward& fwd = *golden_model().forward;
-  const scheduler_actor p = spawn_engine(sys, fwd, nullptr, config());
-  const scheduler_actor d1 = spawn_engine(sys, fwd, nullptr, config(), faulty);
-  const scheduler_actor d2 = spawn_engine(sys, fwd, nullptr, config());
-  const router_actor router = spawn_cluster_router(
-      sys, {},
-      {{"p", p, "", EngineRole::Prefill}, {"d1", d1, "", EngineRole::Decode},
-       {"d2", d2, "", EngineRole::Decode}},
-      std::make_shared<InstanceHealth>());
+  InProcessCluster cluster(sys, config(),
+                           {{"p", EngineRole::Prefill}, {"d1", EngineRole::Decode, faulty},
+                            {"d2", EngineRole::Decode}});
+  const scheduler_actor p = cluster.engines[0], d1 = cluster.engines[1], d2 = cluster.engines[2];
+  const router_actor router = cluster.router;
   caf::scoped_actor self{sys};
-  auto stats = [&](const scheduler_actor& e) {
-    runtime::EngineFigures f;
-    self->request(e, std::chrono::seconds(10), stats_atom::value)
-        .receive([&](runtime::EngineFigures& s) { f = std::move(s); },
-                 [&](caf::error& err) { ADD_FAILURE() << caf::to_string(err); });
-    return f;
-  };
+  auto stats = [&](const scheduler_actor& e) { return figures_of(self, e); };
   // One request at a time, so the first goes to d1 (the lower slot, none in flight).
   for (runtime::RequestId id : {5, 6}) {
     const std::vector<int32_t> prompt = random_tokens(25 + 10 * id, 80 + uint32_t(id));
@@ -264,9 +252,6 @@ TEST_P(RouterFallback, AFailedMoveIsRecomputedOnTheOtherDecodeEngine) {
     EXPECT_EQ(f.used_blocks, 0);
     EXPECT_EQ(f.running + f.waiting, 0);
   }
-  for (const auto& e : {caf::actor_cast<caf::actor>(router), caf::actor_cast<caf::actor>(p),
-                        caf::actor_cast<caf::actor>(d1), caf::actor_cast<caf::actor>(d2)})
-    caf::anon_send_exit(e, caf::exit_reason::user_shutdown);
 }
 
 // Drain under the cluster router: a request decoding on d1 moves to d2 with its KV when d1
@@ -277,22 +262,13 @@ TEST(RouterDrain, ARequestDecodingOnADrainedInstanceMovesWithItsKv) {
   caf::actor_system_config cfg;
   caf::actor_system sys(cfg);
   const model::Forward& fwd = *golden_model().forward;
-  const scheduler_actor p = spawn_engine(sys, fwd, nullptr, config());
-  const scheduler_actor d1 = spawn_engine(sys, fwd, nullptr, config());
-  const scheduler_actor d2 = spawn_engine(sys, fwd, nullptr, config());
-  const router_actor router = spawn_cluster_router(
-      sys, {},
-      {{"p", p, "", EngineRole::Prefill, "p"}, {"d1", d1, "", EngineRole::Decode, "d1"},
-       {"d2", d2, "", EngineRole::Decode, "d2"}},
-      std::make_shared<InstanceHealth>());
+  InProcessCluster cluster(sys, config(),
+                           {{"p", EngineRole::Prefill}, {"d1", EngineRole::Decode},
+                            {"d2", EngineRole::Decode}});
+  const scheduler_actor d1 = cluster.engines[1], d2 = cluster.engines[2];
+  const router_actor router = cluster.router;
   caf::scoped_actor self{sys};
-  auto stats = [&](const scheduler_actor& e) {
-    runtime::EngineFigures f;
-    self->request(e, std::chrono::seconds(10), stats_atom::value)
-        .receive([&](runtime::EngineFigures& s) { f = std::move(s); },
-                 [&](caf::error& err) { ADD_FAILURE() << caf::to_string(err); });
-    return f;
-  };
+  auto stats = [&](const scheduler_actor& e) { return figures_of(self, e); };
   auto drain = [&](const std::string& instance) {
     std::pair<std::string, int64_t> answer{"no answer", -1};
     self->request(caf::actor_cast<caf::actor>(router), std::chrono::seconds(10),
@@ -344,9 +320,6 @@ TEST(RouterDrain, ARequestDecodingOnADrainedInstanceMovesWithItsKv) {
   EXPECT_EQ(tokens_of(events), runtime::engine_greedy(fwd, prompt, 5));
   EXPECT_EQ(stats(d1).scheduled_tokens, f1.scheduled_tokens);
   EXPECT_NE(drain("d2").first.find("no other decode instance"), std::string::npos);
-  for (const auto& e : {caf::actor_cast<caf::actor>(router), caf::actor_cast<caf::actor>(p),
-                        caf::actor_cast<caf::actor>(d1), caf::actor_cast<caf::actor>(d2)})
-    caf::anon_send_exit(e, caf::exit_reason::user_shutdown);
 }
 
 // kv-import-drop: a receiver that never confirms; kv-import-stall: one that answers after
