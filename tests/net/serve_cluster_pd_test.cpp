@@ -170,6 +170,48 @@ TEST(ServeClusterPd, DrainMovesADecodingRequestToTheOtherDecodeInstance) {
   EXPECT_NE(last.out.find("no other decode instance"), std::string::npos) << last.out;
 }
 
+// The prefill process killed after its push started (the decode side stalls on it, an
+// injected fault): the client gets an answer (503, the prefill side went away), and the
+// decode side, which takes the hand-off late, frees it (the router aborts it there).
+TEST(ServeClusterPd, APrefillProcessKilledMidTransferAnswersAndFreesTheDecodeSide) {
+  test::TempDir dir;
+  const std::string file = dir.file("pd.yaml");
+  const std::vector<uint16_t> ports = free_ports(3);
+  std::ofstream(file) << pd_yaml(ports[0], ports[1], ports[2]);
+  auto router = std::make_unique<Daemon>(std::vector<std::string>{"--config", file, "--node", "router"});
+  auto prefill = std::make_unique<Daemon>(std::vector<std::string>{"--config", file, "--node", "prefill"});
+  auto decode = std::make_unique<Daemon>(std::vector<std::string>{"--config", file, "--node", "decode"},
+                                         std::vector<std::string>{"env", "TROUPE_INJECT_FAULTS=kv-import-stall@1:3000"});
+  const uint16_t port = router->port();
+  ASSERT_NE(port, 0) << router->output();
+  ASSERT_TRUE(router->wait_ready(port, 120s)) << router->output();
+  const std::vector<int32_t> prompt = random_tokens(30, 970);
+  HttpResponse response;
+  std::thread client([&] {
+    response = http(port, "POST", "/v1/completions", completion(prompt, 6, false).dump());
+  });
+  const bool stalled = decode->wait_output("injected fault kv-import-stall", 60s);
+  prefill->stop(SIGKILL);
+  client.join();
+  ASSERT_TRUE(stalled) << decode->output();
+  EXPECT_EQ(response.status, 503) << response.body;
+  EXPECT_NE(response.body.find("went away"), std::string::npos) << response.body;
+  // The decode side wakes after 3 s, takes the hand-off, then the router's abort.
+  bool freed = false;
+  std::string line;
+  for (int i = 0; i < 100 && !freed; ++i) {
+    std::this_thread::sleep_for(100ms);
+    const RunResult status = run_troupe("cluster status --config " + file);
+    const size_t at = status.out.find("instance d on node decode");
+    if (at == std::string::npos) continue;
+    line = status.out.substr(at, status.out.find('\n', at) - at);
+    freed = line.find("up: 0 running, 0 waiting, KV 0.0%, ") != std::string::npos &&
+            decode->output().find("injected fault kv-import-stall") != std::string::npos &&
+            i >= 35;  // past the stall
+  }
+  EXPECT_TRUE(freed) << line << decode->output();
+}
+
 TEST(ServeClusterPd, RequestsPrefillOnOneInstanceAndDecodeOnTheOther) {
   test::TempDir dir;
   const std::string file = dir.file("pd.yaml");
