@@ -263,6 +263,20 @@ TEST(ServeClusterPd, RequestsPrefillOnOneInstanceAndDecodeOnTheOther) {
     EXPECT_EQ(out.tokens, runtime::engine_greedy(*golden_model().forward, prompts[1], 7));
   }
 
+  // n = 2: both choices prefilled once on the prefill side, each moved on its own.
+  {
+    nlohmann::json body = completion(prompts[2], 6, false);
+    body["n"] = 2;
+    const HttpResponse r = http(port, "POST", "/v1/completions", body.dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json got = json::parse(r.body);
+    ASSERT_EQ(got["choices"].size(), 2u) << r.body;
+    for (const json& c : got["choices"])
+      EXPECT_EQ(c["token_ids"].get<std::vector<int32_t>>(),
+                runtime::engine_greedy(*golden_model().forward, prompts[2], 6));
+    EXPECT_EQ(got["usage"]["completion_tokens"], 12);
+  }
+
   // One token: the prefill instance finishes it; nothing moves.
   const HttpResponse single =
       http(port, "POST", "/v1/completions", completion(prompts[0], 1, false).dump());
