@@ -81,6 +81,7 @@ struct Client {
   // `from` answers with a failure and the request falls back.
   bool moving = false;
   size_t from = 0;
+  KvHandoffBytes resume;  // while moving: its tokens without KV (TokenEvent::resume)
   // Drain: when and from which slot its engine was asked to park it, until the first
   // tokens from another (logged: the time to the next token on the new instance).
   std::optional<std::chrono::steady_clock::time_point> drained_at;
@@ -113,13 +114,14 @@ void report_health(Self self) {
                                           " engines not up: " + missing);
 }
 
-runtime::RequestOutput failed(runtime::RequestId id, const std::string& why) {
-  runtime::RequestOutput out;
-  out.id = id;
-  out.status = runtime::RequestStatus::FinishedError;
-  out.error_cause = runtime::ErrorCause::EngineDied;
-  out.error = why;
-  return out;
+// The event that ends request id (the client's) with an error.
+TokenEvent failed(runtime::RequestId id, const std::string& why) {
+  TokenEvent ev;
+  ev.output.id = id;
+  ev.output.status = runtime::RequestStatus::FinishedError;
+  ev.output.error_cause = runtime::ErrorCause::EngineDied;
+  ev.output.error = why;
+  return ev;
 }
 
 void dial(Self self, uint64_t slot) {
@@ -141,7 +143,10 @@ void dial(Self self, uint64_t slot) {
           [=](const caf::error&) { self->delayed_send(self, kRedial, dial_atom::value, slot); });
 }
 
-// An engine went away: its requests end with an error, and it is dialed again.
+void fall_back(Self self, runtime::RequestId id, const std::string& why, KvHandoffBytes& tokens);
+
+// An engine went away: its requests end with an error (those it was moving fall back to
+// a recompute), and it is dialed again.
 void on_engine_down(Self self, const caf::down_msg& dm) {
   auto& st = self->state;
   for (size_t i = 0; i < st.slots.size(); ++i) {
@@ -152,6 +157,7 @@ void on_engine_down(Self self, const caf::down_msg& dm) {
     s.engine = scheduler_actor{};
     s.in_flight = 0;
     s.draining = false;  // back from a restart, it serves again
+    std::vector<runtime::RequestId> recompute;
     for (auto it = st.requests.begin(); it != st.requests.end();) {
       Client& c = it->second;
       const bool moving_from = c.moving && c.from == i;
@@ -160,14 +166,23 @@ void on_engine_down(Self self, const caf::down_msg& dm) {
         ++it;
         continue;
       }
+      if (moving_from && !c.resume.bytes.empty()) {
+        recompute.push_back(it->first);
+        ++it;
+        continue;
+      }
       if (moving_from) {  // the receiver may hold it already: it must not run on
         Slot& to = st.slots[c.slot];
         to.in_flight -= 1;
         if (to.engine) self->send(to.engine, abort_atom::value, it->first);
       }
-      caf::anon_send(c.client, token_atom::value, TokenEvent{failed(c.client_id, why)});
+      caf::anon_send(c.client, token_atom::value, failed(c.client_id, why));
       st.fallbacks.erase(c.client_id);
       it = st.requests.erase(it);
+    }
+    for (runtime::RequestId id : recompute) {  // fall_back takes its entry out
+      KvHandoffBytes tokens = std::move(st.requests.at(id).resume);
+      fall_back(self, id, why, tokens);
     }
     report_health(self);
     self->delayed_send(self, kRedial, dial_atom::value, uint64_t(i));
@@ -207,7 +222,7 @@ void end_with_error(Self self, runtime::RequestId id, const std::string& why) {
   const auto it = st.requests.find(id);
   if (it == st.requests.end()) return;
   st.slots[it->second.slot].in_flight -= 1;
-  caf::anon_send(it->second.client, token_atom::value, TokenEvent{failed(it->second.client_id, why)});
+  caf::anon_send(it->second.client, token_atom::value, failed(it->second.client_id, why));
   st.fallbacks.erase(it->second.client_id);
   st.requests.erase(it);
 }
@@ -227,8 +242,8 @@ void fall_back(Self self, runtime::RequestId id, const std::string& why, KvHando
   if (to < 0) {
     spdlog::error("cluster: request {}: KV hand-off failed ({}); no decode engine is up", c.client_id, why);
     caf::anon_send(c.client, token_atom::value,
-                   TokenEvent{failed(c.client_id, "KV hand-off failed (" + why +
-                                                      ") and no decode engine is up to recompute it")});
+                   failed(c.client_id, "KV hand-off failed (" + why +
+                                                      ") and no decode engine is up to recompute it"));
     st.fallbacks.erase(c.client_id);
     return;
   }
@@ -281,11 +296,15 @@ void move_to_decode(Self self, runtime::RequestId id, Client& c, TokenEvent& ev)
             const auto it = self->state.requests.find(id);
             if (it == self->state.requests.end()) return;
             it->second.moving = false;
+            it->second.resume = {};
             if (!why.empty()) fall_back(self, id, why, tokens);
           },
-          [=](const caf::error& err) {  // the prefill engine hung (gone: on_engine_down)
-            end_with_error(self, id, "KV hand-off: no answer from the prefill engine (" +
-                                         describe(self->home_system(), err) + ")");
+          [=](const caf::error& err) {  // the engine hung (gone: on_engine_down)
+            const auto it = self->state.requests.find(id);
+            if (it == self->state.requests.end() || !it->second.moving) return;
+            KvHandoffBytes tokens = std::move(it->second.resume);
+            fall_back(self, id, "no answer from the engine moving it (" +
+                                    describe(self->home_system(), err) + ")", tokens);
           });
 }
 
@@ -295,13 +314,18 @@ void send_new(Self self, GenerateRequest req, const caf::actor& client, int slot
   if (slot < 0) {
     const auto problem = st.health->problem();
     caf::anon_send(client, token_atom::value,
-                   TokenEvent{failed(req.id, "no engine is up (" + problem.value_or("") + ")")});
+                   failed(req.id, "no engine is up (" + problem.value_or("") + ")"));
     return;
   }
   const bool prefill = st.slots[size_t(slot)].where.role == EngineRole::Prefill;
   auto track = [&](runtime::RequestId id, runtime::RequestParams& p) {
     if (prefill) p.kv_hand_off_after = p.max_tokens > 1 ? 1 : 0;  // its first token only
-    st.requests[id] = {size_t(slot), client, id, p};
+    Client& c = st.requests[id];
+    c = Client{};
+    c.slot = size_t(slot);
+    c.client = client;
+    c.client_id = id;
+    c.params = p;
   };
   track(req.id, req.params);
   for (runtime::Sibling& s : req.siblings) track(s.id, s.params);
@@ -425,6 +449,7 @@ cluster_router_actor::behavior_type cluster_router_fun(Self self,
         if (it == st.requests.end()) return;  // already failed when its engine went away
         const caf::actor client = it->second.client;
         if (ev.output.status == runtime::RequestStatus::HandedOff) {
+          it->second.resume = std::move(ev.resume);
           move_to_decode(self, ev.output.id, it->second, ev);
           ev.output.id = it->second.client_id;
           caf::anon_send(client, token_atom::value, std::move(ev));

@@ -142,8 +142,17 @@ struct GenerateRequest {
 };
 
 // What a request produced since its last event; `output.finished()` marks the last one.
+// A request's KV hand-off as bytes (runtime/kv_transfer/kv_handoff_wire.h): its tokens,
+// text state and one region of its KV.
+struct KvHandoffBytes {
+  std::vector<uint8_t> bytes;
+};
+
 struct TokenEvent {
   runtime::RequestOutput output;
+  // Status HandedOff: the request's tokens and text state without KV, so whoever moves
+  // it can have it recomputed elsewhere even if its engine is lost mid-move (docs/pd.md).
+  KvHandoffBytes resume;
 };
 
 // A rank's answer to run(StepPlan): the sampled tokens (and logprobs) of each chunk.
@@ -207,12 +216,6 @@ struct GroupFormed {
   int64_t generation = 0;  // the leader's count of groups formed
   std::vector<std::vector<uint8_t>> addresses;  // [R]
   DpPeers schedulers;                           // [R]
-};
-
-// A request's KV hand-off as bytes (runtime/kv_transfer/kv_handoff_wire.h): its tokens,
-// text state and one region of its KV.
-struct KvHandoffBytes {
-  std::vector<uint8_t> bytes;
 };
 
 // What a scheduler asks its rank to pack (export_atom): a parked request's hand-off

@@ -83,6 +83,12 @@ struct SchedulerState {
 
 using scheduler_pointer = scheduler_core_actor::stateful_pointer<SchedulerState>;
 
+KvHandoffBytes to_bytes(const runtime::KvHandoff& h) {
+  const std::vector<std::byte> wire = runtime::encode_kv_handoff(h);
+  const auto* p = reinterpret_cast<const uint8_t*>(wire.data());
+  return KvHandoffBytes{std::vector<uint8_t>(p, p + wire.size())};
+}
+
 void stream(scheduler_pointer self, std::vector<runtime::RequestOutput> outputs) {
   auto& clients = self->state.ledger->clients;
   for (runtime::RequestOutput& out : outputs) {
@@ -93,8 +99,12 @@ void stream(scheduler_pointer self, std::vector<runtime::RequestOutput> outputs)
       out.num_restored_tokens = r->second;
       if (last) self->state.restored.erase(r);
     }
-    if (out.status == runtime::RequestStatus::HandedOff) self->state.handed_off[out.id] = it->second;
-    caf::anon_send(it->second, token_atom::value, TokenEvent{std::move(out)});  // untyped client
+    TokenEvent ev{std::move(out), {}};
+    if (ev.output.status == runtime::RequestStatus::HandedOff) {
+      self->state.handed_off[ev.output.id] = it->second;
+      if (const auto* p = self->state.scheduler->parked(ev.output.id)) ev.resume = to_bytes(runtime::kv_handoff_header(*p));
+    }
+    caf::anon_send(it->second, token_atom::value, std::move(ev));  // untyped client
     if (last) clients.erase(it);
   }
 }
@@ -302,7 +312,7 @@ bool kv_by_name(SchedulerState& s, GenerateRequest& req, const caf::actor& clien
     runtime::RequestOutput out;
     out.id = req.id;
     out.status = runtime::RequestStatus::FinishedStopped;
-    caf::anon_send(client, token_atom::value, TokenEvent{std::move(out)});
+    caf::anon_send(client, token_atom::value, TokenEvent{std::move(out), {}});
     return false;
   }
   if (!p.kv_restore.empty()) {
@@ -362,12 +372,6 @@ runtime::KvTransferFailure failure_of(const caf::error& err) {
   if (err == caf::sec::request_timeout) return runtime::KvTransferFailure::Timeout;
   if (err == caf::sec::request_receiver_down) return runtime::KvTransferFailure::ReceiverDown;
   return runtime::KvTransferFailure::Refused;
-}
-
-KvHandoffBytes to_bytes(const runtime::KvHandoff& h) {
-  const std::vector<std::byte> wire = runtime::encode_kv_handoff(h);
-  const auto* p = reinterpret_cast<const uint8_t*>(wire.data());
-  return KvHandoffBytes{std::vector<uint8_t>(p, p + wire.size())};
 }
 
 // Moves parked request id to the engine `target` (P/D, drain; docs/pd.md): the rank packs
@@ -620,7 +624,7 @@ void send_error(const caf::actor& client, runtime::RequestId id, std::string why
   out.status = runtime::RequestStatus::FinishedError;
   out.error = std::move(why);
   out.error_cause = cause;
-  caf::anon_send(client, token_atom::value, TokenEvent{std::move(out)});
+  caf::anon_send(client, token_atom::value, TokenEvent{std::move(out), {}});
 }
 
 scheduler_core_actor spawn_scheduler(caf::actor_system& sys, const model::Forward& forward,

@@ -144,7 +144,7 @@ typename Inspector::result_type inspect(Inspector& f, GenerateRequest& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TokenEvent& x) {
-  return f(caf::meta::type_name("TokenEvent"), x.output);
+  return f(caf::meta::type_name("TokenEvent"), x.output, x.resume);
 }
 
 template <class Inspector>
