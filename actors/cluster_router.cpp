@@ -76,12 +76,14 @@ struct Client {
   caf::actor client;
   runtime::RequestId client_id = 0;  // the id the client knows (a fallback runs under another)
   runtime::RequestParams params;     // as sent: to recompute it elsewhere when a move fails
-  // Being moved from slot `from` to `slot` (P/D) until `from` answers: if `from` goes
-  // away meanwhile the answer never comes, so the request fails then; if `slot` does,
+  // Being moved from slot `from` to `slot` (P/D; slot == from when no decode engine was
+  // up), until `from` answers or `slot` streams its first event: if `from` goes away
+  // meanwhile, or does not answer, the request falls back on `resume`; if `slot` does,
   // `from` answers with a failure and the request falls back.
   bool moving = false;
   size_t from = 0;
   KvHandoffBytes resume;  // while moving: its tokens without KV (TokenEvent::resume)
+  bool aborted = false;   // the client aborted it while it was moving: it must not go on
   // Drain: when and from which slot its engine was asked to park it, until the first
   // tokens from another (logged: the time to the next token on the new instance).
   std::optional<std::chrono::steady_clock::time_point> drained_at;
@@ -155,14 +157,13 @@ void on_engine_down(Self self, const caf::down_msg& dm) {
     const std::string why = s.where.name + " went away (" + caf::to_string(dm.reason) + ")";
     spdlog::error("cluster: {}; its {} request(s) in flight end with an error", why, s.in_flight);
     s.engine = scheduler_actor{};
-    s.in_flight = 0;
     s.draining = false;  // back from a restart, it serves again
     std::vector<runtime::RequestId> recompute;
     for (auto it = st.requests.begin(); it != st.requests.end();) {
       Client& c = it->second;
       const bool moving_from = c.moving && c.from == i;
       // Moving to it: the sender answers (its lease runs out) and the request falls back.
-      if ((c.slot != i && !moving_from) || (c.moving && c.slot == i)) {
+      if ((c.slot != i && !moving_from) || (c.moving && c.slot == i && c.from != i)) {
         ++it;
         continue;
       }
@@ -180,6 +181,9 @@ void on_engine_down(Self self, const caf::down_msg& dm) {
       st.fallbacks.erase(c.client_id);
       it = st.requests.erase(it);
     }
+    // What is still counted on it: the moves to it, which fall back when their sender answers.
+    s.in_flight = 0;
+    for (const auto& [id, c] : st.requests) s.in_flight += c.slot == i;
     for (runtime::RequestId id : recompute) {  // fall_back takes its entry out
       KvHandoffBytes tokens = std::move(st.requests.at(id).resume);
       fall_back(self, id, why, tokens);
@@ -229,6 +233,7 @@ void end_with_error(Self self, runtime::RequestId id, const std::string& why) {
 
 // Request id's move failed: a decode engine (another than the one that failed, when one
 // is up) recomputes its tokens under a fresh id; without one the request ends with why.
+// One the client aborted meanwhile just ends, as aborted.
 void fall_back(Self self, runtime::RequestId id, const std::string& why, KvHandoffBytes& tokens) {
   auto& st = self->state;
   const auto it = st.requests.find(id);
@@ -238,6 +243,14 @@ void fall_back(Self self, runtime::RequestId id, const std::string& why, KvHando
   Slot& failed_at = st.slots[c.slot];
   failed_at.in_flight -= 1;
   if (failed_at.engine) self->send(failed_at.engine, abort_atom::value, id);  // a late arrival
+  if (c.aborted) {
+    TokenEvent ev;
+    ev.output.id = c.client_id;
+    ev.output.status = runtime::RequestStatus::FinishedAborted;
+    caf::anon_send(c.client, token_atom::value, std::move(ev));
+    st.fallbacks.erase(c.client_id);
+    return;
+  }
   const int to = pick(st, /*decode=*/true, static_cast<int>(c.slot));
   if (to < 0) {
     spdlog::error("cluster: request {}: KV hand-off failed ({}); no decode engine is up", c.client_id, why);
@@ -264,7 +277,8 @@ void fall_back(Self self, runtime::RequestId id, const std::string& why, KvHando
           [=](const std::string& refused) {
             if (!refused.empty()) end_with_error(self, fresh, "KV hand-off failed (" + why + "); recomputing it failed: " + refused);
           },
-          [=](const caf::error& err) {
+          [=](const caf::error& err) {  // it may still take it late: it must not run on
+            caf::anon_send(engine, abort_atom::value, fresh);
             end_with_error(self, fresh, "KV hand-off failed (" + why + "); recomputing it failed: " +
                                             describe(self->home_system(), err));
           });
@@ -278,11 +292,11 @@ void move_to_decode(Self self, runtime::RequestId id, Client& c, TokenEvent& ev)
   const scheduler_actor from = st.slots[c.slot].engine;
   const int to = pick(st, /*decode=*/true);
   caf::actor target;
+  c.moving = true;
+  c.from = c.slot;
   if (to >= 0) {
     st.slots[c.slot].in_flight -= 1;
     st.slots[size_t(to)].in_flight += 1;
-    c.moving = true;
-    c.from = c.slot;
     c.slot = size_t(to);
     target = caf::actor_cast<caf::actor>(st.slots[size_t(to)].engine);
   } else {
@@ -290,19 +304,31 @@ void move_to_decode(Self self, runtime::RequestId id, Client& c, TokenEvent& ev)
   }
   ev.output.status = runtime::RequestStatus::Running;
   if (!from) return;
+  // The entry of a move still pending, else null (answered, confirmed by the receiver's
+  // first event, or ended).
+  auto pending = [self, id]() -> Client* {
+    const auto it = self->state.requests.find(id);
+    return it == self->state.requests.end() || !it->second.moving ? nullptr : &it->second;
+  };
   self->request(caf::actor_cast<caf::actor>(from), kMoveAnswerTimeout, handoff_atom::value, id, target)
       .then(
           [=](const std::string& why, KvHandoffBytes& tokens) {
-            const auto it = self->state.requests.find(id);
-            if (it == self->state.requests.end()) return;
-            it->second.moving = false;
-            it->second.resume = {};
-            if (!why.empty()) fall_back(self, id, why, tokens);
+            Client* c = pending();
+            if (c == nullptr) return;
+            c->moving = false;
+            KvHandoffBytes resume = std::move(c->resume);
+            if (why.empty()) {
+              if (const auto& e = self->state.slots[c->slot].engine; c->aborted && e)
+                self->send(e, abort_atom::value, id);
+              return;
+            }
+            fall_back(self, id, why, tokens.bytes.empty() ? resume : tokens);
           },
           [=](const caf::error& err) {  // the engine hung (gone: on_engine_down)
-            const auto it = self->state.requests.find(id);
-            if (it == self->state.requests.end() || !it->second.moving) return;
-            KvHandoffBytes tokens = std::move(it->second.resume);
+            Client* c = pending();
+            if (c == nullptr) return;
+            c->moving = false;
+            KvHandoffBytes tokens = std::move(c->resume);
             fall_back(self, id, "no answer from the engine moving it (" +
                                     describe(self->home_system(), err) + ")", tokens);
           });
@@ -312,9 +338,11 @@ void move_to_decode(Self self, runtime::RequestId id, Client& c, TokenEvent& ev)
 void send_new(Self self, GenerateRequest req, const caf::actor& client, int slot) {
   auto& st = self->state;
   if (slot < 0) {
-    const auto problem = st.health->problem();
-    caf::anon_send(client, token_atom::value,
-                   failed(req.id, "no engine is up (" + problem.value_or("") + ")"));
+    const std::string why = "no engine is up (" + st.health->problem().value_or("") + ")";
+    for (runtime::RequestId id : ids_of(req)) {
+      st.probing.erase(id);
+      caf::anon_send(client, token_atom::value, failed(id, why));
+    }
     return;
   }
   const bool prefill = st.slots[size_t(slot)].where.role == EngineRole::Prefill;
@@ -372,13 +400,18 @@ void probe_and_send(Self self, GenerateRequest req, caf::actor client, std::vect
               [=](const caf::error&) { answered(k, 0); });
 }
 
-// Asks the draining engines to park each of their requests not moving yet; how many.
+// Asks the draining engines to park each of their requests; how many they hold, counting
+// those still moving to them (asked once they have arrived).
 int64_t park_drained(Self self) {
   auto& st = self->state;
   int64_t asked = 0;
   for (auto& [id, c] : st.requests) {
     const Slot& s = st.slots[c.slot];
-    if (!s.draining || c.moving || !s.engine) continue;
+    if (!s.draining || !s.engine) continue;
+    if (c.moving) {
+      ++asked;
+      continue;
+    }
     if (!c.drained_at) {
       c.drained_at = std::chrono::steady_clock::now();
       c.drained_from = c.slot;
@@ -455,6 +488,12 @@ cluster_router_actor::behavior_type cluster_router_fun(Self self,
           caf::anon_send(client, token_atom::value, std::move(ev));
           return;
         }
+        if (it->second.moving) {  // only the receiver streams now: it has the request
+          it->second.moving = false;
+          it->second.resume = {};
+          if (const auto& e = st.slots[it->second.slot].engine; it->second.aborted && e)
+            self->send(e, abort_atom::value, ev.output.id);
+        }
         ev.output.id = it->second.client_id;
         if (it->second.drained_at && it->second.slot != it->second.drained_from &&
             !ev.output.new_tokens.empty()) {
@@ -472,10 +511,15 @@ cluster_router_actor::behavior_type cluster_router_fun(Self self,
         caf::anon_send(client, token_atom::value, std::move(ev));
       },
       [=](abort_atom, runtime::RequestId id) {
-        if (const auto p = self->state.probing.find(id); p != self->state.probing.end())
+        auto& st = self->state;
+        if (const auto p = st.probing.find(id); p != st.probing.end()) {
           p->second = true;  // aborted once it is sent
-        else if (scheduler_actor e = engine_of(id))
-          self->send(e, abort_atom::value, id);
+          return;
+        }
+        scheduler_actor e = engine_of(id);
+        if (const auto it = st.requests.find(id); it != st.requests.end() && it->second.moving)
+          it->second.aborted = true;  // the receiver may not hold it yet: again once it does
+        if (e) self->send(e, abort_atom::value, id);
       },
       [=](fail_atom, runtime::RequestId id, const std::string& why) {
         if (scheduler_actor e = engine_of(id)) self->send(e, fail_atom::value, id, why);

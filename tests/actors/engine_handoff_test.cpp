@@ -254,6 +254,48 @@ TEST_P(RouterFallback, AFailedMoveIsRecomputedOnTheOtherDecodeEngine) {
   }
 }
 
+// A client that aborts while its request is moving (the receiver stalls on the hand-off
+// past its lease) gets one final event, aborted, and no recompute runs; every engine ends
+// holding nothing.
+TEST(RouterFallbackAbort, AnAbortDuringAFailingMoveEndsTheRequestOnce) {
+  caf::actor_system_config cfg;
+  caf::actor_system sys(cfg);
+  EngineOptions faulty;
+  faulty.faults = std::make_shared<runtime::FaultPlan>(runtime::FaultPlan::parse("kv-import-stall@1:2500"));
+  InProcessCluster cluster(sys, config(),
+                           {{"p", EngineRole::Prefill}, {"d1", EngineRole::Decode, faulty},
+                            {"d2", EngineRole::Decode}});
+  caf::scoped_actor self{sys};
+  self->send(cluster.router, generate_atom::value,
+             GenerateRequest{9, random_tokens(33, 909), greedy(20), {}}, caf::actor{self});
+  std::vector<runtime::RequestOutput> events;
+  auto next = [&](std::chrono::milliseconds wait) {
+    bool got = false;
+    self->receive(
+        [&](token_atom, const TokenEvent& e) {
+          got = true;
+          events.push_back(e.output);
+        },
+        caf::after(wait) >> [] {});
+    return got;
+  };
+  ASSERT_TRUE(next(std::chrono::milliseconds(60000)));  // the first token, from p
+  self->send(cluster.router, abort_atom::value, runtime::RequestId{9});
+  while (!events.back().finished() && next(std::chrono::milliseconds(60000))) {}
+  EXPECT_EQ(events.back().status, runtime::RequestStatus::FinishedAborted);
+  EXPECT_FALSE(next(std::chrono::milliseconds(3000)));  // nothing after the end
+  for (const scheduler_actor& e : cluster.engines) {
+    runtime::EngineFigures f = figures_of(self, e);
+    for (int i = 0; i < 100 && (f.used_blocks != 0 || f.running + f.waiting != 0); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      f = figures_of(self, e);
+    }
+    EXPECT_EQ(f.used_blocks, 0);
+    EXPECT_EQ(f.running + f.waiting, 0);
+    EXPECT_EQ(f.kv_transfer_fallbacks, 0);
+  }
+}
+
 // Drain under the cluster router: a request decoding on d1 moves to d2 with its KV when d1
 // drains, and its tokens are the undisturbed run's; d2 computes one token per decode (no
 // prefill, no replay); d1 frees everything and gets nothing new. Draining an unknown
