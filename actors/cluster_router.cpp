@@ -444,6 +444,29 @@ std::pair<std::string, int64_t> drain(Self self, const std::string& instance) {
   return {std::string(), n};
 }
 
+// The cluster's figures from its engines' (by slot; nullopt: no answer): each instance's
+// engines summed and named, then those summed.
+runtime::EngineFigures per_instance(const std::vector<Slot>& slots,
+                                    const std::vector<std::optional<runtime::EngineFigures>>& parts) {
+  std::vector<runtime::EngineFigures> instances;
+  std::vector<std::string> names;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (!parts[i]) continue;
+    const auto at = std::find(names.begin(), names.end(), slots[i].instance());
+    if (at != names.end()) {  // a rank of an instance spread over processes
+      const size_t k = size_t(at - names.begin());
+      const runtime::EngineFigures both[2] = {instances[k], *parts[i]};
+      instances[k] = runtime::sum_figures(both);
+      instances[k].per_rank.clear();
+    } else {
+      names.push_back(slots[i].instance());
+      instances.push_back(*parts[i]);
+    }
+  }
+  for (size_t k = 0; k < instances.size(); ++k) instances[k].instance = names[k];
+  return runtime::sum_figures(instances);
+}
+
 cluster_router_actor::behavior_type cluster_router_fun(Self self,
                                                        std::vector<ClusterEngineAddress> remote,
                                                        std::vector<LocalEngine> local,
@@ -532,21 +555,23 @@ cluster_router_actor::behavior_type cluster_router_fun(Self self,
       [=](drain_atom) {  // the retry: requests that held no KV yet when asked
         if (park_drained(self) > 0) self->delayed_send(self, kDrainRetry, drain_atom::value);
       },
-      // The instance's figures: every up engine's, summed (runtime::sum_figures).
+      // The cluster's figures: every up engine's, summed (runtime::sum_figures), with
+      // per_rank = each instance's (its engines summed), named, in slot order.
       [=](stats_atom) -> caf::result<runtime::EngineFigures> {
         auto rp = self->make_response_promise<runtime::EngineFigures>();
-        auto parts = std::make_shared<std::vector<runtime::EngineFigures>>();
+        const auto& slots = self->state.slots;
+        auto parts = std::make_shared<std::vector<std::optional<runtime::EngineFigures>>>(slots.size());
         auto pending = std::make_shared<size_t>(0);
-        for (const Slot& s : self->state.slots) *pending += s.engine != nullptr;
+        for (const Slot& s : slots) *pending += s.engine != nullptr;
         if (*pending == 0) return runtime::EngineFigures{};
-        for (const Slot& s : self->state.slots) {
-          if (!s.engine) continue;
-          auto done = [=]() mutable {
-            if (--*pending == 0) rp.deliver(runtime::sum_figures(*parts));
-          };
-          self->request(s.engine, kDialTimeout, stats_atom::value)
+        auto done = [=]() mutable {
+          if (--*pending == 0) rp.deliver(per_instance(self->state.slots, *parts));
+        };
+        for (size_t i = 0; i < slots.size(); ++i) {
+          if (!slots[i].engine) continue;
+          self->request(slots[i].engine, kDialTimeout, stats_atom::value)
               .then([=](runtime::EngineFigures& f) mutable {
-                      parts->push_back(std::move(f));
+                      (*parts)[i] = std::move(f);
                       done();
                     },
                     [=](const caf::error&) mutable { done(); });

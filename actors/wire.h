@@ -104,7 +104,7 @@ typename Inspector::result_type inspect(Inspector& f, EngineFigures& x) {
            x.spec_num_draft_tokens, x.spec_num_accepted_tokens, x.spec_accepted_per_pos,
            x.eplb_rebalances, x.eplb_balance_before, x.eplb_balance_after, x.spec_steps_by_k,
            x.kv_transfer_bytes, x.kv_transfer_seconds_buckets, x.kv_transfer_seconds_sum,
-           x.kv_transfer_failures, x.kv_transfer_fallbacks,
+           x.kv_transfer_failures, x.kv_transfer_fallbacks, x.instance,
            x.schedule_cpu_s, x.update_cpu_s, x.rank_busy_seconds, x.recent_steps, x.per_rank);
 }
 

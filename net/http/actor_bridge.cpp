@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <chrono>
 #include <mutex>
 #include <random>
@@ -286,6 +287,7 @@ class ActorBridge : public EngineBridge {
     advance_spec_decode(s);
     advance_kv_transfers(s);
     if (s.per_rank.empty()) return observe_steps(s, seen_.steps);
+    if (!s.per_rank.front().instance.empty()) return update_instances(s);
     // R ranks: each numbers its own steps, so each has its own cursor.
     seen_rank_steps_.resize(s.per_rank.size(), 0);
     for (size_t r = 0; r < s.per_rank.size(); ++r) {
@@ -296,6 +298,21 @@ class ActorBridge : public EngineBridge {
       g.kv_usage.set(f.kv_usage);
       g.used_blocks.set(double(f.used_blocks));
       observe_steps(f, seen_rank_steps_[r]);
+    }
+  }
+
+  // A cluster router's figures: each instance's series, its cursors kept by name.
+  void update_instances(const runtime::EngineFigures& s) {
+    for (const runtime::EngineFigures& f : s.per_rank) {
+      const metrics::ServingMetrics::InstanceSeries m = metrics_.instance_series(f.instance);
+      m.gauges.running.set(double(f.running));
+      m.gauges.waiting.set(double(f.waiting));
+      m.gauges.kv_usage.set(f.kv_usage);
+      m.gauges.used_blocks.set(double(f.used_blocks));
+      InstanceSeen& seen = seen_instances_[f.instance];
+      advance(m.prefix_cache_queries, f.prefix_query_tokens, seen.queries);
+      advance(m.prefix_cache_hits, f.prefix_hit_tokens, seen.hits);
+      observe_steps(f, seen.steps);
     }
   }
 
@@ -346,6 +363,11 @@ class ActorBridge : public EngineBridge {
     if (drafts > 0 || draft_tokens > 0 || accepted > 0)
       metrics_.record_spec_decode(drafts, draft_tokens, accepted, per_pos);
   }
+
+  struct InstanceSeen {
+    int64_t queries = 0, hits = 0, steps = 0;
+  };
+  std::map<std::string, InstanceSeen> seen_instances_;
 
   static void advance(metrics::Counter& c, int64_t now, int64_t& seen) {
     if (now > seen) c.inc(double(now - seen));

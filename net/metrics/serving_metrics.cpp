@@ -240,6 +240,18 @@ ServingMetrics::RankGauges ServingMetrics::rank_gauges(int rank) {
           registry_.gauge("troupe:kv_cache_used_blocks", kUsedBlocksHelp, labels)};
 }
 
+ServingMetrics::InstanceSeries ServingMetrics::instance_series(const std::string& instance) {
+  const Labels labels{{"model_name", model_name_}, {"instance", instance}};
+  return {{registry_.gauge("troupe:num_requests_running", kRunningHelp, labels),
+           registry_.gauge("troupe:num_requests_waiting", kWaitingHelp, labels),
+           registry_.gauge("troupe:kv_cache_usage_perc", kKvUsageHelp, labels),
+           registry_.gauge("troupe:kv_cache_used_blocks", kUsedBlocksHelp, labels)},
+          registry_.counter("troupe:prefix_cache_queries",
+                            "Prefix cache queries, in terms of number of queried tokens.", labels),
+          registry_.counter("troupe:prefix_cache_hits",
+                            "Prefix cache hits, in terms of number of cached tokens.", labels)};
+}
+
 ServingMetrics::EplbSeries ServingMetrics::eplb() {
   const char* const help =
       "Mean per-layer expert balance (mean rank load / max rank load) of the EPLB window on "

@@ -41,6 +41,10 @@
 //               troupe:kv_transfer_failures_total{cause} (hand-offs sent that failed: refused
 //               timeout receiver_down export no_receiver), troupe:kv_transfer_fallbacks_total
 //               (hand-offs received and recomputed instead of loaded: docs/pd.md)
+//   per instance  a cluster router's: troupe:num_requests_running, _waiting,
+//               troupe:kv_cache_usage_perc, troupe:kv_cache_used_blocks,
+//               troupe:prefix_cache_queries_total, troupe:prefix_cache_hits_total, each
+//               with label instance (docs/pd.md "Cache-aware routing")
 //   gauges (EPLB) troupe:eplb_balance{when="before"|"after"} (troupe's own: the planner's
 //               mean per-layer balance of its window on the placement before and after the
 //               last switch, MODEL.md 9); both EPLB families appear with the first switch
@@ -102,6 +106,14 @@ class ServingMetrics {
     Gauge& used_blocks;
   };
   RankGauges rank_gauges(int rank);
+  // A cluster router's per-instance series (label instance): the same gauges, and the
+  // prefix cache's queried and hit tokens (their ratio: the instance's hit rate).
+  struct InstanceSeries {
+    RankGauges gauges;
+    Counter& prefix_cache_queries;
+    Counter& prefix_cache_hits;
+  };
+  InstanceSeries instance_series(const std::string& instance);
 
   // Live EPLB's series (registered on first use: an instance without EPLB has none).
   struct EplbSeries {

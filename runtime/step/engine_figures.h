@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <deque>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace troupe::runtime {
@@ -104,7 +105,10 @@ struct EngineFigures {
 
   // An instance of R > 1 ranks: each rank's own figures, [R] in rank order (their own
   // per_rank empty); the fields above are then their sum (sum_figures). Empty for one rank.
+  // A cluster router's figures: each up instance's instead, named by `instance`.
   std::vector<EngineFigures> per_rank;
+  std::string instance;  // in a cluster router's per_rank: the instance's name; else ""
+
 
   bool operator==(const EngineFigures&) const = default;
 };

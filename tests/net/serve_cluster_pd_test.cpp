@@ -20,6 +20,7 @@
 #include "net/http_test_client.h"
 #include "runtime/golden_engine_config.h"
 #include "support/golden.h"
+#include "support/prometheus_text.h"
 #include "support/run_troupe.h"
 
 namespace troupe::testing {
@@ -286,6 +287,17 @@ TEST(ServeClusterPd, RequestsPrefillOnOneInstanceAndDecodeOnTheOther) {
   ASSERT_EQ(single.status, 200) << single.body;
   EXPECT_EQ(tokens_of(json::parse(single.body)),
             runtime::engine_greedy(*golden_model().forward, prompts[0], 1));
+
+  // The router's /metrics has each instance's series: p queried its prefix cache for
+  // every prompt; nothing is running or held anywhere now.
+  const std::string m = http(port, "GET", "/metrics").body;
+  EXPECT_GT(series_with(m, "troupe:prefix_cache_queries_total", "instance=\"p\""), 0) << m;
+  EXPECT_GE(series_with(m, "troupe:prefix_cache_hits_total", "instance=\"p\""), 0) << m;
+  for (const char* instance : {"instance=\"p\"", "instance=\"d\""}) {
+    EXPECT_EQ(series_with(m, "troupe:num_requests_running", instance), 0) << m;
+    EXPECT_EQ(series_with(m, "troupe:kv_cache_used_blocks", instance), 0) << m;
+  }
+  EXPECT_EQ(series_with(m, "troupe:num_requests_running", "rank=\""), -1) << m;  // no rank series
 
   // Where the work ran (troupe cluster status: each engine's figures). The decode engine
   // ran steps, so it decoded; both hold no block now, so the prefill side released every
