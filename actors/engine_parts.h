@@ -12,6 +12,7 @@
 #include "runtime/eplb/counts_trace.h"
 #include "runtime/eplb/eplb_planner.h"
 #include "runtime/eplb/expert_placement.h"
+#include "runtime/kv_transfer/kv_handoff_wire.h"
 
 namespace troupe::actors {
 
@@ -78,6 +79,14 @@ struct EngineLedger {
   // names the rank even when the scheduler's exit arrives before the rank's.
   std::string death;
 };
+
+// A hand-off as the bytes a message carries (runtime/kv_transfer/kv_handoff_wire.h): the
+// rank's packed KV, or a scheduler's tokens-only fallback.
+inline KvHandoffBytes handoff_bytes(const runtime::KvHandoff& h) {
+  const std::vector<std::byte> wire = runtime::encode_kv_handoff(h);
+  const auto* p = reinterpret_cast<const uint8_t*>(wire.data());
+  return KvHandoffBytes{std::vector<uint8_t>(p, p + wire.size())};
+}
 
 // An exit reason as text for clients and logs: the error's own message where it has one
 // ("injected fault: rank-exit"), else CAF's rendering.

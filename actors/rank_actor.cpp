@@ -161,9 +161,7 @@ rank_actor::behavior_type rank_fun(rank_pointer self, const model::Forward* forw
         } catch (const troupe::Error& e) {
           return caf::make_error(caf::sec::runtime_error, std::string(e.what()));
         }
-        const std::vector<std::byte> wire = runtime::encode_kv_handoff(h);
-        const auto* p = reinterpret_cast<const uint8_t*>(wire.data());
-        return KvHandoffBytes{std::vector<uint8_t>(p, p + wire.size())};
+        return handoff_bytes(h);
       },
       [=](staged_atom, StagedPlacement& staged) {
         auto& s = self->state;

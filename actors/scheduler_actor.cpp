@@ -83,12 +83,6 @@ struct SchedulerState {
 
 using scheduler_pointer = scheduler_core_actor::stateful_pointer<SchedulerState>;
 
-KvHandoffBytes to_bytes(const runtime::KvHandoff& h) {
-  const std::vector<std::byte> wire = runtime::encode_kv_handoff(h);
-  const auto* p = reinterpret_cast<const uint8_t*>(wire.data());
-  return KvHandoffBytes{std::vector<uint8_t>(p, p + wire.size())};
-}
-
 void stream(scheduler_pointer self, std::vector<runtime::RequestOutput> outputs) {
   auto& clients = self->state.ledger->clients;
   for (runtime::RequestOutput& out : outputs) {
@@ -102,7 +96,7 @@ void stream(scheduler_pointer self, std::vector<runtime::RequestOutput> outputs)
     TokenEvent ev{std::move(out), {}};
     if (ev.output.status == runtime::RequestStatus::HandedOff) {
       self->state.handed_off[ev.output.id] = it->second;
-      if (const auto* p = self->state.scheduler->parked(ev.output.id)) ev.resume = to_bytes(runtime::kv_handoff_header(*p));
+      if (const auto* p = self->state.scheduler->parked(ev.output.id)) ev.resume = handoff_bytes(runtime::kv_handoff_header(*p));
     }
     caf::anon_send(it->second, token_atom::value, std::move(ev));  // untyped client
     if (last) clients.erase(it);
@@ -391,7 +385,7 @@ caf::result<std::string, KvHandoffBytes> hand_off(scheduler_pointer self, runtim
     return {"request " + std::to_string(id) + " is not parked here", KvHandoffBytes{}};
   }
   KvExport ex{runtime::kv_handoff_header(*p), {}, s.kv->swa_slot(id)};
-  const KvHandoffBytes tokens_only = to_bytes(ex.header);  // header: no shape, no region
+  const KvHandoffBytes tokens_only = handoff_bytes(ex.header);  // header: no shape, no region
   const auto table = s.kv->block_table(id);
   ex.table.assign(table.begin(), table.end());
   ex.header.shape = s.shape;
