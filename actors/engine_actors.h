@@ -31,7 +31,7 @@ using rank_actor = caf::typed_actor<caf::replies_to<run_atom, runtime::StepPlan>
                                     caf::reacts_to<group_atom, std::shared_ptr<runtime::Communicator>>,
                                     caf::reacts_to<stage_atom, PlacementUpdate>,
                                     caf::reacts_to<staged_atom, StagedPlacement>,
-                                    caf::replies_to<export_atom, KvExport>::with<KvHandoffBytes>>;
+                                    caf::replies_to<export_atom, KvExport>::with<KvHandoffValue>>;
 
 // The node's Engram owner (messages.h): prefetches the Engram table rows of the plans
 // the schedulers send it; stats answers what it has done.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <caf/all.hpp>
+#include <atomic>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -34,7 +35,8 @@ using scheduler_core_actor =
                      caf::reacts_to<stage_atom, PlacementUpdate>,
                      caf::replies_to<handoff_atom, runtime::RequestId, caf::actor>::with<std::string, KvHandoffBytes>,
                      caf::reacts_to<park_atom, runtime::RequestId>,
-                     caf::replies_to<import_atom, GenerateRequest, KvHandoffBytes, caf::actor>::with<std::string>>;
+                     caf::replies_to<import_atom, GenerateRequest, KvHandoffBytes, caf::actor>::with<std::string>,
+                     caf::replies_to<import_atom, GenerateRequest, KvHandoffValue, caf::actor>::with<std::string>>;
 
 // The instance's live-EPLB planner (actors/eplb_planner_actor.cpp): each scheduler sends
 // it every step's expert counts; it sends new placements to the schedulers (messages.h).
@@ -47,9 +49,24 @@ using supervisor_actor = scheduler_actor::extend<
     caf::replies_to<handoff_atom, runtime::RequestId, caf::actor>::with<std::string, KvHandoffBytes>,
     caf::reacts_to<park_atom, runtime::RequestId>,
     caf::replies_to<import_atom, GenerateRequest, KvHandoffBytes, caf::actor>::with<std::string>,
+    caf::replies_to<import_atom, GenerateRequest, KvHandoffValue, caf::actor>::with<std::string>,
+    caf::replies_to<kvreserve_atom, uint64_t>::with<KvLease>,
+    caf::replies_to<kvcommit_atom, uint64_t, GenerateRequest, KvHandoffBytes, caf::actor>::with<std::string>,
     caf::replies_to<join_atom, GroupJoin>::with<GroupFormed>,
     caf::reacts_to<address_atom, int64_t, std::vector<uint8_t>>,
     caf::reacts_to<formed_atom, int64_t, std::string>, caf::reacts_to<dial_atom, uint64_t>>;
+
+// The instance's KV transfer agent (actors/kv_agent.cpp, docs/pd.md "The transfer
+// agent"), on a thread of its own: it moves its schedulers' parked requests to other
+// engines (kvpush: by one RMA put of the region where both sides have UCX, else in a
+// message) and receives theirs (kvreserve, kvcommit: staging memory under a lease, then
+// the hand-off goes to the instance's scheduler as an import). Answers "" once the
+// receiver has the request, else why not (or the error: timeout, receiver down).
+using kv_agent_actor = caf::typed_actor<
+    caf::replies_to<kvpush_atom, GenerateRequest, KvHandoffValue, caf::actor, caf::actor>::with<std::string>,
+    caf::replies_to<kvreserve_atom, uint64_t>::with<KvLease>,
+    caf::replies_to<kvcommit_atom, uint64_t, GenerateRequest, KvHandoffBytes, caf::actor>::with<std::string>,
+    caf::reacts_to<kvpoll_atom>>;
 
 using eplb_planner_actor = caf::typed_actor<caf::reacts_to<eplb_atom, ExpertCounts>,
                                             caf::reacts_to<peers_atom, Schedulers>>;
@@ -61,6 +78,26 @@ eplb_planner_actor spawn_eplb_planner(caf::actor_system& sys, runtime::eplb::Epl
                                       std::shared_ptr<const runtime::eplb::ExpertPlacement> placement,
                                       int ranks,
                                       std::shared_ptr<runtime::eplb::CountsRecorder> recorder);
+
+// What the transfer agent has done, read by the supervisor for the instance's figures
+// (EngineFigures::kv_transfer_rma and the rest); atomics, as it runs on its own thread.
+struct KvAgentCounters {
+  std::atomic<int64_t> rma{0}, messages{0}, descriptors{0}, leases_expired{0};
+  void add_to(runtime::EngineFigures& f) const {
+    f.kv_transfer_rma += rma;
+    f.kv_transfer_messages += messages;
+    f.kv_transfer_descriptors += descriptors;
+    f.kv_transfer_leases_expired += leases_expired;
+  }
+};
+
+// Ends with its supervisor (linked). imports: where a received hand-off goes (the
+// supervisor; held weakly). max_staging_bytes: what this side reserves at once for
+// senders' puts. faults: kv-commit-drop (null: none).
+kv_agent_actor spawn_kv_agent(caf::actor_system& sys, caf::actor_addr imports,
+                              std::shared_ptr<KvAgentCounters> counters,
+                              std::shared_ptr<const runtime::FaultPlan> faults,
+                              uint64_t max_staging_bytes);
 
 // What outlives one scheduler incarnation. The scheduler writes it while alive; the
 // supervisor reads it only after the scheduler's exit message (so never concurrently):
@@ -122,6 +159,7 @@ struct SyncSetup {
   bool lockstep = false;
   eplb_planner_actor planner;  // live EPLB: where the step counts go; null: off
   engram_owner_actor engram;   // where its plans go for Engram prefetch; null: none
+  kv_agent_actor agent;        // moves its parked requests to other engines
 };
 
 scheduler_core_actor spawn_scheduler(caf::actor_system& sys, const model::Forward& forward,

@@ -50,6 +50,12 @@ void start(supervisor_pointer self) {
     self->link_to(s.planner);
   }
   const runtime::Drafter* drafter = s.config.speculative.enabled() ? s.options.drafter : nullptr;
+  // Staging for hand-offs coming in: as much as the KV pool holds (no more could be
+  // loaded at once), plus room for their slot states.
+  const uint64_t staging = uint64_t(s.kv.num_blocks * s.kv.block_bytes) + (uint64_t(64) << 20);
+  s.agent = spawn_kv_agent(self->home_system(), self->address(), s.agent_counts,
+                           s.options.faults, staging);
+  self->link_to(s.agent);
   for (int r = 0; r < R; ++r) {
     const bool faulty = R == 1 || r == s.options.fault_rank;
     // Fresh tiers per incarnation: the host tier died with the rank; the disk files stay.
@@ -67,7 +73,7 @@ void start(supervisor_pointer self) {
     m.scheduler = spawn_scheduler(
         self->home_system(), *s.forward, s.tokenizer, s.config, s.kv, m.rank, s.ledgers[r],
         s.options.request_timeout,
-        SyncSetup{rank, group_size, lockstep, s.planner, s.options.engram_owner}, tiers,
+        SyncSetup{rank, group_size, lockstep, s.planner, s.options.engram_owner, s.agent}, tiers,
         faulty ? s.options.faults : nullptr);
     self->link_to(m.rank);
     self->link_to(m.scheduler);
@@ -122,6 +128,12 @@ void on_ended(supervisor_pointer self) {
     self->send_exit(s.planner, caf::exit_reason::kill);
     s.retired.push_back(s.planner.address());
     s.planner = nullptr;
+  }
+  if (s.agent) {  // its staging memory and puts in flight go with it
+    self->unlink_from(s.agent);
+    self->send_exit(s.agent, caf::exit_reason::kill);
+    s.retired.push_back(s.agent.address());
+    s.agent = nullptr;
   }
   while (s.retired.size() > 8 + 2 * s.members.size()) s.retired.pop_front();
   s.members.clear();
@@ -202,6 +214,8 @@ void on_exit(supervisor_pointer self, caf::exit_msg& msg) {
   }
   if (s.planner && msg.source == s.planner.address())
     return end_incarnation(self, "the eplb planner died: " + describe(self->home_system(), msg.reason));
+  if (s.agent && msg.source == s.agent.address())
+    return end_incarnation(self, "the KV transfer agent died: " + describe(self->home_system(), msg.reason));
   const auto stale = std::find(s.retired.begin(), s.retired.end(), msg.source);
   if (stale != s.retired.end()) return void(s.retired.erase(stale));  // already replaced
   self->quit(msg.reason);  // shutdown: the links take the schedulers and the ranks along
@@ -306,22 +320,28 @@ bool one_rank_up(const SupervisorState& st) {
   return st.members.size() == 1 && st.members.front().scheduler && st.down.empty();
 }
 
+// The transfer agent's counts are the instance's, added once.
 caf::result<runtime::EngineFigures> gather_figures(supervisor_pointer self) {
   auto& s = self->state;
   const int R = s.size();
+  const std::shared_ptr<KvAgentCounters> agent = s.agent_counts;
+  auto summed = [agent](const std::vector<runtime::EngineFigures>& parts) {
+    runtime::EngineFigures f = parts.size() == 1 ? parts.front() : runtime::sum_figures(parts);
+    agent->add_to(f);
+    return f;
+  };
   if (s.members.empty() || !s.ending.empty()) {
     std::vector<runtime::EngineFigures> counts;
     for (const auto& l : s.ledgers) counts.push_back(l->counters);
-    return R == 1 ? counts.front() : runtime::sum_figures(counts);
+    return summed(counts);
   }
-  if (R == 1) return self->delegate(s.members.front().scheduler, stats_atom::value);
   auto rp = self->make_response_promise<runtime::EngineFigures>();
   auto parts = std::make_shared<std::vector<runtime::EngineFigures>>(R);
   auto left = std::make_shared<int>(R);
   for (int r = 0; r < R; ++r) {
     auto got = [=](runtime::EngineFigures f) mutable {
       (*parts)[r] = std::move(f);
-      if (--*left == 0) rp.deliver(runtime::sum_figures(*parts));
+      if (--*left == 0) rp.deliver(summed(*parts));
     };
     self->request(s.members[r].scheduler, std::chrono::seconds(5), stats_atom::value)
         .then([=](const runtime::EngineFigures& f) mutable { got(f); },
@@ -411,6 +431,26 @@ supervisor_actor::behavior_type supervisor_fun(supervisor_pointer self,
         if (!one_rank_up(st)) return std::string(kNotOneRank);
         return self->delegate(st.members.front().scheduler, import_atom::value, std::move(req),
                               std::move(bytes), std::move(client));
+      },
+      [=](import_atom, GenerateRequest& req, KvHandoffValue& v,
+          caf::actor client) -> caf::result<std::string> {  // from the agent: its put landed
+        auto& st = self->state;
+        if (!one_rank_up(st)) return std::string(kNotOneRank);
+        return self->delegate(st.members.front().scheduler, import_atom::value, std::move(req),
+                              std::move(v), std::move(client));
+      },
+      // The transfer agent receives hand-offs by RMA (docs/pd.md "The transfer agent").
+      [=](kvreserve_atom, uint64_t bytes) -> caf::result<KvLease> {
+        auto& st = self->state;
+        if (!one_rank_up(st) || !st.agent) return KvLease{0, {}, 0, {}, kNotOneRank};
+        return self->delegate(st.agent, kvreserve_atom::value, bytes);
+      },
+      [=](kvcommit_atom, uint64_t lease, GenerateRequest& req, KvHandoffBytes& header,
+          caf::actor client) -> caf::result<std::string> {
+        auto& st = self->state;
+        if (!st.agent) return std::string(kNotOneRank);
+        return self->delegate(st.agent, kvcommit_atom::value, lease, std::move(req),
+                              std::move(header), std::move(client));
       },
       // An instance spread over processes (group_member.cpp).
       [=](join_atom, GroupJoin& join) { return on_join(self, join); },

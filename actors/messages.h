@@ -77,6 +77,19 @@
 //   rank --KvHandoffBytes--> scheduler --import(GenerateRequest, bytes, client)--> target
 //   target --"" or why--> scheduler (release);  target scheduler --token--> client
 //
+// The hop "import --> target" is the instance's KV transfer agent (actors/kv_agent.cpp,
+// docs/pd.md "The transfer agent"): with UCX on both sides the region goes by one RMA put
+// into memory the target's agent registered, and only the rest travels in messages:
+//
+//   scheduler --kvpush(request, KvHandoffValue, target, client)--> agent A
+//   agent A --kvreserve(bytes)--> target supervisor --> agent B --KvLease--> agent A
+//   agent A ==put region, flush==> B's staging memory (UCX; B's lease frees it if no commit)
+//   agent A --kvcommit(lease, request, header, client)--> target --> agent B
+//   agent B --import(request, KvHandoffValue, client)--> B's supervisor --> scheduler
+//   "" or why --> agent B --> agent A --> scheduler A
+//
+// Without UCX on either side (lease 0) agent A sends import(request, bytes, client).
+//
 // CAF 0.17 (Debian): atoms are atom_constant with at most 10 characters. The payloads
 // that may cross a process have inspect() functions and type IDs (actors/wire.h,
 // included at the end of this file); the rest are local-only
@@ -129,6 +142,10 @@ using import_atom = caf::atom_constant<caf::atom("import")>;      // continue a 
 using export_atom = caf::atom_constant<caf::atom("export")>;      // pack a parked request's KV
 using park_atom = caf::atom_constant<caf::atom("park")>;          // drain: park a running request
 using drain_atom = caf::atom_constant<caf::atom("drain")>;        // move an instance's requests away
+using kvpush_atom = caf::atom_constant<caf::atom("kvpush")>;      // agent: move a hand-off
+using kvreserve_atom = caf::atom_constant<caf::atom("kvreserve")>;  // agent: staging for a put
+using kvcommit_atom = caf::atom_constant<caf::atom("kvcommit")>;  // agent: the put has landed
+using kvpoll_atom = caf::atom_constant<caf::atom("kvpoll")>;      // agent: progress its transport
 
 // --- payloads ----------------------------------------------------------------------------
 // A request for one generation; outputs stream to `reply_to` as (token_atom, TokenEvent).
@@ -226,6 +243,24 @@ struct KvExport {
   int32_t slot = -1;
 };
 
+// A hand-off as a value between actors of one process: the rank's packed KV for the
+// transfer agent (export_atom's answer), and the hand-off whose region an RMA put
+// brought, for the receiving scheduler (import_atom).
+struct KvHandoffValue {
+  runtime::KvHandoff h;
+};
+
+// A receiving agent's answer to kvreserve: where the sender puts a region of that many
+// bytes, under lease `lease`. lease 0: not by RMA here (no UCX on this side, or `why`:
+// its staging memory is full); the sender sends the whole hand-off in a message instead.
+struct KvLease {
+  uint64_t lease = 0;
+  std::vector<uint8_t> address;  // the receiver's UCP worker
+  uint64_t remote_address = 0;
+  std::vector<uint8_t> rkey;
+  std::string why;
+};
+
 // What the Engram owner has done (stats_atom to it), for tests and logs.
 struct EngramOwnerFigures {
   int64_t plans = 0;          // plans it was sent
@@ -246,5 +281,6 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::StepResult)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::runtime::StepPlan)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::StagedPlacement)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::KvExport)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::KvHandoffValue)
 
 #include "actors/wire.h"  // inspect() and type IDs of the payloads that may cross a process

@@ -153,7 +153,7 @@ rank_actor::behavior_type rank_fun(rank_pointer self, const model::Forward* forw
         if (self->state.experts) copy_slots(self, forward, std::move(update));
       },
       // A parked request's KV, packed on this thread: after every step sent before it.
-      [=](export_atom, KvExport& ex) -> caf::result<KvHandoffBytes> {
+      [=](export_atom, KvExport& ex) -> caf::result<KvHandoffValue> {
         auto& s = self->state;
         runtime::KvHandoff& h = ex.header;
         try {
@@ -161,7 +161,7 @@ rank_actor::behavior_type rank_fun(rank_pointer self, const model::Forward* forw
         } catch (const troupe::Error& e) {
           return caf::make_error(caf::sec::runtime_error, std::string(e.what()));
         }
-        return handoff_bytes(h);
+        return KvHandoffValue{std::move(h)};
       },
       [=](staged_atom, StagedPlacement& staged) {
         auto& s = self->state;

@@ -33,6 +33,7 @@
 #include "kernels/check.h"
 #include "runtime/kv_cache/pin_index.h"
 #include "runtime/kv_transfer/kv_handoff_wire.h"
+#include "runtime/kv_transfer/staging_leases.h"
 #include "runtime/scheduler/import_handoff.h"
 
 namespace troupe::actors {
@@ -356,12 +357,6 @@ void release_parked(scheduler_pointer self, runtime::RequestId id) {
   kick(self);  // waiting requests may fit now
 }
 
-// How long the receiver may take to answer a hand-off of `bytes`: a second, plus the
-// bytes at 50 MB/s (a slow link, not a lost message).
-std::chrono::milliseconds lease_for(size_t bytes) {
-  return std::chrono::milliseconds(1000 + static_cast<int64_t>(bytes / 50'000));
-}
-
 runtime::KvTransferFailure failure_of(const caf::error& err) {
   if (err == caf::sec::request_timeout) return runtime::KvTransferFailure::Timeout;
   if (err == caf::sec::request_receiver_down) return runtime::KvTransferFailure::ReceiverDown;
@@ -369,9 +364,11 @@ runtime::KvTransferFailure failure_of(const caf::error& err) {
 }
 
 // Moves parked request id to the engine `target` (P/D, drain; docs/pd.md): the rank packs
-// its KV (after every step sent before), the target takes it or says why not. Its blocks
-// stay pinned here until the target answers; no answer within the lease counts as a
-// failure. Either way they are released then. The answer goes to whoever asked: "" once
+// its KV (after every step sent before), the instance's transfer agent moves it (by RMA
+// where it can: kv_agent.cpp), the target takes it or says why not. Its blocks stay
+// pinned here until the target answers; no answer within the lease
+// (runtime::kv_transfer_lease, and a little more so the agent's own timeout is heard
+// first) counts as a failure. Either way they are released then. The answer goes to whoever asked: "" once
 // the target has it, else why not and the request's tokens as a hand-off without KV, so
 // the asker (the cluster router) can have them recomputed elsewhere ("When a move
 // fails"). An anonymous ask has no one to answer: a failed move then ends the request.
@@ -409,10 +406,11 @@ caf::result<std::string, KvHandoffBytes> hand_off(scheduler_pointer self, runtim
   const auto started = std::chrono::steady_clock::now();
   self->request(s.rank, caf::infinite, export_atom::value, std::move(ex))
       .then(
-          [=](KvHandoffBytes& bytes) mutable {
-            const auto lease = lease_for(bytes.bytes.size());
-            const auto size = static_cast<int64_t>(bytes.bytes.size());
-            self->request(target, lease, import_atom::value, req, std::move(bytes), to)
+          [=](KvHandoffValue& packed) mutable {
+            const auto size = static_cast<int64_t>(packed.h.region.size());
+            const auto lease = runtime::kv_transfer_lease(uint64_t(size)) + std::chrono::milliseconds(500);
+            self->request(self->state.sync.agent, lease, kvpush_atom::value, req, std::move(packed),
+                          target, to)
                 .then(
                     [=](const std::string& why) mutable {
                       if (!why.empty())
@@ -457,13 +455,10 @@ void park(scheduler_pointer self, runtime::RequestId id) {
 // A request moved here from another engine: queued like any request (admitted at most
 // max_kv_loads_per_step a step) with its KV, or, when it brings none or its KV does not fit
 // here, to recompute its tokens (import_handoff). Returns why it cannot continue here, or "".
-std::string import(scheduler_pointer self, GenerateRequest& req, const KvHandoffBytes& bytes,
+std::string import(scheduler_pointer self, GenerateRequest& req, runtime::KvHandoff h,
                    const caf::actor& client) {
   auto& s = self->state;
   try {
-    const auto* b = reinterpret_cast<const std::byte*>(bytes.bytes.data());
-    runtime::KvHandoff h =
-        runtime::decode_kv_handoff(std::vector<std::byte>(b, b + bytes.bytes.size()));
     const runtime::ImportResult r =
         runtime::import_handoff(*s.scheduler, req.id, std::move(h), std::move(req.params), s.shape, *s.model);
     if (!r.loads_kv) {
@@ -476,6 +471,30 @@ std::string import(scheduler_pointer self, GenerateRequest& req, const KvHandoff
   watch(self, req.id, client);
   kick(self);
   return {};
+}
+
+// A hand-off coming in, in bytes or as a value (`get` decodes it, or throws): the injected
+// import faults first, then import.
+template <typename Get>
+caf::result<std::string> receive(scheduler_pointer self, GenerateRequest& req,
+                                 const caf::actor& client, Get get) {
+  const auto fault = self->state.faults ? self->state.faults->next_import()
+                                        : runtime::FaultPlan::ImportFault{};
+  if (fault.drop) {
+    spdlog::warn("scheduler: injected fault kv-import-drop: request {} dropped", req.id);
+    return self->make_response_promise<std::string>();  // never delivered
+  }
+  if (fault.stall_ms > 0) {
+    spdlog::warn("scheduler: injected fault kv-import-stall: {} ms", fault.stall_ms);
+    std::this_thread::sleep_for(std::chrono::milliseconds(fault.stall_ms));
+  }
+  runtime::KvHandoff h;
+  try {
+    h = get();
+  } catch (const troupe::Error& e) {  // bad input from another process: the sender hears why
+    return std::string(e.what());
+  }
+  return import(self, req, std::move(h), client);
 }
 
 // Ends a request with an error now, even while its step runs (timeout, shutdown).
@@ -583,17 +602,14 @@ scheduler_core_actor::behavior_type scheduler_fun(
       [=](park_atom, runtime::RequestId id) { park(self, id); },
       [=](import_atom, GenerateRequest& req, KvHandoffBytes& bytes,
           caf::actor client) -> caf::result<std::string> {
-        const auto fault = self->state.faults ? self->state.faults->next_import()
-                                              : runtime::FaultPlan::ImportFault{};
-        if (fault.drop) {
-          spdlog::warn("scheduler: injected fault kv-import-drop: request {} dropped", req.id);
-          return self->make_response_promise<std::string>();  // never delivered
-        }
-        if (fault.stall_ms > 0) {
-          spdlog::warn("scheduler: injected fault kv-import-stall: {} ms", fault.stall_ms);
-          std::this_thread::sleep_for(std::chrono::milliseconds(fault.stall_ms));
-        }
-        return import(self, req, bytes, client);
+        return receive(self, req, client, [&] {
+          const auto* b = reinterpret_cast<const std::byte*>(bytes.bytes.data());
+          return runtime::decode_kv_handoff(std::vector<std::byte>(b, b + bytes.bytes.size()));
+        });
+      },
+      [=](import_atom, GenerateRequest& req, KvHandoffValue& v,
+          caf::actor client) -> caf::result<std::string> {  // its region came by RMA
+        return receive(self, req, client, [&] { return std::move(v.h); });
       },
       [=](stage_atom, PlacementUpdate& update) {  // from the planner: the rank copies it
         auto& s = self->state;

@@ -42,6 +42,8 @@ struct SupervisorState {
   std::vector<Member> members;                             // [R], the incarnation now
   std::shared_ptr<runtime::InProcessGroup> group;          // its exchange (expert parallel)
   eplb_planner_actor planner;                              // its live-EPLB planner, or null
+  kv_agent_actor agent;                                    // its KV transfer agent
+  std::shared_ptr<KvAgentCounters> agent_counts = std::make_shared<KvAgentCounters>();  // across incarnations
   std::shared_ptr<runtime::eplb::CountsRecorder> counts;   // expert-counts-file, or null
   int64_t incarnation = 0;
   int ranks_ready = 0;    // of this incarnation, ranks that answered their ping

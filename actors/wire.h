@@ -104,7 +104,8 @@ typename Inspector::result_type inspect(Inspector& f, EngineFigures& x) {
            x.spec_num_draft_tokens, x.spec_num_accepted_tokens, x.spec_accepted_per_pos,
            x.eplb_rebalances, x.eplb_balance_before, x.eplb_balance_after, x.spec_steps_by_k,
            x.kv_transfer_bytes, x.kv_transfer_seconds_buckets, x.kv_transfer_seconds_sum,
-           x.kv_transfer_failures, x.kv_transfer_fallbacks, x.instance,
+           x.kv_transfer_failures, x.kv_transfer_fallbacks, x.kv_transfer_rma,
+           x.kv_transfer_messages, x.kv_transfer_descriptors, x.kv_transfer_leases_expired, x.instance,
            x.schedule_cpu_s, x.update_cpu_s, x.rank_busy_seconds, x.recent_steps, x.per_rank);
 }
 
@@ -191,6 +192,11 @@ typename Inspector::result_type inspect(Inspector& f, KvHandoffBytes& x) {
   return f(caf::meta::type_name("KvHandoffBytes"), x.bytes);
 }
 
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, KvLease& x) {
+  return f(caf::meta::type_name("KvLease"), x.lease, x.address, x.remote_address, x.rkey, x.why);
+}
+
 // Registers the block below with an actor system's config (every process of a cluster).
 void add_wire_types(caf::actor_system_config& cfg);
 
@@ -209,4 +215,5 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(troupe, (troupe::actors::GroupFormed))
   CAF_ADD_TYPE_ID(troupe, (troupe::actors::DpPeers))
   CAF_ADD_TYPE_ID(troupe, (troupe::actors::KvHandoffBytes))
+  CAF_ADD_TYPE_ID(troupe, (troupe::actors::KvLease))
 CAF_END_TYPE_ID_BLOCK(troupe)

@@ -17,11 +17,12 @@ constexpr KindName kKinds[] = {{"step-throw", FaultKind::StepThrow},
                                {"tokenize-fail", FaultKind::TokenizeFail},
                                {"rank-start-stall", FaultKind::RankStartStall},
                                {"kv-import-drop", FaultKind::KvImportDrop},
-                               {"kv-import-stall", FaultKind::KvImportStall}};
+                               {"kv-import-stall", FaultKind::KvImportStall},
+                               {"kv-commit-drop", FaultKind::KvCommitDrop}};
 
 constexpr std::string_view kSyntax =
     "expected KIND@N or KIND@N:MS (the stalls), KIND one of step-throw rank-exit step-stall "
-    "tokenize-fail rank-start-stall kv-import-drop kv-import-stall";
+    "tokenize-fail rank-start-stall kv-import-drop kv-import-stall kv-commit-drop";
 
 // A whole decimal number in [1, 2^62]; false if `s` is anything else.
 bool parse_count(std::string_view s, int64_t& out) {
@@ -112,6 +113,14 @@ FaultPlan::ImportFault FaultPlan::next_import() const {
     if (f.kind == FaultKind::KvImportStall) out.stall_ms += f.stall_ms;
   }
   return out;
+}
+
+bool FaultPlan::next_commit() const {
+  if (faults_.empty()) return false;
+  const int64_t n = commits_.fetch_add(1) + 1;
+  for (const Fault& f : faults_)
+    if (f.at == n && f.kind == FaultKind::KvCommitDrop) return true;
+  return false;
 }
 
 }  // namespace troupe::runtime

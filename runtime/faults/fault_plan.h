@@ -16,6 +16,9 @@
 //                            sender's lease runs out)
 //          | kv-import-stall   the receiving scheduler sleeps MS milliseconds before it
 //                            takes the Nth KV hand-off (a transfer slower than its lease)
+//          | kv-commit-drop    the Nth KV region this process puts into a receiver's
+//                            memory is never committed (a sender lost after its push
+//                            started: the receiver's lease frees the staging region)
 //
 //   "step-throw@3,step-stall@5:200"   step 3 throws, step 5 stalls 200 ms
 //
@@ -33,7 +36,8 @@
 namespace troupe::runtime {
 
 enum class FaultKind : uint8_t {
-  StepThrow, RankExit, StepStall, TokenizeFail, RankStartStall, KvImportDrop, KvImportStall
+  StepThrow, RankExit, StepStall, TokenizeFail, RankStartStall, KvImportDrop, KvImportStall,
+  KvCommitDrop
 };
 
 struct Fault {
@@ -59,7 +63,8 @@ class FaultPlan {
         steps_(o.steps_.load()),
         tokenizations_(o.tokenizations_.load()),
         rank_starts_(o.rank_starts_.load()),
-        imports_(o.imports_.load()) {}
+        imports_(o.imports_.load()),
+        commits_(o.commits_.load()) {}
 
   // Parses SPEC (above); throws troupe::Error naming the bad item. "" is no fault.
   static FaultPlan parse(std::string_view spec);
@@ -79,6 +84,8 @@ class FaultPlan {
     int64_t stall_ms = 0;
   };
   ImportFault next_import() const;
+  // Counts one KV region put into a receiver's memory; true if its commit must be dropped.
+  bool next_commit() const;
 
  private:
   std::vector<Fault> faults_;
@@ -86,6 +93,7 @@ class FaultPlan {
   mutable std::atomic<int64_t> tokenizations_{0};
   mutable std::atomic<int64_t> rank_starts_{0};
   mutable std::atomic<int64_t> imports_{0};
+  mutable std::atomic<int64_t> commits_{0};
 };
 
 }  // namespace troupe::runtime

@@ -55,6 +55,10 @@ EngineFigures sum_figures(std::span<const EngineFigures> ranks) {
     for (size_t c = 0; c < kKvTransferFailureNames.size(); ++c)
       s.kv_transfer_failures[c] += r.kv_transfer_failures[c];
     s.kv_transfer_fallbacks += r.kv_transfer_fallbacks;
+    s.kv_transfer_rma += r.kv_transfer_rma;
+    s.kv_transfer_messages += r.kv_transfer_messages;
+    s.kv_transfer_descriptors += r.kv_transfer_descriptors;
+    s.kv_transfer_leases_expired += r.kv_transfer_leases_expired;
     if (r.eplb_rebalances > s.eplb_rebalances) {  // the ranks switch together: the latest
       s.eplb_rebalances = r.eplb_rebalances;
       s.eplb_balance_before = r.eplb_balance_before;

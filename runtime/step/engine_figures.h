@@ -86,6 +86,14 @@ struct EngineFigures {
   double kv_transfer_seconds_sum = 0;
   int64_t kv_transfer_failures[5] = {0, 0, 0, 0, 0};
   int64_t kv_transfer_fallbacks = 0;
+  // The transfer agent's (docs/pd.md "The transfer agent"): hand-offs it moved by RMA (the
+  // region by one put, the rest in messages) and in messages (no UCX on a side, or a put
+  // failed), the puts it issued (descriptors: one per region), and staging regions this
+  // side reserved whose sender never committed (their lease ran out).
+  int64_t kv_transfer_rma = 0;
+  int64_t kv_transfer_messages = 0;
+  int64_t kv_transfer_descriptors = 0;
+  int64_t kv_transfer_leases_expired = 0;
   // Steps with speculating decodes by their draft limit k (index k; the online cost
   // table's choices when adaptive, else all at num_speculative_tokens).
   std::vector<int64_t> spec_steps_by_k;

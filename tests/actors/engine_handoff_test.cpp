@@ -96,7 +96,16 @@ TEST_F(EngineHandoff, APrefilledRequestStreamsOnFromTheOtherEngine) {
     EXPECT_EQ(tokens, runtime::engine_greedy(*golden_model().forward, prompt, n)) << "request " << i;
     decodes += n - 1;
   }
-  EXPECT_EQ(stats(self, a_).used_blocks, 0);  // released once B took them
+  const runtime::EngineFigures a = stats(self, a_);
+  EXPECT_EQ(a.used_blocks, 0);  // released once B took them
+#ifdef TROUPE_HAVE_UCX
+  // Each region went by one RMA put into B's staging memory (the transfer agent).
+  EXPECT_EQ(a.kv_transfer_rma, 3);
+  EXPECT_EQ(a.kv_transfer_descriptors, 3);
+  EXPECT_EQ(a.kv_transfer_messages, 0);
+#else
+  EXPECT_EQ(a.kv_transfer_messages, 3);
+#endif
   const runtime::EngineFigures b = stats(self, b_);
   EXPECT_EQ(b.scheduled_tokens, decodes);  // B ran one token per decode: no prefill, no replay
   EXPECT_EQ(b.used_blocks, 0);
@@ -192,6 +201,27 @@ TEST_F(EngineHandoff, AFailedMoveAnswersWithTheTokensToRecompute) {
   EXPECT_EQ(stats(self, b_).kv_transfer_fallbacks, 1);
 }
 
+// Request `id` through the router, greedy for n tokens: its events until it finishes.
+std::vector<runtime::RequestOutput> run_through(caf::scoped_actor& self, const router_actor& router,
+                                                runtime::RequestId id,
+                                                const std::vector<int32_t>& prompt, int64_t n) {
+  self->send(router, generate_atom::value, GenerateRequest{id, prompt, greedy(n), {}},
+             caf::actor{self});
+  std::vector<runtime::RequestOutput> events;
+  for (bool done = false; !done;)
+    self->receive(
+        [&](token_atom, const TokenEvent& e) {
+          EXPECT_EQ(e.output.id, id);
+          events.push_back(e.output);
+          done = e.output.finished();
+        },
+        caf::after(std::chrono::seconds(60)) >> [&] {
+          ADD_FAILURE() << "timed out waiting for request " << id;
+          done = true;
+        });
+  return events;
+}
+
 // The cluster router over a prefill engine and two decode engines in this process. The
 // first decode engine mishandles the first hand-off it receives (the fault); the router
 // then has the second recompute it, and every request ends with the undisturbed run's
@@ -214,20 +244,7 @@ TEST_P(RouterFallback, AFailedMoveIsRecomputedOnTheOtherDecodeEngine) {
   // One request at a time, so the first goes to d1 (the lower slot, none in flight).
   for (runtime::RequestId id : {5, 6}) {
     const std::vector<int32_t> prompt = random_tokens(25 + 10 * id, 80 + uint32_t(id));
-    self->send(router, generate_atom::value, GenerateRequest{id, prompt, greedy(7), {}},
-               caf::actor{self});
-    std::vector<runtime::RequestOutput> events;
-    for (bool done = false; !done;)
-      self->receive(
-          [&](token_atom, const TokenEvent& e) {
-            EXPECT_EQ(e.output.id, id);
-            events.push_back(e.output);
-            done = e.output.finished();
-          },
-          caf::after(std::chrono::seconds(60)) >> [&] {
-            ADD_FAILURE() << "timed out waiting for request " << id;
-            done = true;
-          });
+    const std::vector<runtime::RequestOutput> events = run_through(self, router, id, prompt, 7);
     ASSERT_FALSE(events.empty());
     EXPECT_EQ(events.back().status, runtime::RequestStatus::FinishedLength) << events.back().error;
     EXPECT_EQ(tokens_of(events), runtime::engine_greedy(fwd, prompt, 7)) << "request " << id;
@@ -252,6 +269,47 @@ TEST_P(RouterFallback, AFailedMoveIsRecomputedOnTheOtherDecodeEngine) {
     EXPECT_EQ(f.used_blocks, 0);
     EXPECT_EQ(f.running + f.waiting, 0);
   }
+}
+
+// The prefill engine's transfer agent puts the first request's region into d1's staging
+// memory and never commits it (kv-commit-drop: a sender lost after its push started).
+// The prefill side's lease runs out and the router has d2 recompute the request; d1's
+// lease on the staging region runs out too and frees it. Both requests end with the
+// undisturbed run's tokens.
+TEST(RouterFallbackCommit, AnUncommittedPutIsRecomputedAndItsStagingFreed) {
+#ifndef TROUPE_HAVE_UCX
+  GTEST_SKIP() << "no UCX in this build: hand-offs go in messages, nothing is put";
+#endif
+  caf::actor_system_config cfg;
+  caf::actor_system sys(cfg);
+  EngineOptions faulty;
+  faulty.faults = std::make_shared<runtime::FaultPlan>(runtime::FaultPlan::parse("kv-commit-drop@1"));
+  const model::Forward& fwd = *golden_model().forward;
+  InProcessCluster cluster(sys, config(),
+                           {{"p", EngineRole::Prefill, faulty}, {"d1", EngineRole::Decode},
+                            {"d2", EngineRole::Decode}});
+  const scheduler_actor p = cluster.engines[0], d1 = cluster.engines[1], d2 = cluster.engines[2];
+  caf::scoped_actor self{sys};
+  for (runtime::RequestId id : {5, 6}) {
+    const std::vector<int32_t> prompt = random_tokens(30 + 9 * id, 60 + uint32_t(id));
+    const std::vector<runtime::RequestOutput> events = run_through(self, cluster.router, id, prompt, 7);
+    ASSERT_FALSE(events.empty());
+    EXPECT_EQ(events.back().status, runtime::RequestStatus::FinishedLength) << events.back().error;
+    EXPECT_EQ(tokens_of(events), runtime::engine_greedy(fwd, prompt, 7)) << "request " << id;
+  }
+  const runtime::EngineFigures pf = figures_of(self, p);
+  EXPECT_EQ(pf.used_blocks, 0);
+  EXPECT_EQ(pf.kv_transfer_failures[size_t(runtime::KvTransferFailure::Timeout)], 1);
+  EXPECT_EQ(pf.kv_transfer_descriptors, 2);  // both regions were put
+  EXPECT_EQ(pf.kv_transfer_rma, 1);          // the second was committed
+  EXPECT_EQ(figures_of(self, d2).kv_transfer_fallbacks, 1);
+  runtime::EngineFigures f1 = figures_of(self, d1);
+  for (int i = 0; i < 120 && f1.kv_transfer_leases_expired == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    f1 = figures_of(self, d1);
+  }
+  EXPECT_EQ(f1.kv_transfer_leases_expired, 1);
+  EXPECT_EQ(f1.used_blocks, 0);
 }
 
 // A client that aborts while its request is moving (the receiver stalls on the hand-off

@@ -111,6 +111,13 @@ TEST(Wire, EveryPayloadComesBackEqual) {
   EXPECT_TRUE(round_trip(runtime::RankLoad{5, 320}) == (runtime::RankLoad{5, 320}));
   const KvHandoffBytes kv{{0, 1, 2, 254, 255, 7}};
   EXPECT_EQ(round_trip(kv).bytes, kv.bytes);
+  const KvLease lease{9, {1, 2, 3}, 0xdeadbeef00ull, {4, 5}, "full"};
+  const KvLease lease2 = round_trip(lease);
+  EXPECT_EQ(lease2.lease, 9u);
+  EXPECT_EQ(lease2.address, lease.address);
+  EXPECT_EQ(lease2.remote_address, lease.remote_address);
+  EXPECT_EQ(lease2.rkey, lease.rkey);
+  EXPECT_EQ(lease2.why, "full");
   const ExpertCounts c{2, 17, 3, {1, 2, 3, 4}};
   const ExpertCounts c2 = round_trip(c);
   EXPECT_EQ(c2.rank, 2);

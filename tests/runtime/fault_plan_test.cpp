@@ -40,6 +40,14 @@ TEST(FaultPlan, CountsKvImportsApartFromSteps) {
   EXPECT_FALSE(p.next_import().drop);
 }
 
+TEST(FaultPlan, CountsKvCommitsApartFromImports) {
+  const FaultPlan p = FaultPlan::parse("kv-commit-drop@2,kv-import-drop@1");
+  EXPECT_TRUE(p.next_import().drop);
+  EXPECT_FALSE(p.next_commit());
+  EXPECT_TRUE(p.next_commit());
+  EXPECT_FALSE(p.next_commit());
+}
+
 TEST(FaultPlan, RefusesBadSpecsNamingTheItem) {
   const std::pair<const char*, const char*> cases[] = {
       {"step-throw", "'step-throw'"},        {"step-throw@", "N must be"},

@@ -1,14 +1,10 @@
 #include "runtime/dep/ucx/ucx_worker.h"
 
-#include <ucp/api/ucp.h>
-
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
-#include <set>
-#include <sstream>
 
 #include "kernels/check.h"
+#include "runtime/dep/ucx/ucp_util.h"
 
 namespace troupe::runtime {
 
@@ -27,9 +23,7 @@ struct UcxWorker::Pending {
 
 namespace {
 
-void check_status(ucs_status_t s, const char* what) {
-  TROUPE_CHECK(s == UCS_OK, "UCX: ", what, ": ", ucs_status_string(s));
-}
+using ucp::check_status;
 
 void on_endpoint_error(void* arg, ucp_ep_h, ucs_status_t status) {
   auto* error = static_cast<std::string*>(arg);
@@ -64,20 +58,9 @@ UcxWorker::~UcxWorker() {
     flush(2.0);
   } catch (const std::exception&) {  // a receive failed as we leave: nothing to tell
   }
-  for (const auto& p : peers_) {
-    if (!p->ep) continue;
-    ucp_request_param_t param{};
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    // A failed peer confirms nothing: force (ucp.h asks for peer error mode on both sides
-    // because a forced close may hurt the remote side, which is gone here). Else flush.
-    param.flags = !p->error.empty() ? UCP_EP_CLOSE_FLAG_FORCE : 0;
-    void* r = ucp_ep_close_nbx(p->ep, &param);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    while (UCS_PTR_IS_PTR(r) && ucp_request_check_status(r) == UCS_INPROGRESS &&
-           std::chrono::steady_clock::now() < deadline)
-      ucp_worker_progress(worker_);
-    if (UCS_PTR_IS_PTR(r)) ucp_request_free(r);  // released: UCX drops it when done
-  }
+  // A failed peer confirms nothing: force. Else flush.
+  for (const auto& p : peers_)
+    if (p->ep) ucp::close_endpoint(worker_, p->ep, !p->error.empty());
   for (auto* list : {&sends_, &recvs_})
     for (Pending& p : *list) {
       ucp_request_cancel(worker_, p.request);
@@ -191,32 +174,7 @@ void UcxWorker::fail_peer(int id, std::string why) {
   if (p.error.empty()) p.error = std::move(why);
 }
 
-std::string UcxWorker::transports(int id) const {
-  char* text = nullptr;
-  size_t size = 0;
-  FILE* f = open_memstream(&text, &size);
-  if (!f) return "?";
-  ucp_ep_print_info(peer(id).ep, f);
-  std::fclose(f);
-  // Lines like "#   lane[0]:  3:sysv/memory.0 md[2]  -> ...": the "N:tl/dev.0" token.
-  std::istringstream in(std::string(text, size));
-  std::free(text);
-  std::set<std::string> seen;
-  std::string out;
-  for (std::string line; std::getline(in, line);) {
-    if (line.find("lane[") == std::string::npos) continue;
-    std::istringstream words(line);
-    for (std::string w; words >> w;) {
-      const size_t colon = w.find(':'), slash = w.find('/');
-      if (colon == std::string::npos || slash == std::string::npos || colon > slash) continue;
-      std::string tl = w.substr(colon + 1);
-      if (const size_t dot = tl.rfind('.'); dot != std::string::npos) tl.resize(dot);
-      if (seen.insert(tl).second) out += (out.empty() ? "" : " ") + tl;
-      break;
-    }
-  }
-  return out.empty() ? "?" : out;
-}
+std::string UcxWorker::transports(int id) const { return ucp::lane_transports(peer(id).ep); }
 
 void UcxWorker::flush(double timeout_s) {
   std::vector<UcxMessage> ignored;
