@@ -1,5 +1,5 @@
 // `troupe bench ucx [--steps 200 --warmup 20 --sync-steps 2000 --sync-warmup 200
-// --peer-errors]` (docs/ucx.md). It starts its second rank as `troupe bench ucx --rank 1
+// --kv-put-repeats 20 --peer-errors]` (docs/ucx.md, docs/pd.md). It starts its second rank as `troupe bench ucx --rank 1
 // --dir DIR` with the same flags (--rank and --dir are for that child only).
 #include <string>
 #include <vector>
@@ -14,7 +14,7 @@
 namespace troupe::cli {
 
 int bench_ucx(const CommandArgs& argv) {
-  Args a(argv, {"steps", "warmup", "sync-steps", "sync-warmup", "rank", "dir"}, {"peer-errors"});
+  Args a(argv, {"steps", "warmup", "sync-steps", "sync-warmup", "kv-put-repeats", "rank", "dir"}, {"peer-errors"});
   if (!a.positional().empty()) TROUPE_FAIL("bench ucx takes flags only, got '" << a.positional()[0] << "'");
 #ifdef TROUPE_HAVE_UCX
   bench::UcxBenchConfig c;
@@ -22,6 +22,7 @@ int bench_ucx(const CommandArgs& argv) {
   c.warmup = a.get_int("warmup", c.warmup);
   c.sync_steps = a.get_int("sync-steps", c.sync_steps);
   c.sync_warmup = a.get_int("sync-warmup", c.sync_warmup);
+  c.kv_put_repeats = a.get_int("kv-put-repeats", c.kv_put_repeats);
   c.peer_errors = a.has("peer-errors");
   c.validate();
   if (a.has("rank") || a.has("dir")) {
@@ -30,7 +31,7 @@ int bench_ucx(const CommandArgs& argv) {
     return bench::run_ucx_bench_peer(c, *a.get("dir"));
   }
   std::vector<std::string> child;
-  for (const char* f : {"steps", "warmup", "sync-steps", "sync-warmup"})
+  for (const char* f : {"steps", "warmup", "sync-steps", "sync-warmup", "kv-put-repeats"})
     if (a.has(f)) child.insert(child.end(), {std::string("--") + f, *a.get(f)});
   if (c.peer_errors) child.push_back("--peer-errors");
   return bench::run_ucx_bench(c, "/proc/self/exe", child);

@@ -15,6 +15,7 @@
 
 #include "bench/common/stats.h"
 #include "bench/dp_sync/dp_sync_bench.h"
+#include "bench/ucx/kv_put_bench.h"
 #include "kernels/check.h"
 #include "runtime/collectives/schedule.h"
 #include "runtime/dep/in_process_group.h"
@@ -219,12 +220,16 @@ void UcxBenchConfig::validate() const {
   if (warmup < 0) TROUPE_FAIL("--warmup must be at least 0, got " << warmup);
   if (sync_steps < 1) TROUPE_FAIL("--sync-steps must be at least 1, got " << sync_steps);
   if (sync_warmup < 0) TROUPE_FAIL("--sync-warmup must be at least 0, got " << sync_warmup);
+  if (kv_put_repeats < 1) TROUPE_FAIL("--kv-put-repeats must be at least 1, got " << kv_put_repeats);
 }
 
 int run_ucx_bench_peer(const UcxBenchConfig& config, const std::string& dir) {
   config.validate();
-  UcxCommunicator c(1, 2, runtime::directory_all_gather(dir, "bench", 1, 2, 30), options(config));
-  run_rank(c, config);
+  {
+    UcxCommunicator c(1, 2, runtime::directory_all_gather(dir, "bench", 1, 2, 30), options(config));
+    run_rank(c, config);
+  }
+  kv_put_receiver(dir);
   return 0;
 }
 
@@ -238,14 +243,18 @@ int run_ucx_bench(const UcxBenchConfig& config, const std::string& self_exe,
   args.insert(args.end(), child_flags.begin(), child_flags.end());
   Figures f;
   std::string transports;
+  KvPutReport puts;
   {
     Child child(self_exe, args);
-    UcxCommunicator c(0, 2, runtime::directory_all_gather(dir, "bench", 0, 2, 30), options(config));
-    transports = c.transports();
-    std::printf("troupe bench ucx: rank 0 here (pid %d), rank 1 a child process; UCX transports: %s\n",
-                static_cast<int>(getpid()), transports.c_str());
-    std::fflush(stdout);
-    f = run_rank(c, config);
+    {
+      UcxCommunicator c(0, 2, runtime::directory_all_gather(dir, "bench", 0, 2, 30), options(config));
+      transports = c.transports();
+      std::printf("troupe bench ucx: rank 0 here (pid %d), rank 1 a child process; UCX transports: %s\n",
+                  static_cast<int>(getpid()), transports.c_str());
+      std::fflush(stdout);
+      f = run_rank(c, config);
+    }
+    puts = kv_put_sender(dir, config.kv_put_repeats);
     const int rc = child.wait();
     TROUPE_CHECK(rc == 0, "bench ucx: rank 1 exited with ", rc);
   }
@@ -266,6 +275,7 @@ int run_ucx_bench(const UcxBenchConfig& config, const std::string& self_exe,
   for (const DpSyncBenchRow& row : run_dp_sync_bench(d))
     if (row.schedule == "recursive-doubling") inproc = row.latency_us;
   print_report(config, transports, f, copy, group, inproc);
+  print_kv_puts(puts);
   return 0;
 }
 

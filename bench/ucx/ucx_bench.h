@@ -4,7 +4,8 @@
 // in-process group, all in one run; then the DP-sync all-reduce of the step metadata
 // across the two processes (UCX mail) beside two threads of one process (bench dp-sync's
 // mailboxes). The bench is rank 0; it starts rank 1 as a child process
-// (`troupe bench ucx --rank 1 --dir DIR ...`) and meets it through files in DIR.
+// (`troupe bench ucx --rank 1 --dir DIR ...`) and meets it through files in DIR. Last,
+// the KV hand-off's region puts between the two processes (kv_put_bench.h).
 // Figures only, never pass/fail; every exchanged buffer's size is checked.
 #pragma once
 
@@ -36,6 +37,7 @@ struct UcxBenchConfig {
   int64_t sync_steps = 2000;
   int64_t sync_warmup = 200;
   bool peer_errors = false;  // UcxOptions::PeerErrors::Always (TCP on one host)
+  int64_t kv_put_repeats = 20;  // timed puts per KV region size (kv_put_bench.h)
 
   void validate() const;  // throws troupe::Error naming the flag
 };

@@ -330,6 +330,11 @@ class ActorBridge : public EngineBridge {
   void advance_kv_transfers(const runtime::EngineFigures& s) {
     advance(metrics_.kv_transfer_bytes, s.kv_transfer_bytes, seen_.kv_transfer_bytes);
     advance(metrics_.kv_transfer_fallbacks, s.kv_transfer_fallbacks, seen_.kv_transfer_fallbacks);
+    advance(metrics_.kv_transfers_rma, s.kv_transfer_rma, seen_.kv_transfer_rma);
+    advance(metrics_.kv_transfers_message, s.kv_transfer_messages, seen_.kv_transfer_messages);
+    advance(metrics_.kv_transfer_descriptors, s.kv_transfer_descriptors, seen_.kv_transfer_descriptors);
+    advance(metrics_.kv_transfer_leases_expired, s.kv_transfer_leases_expired,
+            seen_.kv_transfer_leases_expired);
     for (size_t c = 0; c < runtime::kKvTransferFailureNames.size(); ++c)
       advance(*metrics_.kv_transfer_failures[c], s.kv_transfer_failures[c],
               seen_.kv_transfer_failures[c]);

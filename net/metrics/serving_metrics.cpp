@@ -54,6 +54,12 @@ Counter& transfer_failures(Registry& r, const std::string& model_name, size_t ca
                    {{"cause", runtime::kKvTransferFailureNames[cause]}, {"model_name", model_name}});
 }
 
+Counter& transfers_by(Registry& r, const std::string& model_name, const char* by) {
+  return r.counter("troupe:kv_transfers",
+                   "KV hand-offs the transfer agent moved: the region by one RMA put, or all in a message.",
+                   {{"by", by}, {"model_name", model_name}});
+}
+
 }  // namespace
 
 ServingMetrics::ServingMetrics(Registry& r, const std::string& model_name)
@@ -139,6 +145,15 @@ ServingMetrics::ServingMetrics(Registry& r, const std::string& model_name)
       kv_transfer_fallbacks(r.counter("troupe:kv_transfer_fallbacks",
                                       "KV hand-offs received and recomputed instead of loaded.",
                                       {{"model_name", model_name}})),
+      kv_transfers_rma(transfers_by(r, model_name, "rma")),
+      kv_transfers_message(transfers_by(r, model_name, "message")),
+      kv_transfer_descriptors(r.counter("troupe:kv_transfer_descriptors",
+                                        "RMA puts the transfer agent issued for KV hand-offs (one a region).",
+                                        {{"model_name", model_name}})),
+      kv_transfer_leases_expired(r.counter(
+          "troupe:kv_transfer_leases_expired",
+          "Staging regions reserved for a KV hand-off whose sender never committed.",
+          {{"model_name", model_name}})),
       kv_transfer_seconds(r.histogram(
           "troupe:kv_transfer_seconds",
           "Histogram of KV hand-off time, export to the receiver's confirmation, in seconds.",

@@ -40,7 +40,12 @@
 //               receiver confirmed, P/D and drain: their bytes),
 //               troupe:kv_transfer_failures_total{cause} (hand-offs sent that failed: refused
 //               timeout receiver_down export no_receiver), troupe:kv_transfer_fallbacks_total
-//               (hand-offs received and recomputed instead of loaded: docs/pd.md)
+//               (hand-offs received and recomputed instead of loaded: docs/pd.md),
+//               troupe:kv_transfers_total{by="rma"|"message"} (hand-offs the transfer
+//               agent moved, the region by an RMA put or all in a message),
+//               troupe:kv_transfer_descriptors_total (the puts it issued: one a region),
+//               troupe:kv_transfer_leases_expired_total (staging regions reserved here
+//               whose sender never committed)
 //   per instance  a cluster router's: troupe:num_requests_running, _waiting,
 //               troupe:kv_cache_usage_perc, troupe:kv_cache_used_blocks,
 //               troupe:prefix_cache_queries_total, troupe:prefix_cache_hits_total, each
@@ -149,6 +154,10 @@ class ServingMetrics {
   Counter& kv_transfer_bytes;
   std::array<Counter*, 5> kv_transfer_failures;  // by runtime::KvTransferFailure
   Counter& kv_transfer_fallbacks;
+  Counter& kv_transfers_rma;       // troupe:kv_transfers_total{by="rma"}
+  Counter& kv_transfers_message;   // troupe:kv_transfers_total{by="message"}
+  Counter& kv_transfer_descriptors;
+  Counter& kv_transfer_leases_expired;
   Histogram& kv_transfer_seconds;  // runtime::kKvTransferSecondsBounds
   Histogram& time_to_first_token;
   Histogram& inter_token_latency;

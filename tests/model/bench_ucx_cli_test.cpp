@@ -28,7 +28,7 @@ std::vector<std::string> fields_of_row(const std::string& out, const std::string
 
 TEST(BenchUcxCli, NamesTheTransportAndMovesTheBytesEachShapeImplies) {
   const RunResult r =
-      run_troupe("bench ucx --steps 2 --warmup 1 --sync-steps 5 --sync-warmup 1");
+      run_troupe("bench ucx --steps 2 --warmup 1 --sync-steps 5 --sync-warmup 1 --kv-put-repeats 2");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("UCX transports: rank 1: "), std::string::npos) << r.out;
   struct Shape {
@@ -45,11 +45,17 @@ TEST(BenchUcxCli, NamesTheTransportAndMovesTheBytesEachShapeImplies) {
   }
   EXPECT_NE(r.out.find("UCX, two processes"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("in-process, two threads"), std::string::npos) << r.out;
+  // The KV region puts: one row per size (the receiver checked the last one's bytes, or
+  // the bench would have failed).
+  EXPECT_NE(r.out.find("KV hand-off region, one UCX RMA put"), std::string::npos) << r.out;
+  for (const char* bytes : {"81920", "901120", "8388608", "67108864"})
+    EXPECT_FALSE(fields_of_row(r.out, bytes).empty()) << bytes << "\n" << r.out;
 }
 
 TEST(BenchUcxCli, BadFlagsExit2NamingThem) {
   expect_usage_errors({{"--steps 0", "--steps"},
                        {"--sync-steps 0", "--sync-steps"},
+                       {"--kv-put-repeats 0", "--kv-put-repeats"},
                        {"--rank 1", "--rank 1 --dir DIR"},
                        {"extra", "flags only"}},
                       "bench ucx ");

@@ -298,6 +298,13 @@ TEST(ServeClusterPd, RequestsPrefillOnOneInstanceAndDecodeOnTheOther) {
     EXPECT_EQ(series_with(m, "troupe:kv_cache_used_blocks", instance), 0) << m;
   }
   EXPECT_EQ(series_with(m, "troupe:num_requests_running", "rank=\""), -1) << m;  // no rank series
+#ifdef TROUPE_HAVE_UCX
+  // The regions went from the prefill process to the decode process by RMA puts, one each.
+  const double rma = series_with(m, "troupe:kv_transfers_total", "by=\"rma\"");
+  EXPECT_GT(rma, 0) << m;
+  EXPECT_EQ(series_with(m, "troupe:kv_transfer_descriptors_total", "model_name"), rma) << m;
+  EXPECT_EQ(series_with(m, "troupe:kv_transfers_total", "by=\"message\""), 0) << m;
+#endif
 
   // Where the work ran (troupe cluster status: each engine's figures). The decode engine
   // ran steps, so it decoded; both hold no block now, so the prefill side released every
