@@ -88,6 +88,12 @@ struct Client {
   // tokens from another (logged: the time to the next token on the new instance).
   std::optional<std::chrono::steady_clock::time_point> drained_at;
   size_t drained_from = 0;
+  // A P/D move's phases as the router sees them (EngineFigures::kv_handoff_phase_seconds):
+  // sent to the prefill engine, its HandedOff event (its first token), the move answered
+  // (the KV landed, the receiver queued it), the receiver's first event with tokens.
+  using Time = std::chrono::steady_clock::time_point;
+  Time sent_at = std::chrono::steady_clock::now();
+  std::optional<Time> handed_at, answered_at, resumed_at;
 };
 
 struct ClusterRouterState {
@@ -98,9 +104,24 @@ struct ClusterRouterState {
   // Requests being probed for (cache-aware routing), and those the client aborted meanwhile.
   std::unordered_map<runtime::RequestId, bool> probing;  // id -> aborted
   std::shared_ptr<InstanceHealth> health;
+  // The P/D moves' phases summed (prefill, transfer, first decode) and their count.
+  double phase_seconds[3] = {0, 0, 0};
+  int64_t phased_moves = 0;
 };
 
 using Self = cluster_router_actor::stateful_pointer<ClusterRouterState>;
+
+// Adds a move's phases once its answer and the receiver's first tokens have both come
+// (in either order: they travel different paths). A move that failed is not counted.
+void count_phases(ClusterRouterState& st, Client& c) {
+  if (!c.handed_at || !c.answered_at || !c.resumed_at) return;
+  using Seconds = std::chrono::duration<double>;
+  st.phase_seconds[0] += Seconds(*c.handed_at - c.sent_at).count();
+  st.phase_seconds[1] += Seconds(*c.answered_at - *c.handed_at).count();
+  st.phase_seconds[2] += std::max(0.0, Seconds(*c.resumed_at - *c.answered_at).count());
+  st.phased_moves += 1;
+  c.handed_at.reset();  // once
+}
 
 // /health: 503 naming every engine not up, until all are.
 void report_health(Self self) {
@@ -313,6 +334,10 @@ void move_to_decode(Self self, runtime::RequestId id, Client& c, TokenEvent& ev)
   self->request(caf::actor_cast<caf::actor>(from), kMoveAnswerTimeout, handoff_atom::value, id, target)
       .then(
           [=](const std::string& why, KvHandoffBytes& tokens) {
+            if (const auto it = self->state.requests.find(id); it != self->state.requests.end() && why.empty()) {
+              it->second.answered_at = std::chrono::steady_clock::now();
+              count_phases(self->state, it->second);
+            }
             Client* c = pending();
             if (c == nullptr) return;
             c->moving = false;
@@ -505,6 +530,7 @@ cluster_router_actor::behavior_type cluster_router_fun(Self self,
         if (it == st.requests.end()) return;  // already failed when its engine went away
         const caf::actor client = it->second.client;
         if (ev.output.status == runtime::RequestStatus::HandedOff) {
+          if (!it->second.drained_at) it->second.handed_at = std::chrono::steady_clock::now();
           it->second.resume = std::move(ev.resume);
           move_to_decode(self, ev.output.id, it->second, ev);
           ev.output.id = it->second.client_id;
@@ -516,6 +542,10 @@ cluster_router_actor::behavior_type cluster_router_fun(Self self,
           it->second.resume = {};
           if (const auto& e = st.slots[it->second.slot].engine; it->second.aborted && e)
             self->send(e, abort_atom::value, ev.output.id);
+        }
+        if (it->second.handed_at && !it->second.resumed_at && !ev.output.new_tokens.empty()) {
+          it->second.resumed_at = std::chrono::steady_clock::now();
+          count_phases(st, it->second);
         }
         ev.output.id = it->second.client_id;
         if (it->second.drained_at && it->second.slot != it->second.drained_from &&
@@ -563,9 +593,18 @@ cluster_router_actor::behavior_type cluster_router_fun(Self self,
         auto parts = std::make_shared<std::vector<std::optional<runtime::EngineFigures>>>(slots.size());
         auto pending = std::make_shared<size_t>(0);
         for (const Slot& s : slots) *pending += s.engine != nullptr;
-        if (*pending == 0) return runtime::EngineFigures{};
+        if (*pending == 0) {
+          runtime::EngineFigures none;
+          for (int k = 0; k < 3; ++k) none.kv_handoff_phase_seconds[k] = self->state.phase_seconds[k];
+          none.kv_handoff_phased = self->state.phased_moves;
+          return none;
+        }
         auto done = [=]() mutable {
-          if (--*pending == 0) rp.deliver(per_instance(self->state.slots, *parts));
+          if (--*pending > 0) return;
+          runtime::EngineFigures f = per_instance(self->state.slots, *parts);
+          for (int k = 0; k < 3; ++k) f.kv_handoff_phase_seconds[k] = self->state.phase_seconds[k];
+          f.kv_handoff_phased = self->state.phased_moves;
+          rp.deliver(std::move(f));
         };
         for (size_t i = 0; i < slots.size(); ++i) {
           if (!slots[i].engine) continue;

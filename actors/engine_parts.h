@@ -57,7 +57,7 @@ using supervisor_actor = scheduler_actor::extend<
     caf::reacts_to<formed_atom, int64_t, std::string>, caf::reacts_to<dial_atom, uint64_t>>;
 
 // The instance's KV transfer agent (actors/kv_agent.cpp, docs/pd.md "The transfer
-// agent"), on a thread of its own: it moves its schedulers' parked requests to other
+// agent"): it moves its schedulers' parked requests to other
 // engines (kvpush: by one RMA put of the region where both sides have UCX, else in a
 // message) and receives theirs (kvreserve, kvcommit: staging memory under a lease, then
 // the hand-off goes to the instance's scheduler as an import). Answers "" once the

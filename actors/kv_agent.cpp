@@ -7,9 +7,12 @@
 // (no copy on this side). No UCX on either side, or a put that fails: the whole hand-off
 // goes in a message instead (import with its bytes).
 //
-// Why an actor of its own, on its own thread: the scheduler's step loop never waits on a
-// transfer, and the receiving rank never submits reads (the sender writes); the UCX
-// worker is driven only here (single-threaded), polled while anything is in flight.
+// Why an actor of its own: the scheduler's step loop never waits on a transfer, and the
+// receiving rank never submits reads (the sender writes). The UCX worker is driven only
+// here (single-threaded), polled while anything is in flight; no call blocks, so the
+// agent is a scheduled actor, not a detached one. (Detached, it hung process shutdown:
+// once an agent has answered another node, that node's proxy keeps it alive, and CAF
+// waits for every detached actor's thread.)
 //
 // Deadlines: the whole move runs under kv_transfer_lease(bytes) from its push (the
 // scheduler's wait is the same); a put still in flight past it is abandoned (its endpoint
@@ -274,8 +277,8 @@ kv_agent_actor spawn_kv_agent(caf::actor_system& sys, caf::actor_addr imports,
                               std::shared_ptr<KvAgentCounters> counters,
                               std::shared_ptr<const runtime::FaultPlan> faults,
                               uint64_t max_staging_bytes) {
-  return sys.spawn<caf::detached>(kv_agent_fun, std::move(imports), std::move(counters),
-                                  std::move(faults), max_staging_bytes);
+  return sys.spawn(kv_agent_fun, std::move(imports), std::move(counters), std::move(faults),
+                   max_staging_bytes);
 }
 
 }  // namespace troupe::actors

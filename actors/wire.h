@@ -105,7 +105,8 @@ typename Inspector::result_type inspect(Inspector& f, EngineFigures& x) {
            x.eplb_rebalances, x.eplb_balance_before, x.eplb_balance_after, x.spec_steps_by_k,
            x.kv_transfer_bytes, x.kv_transfer_seconds_buckets, x.kv_transfer_seconds_sum,
            x.kv_transfer_failures, x.kv_transfer_fallbacks, x.kv_transfer_rma,
-           x.kv_transfer_messages, x.kv_transfer_descriptors, x.kv_transfer_leases_expired, x.instance,
+           x.kv_transfer_messages, x.kv_transfer_descriptors, x.kv_transfer_leases_expired,
+           x.kv_handoff_phase_seconds, x.kv_handoff_phased, x.instance,
            x.schedule_cpu_s, x.update_cpu_s, x.rank_busy_seconds, x.recent_steps, x.per_rank);
 }
 

@@ -335,6 +335,12 @@ class ActorBridge : public EngineBridge {
     advance(metrics_.kv_transfer_descriptors, s.kv_transfer_descriptors, seen_.kv_transfer_descriptors);
     advance(metrics_.kv_transfer_leases_expired, s.kv_transfer_leases_expired,
             seen_.kv_transfer_leases_expired);
+    advance(metrics_.kv_handoff_phased, s.kv_handoff_phased, seen_.kv_handoff_phased);
+    for (size_t k = 0; k < runtime::kKvHandoffPhaseNames.size(); ++k) {
+      const double more = s.kv_handoff_phase_seconds[k] - seen_.kv_handoff_phase_seconds[k];
+      if (more > 0) metrics_.kv_handoff_phase_seconds[k]->inc(more);
+      seen_.kv_handoff_phase_seconds[k] = std::max(seen_.kv_handoff_phase_seconds[k], s.kv_handoff_phase_seconds[k]);
+    }
     for (size_t c = 0; c < runtime::kKvTransferFailureNames.size(); ++c)
       advance(*metrics_.kv_transfer_failures[c], s.kv_transfer_failures[c],
               seen_.kv_transfer_failures[c]);

@@ -60,6 +60,13 @@ Counter& transfers_by(Registry& r, const std::string& model_name, const char* by
                    {{"by", by}, {"model_name", model_name}});
 }
 
+Counter& handoff_phase(Registry& r, const std::string& model_name, size_t phase) {
+  return r.counter("troupe:kv_handoff_phase_seconds",
+                   "A cluster router's P/D moves by phase: time to first token on the prefill side, "
+                   "the move until its answer, the decode side's first tokens; seconds summed.",
+                   {{"model_name", model_name}, {"phase", runtime::kKvHandoffPhaseNames[phase]}});
+}
+
 }  // namespace
 
 ServingMetrics::ServingMetrics(Registry& r, const std::string& model_name)
@@ -154,6 +161,11 @@ ServingMetrics::ServingMetrics(Registry& r, const std::string& model_name)
           "troupe:kv_transfer_leases_expired",
           "Staging regions reserved for a KV hand-off whose sender never committed.",
           {{"model_name", model_name}})),
+      kv_handoff_phase_seconds{&handoff_phase(r, model_name, 0), &handoff_phase(r, model_name, 1),
+                               &handoff_phase(r, model_name, 2)},
+      kv_handoff_phased(r.counter("troupe:kv_handoff_phased",
+                                  "A cluster router's P/D moves counted in kv_handoff_phase_seconds.",
+                                  {{"model_name", model_name}})),
       kv_transfer_seconds(r.histogram(
           "troupe:kv_transfer_seconds",
           "Histogram of KV hand-off time, export to the receiver's confirmation, in seconds.",

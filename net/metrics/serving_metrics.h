@@ -45,7 +45,10 @@
 //               agent moved, the region by an RMA put or all in a message),
 //               troupe:kv_transfer_descriptors_total (the puts it issued: one a region),
 //               troupe:kv_transfer_leases_expired_total (staging regions reserved here
-//               whose sender never committed)
+//               whose sender never committed), a cluster router's
+//               troupe:kv_handoff_phase_seconds_total{phase="prefill"|"transfer"|
+//               "first_decode"} and troupe:kv_handoff_phased_total (its P/D moves' time
+//               to first token, the move, the receiver's first tokens: sum / count = mean)
 //   per instance  a cluster router's: troupe:num_requests_running, _waiting,
 //               troupe:kv_cache_usage_perc, troupe:kv_cache_used_blocks,
 //               troupe:prefix_cache_queries_total, troupe:prefix_cache_hits_total, each
@@ -158,6 +161,8 @@ class ServingMetrics {
   Counter& kv_transfers_message;   // troupe:kv_transfers_total{by="message"}
   Counter& kv_transfer_descriptors;
   Counter& kv_transfer_leases_expired;
+  std::array<Counter*, 3> kv_handoff_phase_seconds;  // by runtime::kKvHandoffPhaseNames
+  Counter& kv_handoff_phased;
   Histogram& kv_transfer_seconds;  // runtime::kKvTransferSecondsBounds
   Histogram& time_to_first_token;
   Histogram& inter_token_latency;

@@ -32,6 +32,9 @@ inline constexpr std::array<const char*, 5> kKvTransferFailureNames = {
 inline constexpr std::array<double, 12> kKvTransferSecondsBounds = {
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0};
 
+inline constexpr std::array<const char*, 3> kKvHandoffPhaseNames = {"prefill", "transfer",
+                                                                    "first_decode"};
+
 // Counts one confirmed transfer of `bytes` that took `seconds` into f.
 struct EngineFigures;
 void count_kv_transfer(EngineFigures& f, int64_t bytes, double seconds);
@@ -94,6 +97,11 @@ struct EngineFigures {
   int64_t kv_transfer_messages = 0;
   int64_t kv_transfer_descriptors = 0;
   int64_t kv_transfer_leases_expired = 0;
+  // A cluster router's P/D moves, split as it sees them (time to first token = prefill;
+  // then the move until the sender's answer; then the receiver's first tokens): seconds
+  // summed by phase (kKvHandoffPhaseNames) over the kv_handoff_phased moves counted.
+  double kv_handoff_phase_seconds[3] = {0, 0, 0};
+  int64_t kv_handoff_phased = 0;
   // Steps with speculating decodes by their draft limit k (index k; the online cost
   // table's choices when adaptive, else all at num_speculative_tokens).
   std::vector<int64_t> spec_steps_by_k;

@@ -305,6 +305,13 @@ TEST(ServeClusterPd, RequestsPrefillOnOneInstanceAndDecodeOnTheOther) {
   EXPECT_EQ(series_with(m, "troupe:kv_transfer_descriptors_total", "model_name"), rma) << m;
   EXPECT_EQ(series_with(m, "troupe:kv_transfers_total", "by=\"message\""), 0) << m;
 #endif
+  // The router split each move's time: prefill (to the first token), the move, the
+  // decode side's first tokens.
+  const double moves = series_with(m, "troupe:kv_handoff_phased_total", "model_name");
+  EXPECT_GT(moves, 0) << m;
+  EXPECT_GT(series_with(m, "troupe:kv_handoff_phase_seconds_total", "phase=\"prefill\""), 0) << m;
+  EXPECT_GT(series_with(m, "troupe:kv_handoff_phase_seconds_total", "phase=\"transfer\""), 0) << m;
+  EXPECT_GE(series_with(m, "troupe:kv_handoff_phase_seconds_total", "phase=\"first_decode\""), 0) << m;
 
   // Where the work ran (troupe cluster status: each engine's figures). The decode engine
   // ran steps, so it decoded; both hold no block now, so the prefill side released every
@@ -319,6 +326,11 @@ TEST(ServeClusterPd, RequestsPrefillOnOneInstanceAndDecodeOnTheOther) {
     const size_t steps = line.rfind(", ") + 2;
     EXPECT_GT(std::stoll(line.substr(steps)), 0) << line;
   }
+
+  // Every process shuts down on SIGTERM, the ones whose transfer agents moved KV included
+  // (a detached agent once kept the decode process waiting for its thread forever).
+  EXPECT_EQ(decode->stop(SIGTERM, std::chrono::seconds(20)), 0) << decode->output();
+  EXPECT_EQ(prefill->stop(SIGTERM, std::chrono::seconds(20)), 0) << prefill->output();
 }
 
 }  // namespace
