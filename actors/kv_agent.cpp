@@ -10,9 +10,10 @@
 // Why an actor of its own: the scheduler's step loop never waits on a transfer, and the
 // receiving rank never submits reads (the sender writes). The UCX worker is driven only
 // here (single-threaded), polled while anything is in flight; no call blocks, so the
-// agent is a scheduled actor, not a detached one. (Detached, it hung process shutdown:
-// once an agent has answered another node, that node's proxy keeps it alive, and CAF
-// waits for every detached actor's thread.)
+// agent is a scheduled actor, not a detached one. (Detached, it once kept a decode
+// process of a bench run from finishing its shutdown: CAF waited for the agent's thread,
+// whose actor was never destroyed. Not reproduced since; a scheduled actor has no thread
+// to wait for.)
 //
 // Deadlines: the whole move runs under kv_transfer_lease(bytes) from its push (the
 // scheduler's wait is the same); a put still in flight past it is abandoned (its endpoint
