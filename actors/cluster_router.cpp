@@ -121,6 +121,8 @@ void count_phases(ClusterRouterState& st, Client& c) {
   st.phase_seconds[2] += std::max(0.0, Seconds(*c.resumed_at - *c.answered_at).count());
   st.phased_moves += 1;
   c.handed_at.reset();  // once
+  c.answered_at.reset();
+  c.resumed_at.reset();
 }
 
 // /health: 503 naming every engine not up, until all are.
@@ -261,6 +263,7 @@ void fall_back(Self self, runtime::RequestId id, const std::string& why, KvHando
   if (it == st.requests.end()) return;  // ended meanwhile
   Client c = std::move(it->second);
   st.requests.erase(it);
+  c.handed_at.reset(), c.answered_at.reset(), c.resumed_at.reset();  // a failed move: not timed
   Slot& failed_at = st.slots[c.slot];
   failed_at.in_flight -= 1;
   if (failed_at.engine) self->send(failed_at.engine, abort_atom::value, id);  // a late arrival
@@ -334,9 +337,11 @@ void move_to_decode(Self self, runtime::RequestId id, Client& c, TokenEvent& ev)
   self->request(caf::actor_cast<caf::actor>(from), kMoveAnswerTimeout, handoff_atom::value, id, target)
       .then(
           [=](const std::string& why, KvHandoffBytes& tokens) {
-            if (const auto it = self->state.requests.find(id); it != self->state.requests.end() && why.empty()) {
-              it->second.answered_at = std::chrono::steady_clock::now();
-              count_phases(self->state, it->second);
+            if (const auto it = self->state.requests.find(id); it != self->state.requests.end()) {
+              Client& moved = it->second;
+              if (!why.empty()) moved.handed_at.reset(), moved.resumed_at.reset();  // not counted
+              if (why.empty() && moved.handed_at) moved.answered_at = std::chrono::steady_clock::now();
+              count_phases(self->state, moved);
             }
             Client* c = pending();
             if (c == nullptr) return;

@@ -52,6 +52,7 @@ using supervisor_actor = scheduler_actor::extend<
     caf::replies_to<import_atom, GenerateRequest, KvHandoffValue, caf::actor>::with<std::string>,
     caf::replies_to<kvreserve_atom, uint64_t>::with<KvLease>,
     caf::replies_to<kvcommit_atom, uint64_t, GenerateRequest, KvHandoffBytes, caf::actor>::with<std::string>,
+    caf::reacts_to<kvrelease_atom, uint64_t>,
     caf::replies_to<join_atom, GroupJoin>::with<GroupFormed>,
     caf::reacts_to<address_atom, int64_t, std::vector<uint8_t>>,
     caf::reacts_to<formed_atom, int64_t, std::string>, caf::reacts_to<dial_atom, uint64_t>>;
@@ -66,7 +67,7 @@ using kv_agent_actor = caf::typed_actor<
     caf::replies_to<kvpush_atom, GenerateRequest, KvHandoffValue, caf::actor, caf::actor>::with<std::string>,
     caf::replies_to<kvreserve_atom, uint64_t>::with<KvLease>,
     caf::replies_to<kvcommit_atom, uint64_t, GenerateRequest, KvHandoffBytes, caf::actor>::with<std::string>,
-    caf::reacts_to<kvpoll_atom>>;
+    caf::reacts_to<kvrelease_atom, uint64_t>, caf::reacts_to<kvpoll_atom>>;
 
 using eplb_planner_actor = caf::typed_actor<caf::reacts_to<eplb_atom, ExpertCounts>,
                                             caf::reacts_to<peers_atom, Schedulers>>;

@@ -452,6 +452,9 @@ supervisor_actor::behavior_type supervisor_fun(supervisor_pointer self,
         return self->delegate(st.agent, kvcommit_atom::value, lease, std::move(req),
                               std::move(header), std::move(client));
       },
+      [=](kvrelease_atom, uint64_t lease) {
+        if (const auto& agent = self->state.agent) self->send(agent, kvrelease_atom::value, lease);
+      },
       // An instance spread over processes (group_member.cpp).
       [=](join_atom, GroupJoin& join) { return on_join(self, join); },
       [=](address_atom, int64_t incarnation, std::vector<uint8_t>& address) {

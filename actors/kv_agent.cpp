@@ -56,6 +56,15 @@ struct KvAgentState {
   runtime::StagingLeases leases{0};
   std::vector<PendingPut> puts;
   bool polling = false;
+
+  // The agent ends with its incarnation while the process goes on. First the transport
+  // (its endpoints closed: none of our puts runs on; our regions deregistered), then the
+  // staging memory goes to the process's quarantine, since a sender elsewhere may still
+  // be writing to it, and only then are our regions in flight freed (puts).
+  ~KvAgentState() {
+    rma.reset();
+    runtime::StagingQuarantine::keep(leases.surrender());
+  }
 };
 
 using agent_pointer = kv_agent_actor::stateful_pointer<KvAgentState>;
@@ -121,27 +130,50 @@ void poll(agent_pointer self) {
     s.counters->leases_expired += 1;
     spdlog::warn("KV transfer agent: staging lease {} expired without a commit (sender lost?)", id);
   }
+  runtime::StagingQuarantine::sweep(now);
   for (auto& [p, end] : over) p.then(end.first, end.second);  // may start more
   if (s.puts.empty() && s.leases.empty()) return;
   s.polling = true;
-  if (progressed) self->send(self, kvpoll_atom::value);
-  else self->delayed_send(self, std::chrono::microseconds(200), kvpoll_atom::value);
+  if (progressed) return self->send(self, kvpoll_atom::value);
+  if (!s.puts.empty() || s.leases.open() > 0)  // a put may be landing: keep progressing
+    return self->delayed_send(self, std::chrono::microseconds(200), kvpoll_atom::value);
+  // Only quarantined regions left: nothing to progress until the next one is due.
+  const auto due = std::chrono::duration_cast<std::chrono::microseconds>(s.leases.next_deadline() - now);
+  self->delayed_send(self, std::clamp(due, std::chrono::microseconds(200), std::chrono::microseconds(100'000)),
+                     kvpoll_atom::value);
 }
 
-// Relays the receiver's answer (or its error) to whoever pushed.
+// Relays the receiver's answer (or its error) to whoever pushed; `moved` counts a
+// hand-off the receiver took.
 template <typename Promise>
-auto relay(Promise rp) {
-  return std::make_pair([rp](std::string& why) mutable { rp.deliver(std::move(why)); },
-                        [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+auto relay(Promise rp, std::atomic<int64_t>* moved) {
+  return std::make_pair(
+      [rp, moved](std::string& why) mutable {
+        if (why.empty()) *moved += 1;
+        rp.deliver(std::move(why));
+      },
+      [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+}
+
+// Tells the receiver its lease will not be committed (the put failed or was abandoned),
+// so its staging region is quarantined now instead of at its lease's end.
+void release(const caf::actor& target, uint64_t lease) {
+  caf::anon_send(target, kvrelease_atom::value, lease);
 }
 
 // The whole hand-off in one message (no RMA on a side, or its put failed).
 void by_message(agent_pointer self, caf::typed_response_promise<std::string> rp,
                 const GenerateRequest& req, const std::shared_ptr<runtime::KvHandoff>& h,
                 const caf::actor& target, const caf::actor& client, Clock::time_point deadline) {
-  self->state.counters->messages += 1;
-  auto [ok, err] = relay(rp);
-  self->request(target, left(deadline), import_atom::value, req, handoff_bytes(*h), client)
+  KvHandoffBytes bytes;
+  try {
+    bytes = handoff_bytes(*h);
+  } catch (const std::exception& e) {  // bad_alloc: this side cannot send it
+    rp.deliver(caf::make_error(caf::sec::runtime_error, std::string("encoding the hand-off: ") + e.what()));
+    return;
+  }
+  auto [ok, err] = relay(rp, &self->state.counters->messages);
+  self->request(target, left(deadline), import_atom::value, req, std::move(bytes), client)
       .then(std::move(ok), std::move(err));
 }
 
@@ -154,8 +186,9 @@ void put_region(agent_pointer self, caf::typed_response_promise<std::string> rp,
   uint64_t put = 0;
   try {
     put = s.rma->put(lease.address, lease.rkey, lease.remote_address, h->region);
-  } catch (const troupe::Error& e) {
+  } catch (const std::exception& e) {
     spdlog::warn("KV transfer agent: request {}: {}; sending it in a message", req.id, e.what());
+    release(target, lease.lease);
     return by_message(self, rp, req, h, target, client, deadline);
   }
   s.counters->descriptors += 1;
@@ -163,12 +196,14 @@ void put_region(agent_pointer self, caf::typed_response_promise<std::string> rp,
     spdlog::info("KV transfer agent: regions go over {}", s.rma->transports(lease.address));
   auto then = [=](PendingPut::End end, const std::string& why) mutable {
     if (end == PendingPut::End::TimedOut) {
+      release(target, lease.lease);
       rp.deliver(caf::make_error(caf::sec::request_timeout,
                                  std::string("the KV put did not finish within its lease")));
       return;
     }
     if (end == PendingPut::End::Failed) {
       spdlog::warn("KV transfer agent: request {}: {}; sending it in a message", req.id, why);
+      release(target, lease.lease);
       return by_message(self, rp, req, h, target, client, deadline);
     }
     auto& st = self->state;
@@ -178,10 +213,9 @@ void put_region(agent_pointer self, caf::typed_response_promise<std::string> rp,
     }
     h->region.clear();  // landed: the commit carries the rest
     h->region.shrink_to_fit();
-    st.counters->rma += 1;
-    auto [ok, err] = relay(rp);
+    auto [ok, err] = relay(rp, &st.counters->rma);
     self->request(target, left(deadline), kvcommit_atom::value, lease.lease, req,
-                  handoff_bytes(*h), client)
+                  handoff_bytes(*h), client)  // a few bytes a token: no region
         .then(std::move(ok), std::move(err));
   };
   s.puts.push_back({put, deadline, h, std::move(then)});
@@ -209,7 +243,13 @@ caf::result<std::string> push(agent_pointer self, GenerateRequest& req, KvHandof
                            req.id, l.why);
             by_message(self, rp, req, h, target, client, deadline);
           },
-          [=](caf::error& e) mutable { rp.deliver(std::move(e)); });
+          [=](caf::error& e) mutable {
+            // The receiver gone or silent: nothing gets through. Anything else (it does
+            // not take reserves): the whole hand-off in a message.
+            if (e == caf::sec::request_timeout || e == caf::sec::request_receiver_down)
+              return rp.deliver(std::move(e));
+            by_message(self, rp, req, h, target, client, deadline);
+          });
   return rp;
 }
 
@@ -223,7 +263,8 @@ KvLease reserve(agent_pointer self, uint64_t bytes) {
     const auto exposed = s.rma->expose(r.id, *s.leases.memory(r.id));
     poll_soon(self);  // some transports (TCP) need this side's progress to land the put
     return KvLease{r.id, s.rma_address, exposed.remote_address, exposed.rkey, {}};
-  } catch (const troupe::Error& e) {
+  } catch (const std::exception& e) {
+    s.rma->withdraw(r.id);  // if it got that far
     s.leases.take(r.id);
     return KvLease{0, {}, 0, {}, e.what()};
   }
@@ -242,7 +283,7 @@ caf::result<std::string> commit(agent_pointer self, uint64_t lease, GenerateRequ
   try {
     const auto* b = reinterpret_cast<const std::byte*>(header.bytes.data());
     h = runtime::decode_kv_handoff(std::vector<std::byte>(b, b + header.bytes.size()));
-  } catch (const troupe::Error& e) {  // from another process: it hears why, we carry on
+  } catch (const std::exception& e) {  // from another process: it hears why, we carry on
     return std::string(e.what());
   }
   if (!h.region.empty()) return std::string("a KV commit carries a region of its own");
@@ -268,6 +309,10 @@ kv_agent_actor::behavior_type kv_agent_fun(agent_pointer self, caf::actor_addr i
       [=](kvreserve_atom, uint64_t bytes) { return reserve(self, bytes); },
       [=](kvcommit_atom, uint64_t lease, GenerateRequest& req, KvHandoffBytes& header,
           caf::actor& client) { return commit(self, lease, req, header, client); },
+      [=](kvrelease_atom, uint64_t lease) {
+        auto& st = self->state;
+        if (st.rma && st.leases.release(lease, Clock::now())) st.rma->withdraw(lease);
+      },
       [=](kvpoll_atom) { poll(self); },
   };
 }

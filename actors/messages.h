@@ -85,6 +85,7 @@
 //   agent A --kvreserve(bytes)--> target supervisor --> agent B --KvLease--> agent A
 //   agent A ==put region, flush==> B's staging memory (UCX; B's lease frees it if no commit)
 //   agent A --kvcommit(lease, request, header, client)--> target --> agent B
+//     (or, its put failed or timed out: --kvrelease(lease)--> target --> agent B)
 //   agent B --import(request, KvHandoffValue, client)--> B's supervisor --> scheduler
 //   "" or why --> agent B --> agent A --> scheduler A
 //
@@ -146,6 +147,7 @@ using kvpush_atom = caf::atom_constant<caf::atom("kvpush")>;      // agent: move
 using kvreserve_atom = caf::atom_constant<caf::atom("kvreserve")>;  // agent: staging for a put
 using kvcommit_atom = caf::atom_constant<caf::atom("kvcommit")>;  // agent: the put has landed
 using kvpoll_atom = caf::atom_constant<caf::atom("kvpoll")>;      // agent: progress its transport
+using kvrelease_atom = caf::atom_constant<caf::atom("kvrelease")>;  // agent: a lease given up
 
 // --- payloads ----------------------------------------------------------------------------
 // A request for one generation; outputs stream to `reply_to` as (token_atom, TokenEvent).

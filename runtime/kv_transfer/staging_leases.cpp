@@ -1,8 +1,18 @@
 #include "runtime/kv_transfer/staging_leases.h"
 
+#include <atomic>
+#include <mutex>
 #include <new>
 
 namespace troupe::runtime {
+namespace {
+
+std::atomic<uint64_t> next_lease_id{1};
+
+std::mutex quarantine_mutex;
+std::vector<std::pair<StagingLeases::Clock::time_point, std::vector<uint8_t>>> quarantined;
+
+}  // namespace
 
 std::chrono::milliseconds kv_transfer_lease(uint64_t bytes) {
   return std::chrono::milliseconds(1000 + static_cast<int64_t>(bytes / 50'000));
@@ -21,7 +31,7 @@ StagingLeases::Reserved StagingLeases::reserve(uint64_t bytes, Clock::time_point
     return {0, "cannot allocate " + std::to_string(bytes) + " bytes"};
   }
   l.expires = now + 2 * kv_transfer_lease(bytes);
-  const uint64_t id = next_id_++;
+  const uint64_t id = next_lease_id.fetch_add(1);
   leases_.emplace(id, std::move(l));
   reserved_ += bytes;
   return {id, {}};
@@ -60,6 +70,56 @@ std::vector<uint64_t> StagingLeases::expire(Clock::time_point now) {
     }
   }
   return withdrawn;
+}
+
+bool StagingLeases::release(uint64_t id, Clock::time_point now) {
+  const auto it = leases_.find(id);
+  if (it == leases_.end() || it->second.quarantined) return false;
+  it->second.quarantined = true;
+  it->second.expires = now + kv_transfer_lease(it->second.memory.size());
+  return true;
+}
+
+std::vector<std::pair<StagingLeases::Clock::time_point, std::vector<uint8_t>>> StagingLeases::surrender() {
+  std::vector<std::pair<Clock::time_point, std::vector<uint8_t>>> out;
+  for (auto& [id, l] : leases_) {
+    const auto until = l.quarantined ? l.expires : l.expires + kv_transfer_lease(l.memory.size());
+    out.emplace_back(until, std::move(l.memory));
+  }
+  leases_.clear();
+  reserved_ = 0;
+  return out;
+}
+
+StagingLeases::Clock::time_point StagingLeases::next_deadline() const {
+  Clock::time_point next = Clock::time_point::max();
+  for (const auto& [id, l] : leases_) next = std::min(next, l.expires);
+  return next;
+}
+
+void StagingQuarantine::keep(std::vector<std::pair<StagingLeases::Clock::time_point, std::vector<uint8_t>>> regions) {
+  std::lock_guard<std::mutex> lock(quarantine_mutex);
+  for (auto& r : regions) quarantined.push_back(std::move(r));
+}
+
+void StagingQuarantine::sweep(StagingLeases::Clock::time_point now) {
+  std::vector<std::vector<uint8_t>> freed;  // freed outside the lock
+  {
+    std::lock_guard<std::mutex> lock(quarantine_mutex);
+    for (size_t i = 0; i < quarantined.size();) {
+      if (quarantined[i].first > now) {
+        ++i;
+        continue;
+      }
+      freed.push_back(std::move(quarantined[i].second));
+      quarantined.erase(quarantined.begin() + static_cast<ptrdiff_t>(i));
+    }
+  }
+}
+
+size_t StagingQuarantine::held() {
+  std::lock_guard<std::mutex> lock(quarantine_mutex);
+  return quarantined.size();
 }
 
 size_t StagingLeases::open() const {

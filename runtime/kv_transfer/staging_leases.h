@@ -24,7 +24,9 @@ class StagingLeases {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // At most max_bytes reserved at once (quarantined regions count until freed).
+  // At most max_bytes reserved at once (quarantined regions count until freed). Ids are
+  // unique in the process (every StagingLeases draws from one counter), so a commit
+  // meant for an agent of an earlier incarnation never takes another request's region.
   explicit StagingLeases(uint64_t max_bytes) : max_bytes_(max_bytes) {}
 
   struct Reserved {
@@ -38,6 +40,15 @@ class StagingLeases {
   // Ends an open lease and hands its memory over; nullopt when unknown or expired.
   std::optional<std::vector<uint8_t>> take(uint64_t id);
 
+  // The sender gave up on an open lease (its put failed or was abandoned: nothing more of
+  // it is written): quarantined now, freed one lease later. False when not open.
+  bool release(uint64_t id, Clock::time_point now);
+
+  // Every region's memory with the time until which it must stay untouched (open ones:
+  // their deadline plus a lease; quarantined: theirs), emptying this: for an owner that
+  // goes away while senders may still be writing (StagingQuarantine).
+  std::vector<std::pair<Clock::time_point, std::vector<uint8_t>>> surrender();
+
   // Leases past their deadline: each one's id, to withdraw from the transport (its
   // memory stays until one more lease has passed); quarantined memory past that is freed.
   std::vector<uint64_t> expire(Clock::time_point now);
@@ -45,6 +56,8 @@ class StagingLeases {
   bool empty() const { return leases_.empty(); }  // nothing open, nothing quarantined
   size_t open() const;
   uint64_t reserved_bytes() const { return reserved_; }
+  // When the next lease or quarantine ends (max() when none).
+  Clock::time_point next_deadline() const;
 
  private:
   struct Lease {
@@ -54,8 +67,17 @@ class StagingLeases {
   };
   uint64_t max_bytes_;
   uint64_t reserved_ = 0;
-  uint64_t next_id_ = 1;
   std::map<uint64_t, Lease> leases_;
+};
+
+// Staging memory whose owner went away (an agent of an ended incarnation) while a sender
+// may still write to it: kept until its time, freed by later sweeps. Process-wide and
+// thread-safe.
+class StagingQuarantine {
+ public:
+  static void keep(std::vector<std::pair<StagingLeases::Clock::time_point, std::vector<uint8_t>>> regions);
+  static void sweep(StagingLeases::Clock::time_point now);  // frees what is past its time
+  static size_t held();  // regions kept, for tests
 };
 
 }  // namespace troupe::runtime

@@ -65,5 +65,47 @@ TEST(StagingLeases, AnExpiredLeaseIsWithdrawnThenFreedALeaseLater) {
   EXPECT_TRUE(leases.empty());
 }
 
+TEST(StagingLeases, IdsAreUniqueAcrossOwners) {
+  StagingLeases a(1 << 20), b(1 << 20);  // two incarnations' agents
+  const Clock::time_point t0 = Clock::now();
+  const auto x = a.reserve(10, t0), y = b.reserve(10, t0);
+  ASSERT_NE(x.id, 0u);
+  ASSERT_NE(y.id, 0u);
+  EXPECT_NE(x.id, y.id);
+  EXPECT_FALSE(b.take(x.id).has_value());  // a's lease is not b's
+}
+
+TEST(StagingLeases, AReleasedLeaseIsQuarantinedForALease) {
+  StagingLeases leases(1 << 20);
+  const Clock::time_point t0 = Clock::now();
+  const auto r = leases.reserve(500, t0);
+  EXPECT_TRUE(leases.release(r.id, t0));
+  EXPECT_FALSE(leases.release(r.id, t0));  // once
+  EXPECT_FALSE(leases.take(r.id).has_value());
+  EXPECT_EQ(leases.reserved_bytes(), 500u);
+  EXPECT_EQ(leases.next_deadline(), t0 + kv_transfer_lease(500));
+  EXPECT_TRUE(leases.expire(t0 + kv_transfer_lease(500)).empty());  // freed, not withdrawn
+  EXPECT_TRUE(leases.empty());
+}
+
+TEST(StagingLeases, SurrenderedMemoryIsKeptUntilItsTime) {
+  StagingLeases leases(1 << 20);
+  const Clock::time_point t0 = Clock::now();
+  leases.reserve(100, t0);
+  auto regions = leases.surrender();
+  EXPECT_TRUE(leases.empty());
+  EXPECT_EQ(leases.reserved_bytes(), 0u);
+  ASSERT_EQ(regions.size(), 1u);
+  const auto until = regions[0].first;
+  EXPECT_EQ(until, t0 + 3 * kv_transfer_lease(100));  // its lease (2) plus one
+  StagingQuarantine::sweep(until - std::chrono::milliseconds(1));  // whatever others left
+  const size_t before = StagingQuarantine::held();
+  StagingQuarantine::keep(std::move(regions));
+  StagingQuarantine::sweep(until - std::chrono::milliseconds(1));
+  EXPECT_EQ(StagingQuarantine::held(), before + 1);
+  StagingQuarantine::sweep(until);
+  EXPECT_LE(StagingQuarantine::held(), before);
+}
+
 }  // namespace
 }  // namespace troupe::runtime

@@ -61,7 +61,9 @@ UcxRma::UcxRma() {
   ucp::check_status(s, "ucp_init");
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-  wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+  // Serialized, not single: a scheduled actor (the transfer agent) calls it from whichever
+  // CAF worker runs it, one call at a time.
+  wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
   const ucs_status_t w = ucp_worker_create(context_, &wp, &worker_);
   if (w != UCS_OK) ucp_cleanup(context_);
   ucp::check_status(w, "ucp_worker_create");
@@ -134,6 +136,10 @@ UcxRma::Endpoint& UcxRma::endpoint(const std::vector<uint8_t>& peer_address) {
 void UcxRma::drop_endpoint(const std::vector<uint8_t>& peer_address, bool force) {
   const auto it = endpoints_.find(peer_address);
   if (it == endpoints_.end()) return;
+  // Closing first completes every request on it (cancelled when forced); only then may
+  // their keys go (ucp.h: after the operations using them are done).
+  ucp::close_endpoint(worker_, it->second->ep, force);
+  endpoints_.erase(it);
   for (auto& [id, p] : puts_) {
     if (p->peer != peer_address) continue;
     cancel(worker_, &p->put);
@@ -142,8 +148,6 @@ void UcxRma::drop_endpoint(const std::vector<uint8_t>& peer_address, bool force)
     p->rkey = nullptr;
     if (p->error.empty()) p->error = "another put to this receiver failed or was abandoned";
   }
-  ucp::close_endpoint(worker_, it->second->ep, force);
-  endpoints_.erase(it);
 }
 
 uint64_t UcxRma::put(const std::vector<uint8_t>& peer_address, const std::vector<uint8_t>& rkey,
@@ -158,9 +162,9 @@ uint64_t UcxRma::put(const std::vector<uint8_t>& peer_address, const std::vector
                                         p->rkey, &param), &p->put);
   if (why.empty()) why = started(ucp_ep_flush_nbx(e.ep, &param), &p->flush);
   if (!why.empty()) {
+    drop_endpoint(peer_address, true);  // completes the put's request, if any
     cancel(worker_, &p->put);
     ucp_rkey_destroy(p->rkey);
-    drop_endpoint(peer_address, true);
     TROUPE_FAIL("UCX: put: " << why);
   }
   const uint64_t id = next_put_++;
