@@ -84,6 +84,10 @@ struct Client {
   size_t from = 0;
   KvHandoffBytes resume;  // while moving: its tokens without KV (TokenEvent::resume)
   bool aborted = false;   // the client aborted it while it was moving: it must not go on
+  // Sent to a prefill engine, alone (no siblings): its prompt, until its first event, so
+  // it can be sent again elsewhere if that engine is lost before (on_engine_down).
+  std::vector<int32_t> prompt;
+  bool streamed = false;  // an event of it has reached the client
   // Drain: when and from which slot its engine was asked to park it, until the first
   // tokens from another (logged: the time to the next token on the new instance).
   std::optional<std::chrono::steady_clock::time_point> drained_at;
@@ -169,6 +173,8 @@ void dial(Self self, uint64_t slot) {
 }
 
 void fall_back(Self self, runtime::RequestId id, const std::string& why, KvHandoffBytes& tokens);
+bool send_again(Self self, runtime::RequestId id, const std::string& why);
+void end_with_error(Self self, runtime::RequestId id, const std::string& why);
 
 // An engine went away: its requests end with an error (those it was moving fall back to
 // a recompute), and it is dialed again.
@@ -190,8 +196,8 @@ void on_engine_down(Self self, const caf::down_msg& dm) {
         ++it;
         continue;
       }
-      if (moving_from && !c.resume.bytes.empty()) {
-        recompute.push_back(it->first);
+      if ((moving_from && !c.resume.bytes.empty()) || (!c.moving && !c.streamed && !c.prompt.empty())) {
+        recompute.push_back(it->first);  // its tokens, or its prompt, can go elsewhere
         ++it;
         continue;
       }
@@ -207,12 +213,17 @@ void on_engine_down(Self self, const caf::down_msg& dm) {
     // What is still counted on it: the moves to it, which fall back when their sender answers.
     s.in_flight = 0;
     for (const auto& [id, c] : st.requests) s.in_flight += c.slot == i;
-    for (runtime::RequestId id : recompute) {  // fall_back takes its entry out
-      KvHandoffBytes tokens = std::move(st.requests.at(id).resume);
+    for (runtime::RequestId id : recompute) {  // fall_back and send_again take its entry out
+      Client& c = st.requests.at(id);
+      if (!c.moving) {
+        if (!send_again(self, id, why)) end_with_error(self, id, why);
+        continue;
+      }
+      KvHandoffBytes tokens = std::move(c.resume);
       fall_back(self, id, why, tokens);
     }
     report_health(self);
-    self->delayed_send(self, kRedial, dial_atom::value, uint64_t(i));
+    if (s.where.port != 0) self->delayed_send(self, kRedial, dial_atom::value, uint64_t(i));  // remote
   }
 }
 
@@ -257,6 +268,43 @@ void end_with_error(Self self, runtime::RequestId id, const std::string& why) {
 // Request id's move failed: a decode engine (another than the one that failed, when one
 // is up) recomputes its tokens under a fresh id; without one the request ends with why.
 // One the client aborted meanwhile just ends, as aborted.
+// Puts entry c under a fresh engine id on slot `to` (the client keeps its own id, and
+// whatever the old id still streams is dropped): a fallback, or a request sent again.
+runtime::RequestId rehome(ClusterRouterState& st, Client c, size_t to) {
+  const runtime::RequestId fresh = st.next_fallback++;
+  c.moving = false;
+  c.slot = to;
+  st.slots[to].in_flight += 1;
+  st.fallbacks[c.client_id] = fresh;
+  st.requests.emplace(fresh, std::move(c));
+  return fresh;
+}
+
+// A request whose prefill engine was lost before its first event (nothing streamed yet):
+// sent as it came to another prefill or mixed engine, else to a decode engine to run
+// whole. False when none is up.
+bool send_again(Self self, runtime::RequestId id, const std::string& why) {
+  auto& st = self->state;
+  Client& c = st.requests.at(id);
+  int to = pick(st, /*decode=*/false, static_cast<int>(c.slot));
+  if (to == static_cast<int>(c.slot)) to = -1;
+  if (to < 0) to = pick(st, /*decode=*/true);
+  if (to < 0) return false;
+  const bool prefill = st.slots[size_t(to)].where.role == EngineRole::Prefill;
+  spdlog::warn("cluster: request {}: {} before its first token; sent again to {}", c.client_id, why,
+               st.slots[size_t(to)].where.name);
+  GenerateRequest req{0, c.prompt, c.params, {}};
+  req.params.kv_hand_off_after = prefill && req.params.max_tokens > 1 ? 1 : 0;
+  st.slots[c.slot].in_flight -= 1;
+  Client moved = std::move(c);
+  st.requests.erase(id);
+  if (!prefill) moved.prompt.clear();
+  req.id = rehome(st, std::move(moved), size_t(to));
+  self->send(st.slots[size_t(to)].engine, generate_atom::value, std::move(req),
+             caf::actor_cast<caf::actor>(self));
+  return true;
+}
+
 void fall_back(Self self, runtime::RequestId id, const std::string& why, KvHandoffBytes& tokens) {
   auto& st = self->state;
   const auto it = st.requests.find(id);
@@ -284,17 +332,13 @@ void fall_back(Self self, runtime::RequestId id, const std::string& why, KvHando
     st.fallbacks.erase(c.client_id);
     return;
   }
-  const runtime::RequestId fresh = st.next_fallback++;
   spdlog::warn("cluster: request {}: KV hand-off failed ({}); {} recomputes it", c.client_id, why,
                st.slots[size_t(to)].where.name);
-  c.moving = false;
-  c.slot = size_t(to);
-  st.slots[size_t(to)].in_flight += 1;
-  st.fallbacks[c.client_id] = fresh;
-  GenerateRequest req{fresh, {}, c.params, {}};
+  GenerateRequest req{0, {}, c.params, {}};
   req.params.kv_hand_off_after = 0;
+  const runtime::RequestId fresh = rehome(st, std::move(c), size_t(to));
+  req.id = fresh;
   const auto engine = caf::actor_cast<caf::actor>(st.slots[size_t(to)].engine);
-  st.requests.emplace(fresh, std::move(c));
   self->request(engine, kDialTimeout, import_atom::value, std::move(req), std::move(tokens),
                 caf::actor_cast<caf::actor>(self))
       .then(
@@ -387,6 +431,7 @@ void send_new(Self self, GenerateRequest req, const caf::actor& client, int slot
   };
   track(req.id, req.params);
   for (runtime::Sibling& s : req.siblings) track(s.id, s.params);
+  if (prefill && req.siblings.empty()) st.requests[req.id].prompt = req.prompt;
   st.slots[size_t(slot)].in_flight += 1 + static_cast<int64_t>(req.siblings.size());
   std::vector<runtime::RequestId> aborted;
   for (runtime::RequestId id : ids_of(req)) {
@@ -506,6 +551,7 @@ cluster_router_actor::behavior_type cluster_router_fun(Self self,
   for (LocalEngine& e : local)
     st.slots.push_back({{std::move(e.name), "", 0, std::move(e.group), e.role, std::move(e.instance)},
                         std::move(e.engine), 0});
+  for (Slot& s : st.slots) self->monitor(s.engine);  // the local ones: lost, never redialed
   for (ClusterEngineAddress& w : remote) st.slots.push_back({std::move(w), scheduler_actor{}, 0});
   TROUPE_CHECK(!st.slots.empty(), "cluster router needs at least one engine");
   self->set_down_handler([=](const caf::down_msg& dm) { on_engine_down(self, dm); });
@@ -534,6 +580,8 @@ cluster_router_actor::behavior_type cluster_router_fun(Self self,
         const auto it = st.requests.find(ev.output.id);
         if (it == st.requests.end()) return;  // already failed when its engine went away
         const caf::actor client = it->second.client;
+        it->second.streamed = true;
+        it->second.prompt.clear();  // streaming: a loss now is a move's or an error
         if (ev.output.status == runtime::RequestStatus::HandedOff) {
           if (!it->second.drained_at) it->second.handed_at = std::chrono::steady_clock::now();
           it->second.resume = std::move(ev.resume);

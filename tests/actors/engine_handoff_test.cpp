@@ -201,12 +201,8 @@ TEST_F(EngineHandoff, AFailedMoveAnswersWithTheTokensToRecompute) {
   EXPECT_EQ(stats(self, b_).kv_transfer_fallbacks, 1);
 }
 
-// Request `id` through the router, greedy for n tokens: its events until it finishes.
-std::vector<runtime::RequestOutput> run_through(caf::scoped_actor& self, const router_actor& router,
-                                                runtime::RequestId id,
-                                                const std::vector<int32_t>& prompt, int64_t n) {
-  self->send(router, generate_atom::value, GenerateRequest{id, prompt, greedy(n), {}},
-             caf::actor{self});
+// Request id's events until it finishes.
+std::vector<runtime::RequestOutput> events_of(caf::scoped_actor& self, runtime::RequestId id) {
   std::vector<runtime::RequestOutput> events;
   for (bool done = false; !done;)
     self->receive(
@@ -220,6 +216,15 @@ std::vector<runtime::RequestOutput> run_through(caf::scoped_actor& self, const r
           done = true;
         });
   return events;
+}
+
+// Request `id` through the router, greedy for n tokens: its events until it finishes.
+std::vector<runtime::RequestOutput> run_through(caf::scoped_actor& self, const router_actor& router,
+                                                runtime::RequestId id,
+                                                const std::vector<int32_t>& prompt, int64_t n) {
+  self->send(router, generate_atom::value, GenerateRequest{id, prompt, greedy(n), {}},
+             caf::actor{self});
+  return events_of(self, id);
 }
 
 // The cluster router over a prefill engine and two decode engines in this process. The
@@ -310,6 +315,30 @@ TEST(RouterFallbackCommit, AnUncommittedPutIsRecomputedAndItsStagingFreed) {
   }
   EXPECT_EQ(f1.kv_transfer_leases_expired, 1);
   EXPECT_EQ(f1.used_blocks, 0);
+}
+
+// The prefill engine is lost before its first token (its first step stalls, and it is
+// killed meanwhile). Nothing has streamed, so the router sends the request again, here
+// to the decode engine, which runs it whole: one stream with the undisturbed run's tokens.
+TEST(RouterResend, ARequestWhosePrefillEngineIsLostBeforeItsFirstTokenRunsElsewhere) {
+  caf::actor_system_config cfg;
+  caf::actor_system sys(cfg);
+  EngineOptions stalled;
+  stalled.faults = std::make_shared<runtime::FaultPlan>(runtime::FaultPlan::parse("step-stall@1:1500"));
+  InProcessCluster cluster(sys, config(), {{"p", EngineRole::Prefill, stalled}, {"d", EngineRole::Decode}});
+  caf::scoped_actor self{sys};
+  const std::vector<int32_t> prompt = random_tokens(41, 515);
+  self->send(cluster.router, generate_atom::value, GenerateRequest{3, prompt, greedy(6), {}},
+             caf::actor{self});
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // p is in its stalled step
+  caf::anon_send_exit(cluster.engines[0], caf::exit_reason::kill);
+  const std::vector<runtime::RequestOutput> events = events_of(self, 3);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().status, runtime::RequestStatus::FinishedLength) << events.back().error;
+  EXPECT_EQ(tokens_of(events), runtime::engine_greedy(*golden_model().forward, prompt, 6));
+  const runtime::EngineFigures d = figures_of(self, cluster.engines[1]);
+  EXPECT_EQ(d.scheduled_tokens, 41 + 5);  // the whole request ran there
+  EXPECT_EQ(d.used_blocks, 0);
 }
 
 // A client that aborts while its request is moving (the receiver stalls on the hand-off
