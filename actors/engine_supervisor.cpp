@@ -312,15 +312,8 @@ void route_next(supervisor_pointer self) {
 }
 
 // R > 1: every scheduler's figures, summed (runtime::sum_figures); a scheduler that does
-// not answer contributes its ledger's counts as of its last step.
-// KV hand-offs go to and from an engine of one rank that is up.
-constexpr const char* kNotOneRank =
-    "this engine is not up with one rank (KV hand-offs need data-parallel-size 1)";
-bool one_rank_up(const SupervisorState& st) {
-  return st.members.size() == 1 && st.members.front().scheduler && st.down.empty();
-}
-
-// The transfer agent's counts are the instance's, added once.
+// not answer contributes its ledger's counts as of its last step. The transfer agent's
+// counts are the instance's, added once.
 caf::result<runtime::EngineFigures> gather_figures(supervisor_pointer self) {
   auto& s = self->state;
   const int R = s.size();
@@ -412,43 +405,32 @@ supervisor_actor::behavior_type supervisor_fun(supervisor_pointer self,
                     [=](caf::error&) mutable { got({}); });
         return rp;
       },
-      // KV hand-off (docs/pd.md): to and from an engine of one rank for now (the config
-      // refuses P/D roles with more), whose scheduler answers.
-      [=](handoff_atom, runtime::RequestId id,
-          caf::actor target) -> caf::result<std::string, KvHandoffBytes> {
-        if (!one_rank_up(self->state))
-          return {std::string(kNotOneRank), KvHandoffBytes{}};
-        return self->delegate(self->state.members.front().scheduler, handoff_atom::value, id,
-                              std::move(target));
+      // KV hand-off (docs/pd.md): from the rank that parked it, to the rank that fits
+      // (instance_handoff.cpp).
+      [=](handoff_atom, runtime::RequestId id, caf::actor target) {
+        return route_handoff(self, id, std::move(target));
       },
       [=](park_atom, runtime::RequestId id) {  // drain: whichever rank holds it parks it
         for (const Member& m : self->state.members)
           if (m.scheduler) self->send(m.scheduler, park_atom::value, id);
       },
-      [=](import_atom, GenerateRequest& req, KvHandoffBytes& bytes,
-          caf::actor client) -> caf::result<std::string> {
-        auto& st = self->state;
-        if (!one_rank_up(st)) return std::string(kNotOneRank);
-        return self->delegate(st.members.front().scheduler, import_atom::value, std::move(req),
-                              std::move(bytes), std::move(client));
+      [=](import_atom, GenerateRequest& req, KvHandoffBytes& bytes, caf::actor client) {
+        return route_import(self, req, std::move(bytes), std::move(client));
       },
-      [=](import_atom, GenerateRequest& req, KvHandoffValue& v,
-          caf::actor client) -> caf::result<std::string> {  // from the agent: its put landed
-        auto& st = self->state;
-        if (!one_rank_up(st)) return std::string(kNotOneRank);
-        return self->delegate(st.members.front().scheduler, import_atom::value, std::move(req),
-                              std::move(v), std::move(client));
+      [=](import_atom, GenerateRequest& req, KvHandoffValue& v, caf::actor client) {
+        return route_import(self, req, std::move(v), std::move(client));  // its put landed
       },
       // The transfer agent receives hand-offs by RMA (docs/pd.md "The transfer agent").
       [=](kvreserve_atom, uint64_t bytes) -> caf::result<KvLease> {
         auto& st = self->state;
-        if (!one_rank_up(st) || !st.agent) return KvLease{0, {}, 0, {}, kNotOneRank};
+        std::string why = handoffs_refused(st);
+        if (!why.empty() || !st.agent) return KvLease{0, {}, 0, {}, why.empty() ? "no agent" : why};
         return self->delegate(st.agent, kvreserve_atom::value, bytes);
       },
       [=](kvcommit_atom, uint64_t lease, GenerateRequest& req, KvHandoffBytes& header,
           caf::actor client) -> caf::result<std::string> {
         auto& st = self->state;
-        if (!st.agent) return std::string(kNotOneRank);
+        if (!st.agent) return std::string("the engine is restarting (" + st.ending + ")");
         return self->delegate(st.agent, kvcommit_atom::value, lease, std::move(req),
                               std::move(header), std::move(client));
       },

@@ -12,6 +12,7 @@
 #include <string>
 #include <unordered_set>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "actors/engine_parts.h"
@@ -87,6 +88,18 @@ using supervisor_pointer = supervisor_actor::stateful_pointer<SupervisorState>;
 // towards max-engine-restarts (not when another process's rank went away: this one is
 // fine and will serve again once that rank is back).
 void end_incarnation(supervisor_pointer self, std::string why, bool counted = true);
+
+// --- actors/instance_handoff.cpp: KV hand-offs to and from the instance's ranks
+// Why the instance takes no hand-off now, or "" (spread over processes, down, restarting).
+std::string handoffs_refused(const SupervisorState& st);
+// Moves parked request id to `target` from whichever rank parked it (handoff_atom).
+caf::result<std::string, KvHandoffBytes> route_handoff(supervisor_pointer self, runtime::RequestId id,
+                                                       caf::actor target);
+// A hand-off arriving (in bytes, or as a value from the transfer agent): to the rank
+// choose_rank picks; "" once it has it, else why not.
+caf::result<std::string> route_import(supervisor_pointer self, GenerateRequest& req,
+                                      std::variant<KvHandoffBytes, KvHandoffValue> kv,
+                                      caf::actor client);
 
 // --- actors/group_member.cpp (options.member) --------------------------------------------
 // After the incarnation's rank and scheduler are spawned: start forming its group.

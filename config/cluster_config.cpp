@@ -241,7 +241,7 @@ void check_every_node_runs_something(const ClusterConfig& c) {
 }
 
 // P/D (docs/pd.md): prefill instances need a decode instance to hand to, and the other
-// way round; each of their engines takes hand-offs with one rank for now.
+// way round; their ranks are on one node (hand-offs go to and from ranks of one process).
 void check_roles(const ClusterConfig& c) {
   const auto has = [&](InstanceRole r) {
     return std::any_of(c.instances.begin(), c.instances.end(),
@@ -254,10 +254,11 @@ void check_roles(const ClusterConfig& c) {
       TROUPE_FAIL(c.source << ":" << in.line << ": instance '" << in.name << "' is a "
                            << (prefill ? "prefill" : "decode") << " instance, and no instance is a "
                            << (prefill ? "decode" : "prefill") << " one");
-    if (in.ranks.size() != 1)
-      TROUPE_FAIL(c.source << ":" << in.line << ": instance '" << in.name
-                           << "': prefill and decode instances have one rank for now, got "
-                           << in.ranks.size());
+    for (const std::string& node : in.ranks)
+      if (node != in.ranks.front())
+        TROUPE_FAIL(c.source << ":" << in.line << ": instance '" << in.name
+                             << "': a prefill or decode instance has its ranks on one node for "
+                                "now, got '" << in.ranks.front() << "' and '" << node << "'");
   }
 }
 

@@ -341,6 +341,62 @@ TEST(RouterResend, ARequestWhosePrefillEngineIsLostBeforeItsFirstTokenRunsElsewh
   EXPECT_EQ(d.used_blocks, 0);
 }
 
+// Prefill and decode instances of two ranks each in one process (data parallel, and
+// DEP-2 with expert parallel): each move leaves from the rank that parked the request
+// and arrives at the rank choose_rank picks; all requests, sent at once, end with the
+// undisturbed run's tokens, by RMA, with nothing recomputed.
+class RouterTwoRanks : public ::testing::TestWithParam<bool> {};
+
+TEST_P(RouterTwoRanks, HandOffsLeaveAndReachEitherRank) {
+  caf::actor_system_config cfg;
+  caf::actor_system sys(cfg);
+  EngineOptions two;
+  two.data_parallel_size = 2;
+  two.expert_parallel = GetParam();
+  InProcessCluster cluster(sys, config(), {{"p", EngineRole::Prefill, two}, {"d", EngineRole::Decode, two}});
+  caf::scoped_actor self{sys};
+  const model::Forward& fwd = *golden_model().forward;
+  std::map<runtime::RequestId, std::vector<int32_t>> prompts, tokens;
+  std::map<runtime::RequestId, runtime::RequestStatus> ends;
+  for (runtime::RequestId id = 0; id < 4; ++id) {
+    prompts[id] = random_tokens(20 + 13 * id, 300 + uint32_t(id));
+    self->send(cluster.router, generate_atom::value, GenerateRequest{id, prompts[id], greedy(6), {}},
+               caf::actor{self});
+  }
+  while (ends.size() < prompts.size()) {
+    bool got = false;
+    self->receive(
+        [&](token_atom, const TokenEvent& e) {
+          got = true;
+          auto& t = tokens[e.output.id];
+          t.insert(t.end(), e.output.new_tokens.begin(), e.output.new_tokens.end());
+          if (e.output.finished()) ends[e.output.id] = e.output.status;
+        },
+        caf::after(std::chrono::seconds(60)) >> [] {});
+    if (!got) {
+      ADD_FAILURE() << "timed out with " << ends.size() << " of 4 finished";
+      break;
+    }
+  }
+  for (const auto& [id, prompt] : prompts) {
+    EXPECT_EQ(ends[id], runtime::RequestStatus::FinishedLength) << "request " << id;
+    EXPECT_EQ(tokens[id], runtime::engine_greedy(fwd, prompt, 6)) << "request " << id;
+  }
+  const runtime::EngineFigures pf = figures_of(self, cluster.engines[0]);
+  const runtime::EngineFigures df = figures_of(self, cluster.engines[1]);
+  EXPECT_EQ(pf.used_blocks, 0);
+  EXPECT_EQ(df.kv_transfer_fallbacks, 0);
+#ifdef TROUPE_HAVE_UCX
+  EXPECT_EQ(pf.kv_transfer_rma, 4);
+#endif
+  // The decode ranks computed decode tokens only: 5 a request, 20 in all (which rank
+  // took which depends on when each arrived, so it is not asserted).
+  ASSERT_EQ(df.per_rank.size(), 2u);
+  EXPECT_EQ(df.scheduled_tokens, 20);
+}
+
+INSTANTIATE_TEST_SUITE_P(DataAndExpertParallel, RouterTwoRanks, ::testing::Values(false, true));
+
 // A client that aborts while its request is moving (the receiver stalls on the hand-off
 // past its lease) gets one final event, aborted, and no recompute runs; every engine ends
 // holding nothing.

@@ -215,7 +215,8 @@ TEST(ClusterConfig, BadFilesAreRefusedNamingTheKeyAndLine) {
       {"role: mixed", "role: both", "role expects mixed, prefill or decode, got 'both'"},
       {"{name: i, role: mixed, ranks: [a, b], threads: 2}",
        "{name: i, role: prefill, ranks: [a, b], threads: 2}\n  - {name: j, role: decode, ranks: [b]}",
-       "c.yaml:7: instance 'i': prefill and decode instances have one rank for now, got 2"},
+       "c.yaml:7: instance 'i': a prefill or decode instance has its ranks on one node for now, "
+       "got 'a' and 'b'"},
       {"threads: 2", "threads: 0", "c.yaml:7: key 'threads' expects an integer in [1, 1024]"},
       {"node: a,", "node: z,", "c.yaml:5: the router's node 'z' is not in 'nodes'"},
       {"http-port: 8000", "http-port: 7100",

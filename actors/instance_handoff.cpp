@@ -1,0 +1,120 @@
+// KV hand-offs to and from an instance of R ranks in one process (docs/pd.md "Roles in
+// a cluster"): the supervisor's side. A move goes to the rank whose scheduler parked the
+// request; an arriving hand-off goes to the rank runtime::choose_rank picks from every
+// scheduler's load and cached prefix of its tokens (as a new request does). With one
+// rank both are that rank's scheduler's. Ranks in processes of their own take no
+// hand-offs (the config refuses P/D roles there).
+#include <spdlog/spdlog.h>
+
+#include <limits>
+#include <tuple>
+#include <variant>
+
+#include "actors/supervisor_state.h"
+#include "runtime/dep/rank_choice.h"
+
+namespace troupe::actors {
+namespace {
+
+constexpr auto kAskTimeout = std::chrono::seconds(10);
+
+}  // namespace
+
+std::string handoffs_refused(const SupervisorState& st) {
+  if (st.options.member) return "this rank's instance is spread over processes: it takes no KV hand-offs";
+  if (!st.down.empty()) return "the engine is down: " + st.down;
+  if (st.members.empty() || !st.ending.empty()) return "the engine is restarting (" + st.ending + ")";
+  for (const Member& m : st.members)
+    if (!m.scheduler) return "the engine is restarting (" + st.ending + ")";
+  return {};
+}
+
+caf::result<std::string, KvHandoffBytes> route_handoff(supervisor_pointer self, runtime::RequestId id,
+                                                       caf::actor target) {
+  auto& st = self->state;
+  if (std::string why = handoffs_refused(st); !why.empty()) return {std::move(why), KvHandoffBytes{}};
+  if (st.size() == 1)
+    return self->delegate(st.members.front().scheduler, handoff_atom::value, id, std::move(target));
+  // Whoever parked it moves it; the others answer that they do not hold it. An anonymous
+  // ask stays anonymous, so a failed move ends the request there (scheduler_actor.cpp).
+  if (self->current_sender() == nullptr) {
+    for (const Member& m : st.members) caf::anon_send(m.scheduler, handoff_atom::value, id, target);
+    return {std::string(), KvHandoffBytes{}};
+  }
+  auto rp = self->make_response_promise<std::string, KvHandoffBytes>();
+  auto left = std::make_shared<int>(st.size());
+  auto answered = std::make_shared<bool>(false);
+  auto got = [=](std::string why, KvHandoffBytes tokens, bool held) mutable {
+    // The holder's answer: "" (moved) or why with its tokens. Else, once all said no, no.
+    if (*answered || (!held && --*left > 0)) return;
+    *answered = true;
+    rp.deliver(std::move(why), std::move(tokens));
+  };
+  for (const Member& m : st.members)
+    self->request(m.scheduler, caf::infinite, handoff_atom::value, id, target)
+        .then(
+            [=](std::string& why, KvHandoffBytes& tokens) mutable {
+              const bool held = why.empty() || !tokens.bytes.empty();
+              got(std::move(why), std::move(tokens), held);
+            },
+            [=](caf::error& e) mutable {
+              got("the rank holding it failed: " + describe(self->home_system(), e), {}, false);
+            });
+  return rp;
+}
+
+caf::result<std::string> route_import(supervisor_pointer self, GenerateRequest& req,
+                                      std::variant<KvHandoffBytes, KvHandoffValue> kv,
+                                      caf::actor client) {
+  auto& st = self->state;
+  if (std::string why = handoffs_refused(st); !why.empty()) return why;
+  auto send_to = [self](const scheduler_core_actor& s, GenerateRequest& req,
+                        std::variant<KvHandoffBytes, KvHandoffValue>& kv, caf::actor& client) {
+    return std::visit(
+        [&](auto& payload) {
+          return self->request(s, caf::infinite, import_atom::value, std::move(req),
+                               std::move(payload), std::move(client));
+        },
+        kv);
+  };
+  const int R = st.size();
+  if (R == 1) {
+    auto rp = self->make_response_promise<std::string>();
+    send_to(st.members.front().scheduler, req, kv, client)
+        .then([=](std::string& why) mutable { rp.deliver(std::move(why)); },
+              [=](caf::error& e) mutable { rp.deliver(std::move(e)); });
+    return rp;
+  }
+  // Its tokens, for each rank's cached prefix (a hand-off in bytes: its load only).
+  std::vector<int32_t> tokens;
+  if (const auto* v = std::get_if<KvHandoffValue>(&kv)) tokens = v->h.tokens;
+  auto rp = self->make_response_promise<std::string>();
+  auto loads = std::make_shared<std::vector<runtime::RankLoad>>(R);
+  auto left = std::make_shared<int>(R);
+  auto pending = std::make_shared<std::tuple<GenerateRequest, std::variant<KvHandoffBytes, KvHandoffValue>, caf::actor>>(
+      std::move(req), std::move(kv), std::move(client));
+  const int64_t margin = st.options.prefix_load_margin;
+  auto answered = [=](int r, runtime::RankLoad load) mutable {
+    (*loads)[r] = load;
+    if (--*left > 0) return;
+    const int to = runtime::choose_rank(*loads, margin);
+    auto& s = self->state;
+    if (std::string why = handoffs_refused(s); !why.empty() || to >= static_cast<int>(s.members.size())) {
+      rp.deliver(why.empty() ? std::string("the engine is restarting") : why);
+      return;
+    }
+    auto& [q, payload, c] = *pending;
+    send_to(s.members[size_t(to)].scheduler, q, payload, c)
+        .then([=](std::string& why) mutable { rp.deliver(std::move(why)); },
+              [=](caf::error& e) mutable { rp.deliver(std::move(e)); });
+  };
+  for (int r = 0; r < R; ++r)
+    self->request(st.members[size_t(r)].scheduler, kAskTimeout, probe_atom::value, tokens)
+        .then([=](runtime::RankLoad l) mutable { answered(r, l); },
+              [=](caf::error&) mutable {
+                answered(r, runtime::RankLoad{std::numeric_limits<int64_t>::max() / 2, 0});
+              });
+  return rp;
+}
+
+}  // namespace troupe::actors
