@@ -8,6 +8,7 @@
 #include <map>
 #include <random>
 
+#include "actors/engine_test_support.h"
 #include "runtime/golden_engine_config.h"
 #include "support/golden.h"
 
@@ -29,27 +30,6 @@ class EngineActors : public ::testing::Test {
   EngineActors() : sys_(cfg_) {}
   ~EngineActors() override {
     caf::anon_send_exit(engine_, caf::exit_reason::user_shutdown);
-  }
-  // Receives events until every listed request finished; returns tokens and last events.
-  std::map<runtime::RequestId, runtime::RequestOutput> collect(caf::scoped_actor& self, size_t n,
-                                                               std::map<runtime::RequestId, std::vector<int32_t>>& tokens) {
-    std::map<runtime::RequestId, runtime::RequestOutput> last;
-    while (last.size() < n) {
-      bool got = false;
-      self->receive(
-          [&](token_atom, const TokenEvent& e) {
-            got = true;
-            auto& t = tokens[e.output.id];
-            t.insert(t.end(), e.output.new_tokens.begin(), e.output.new_tokens.end());
-            if (e.output.finished()) last[e.output.id] = e.output;
-          },
-          caf::after(std::chrono::seconds(60)) >> [&] {});
-      if (!got) {
-        ADD_FAILURE() << "timed out waiting for token events";
-        break;
-      }
-    }
-    return last;
   }
   runtime::EngineFigures stats(caf::scoped_actor& self) {
     runtime::EngineFigures snap;

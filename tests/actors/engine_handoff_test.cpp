@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "actors/engine_actors.h"
+#include "actors/engine_test_support.h"
 #include "actors/in_process_cluster.h"
 #include "runtime/kv_transfer/kv_handoff_wire.h"
 #include "runtime/golden_engine_config.h"
@@ -357,29 +358,15 @@ TEST_P(RouterTwoRanks, HandOffsLeaveAndReachEitherRank) {
   caf::scoped_actor self{sys};
   const model::Forward& fwd = *golden_model().forward;
   std::map<runtime::RequestId, std::vector<int32_t>> prompts, tokens;
-  std::map<runtime::RequestId, runtime::RequestStatus> ends;
   for (runtime::RequestId id = 0; id < 4; ++id) {
     prompts[id] = random_tokens(20 + 13 * id, 300 + uint32_t(id));
     self->send(cluster.router, generate_atom::value, GenerateRequest{id, prompts[id], greedy(6), {}},
                caf::actor{self});
   }
-  while (ends.size() < prompts.size()) {
-    bool got = false;
-    self->receive(
-        [&](token_atom, const TokenEvent& e) {
-          got = true;
-          auto& t = tokens[e.output.id];
-          t.insert(t.end(), e.output.new_tokens.begin(), e.output.new_tokens.end());
-          if (e.output.finished()) ends[e.output.id] = e.output.status;
-        },
-        caf::after(std::chrono::seconds(60)) >> [] {});
-    if (!got) {
-      ADD_FAILURE() << "timed out with " << ends.size() << " of 4 finished";
-      break;
-    }
-  }
+  const auto ends = collect(self, prompts.size(), tokens);
   for (const auto& [id, prompt] : prompts) {
-    EXPECT_EQ(ends[id], runtime::RequestStatus::FinishedLength) << "request " << id;
+    ASSERT_TRUE(ends.contains(id)) << "request " << id;
+    EXPECT_EQ(ends.at(id).status, runtime::RequestStatus::FinishedLength) << "request " << id;
     EXPECT_EQ(tokens[id], runtime::engine_greedy(fwd, prompt, 6)) << "request " << id;
   }
   const runtime::EngineFigures pf = figures_of(self, cluster.engines[0]);

@@ -1,11 +1,14 @@
-// What the engine-actor tests share: the engine's figures by a bounded request, and
-// waiting (bounded) for a restarted instance to report ready.
+// What the engine-actor tests share: the engine's figures by a bounded request, waiting
+// (bounded) for a restarted instance to report ready, and collecting several requests'
+// events.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <map>
 #include <thread>
+#include <vector>
 
 #include "actors/engine_actors.h"
 
@@ -27,6 +30,29 @@ inline bool becomes_ready(const InstanceHealth& health) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return false;
+}
+
+// Receives events until n requests finished (60 s at most between two); each request's
+// tokens go to `tokens`; returns each one's last event.
+inline std::map<runtime::RequestId, runtime::RequestOutput> collect(
+    caf::scoped_actor& self, size_t n, std::map<runtime::RequestId, std::vector<int32_t>>& tokens) {
+  std::map<runtime::RequestId, runtime::RequestOutput> last;
+  while (last.size() < n) {
+    bool got = false;
+    self->receive(
+        [&](token_atom, const TokenEvent& e) {
+          got = true;
+          auto& t = tokens[e.output.id];
+          t.insert(t.end(), e.output.new_tokens.begin(), e.output.new_tokens.end());
+          if (e.output.finished()) last[e.output.id] = e.output;
+        },
+        caf::after(std::chrono::seconds(60)) >> [&] {});
+    if (!got) {
+      ADD_FAILURE() << "timed out waiting for token events";
+      break;
+    }
+  }
+  return last;
 }
 
 }  // namespace troupe::actors
