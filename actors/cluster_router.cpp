@@ -153,6 +153,14 @@ TokenEvent failed(runtime::RequestId id, const std::string& why) {
   return ev;
 }
 
+// The event that ends request id (the client's) as the client asked.
+TokenEvent aborted(runtime::RequestId id) {
+  TokenEvent ev;
+  ev.output.id = id;
+  ev.output.status = runtime::RequestStatus::FinishedAborted;
+  return ev;
+}
+
 void dial(Self self, uint64_t slot) {
   const ClusterEngineAddress& w = self->state.slots[slot].where;
   self->request(self->home_system().middleman().actor_handle(), kDialTimeout,
@@ -206,7 +214,7 @@ void on_engine_down(Self self, const caf::down_msg& dm) {
         to.in_flight -= 1;
         if (to.engine) self->send(to.engine, abort_atom::value, it->first);
       }
-      caf::anon_send(c.client, token_atom::value, failed(c.client_id, why));
+      caf::anon_send(c.client, token_atom::value, c.aborted ? aborted(c.client_id) : failed(c.client_id, why));
       st.fallbacks.erase(c.client_id);
       it = st.requests.erase(it);
     }
@@ -299,6 +307,8 @@ bool send_again(Self self, runtime::RequestId id, const std::string& why) {
   Client moved = std::move(c);
   st.requests.erase(id);
   if (!prefill) moved.prompt.clear();
+  moved.sent_at = std::chrono::steady_clock::now();  // timed afresh, not as drained
+  moved.drained_at.reset();
   req.id = rehome(st, std::move(moved), size_t(to));
   self->send(st.slots[size_t(to)].engine, generate_atom::value, std::move(req),
              caf::actor_cast<caf::actor>(self));
@@ -316,10 +326,7 @@ void fall_back(Self self, runtime::RequestId id, const std::string& why, KvHando
   failed_at.in_flight -= 1;
   if (failed_at.engine) self->send(failed_at.engine, abort_atom::value, id);  // a late arrival
   if (c.aborted) {
-    TokenEvent ev;
-    ev.output.id = c.client_id;
-    ev.output.status = runtime::RequestStatus::FinishedAborted;
-    caf::anon_send(c.client, token_atom::value, std::move(ev));
+    caf::anon_send(c.client, token_atom::value, aborted(c.client_id));
     st.fallbacks.erase(c.client_id);
     return;
   }
@@ -623,8 +630,12 @@ cluster_router_actor::behavior_type cluster_router_fun(Self self,
           return;
         }
         scheduler_actor e = engine_of(id);
-        if (const auto it = st.requests.find(id); it != st.requests.end() && it->second.moving)
-          it->second.aborted = true;  // the receiver may not hold it yet: again once it does
+        // Moving, the receiver may not hold it yet: aborted again once it does; lost with
+        // its engine, it ends aborted rather than being sent again.
+        if (const auto it = st.requests.find(id); it != st.requests.end()) {
+          it->second.aborted = true;
+          it->second.prompt.clear();
+        }
         if (e) self->send(e, abort_atom::value, id);
       },
       [=](fail_atom, runtime::RequestId id, const std::string& why) {

@@ -282,7 +282,7 @@ void route_generate(supervisor_pointer self, GenerateRequest& req, const caf::ac
 void route_next(supervisor_pointer self) {
   auto& s = self->state;
   if (s.routing.empty()) {
-    if (!s.probing) s.routing_aborts.clear();
+    if (!s.probing && s.placing_imports.empty()) s.routing_aborts.clear();
     return;
   }
   auto [req, client] = std::move(s.routing.front());
@@ -375,7 +375,8 @@ supervisor_actor::behavior_type supervisor_fun(supervisor_pointer self,
       // (unknown ids are ignored; aborts are rare).
       [=](abort_atom, runtime::RequestId id) {
         auto& st = self->state;
-        if (st.probing || !st.routing.empty()) st.routing_aborts.insert(id);
+        if (st.probing || !st.routing.empty() || st.placing_imports.contains(id))
+          st.routing_aborts.insert(id);
         for (const Member& m : st.members)
           if (m.scheduler) self->send(m.scheduler, abort_atom::value, id);
       },

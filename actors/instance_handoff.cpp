@@ -16,7 +16,11 @@
 namespace troupe::actors {
 namespace {
 
-constexpr auto kAskTimeout = std::chrono::seconds(10);
+// A rank's probe answer is awaited this long (as the cluster router's): a slow rank must
+// not eat the sender's lease (about a second). The moves and imports forwarded to a rank
+// are bounded by the longest lease the router waits for (its move-answer timeout).
+constexpr auto kProbeTimeout = std::chrono::milliseconds(200);
+constexpr auto kForwardTimeout = std::chrono::seconds(120);
 
 }  // namespace
 
@@ -51,7 +55,7 @@ caf::result<std::string, KvHandoffBytes> route_handoff(supervisor_pointer self, 
     rp.deliver(std::move(why), std::move(tokens));
   };
   for (const Member& m : st.members)
-    self->request(m.scheduler, caf::infinite, handoff_atom::value, id, target)
+    self->request(m.scheduler, kForwardTimeout, handoff_atom::value, id, target)
         .then(
             [=](std::string& why, KvHandoffBytes& tokens) mutable {
               const bool held = why.empty() || !tokens.bytes.empty();
@@ -72,7 +76,7 @@ caf::result<std::string> route_import(supervisor_pointer self, GenerateRequest& 
                         std::variant<KvHandoffBytes, KvHandoffValue>& kv, caf::actor& client) {
     return std::visit(
         [&](auto& payload) {
-          return self->request(s, caf::infinite, import_atom::value, std::move(req),
+          return self->request(s, kForwardTimeout, import_atom::value, std::move(req),
                                std::move(payload), std::move(client));
         },
         kv);
@@ -85,35 +89,53 @@ caf::result<std::string> route_import(supervisor_pointer self, GenerateRequest& 
               [=](caf::error& e) mutable { rp.deliver(std::move(e)); });
     return rp;
   }
-  // Its tokens, for each rank's cached prefix (a hand-off in bytes: its load only).
+  // One import placed at a time (as route_generate places requests), so each probe's
+  // answers count the imports placed before it; its tokens, for each rank's cached prefix
+  // (a hand-off in bytes: its load only). Aborts that come meanwhile follow it.
   std::vector<int32_t> tokens;
   if (const auto* v = std::get_if<KvHandoffValue>(&kv)) tokens = v->h.tokens;
   auto rp = self->make_response_promise<std::string>();
-  auto loads = std::make_shared<std::vector<runtime::RankLoad>>(R);
-  auto left = std::make_shared<int>(R);
+  const runtime::RequestId id = req.id;
+  st.placing_imports.insert(id);
   auto pending = std::make_shared<std::tuple<GenerateRequest, std::variant<KvHandoffBytes, KvHandoffValue>, caf::actor>>(
       std::move(req), std::move(kv), std::move(client));
-  const int64_t margin = st.options.prefix_load_margin;
-  auto answered = [=](int r, runtime::RankLoad load) mutable {
-    (*loads)[r] = load;
-    if (--*left > 0) return;
-    const int to = runtime::choose_rank(*loads, margin);
+  auto place = [=]() mutable {
     auto& s = self->state;
-    if (std::string why = handoffs_refused(s); !why.empty() || to >= static_cast<int>(s.members.size())) {
-      rp.deliver(why.empty() ? std::string("the engine is restarting") : why);
-      return;
-    }
-    auto& [q, payload, c] = *pending;
-    send_to(s.members[size_t(to)].scheduler, q, payload, c)
-        .then([=](std::string& why) mutable { rp.deliver(std::move(why)); },
-              [=](caf::error& e) mutable { rp.deliver(std::move(e)); });
+    const int R = s.size();
+    auto loads = std::make_shared<std::vector<runtime::RankLoad>>(R);
+    auto left = std::make_shared<int>(R);
+    const int64_t margin = s.options.prefix_load_margin;
+    auto answered = [=](int r, runtime::RankLoad load) mutable {
+      (*loads)[r] = load;
+      if (--*left > 0) return;
+      auto& st = self->state;
+      st.placing_imports.erase(id);
+      const int to = runtime::choose_rank(*loads, margin);
+      std::string why = handoffs_refused(st);
+      if (why.empty() && to >= static_cast<int>(st.members.size())) why = "the engine is restarting";
+      if (!why.empty()) {
+        st.routing_aborts.erase(id);
+        rp.deliver(std::move(why));
+      } else {
+        auto& [q, payload, c] = *pending;
+        const scheduler_core_actor& to_rank = st.members[size_t(to)].scheduler;
+        send_to(to_rank, q, payload, c)
+            .then([=](std::string& why) mutable { rp.deliver(std::move(why)); },
+                  [=](caf::error& e) mutable { rp.deliver(std::move(e)); });
+        if (st.routing_aborts.erase(id) > 0) self->send(to_rank, abort_atom::value, id);  // after it
+      }
+      st.import_queue.pop_front();
+      if (!st.import_queue.empty()) st.import_queue.front()();
+    };
+    for (int r = 0; r < R; ++r)
+      self->request(s.members[size_t(r)].scheduler, kProbeTimeout, probe_atom::value, tokens)
+          .then([=](runtime::RankLoad l) mutable { answered(r, l); },
+                [=](caf::error&) mutable {
+                  answered(r, runtime::RankLoad{std::numeric_limits<int64_t>::max() / 2, 0});
+                });
   };
-  for (int r = 0; r < R; ++r)
-    self->request(st.members[size_t(r)].scheduler, kAskTimeout, probe_atom::value, tokens)
-        .then([=](runtime::RankLoad l) mutable { answered(r, l); },
-              [=](caf::error&) mutable {
-                answered(r, runtime::RankLoad{std::numeric_limits<int64_t>::max() / 2, 0});
-              });
+  st.import_queue.push_back(std::move(place));
+  if (st.import_queue.size() == 1) st.import_queue.front()();
   return rp;
 }
 

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -62,6 +63,10 @@ struct SupervisorState {
   // the abort follows the request to its scheduler (forward_generate). Cleared when
   // routing is idle (what is left was for requests routed before).
   std::unordered_set<runtime::RequestId> routing_aborts;
+  // R > 1: hand-offs arriving, placed one at a time (instance_handoff.cpp): the front one
+  // is being probed for; and the ids not yet at a scheduler (their aborts wait too).
+  std::deque<std::function<void()>> import_queue;
+  std::unordered_set<runtime::RequestId> placing_imports;
 
   // --- one rank of an instance spread over processes (options.member, group_member.cpp)
   std::shared_ptr<runtime::UcxGroupForming> forming;  // this incarnation's, until formed
