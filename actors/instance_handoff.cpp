@@ -72,21 +72,22 @@ caf::result<std::string> route_import(supervisor_pointer self, GenerateRequest& 
                                       caf::actor client) {
   auto& st = self->state;
   if (std::string why = handoffs_refused(st); !why.empty()) return why;
-  auto send_to = [self](const scheduler_core_actor& s, GenerateRequest& req,
-                        std::variant<KvHandoffBytes, KvHandoffValue>& kv, caf::actor& client) {
-    return std::visit(
+  // Forwards it to rank scheduler `s` and relays the answer to rp.
+  auto forward = [self](const scheduler_core_actor& s, GenerateRequest& req,
+                        std::variant<KvHandoffBytes, KvHandoffValue>& kv, caf::actor& client,
+                        caf::typed_response_promise<std::string> rp) {
+    std::visit(
         [&](auto& payload) {
-          return self->request(s, kForwardTimeout, import_atom::value, std::move(req),
-                               std::move(payload), std::move(client));
+          self->request(s, kForwardTimeout, import_atom::value, std::move(req), std::move(payload),
+                        std::move(client))
+              .then([=](std::string& why) mutable { rp.deliver(std::move(why)); },
+                    [=](caf::error& e) mutable { rp.deliver(std::move(e)); });
         },
         kv);
   };
-  const int R = st.size();
-  if (R == 1) {
-    auto rp = self->make_response_promise<std::string>();
-    send_to(st.members.front().scheduler, req, kv, client)
-        .then([=](std::string& why) mutable { rp.deliver(std::move(why)); },
-              [=](caf::error& e) mutable { rp.deliver(std::move(e)); });
+  auto rp = self->make_response_promise<std::string>();
+  if (st.size() == 1) {
+    forward(st.members.front().scheduler, req, kv, client, rp);
     return rp;
   }
   // One import placed at a time (as route_generate places requests), so each probe's
@@ -94,7 +95,6 @@ caf::result<std::string> route_import(supervisor_pointer self, GenerateRequest& 
   // (a hand-off in bytes: its load only). Aborts that come meanwhile follow it.
   std::vector<int32_t> tokens;
   if (const auto* v = std::get_if<KvHandoffValue>(&kv)) tokens = v->h.tokens;
-  auto rp = self->make_response_promise<std::string>();
   const runtime::RequestId id = req.id;
   st.placing_imports.insert(id);
   auto pending = std::make_shared<std::tuple<GenerateRequest, std::variant<KvHandoffBytes, KvHandoffValue>, caf::actor>>(
@@ -119,9 +119,7 @@ caf::result<std::string> route_import(supervisor_pointer self, GenerateRequest& 
       } else {
         auto& [q, payload, c] = *pending;
         const scheduler_core_actor& to_rank = st.members[size_t(to)].scheduler;
-        send_to(to_rank, q, payload, c)
-            .then([=](std::string& why) mutable { rp.deliver(std::move(why)); },
-                  [=](caf::error& e) mutable { rp.deliver(std::move(e)); });
+        forward(to_rank, q, payload, c, rp);
         if (st.routing_aborts.erase(id) > 0) self->send(to_rank, abort_atom::value, id);  // after it
       }
       st.import_queue.pop_front();

@@ -16,7 +16,7 @@
 // to wait for.)
 //
 // Deadlines: the whole move runs under kv_transfer_lease(bytes) from its push (the
-// scheduler's wait is the same); a put still in flight past it is abandoned (its endpoint
+// scheduler waits 0.5 s longer, so this side's timeout is the one heard); a put still in flight past it is abandoned (its endpoint
 // closed, so nothing more of it is written). The receiver's lease on a staging region is
 // twice that from the reserve, and its memory stays one more lease after (StagingLeases):
 // longer than any put of a live sender can last.
