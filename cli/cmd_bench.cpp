@@ -48,6 +48,7 @@
 #include "bench/soak/soak_bench.h"
 #include "cli/args.h"
 #include "cli/bench_peer.h"
+#include "cli/bench_drain.h"
 #include "cli/bench_handoff.h"
 #include "cli/bench_ucx.h"
 #include "cli/commands.h"
@@ -754,6 +755,7 @@ const Benchmark kBenchmarks[] = {
     {"peer", bench_peer},  // cli/cmd_bench_peer.cpp
     {"ucx", bench_ucx},    // cli/cmd_bench_ucx.cpp
     {"handoff", bench_handoff},  // cli/cmd_bench_handoff.cpp
+    {"drain", bench_drain},      // cli/cmd_bench_drain.cpp
 };
 
 std::string available() {

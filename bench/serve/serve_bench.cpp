@@ -63,6 +63,7 @@ void on_event(const std::string& payload, double t0, double& last, RequestResult
   for (const json& id : ids) r.token_ids.push_back(id.get<int32_t>());
   if (choices[0].value("text", std::string()).empty() && ids.empty()) return;
   const double now = now_seconds();
+  r.chunk_at_s.push_back(now);
   if (r.ttft_s == 0)
     r.ttft_s = now - t0;
   else
@@ -88,6 +89,7 @@ std::string completion_body(const std::string& model, const std::vector<int32_t>
 RequestResult send_completion(const BaseUrl& base, const std::string& body) {
   RequestResult r;
   const double t0 = now_seconds();
+  r.sent_at_s = t0;
   double last = t0;
   const HttpResult h = http_request(base, "POST", "/v1/completions", body,
                                     [&](const std::string& p) { on_event(p, t0, last, r); });

@@ -31,6 +31,8 @@ struct RequestResult {
   int64_t prompt_tokens = 0, cached_tokens = 0, output_tokens = 0;  // from usage
   double latency_s = 0, ttft_s = 0;
   std::vector<double> itl_s;       // gaps between successive chunks with text or ids
+  double sent_at_s = 0;            // now_seconds() when it was sent
+  std::vector<double> chunk_at_s;  // now_seconds() of each chunk with text or ids
   std::vector<int32_t> token_ids;  // the output's, when the chunks carry them
 };
 
