@@ -6,6 +6,7 @@
 #pragma once
 
 #include <caf/all.hpp>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -87,6 +88,9 @@ struct EngineOptions {
   int64_t num_redundant_experts = 0;
   int64_t prefix_load_margin = 1;  // runtime::choose_rank's margin
   int fault_rank = 0;              // with R > 1, faults fire on this rank's steps only
+  // After a KV put to a receiver times out, its hand-offs go in messages for this long
+  // (doubling while it keeps timing out, up to 5 min), then RMA is tried again (kv_agent.cpp).
+  std::chrono::milliseconds kv_put_backoff{10'000};
   // Live EPLB (--enable-eplb, --eplb-config; expert parallel only): a planner rebalances
   // the placement from the ranks' expert counts and the ranks switch in lockstep.
   runtime::eplb::EplbConfig eplb;

@@ -94,11 +94,12 @@ struct KvAgentCounters {
 
 // Ends with its supervisor (linked). imports: where a received hand-off goes (the
 // supervisor; held weakly). max_staging_bytes: what this side reserves at once for
-// senders' puts. faults: kv-commit-drop (null: none).
+// senders' puts. faults: kv-commit-drop, kv-put-hang (null: none). put_backoff: how long
+// a receiver whose put timed out gets its hand-offs in messages first.
 kv_agent_actor spawn_kv_agent(caf::actor_system& sys, caf::actor_addr imports,
                               std::shared_ptr<KvAgentCounters> counters,
                               std::shared_ptr<const runtime::FaultPlan> faults,
-                              uint64_t max_staging_bytes);
+                              uint64_t max_staging_bytes, std::chrono::milliseconds put_backoff);
 
 // What outlives one scheduler incarnation. The scheduler writes it while alive; the
 // supervisor reads it only after the scheduler's exit message (so never concurrently):

@@ -54,7 +54,7 @@ void start(supervisor_pointer self) {
   // loaded at once), plus room for their slot states.
   const uint64_t staging = uint64_t(s.kv.num_blocks * s.kv.block_bytes) + (uint64_t(64) << 20);
   s.agent = spawn_kv_agent(self->home_system(), self->address(), s.agent_counts,
-                           s.options.faults, staging);
+                           s.options.faults, staging, s.options.kv_put_backoff);
   self->link_to(s.agent);
   for (int r = 0; r < R; ++r) {
     const bool faulty = R == 1 || r == s.options.fault_rank;

@@ -15,6 +15,11 @@
 // whose actor was never destroyed. Not reproduced since; a scheduled actor has no thread
 // to wait for.)
 //
+// Puts that hang: with UCX's error mode none, a put to a receiver this side cannot write
+// to neither lands nor fails; it times out at the move's deadline. Such a receiver (its
+// worker address) then gets its hand-offs in messages for a while (PeerBackoff), so not
+// every move to it waits out a lease, and RMA is tried again after.
+//
 // Deadlines: the whole move runs under kv_transfer_lease(bytes) from its push (the
 // scheduler waits 0.5 s longer, so this side's timeout is the one heard); a put still in flight past it is abandoned (its endpoint
 // closed, so nothing more of it is written). The receiver's lease on a staging region is
@@ -26,6 +31,7 @@
 #include <functional>
 
 #include "actors/engine_parts.h"
+#include "runtime/kv_transfer/peer_backoff.h"
 #include "runtime/kv_transfer/staging_leases.h"
 #ifdef TROUPE_HAVE_UCX
 #include "runtime/dep/ucx/ucx_rma.h"
@@ -39,6 +45,7 @@ using Clock = std::chrono::steady_clock;
 // A put in flight and what to do when it is done, failed, or past its deadline.
 struct PendingPut {
   uint64_t put = 0;
+  bool hangs = false;  // kv-put-hang: never issued, so it only times out
   Clock::time_point deadline;
   std::shared_ptr<runtime::KvHandoff> h;  // the region stays alive until the put is over
   enum class End { Done, Failed, TimedOut };
@@ -54,6 +61,8 @@ struct KvAgentState {
   bool rma_tried = false;
   std::vector<uint8_t> rma_address;
   runtime::StagingLeases leases{0};
+  // Receivers whose puts timed out: their hand-offs go in messages for a while.
+  runtime::PeerBackoff backoff{{}, {}};  // its whiles are set at spawn
   std::vector<PendingPut> puts;
   bool polling = false;
 
@@ -109,14 +118,14 @@ void poll(agent_pointer self) {
   for (size_t i = 0; i < s.puts.size();) {
     PendingPut& p = s.puts[i];
     std::string error;
-    const auto st = s.rma->state(p.put, &error);
+    const auto st = p.hangs ? runtime::RmaTransport::PutState::InProgress : s.rma->state(p.put, &error);
     PendingPut::End end;
     if (st == runtime::RmaTransport::PutState::Done) {
       end = PendingPut::End::Done;
     } else if (st == runtime::RmaTransport::PutState::Failed) {
       end = PendingPut::End::Failed;
     } else if (now >= p.deadline) {
-      s.rma->abandon(p.put);
+      if (!p.hangs) s.rma->abandon(p.put);
       end = PendingPut::End::TimedOut;
     } else {
       ++i;
@@ -173,6 +182,7 @@ void by_message(agent_pointer self, caf::typed_response_promise<std::string> rp,
     return;
   }
   auto [ok, err] = relay(rp, &self->state.counters->messages);
+  bytes.lease_ms = left(deadline).count();  // past it, the receiver drops it itself
   self->request(target, left(deadline), import_atom::value, req, std::move(bytes), client)
       .then(std::move(ok), std::move(err));
 }
@@ -184,8 +194,11 @@ void put_region(agent_pointer self, caf::typed_response_promise<std::string> rp,
                 const KvLease& lease) {
   auto& s = self->state;
   uint64_t put = 0;
+  const bool hangs = s.faults && s.faults->next_put();
+  if (hangs)
+    spdlog::warn("KV transfer agent: injected fault kv-put-hang: request {}'s put never lands", req.id);
   try {
-    put = s.rma->put(lease.address, lease.rkey, lease.remote_address, h->region);
+    if (!hangs) put = s.rma->put(lease.address, lease.rkey, lease.remote_address, h->region);
   } catch (const std::exception& e) {
     spdlog::warn("KV transfer agent: request {}: {}; sending it in a message", req.id, e.what());
     release(target, lease.lease);
@@ -195,7 +208,11 @@ void put_region(agent_pointer self, caf::typed_response_promise<std::string> rp,
   if (s.counters->descriptors == 1)
     spdlog::info("KV transfer agent: regions go over {}", s.rma->transports(lease.address));
   auto then = [=](PendingPut::End end, const std::string& why) mutable {
+    auto& st = self->state;
     if (end == PendingPut::End::TimedOut) {
+      st.backoff.timed_out(lease.address, Clock::now());
+      spdlog::warn("KV transfer agent: request {}: the put timed out; hand-offs to that receiver "
+                   "go in messages for a while", req.id);
       release(target, lease.lease);
       rp.deliver(caf::make_error(caf::sec::request_timeout,
                                  std::string("the KV put did not finish within its lease")));
@@ -206,7 +223,7 @@ void put_region(agent_pointer self, caf::typed_response_promise<std::string> rp,
       release(target, lease.lease);
       return by_message(self, rp, req, h, target, client, deadline);
     }
-    auto& st = self->state;
+    st.backoff.landed(lease.address);
     if (st.faults && st.faults->next_commit()) {
       spdlog::warn("KV transfer agent: injected fault kv-commit-drop: request {} not committed", req.id);
       return;  // never answered: the pusher's lease runs out, the receiver's frees its memory
@@ -218,7 +235,7 @@ void put_region(agent_pointer self, caf::typed_response_promise<std::string> rp,
                   handoff_bytes(*h), client)  // a few bytes a token: no region
         .then(std::move(ok), std::move(err));
   };
-  s.puts.push_back({put, deadline, h, std::move(then)});
+  s.puts.push_back({put, hangs, deadline, h, std::move(then)});
   poll_soon(self);
 }
 
@@ -237,6 +254,10 @@ caf::result<std::string> push(agent_pointer self, GenerateRequest& req, KvHandof
   self->request(target, lease, kvreserve_atom::value, uint64_t(h->region.size()))
       .then(
           [=](const KvLease& l) mutable {
+            if (l.lease != 0 && self->state.backoff.avoid(l.address, Clock::now())) {
+              release(target, l.lease);  // its last put hung: no RMA to it for now
+              return by_message(self, rp, req, h, target, client, deadline);
+            }
             if (l.lease != 0) return put_region(self, rp, req, h, target, client, deadline, l);
             if (!l.why.empty())
               spdlog::info("KV transfer agent: request {}: no RMA at the receiver ({}); in a message",
@@ -274,7 +295,8 @@ KvLease reserve(agent_pointer self, uint64_t bytes) {
 caf::result<std::string> commit(agent_pointer self, uint64_t lease, GenerateRequest& req,
                                 const KvHandoffBytes& header, caf::actor& client) {
   auto& s = self->state;
-  std::optional<std::vector<uint8_t>> region = s.leases.take(lease);
+  const auto give_up = s.leases.sender_gives_up(lease);
+  std::optional<runtime::RegionBytes> region = s.leases.take(lease);
   if (!region)
     return caf::make_error(caf::sec::request_timeout,
                            "KV staging lease " + std::to_string(lease) + " has expired");
@@ -290,15 +312,17 @@ caf::result<std::string> commit(agent_pointer self, uint64_t lease, GenerateRequ
   h.region = std::move(*region);
   const auto to = caf::actor_cast<supervisor_actor>(s.imports);
   if (!to) return caf::make_error(caf::sec::request_receiver_down);
-  return self->delegate(to, import_atom::value, std::move(req), KvHandoffValue{std::move(h)},
+  return self->delegate(to, import_atom::value, std::move(req), KvHandoffValue{std::move(h), *give_up},
                         std::move(client));
 }
 
 kv_agent_actor::behavior_type kv_agent_fun(agent_pointer self, caf::actor_addr imports,
                                            std::shared_ptr<KvAgentCounters> counters,
                                            std::shared_ptr<const runtime::FaultPlan> faults,
-                                           uint64_t max_staging_bytes) {
+                                           uint64_t max_staging_bytes,
+                                           std::chrono::milliseconds put_backoff) {
   auto& s = self->state;
+  s.backoff = runtime::PeerBackoff(put_backoff, std::max<Clock::duration>(put_backoff, std::chrono::minutes(5)));
   s.imports = std::move(imports);
   s.counters = std::move(counters);
   s.faults = std::move(faults);
@@ -322,9 +346,9 @@ kv_agent_actor::behavior_type kv_agent_fun(agent_pointer self, caf::actor_addr i
 kv_agent_actor spawn_kv_agent(caf::actor_system& sys, caf::actor_addr imports,
                               std::shared_ptr<KvAgentCounters> counters,
                               std::shared_ptr<const runtime::FaultPlan> faults,
-                              uint64_t max_staging_bytes) {
+                              uint64_t max_staging_bytes, std::chrono::milliseconds put_backoff) {
   return sys.spawn(kv_agent_fun, std::move(imports), std::move(counters), std::move(faults),
-                   max_staging_bytes);
+                   max_staging_bytes, put_backoff);
 }
 
 }  // namespace troupe::actors

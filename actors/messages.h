@@ -99,6 +99,7 @@
 #pragma once
 
 #include <caf/all.hpp>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -165,6 +166,10 @@ struct GenerateRequest {
 // text state and one region of its KV.
 struct KvHandoffBytes {
   std::vector<uint8_t> bytes;
+  // In an import: the sender gives up on the move this long after sending it (its
+  // lease's rest), so a receiver that takes it later drops it; 0: no lease (the router's
+  // recompute, whose wait is its own).
+  int64_t lease_ms = 0;
 };
 
 struct TokenEvent {
@@ -250,6 +255,10 @@ struct KvExport {
 // brought, for the receiving scheduler (import_atom).
 struct KvHandoffValue {
   runtime::KvHandoff h;
+  // In an import: by then the sender has given up on the move (counted from when this
+  // process first heard of it, so never before the sender does); the receiving scheduler
+  // drops it when it comes later. max(): no lease.
+  std::chrono::steady_clock::time_point give_up = std::chrono::steady_clock::time_point::max();
 };
 
 // A receiving agent's answer to kvreserve: where the sender puts a region of that many

@@ -474,10 +474,13 @@ std::string import(scheduler_pointer self, GenerateRequest& req, runtime::KvHand
 }
 
 // A hand-off coming in, in bytes or as a value (`get` decodes it, or throws): the injected
-// import faults first, then import.
+// import faults first, then import. Taken at or past `give_up`, its sender has given up on
+// the move (and has it recomputed elsewhere): dropped here, its memory freed, instead of
+// running until the router's abort reaches it.
 template <typename Get>
 caf::result<std::string> receive(scheduler_pointer self, GenerateRequest& req,
-                                 const caf::actor& client, Get get) {
+                                 const caf::actor& client,
+                                 std::chrono::steady_clock::time_point give_up, Get get) {
   const auto fault = self->state.faults ? self->state.faults->next_import()
                                         : runtime::FaultPlan::ImportFault{};
   if (fault.drop) {
@@ -493,6 +496,11 @@ caf::result<std::string> receive(scheduler_pointer self, GenerateRequest& req,
     h = get();
   } catch (const troupe::Error& e) {  // bad input from another process: the sender hears why
     return std::string(e.what());
+  }
+  if (std::chrono::steady_clock::now() >= give_up) {
+    spdlog::warn("scheduler: request {}: its KV hand-off came after its sender's lease; dropped",
+                 req.id);
+    return std::string("the hand-off arrived after its lease");
   }
   return import(self, req, std::move(h), client);
 }
@@ -602,14 +610,17 @@ scheduler_core_actor::behavior_type scheduler_fun(
       [=](park_atom, runtime::RequestId id) { park(self, id); },
       [=](import_atom, GenerateRequest& req, KvHandoffBytes& bytes,
           caf::actor client) -> caf::result<std::string> {
-        return receive(self, req, client, [&] {
+        const auto give_up = bytes.lease_ms > 0
+                                 ? std::chrono::steady_clock::now() + std::chrono::milliseconds(bytes.lease_ms)
+                                 : std::chrono::steady_clock::time_point::max();
+        return receive(self, req, client, give_up, [&] {
           const auto* b = reinterpret_cast<const std::byte*>(bytes.bytes.data());
           return runtime::decode_kv_handoff(std::vector<std::byte>(b, b + bytes.bytes.size()));
         });
       },
       [=](import_atom, GenerateRequest& req, KvHandoffValue& v,
           caf::actor client) -> caf::result<std::string> {  // its region came by RMA
-        return receive(self, req, client, [&] { return std::move(v.h); });
+        return receive(self, req, client, v.give_up, [&] { return std::move(v.h); });
       },
       [=](stage_atom, PlacementUpdate& update) {  // from the planner: the rank copies it
         auto& s = self->state;

@@ -190,7 +190,7 @@ typename Inspector::result_type inspect(Inspector& f, GroupFormed& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, KvHandoffBytes& x) {
-  return f(caf::meta::type_name("KvHandoffBytes"), x.bytes);
+  return f(caf::meta::type_name("KvHandoffBytes"), x.bytes, x.lease_ms);
 }
 
 template <class Inspector>

@@ -18,11 +18,12 @@ constexpr KindName kKinds[] = {{"step-throw", FaultKind::StepThrow},
                                {"rank-start-stall", FaultKind::RankStartStall},
                                {"kv-import-drop", FaultKind::KvImportDrop},
                                {"kv-import-stall", FaultKind::KvImportStall},
-                               {"kv-commit-drop", FaultKind::KvCommitDrop}};
+                               {"kv-commit-drop", FaultKind::KvCommitDrop},
+                               {"kv-put-hang", FaultKind::KvPutHang}};
 
 constexpr std::string_view kSyntax =
     "expected KIND@N or KIND@N:MS (the stalls), KIND one of step-throw rank-exit step-stall "
-    "tokenize-fail rank-start-stall kv-import-drop kv-import-stall kv-commit-drop";
+    "tokenize-fail rank-start-stall kv-import-drop kv-import-stall kv-commit-drop kv-put-hang";
 
 // A whole decimal number in [1, 2^62]; false if `s` is anything else.
 bool parse_count(std::string_view s, int64_t& out) {
@@ -86,13 +87,15 @@ StepFault FaultPlan::next_step() const {
   return out;
 }
 
-bool FaultPlan::next_tokenize() const {
+bool FaultPlan::fires(std::atomic<int64_t>& counter, FaultKind kind) const {
   if (faults_.empty()) return false;
-  const int64_t n = tokenizations_.fetch_add(1) + 1;
+  const int64_t n = counter.fetch_add(1) + 1;
   for (const Fault& f : faults_)
-    if (f.kind == FaultKind::TokenizeFail && f.at == n) return true;
+    if (f.kind == kind && f.at == n) return true;
   return false;
 }
+
+bool FaultPlan::next_tokenize() const { return fires(tokenizations_, FaultKind::TokenizeFail); }
 
 int64_t FaultPlan::next_rank_start() const {
   if (faults_.empty()) return 0;
@@ -115,12 +118,8 @@ FaultPlan::ImportFault FaultPlan::next_import() const {
   return out;
 }
 
-bool FaultPlan::next_commit() const {
-  if (faults_.empty()) return false;
-  const int64_t n = commits_.fetch_add(1) + 1;
-  for (const Fault& f : faults_)
-    if (f.at == n && f.kind == FaultKind::KvCommitDrop) return true;
-  return false;
-}
+bool FaultPlan::next_commit() const { return fires(commits_, FaultKind::KvCommitDrop); }
+
+bool FaultPlan::next_put() const { return fires(puts_, FaultKind::KvPutHang); }
 
 }  // namespace troupe::runtime

@@ -19,6 +19,9 @@
 //          | kv-commit-drop    the Nth KV region this process puts into a receiver's
 //                            memory is never committed (a sender lost after its push
 //                            started: the receiver's lease frees the staging region)
+//          | kv-put-hang       the Nth KV region put this process starts never lands and
+//                            never fails (a receiver it cannot write to under UCX's
+//                            error mode none): it times out at the move's deadline
 //
 //   "step-throw@3,step-stall@5:200"   step 3 throws, step 5 stalls 200 ms
 //
@@ -37,7 +40,7 @@ namespace troupe::runtime {
 
 enum class FaultKind : uint8_t {
   StepThrow, RankExit, StepStall, TokenizeFail, RankStartStall, KvImportDrop, KvImportStall,
-  KvCommitDrop
+  KvCommitDrop, KvPutHang
 };
 
 struct Fault {
@@ -64,7 +67,8 @@ class FaultPlan {
         tokenizations_(o.tokenizations_.load()),
         rank_starts_(o.rank_starts_.load()),
         imports_(o.imports_.load()),
-        commits_(o.commits_.load()) {}
+        commits_(o.commits_.load()),
+        puts_(o.puts_.load()) {}
 
   // Parses SPEC (above); throws troupe::Error naming the bad item. "" is no fault.
   static FaultPlan parse(std::string_view spec);
@@ -86,14 +90,20 @@ class FaultPlan {
   ImportFault next_import() const;
   // Counts one KV region put into a receiver's memory; true if its commit must be dropped.
   bool next_commit() const;
+  // Counts one KV region put started; true if it must hang (never issued).
+  bool next_put() const;
 
  private:
+  // Counts one event on `counter`; true if a fault of `kind` is due at it.
+  bool fires(std::atomic<int64_t>& counter, FaultKind kind) const;
+
   std::vector<Fault> faults_;
   mutable std::atomic<int64_t> steps_{0};
   mutable std::atomic<int64_t> tokenizations_{0};
   mutable std::atomic<int64_t> rank_starts_{0};
   mutable std::atomic<int64_t> imports_{0};
   mutable std::atomic<int64_t> commits_{0};
+  mutable std::atomic<int64_t> puts_{0};
 };
 
 }  // namespace troupe::runtime

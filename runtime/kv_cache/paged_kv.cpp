@@ -114,7 +114,7 @@ void PagedKvStorage::load_snapshot(int32_t slot, std::span<const uint8_t> in) {
   std::memcpy(ring_pos_.data() + slot * rows, in.data() + bytes, size_t(rows) * sizeof(int64_t));
 }
 
-void PagedKvStorage::save_slot_state(int32_t slot, std::vector<uint8_t>& out) const {
+void PagedKvStorage::save_slot_state(int32_t slot, RegionBytes& out) const {
   const int64_t rows = layers_ * window_, bytes = rows * rows_.window.bytes();
   append_bytes(out, std::span<const uint8_t>(rings_.data() + slot * bytes, size_t(bytes)));
   append_bytes(out, std::span<const int64_t>(ring_pos_.data() + slot * rows, size_t(rows)));

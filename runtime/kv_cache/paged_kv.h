@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "runtime/kv_cache/region_bytes.h"
 #include "model/kv_store.h"
 
 namespace troupe::runtime {
@@ -77,7 +78,7 @@ class PagedKvStorage {
   // from a parsed one. A feature ring this storage keeps and `in` lacks is cleared (the
   // drafter proposes from less; verified tokens stay the same), one it does not keep is
   // skipped.
-  void save_slot_state(int32_t slot, std::vector<uint8_t>& out) const;
+  void save_slot_state(int32_t slot, RegionBytes& out) const;
   void load_slot_state(int32_t slot, const SlotStateView& in);
 
  private:

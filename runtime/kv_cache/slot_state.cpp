@@ -68,7 +68,7 @@ std::string parse_slot_state(std::span<const uint8_t> in, const model::ModelConf
   return {};
 }
 
-void append_counted(std::vector<uint8_t>& out, std::span<const float> values) {
+void append_counted(RegionBytes& out, std::span<const float> values) {
   const uint64_t n = values.size();
   append_bytes(out, std::span<const uint64_t>(&n, 1));
   append_bytes(out, values);

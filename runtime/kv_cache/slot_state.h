@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "runtime/kv_cache/region_bytes.h"
 
 namespace troupe::runtime {
 
@@ -37,9 +38,9 @@ std::string parse_slot_state(std::span<const uint8_t> in, const model::ModelConf
                              SlotStateView& out);
 
 // Appends a u64 count and then `values`' bytes (a carry vector, in the layout above).
-void append_counted(std::vector<uint8_t>& out, std::span<const float> values);
+void append_counted(RegionBytes& out, std::span<const float> values);
 template <typename T>
-void append_bytes(std::vector<uint8_t>& out, std::span<const T> values) {
+void append_bytes(RegionBytes& out, std::span<const T> values) {
   const auto* p = reinterpret_cast<const uint8_t*>(values.data());
   out.insert(out.end(), p, p + values.size_bytes());
 }

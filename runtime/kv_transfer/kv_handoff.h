@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "runtime/kv_cache/region_bytes.h"
 
 namespace troupe::runtime {
 
@@ -54,7 +55,7 @@ struct KvHandoff {
   uint64_t streamed_text_bytes = 0;
   KvHandoffShape shape;
   int64_t num_blocks = 0;           // blocks at the head of `region`
-  std::vector<uint8_t> region;
+  RegionBytes region;  // zeroed when fresh, never memset (region_bytes.h)
 
   int64_t num_computed() const { return static_cast<int64_t>(tokens.size()) - 1; }
   std::span<const uint8_t> block(int64_t i) const {

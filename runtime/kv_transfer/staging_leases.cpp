@@ -10,7 +10,7 @@ namespace {
 std::atomic<uint64_t> next_lease_id{1};
 
 std::mutex quarantine_mutex;
-std::vector<std::pair<StagingLeases::Clock::time_point, std::vector<uint8_t>>> quarantined;
+std::vector<std::pair<StagingLeases::Clock::time_point, RegionBytes>> quarantined;
 
 }  // namespace
 
@@ -26,26 +26,33 @@ StagingLeases::Reserved StagingLeases::reserve(uint64_t bytes, Clock::time_point
                    " asked)"};
   Lease l;
   try {
-    l.memory.resize(bytes);  // zeroed: a region never shows another request's bytes
+    l.memory.resize(bytes);  // fresh zeroed pages, no memset (region_bytes.h): never another request's bytes
   } catch (const std::bad_alloc&) {
     return {0, "cannot allocate " + std::to_string(bytes) + " bytes"};
   }
   l.expires = now + 2 * kv_transfer_lease(bytes);
+  l.reserved_at = now;
   const uint64_t id = next_lease_id.fetch_add(1);
   leases_.emplace(id, std::move(l));
   reserved_ += bytes;
   return {id, {}};
 }
 
-std::vector<uint8_t>* StagingLeases::memory(uint64_t id) {
+RegionBytes* StagingLeases::memory(uint64_t id) {
   const auto it = leases_.find(id);
   return it == leases_.end() || it->second.quarantined ? nullptr : &it->second.memory;
 }
 
-std::optional<std::vector<uint8_t>> StagingLeases::take(uint64_t id) {
+std::optional<StagingLeases::Clock::time_point> StagingLeases::sender_gives_up(uint64_t id) const {
   const auto it = leases_.find(id);
   if (it == leases_.end() || it->second.quarantined) return std::nullopt;
-  std::vector<uint8_t> out = std::move(it->second.memory);
+  return it->second.reserved_at + kv_transfer_lease(it->second.memory.size());
+}
+
+std::optional<RegionBytes> StagingLeases::take(uint64_t id) {
+  const auto it = leases_.find(id);
+  if (it == leases_.end() || it->second.quarantined) return std::nullopt;
+  RegionBytes out = std::move(it->second.memory);
   reserved_ -= out.size();
   leases_.erase(it);
   return out;
@@ -80,8 +87,8 @@ bool StagingLeases::release(uint64_t id, Clock::time_point now) {
   return true;
 }
 
-std::vector<std::pair<StagingLeases::Clock::time_point, std::vector<uint8_t>>> StagingLeases::surrender() {
-  std::vector<std::pair<Clock::time_point, std::vector<uint8_t>>> out;
+std::vector<std::pair<StagingLeases::Clock::time_point, RegionBytes>> StagingLeases::surrender() {
+  std::vector<std::pair<Clock::time_point, RegionBytes>> out;
   for (auto& [id, l] : leases_) {
     const auto until = l.quarantined ? l.expires : l.expires + kv_transfer_lease(l.memory.size());
     out.emplace_back(until, std::move(l.memory));
@@ -97,13 +104,13 @@ StagingLeases::Clock::time_point StagingLeases::next_deadline() const {
   return next;
 }
 
-void StagingQuarantine::keep(std::vector<std::pair<StagingLeases::Clock::time_point, std::vector<uint8_t>>> regions) {
+void StagingQuarantine::keep(std::vector<std::pair<StagingLeases::Clock::time_point, RegionBytes>> regions) {
   std::lock_guard<std::mutex> lock(quarantine_mutex);
   for (auto& r : regions) quarantined.push_back(std::move(r));
 }
 
 void StagingQuarantine::sweep(StagingLeases::Clock::time_point now) {
-  std::vector<std::vector<uint8_t>> freed;  // freed outside the lock
+  std::vector<RegionBytes> freed;  // freed outside the lock
   {
     std::lock_guard<std::mutex> lock(quarantine_mutex);
     for (size_t i = 0; i < quarantined.size();) {

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/kv_cache/region_bytes.h"
+
 namespace troupe::runtime {
 
 // How long a hand-off of `bytes` may take from its export to the receiver's answer: a
@@ -36,9 +38,12 @@ class StagingLeases {
   // A region of `bytes` (> 0), leased until now + 2 * kv_transfer_lease(bytes).
   Reserved reserve(uint64_t bytes, Clock::time_point now);
   // The memory of an open lease, for the transport to expose; null when not open.
-  std::vector<uint8_t>* memory(uint64_t id);
+  RegionBytes* memory(uint64_t id);
+  // When the sender of an open lease's put has given up on its move, at the latest: one
+  // kv_transfer_lease from the reserve (its move's began before); nullopt when not open.
+  std::optional<Clock::time_point> sender_gives_up(uint64_t id) const;
   // Ends an open lease and hands its memory over; nullopt when unknown or expired.
-  std::optional<std::vector<uint8_t>> take(uint64_t id);
+  std::optional<RegionBytes> take(uint64_t id);
 
   // The sender gave up on an open lease (its put failed or was abandoned: nothing more of
   // it is written): quarantined now, freed one lease later. False when not open.
@@ -47,7 +52,7 @@ class StagingLeases {
   // Every region's memory with the time until which it must stay untouched (open ones:
   // their deadline plus a lease; quarantined: theirs), emptying this: for an owner that
   // goes away while senders may still be writing (StagingQuarantine).
-  std::vector<std::pair<Clock::time_point, std::vector<uint8_t>>> surrender();
+  std::vector<std::pair<Clock::time_point, RegionBytes>> surrender();
 
   // Leases past their deadline: each one's id, to withdraw from the transport (its
   // memory stays until one more lease has passed); quarantined memory past that is freed.
@@ -61,8 +66,9 @@ class StagingLeases {
 
  private:
   struct Lease {
-    std::vector<uint8_t> memory;
+    RegionBytes memory;
     Clock::time_point expires;
+    Clock::time_point reserved_at;
     bool quarantined = false;
   };
   uint64_t max_bytes_;
@@ -75,7 +81,7 @@ class StagingLeases {
 // thread-safe.
 class StagingQuarantine {
  public:
-  static void keep(std::vector<std::pair<StagingLeases::Clock::time_point, std::vector<uint8_t>>> regions);
+  static void keep(std::vector<std::pair<StagingLeases::Clock::time_point, RegionBytes>> regions);
   static void sweep(StagingLeases::Clock::time_point now);  // frees what is past its time
   static size_t held();  // regions kept, for tests
 };

@@ -15,6 +15,7 @@
 
 #include "actors/engine_actors.h"
 #include "actors/engine_test_support.h"
+#include "actors/handoff_test_support.h"
 #include "actors/in_process_cluster.h"
 #include "runtime/kv_transfer/kv_handoff_wire.h"
 #include "runtime/golden_engine_config.h"
@@ -26,12 +27,6 @@ namespace {
 using runtime::greedy;
 using testing::golden_model;
 using testing::random_tokens;
-
-runtime::EngineConfig config(int64_t block_size = 16) {
-  runtime::EngineConfig c = runtime::golden_engine_config(32 << 20, true, 64, 8);
-  c.block_size = block_size;
-  return c;
-}
 
 class EngineHandoff : public ::testing::Test {
  protected:
@@ -110,12 +105,6 @@ TEST_F(EngineHandoff, APrefilledRequestStreamsOnFromTheOtherEngine) {
   const runtime::EngineFigures b = stats(self, b_);
   EXPECT_EQ(b.scheduled_tokens, decodes);  // B ran one token per decode: no prefill, no replay
   EXPECT_EQ(b.used_blocks, 0);
-}
-
-std::vector<int32_t> tokens_of(const std::vector<runtime::RequestOutput>& events) {
-  std::vector<int32_t> tokens;
-  for (const auto& e : events) tokens.insert(tokens.end(), e.new_tokens.begin(), e.new_tokens.end());
-  return tokens;
 }
 
 TEST_F(EngineHandoff, AHandOffOfAnotherKvLayoutIsRecomputedByItsReceiver) {
@@ -200,32 +189,6 @@ TEST_F(EngineHandoff, AFailedMoveAnswersWithTheTokensToRecompute) {
   EXPECT_EQ(events.back().status, runtime::RequestStatus::FinishedLength);
   EXPECT_EQ(tokens_of(events), runtime::engine_greedy(*golden_model().forward, prompt, 7));
   EXPECT_EQ(stats(self, b_).kv_transfer_fallbacks, 1);
-}
-
-// Request id's events until it finishes.
-std::vector<runtime::RequestOutput> events_of(caf::scoped_actor& self, runtime::RequestId id) {
-  std::vector<runtime::RequestOutput> events;
-  for (bool done = false; !done;)
-    self->receive(
-        [&](token_atom, const TokenEvent& e) {
-          EXPECT_EQ(e.output.id, id);
-          events.push_back(e.output);
-          done = e.output.finished();
-        },
-        caf::after(std::chrono::seconds(60)) >> [&] {
-          ADD_FAILURE() << "timed out waiting for request " << id;
-          done = true;
-        });
-  return events;
-}
-
-// Request `id` through the router, greedy for n tokens: its events until it finishes.
-std::vector<runtime::RequestOutput> run_through(caf::scoped_actor& self, const router_actor& router,
-                                                runtime::RequestId id,
-                                                const std::vector<int32_t>& prompt, int64_t n) {
-  self->send(router, generate_atom::value, GenerateRequest{id, prompt, greedy(n), {}},
-             caf::actor{self});
-  return events_of(self, id);
 }
 
 // The cluster router over a prefill engine and two decode engines in this process. The

@@ -48,6 +48,14 @@ TEST(FaultPlan, CountsKvCommitsApartFromImports) {
   EXPECT_FALSE(p.next_commit());
 }
 
+TEST(FaultPlan, CountsKvPutsApartFromCommits) {
+  const FaultPlan p = FaultPlan::parse("kv-put-hang@2,kv-commit-drop@1");
+  EXPECT_TRUE(p.next_commit());
+  EXPECT_FALSE(p.next_put());
+  EXPECT_TRUE(p.next_put());
+  EXPECT_FALSE(p.next_put());
+}
+
 TEST(FaultPlan, RefusesBadSpecsNamingTheItem) {
   const std::pair<const char*, const char*> cases[] = {
       {"step-throw", "'step-throw'"},        {"step-throw@", "N must be"},
