@@ -1,6 +1,7 @@
 // `troupe bench drain --base-url http://ROUTER:PORT --instance NAME [--api-key KEY
-// --num-prompts 8 --input-len 64 --output-len 400 --drain-after-s 2 --seed 0 --no-check]`:
-// streams through a cluster router, drains decode instance NAME mid-stream, and prints the
+// --num-prompts 8 --input-len 64 --output-len 400 --drain-after 50 --seed 0 --no-check]`:
+// streams through a cluster router, drains decode instance NAME once every stream has
+// streamed --drain-after chunks, and prints the
 // gap across each move beside the streams' ordinary TPOT (bench/serve/drain_bench.h;
 // bench/serve/drain_gap.sh starts a 1P2D cluster for it).
 #include <cstdio>
@@ -24,7 +25,7 @@ int64_t positive(const Args& a, const char* flag, int64_t fallback) {
 
 int bench_drain(const CommandArgs& argv) {
   Args a(argv, {"base-url", "instance", "api-key", "num-prompts", "input-len", "output-len",
-                "drain-after-s", "seed", "max-token-id"},
+                "drain-after", "seed", "max-token-id"},
          {"no-check"});
   if (!a.positional().empty()) TROUPE_FAIL("bench drain takes flags only, got '" << a.positional()[0] << "'");
   if (!a.has("instance")) TROUPE_FAIL("bench drain needs --instance NAME (a decode instance)");
@@ -37,8 +38,7 @@ int bench_drain(const CommandArgs& argv) {
   c.output_len = positive(a, "output-len", c.output_len);
   c.max_token_id = static_cast<int32_t>(positive(a, "max-token-id", c.max_token_id));
   c.seed = static_cast<uint64_t>(a.get_int("seed", 0));
-  c.drain_after_s = a.get_double("drain-after-s", c.drain_after_s);
-  if (!(c.drain_after_s >= 0)) TROUPE_FAIL("--drain-after-s must be 0 or more");
+  c.drain_after = positive(a, "drain-after", c.drain_after);
   c.check = !a.has("no-check");
   bench::ServeBenchConfig reach;
   reach.base = c.base;

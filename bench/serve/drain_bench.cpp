@@ -1,7 +1,10 @@
 #include "bench/serve/drain_bench.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -31,12 +34,33 @@ AcrossAsk across(const RequestResult& r, double drain_at_s) {
   return a;
 }
 
-// Every stream at once; the results in order.
-std::vector<RequestResult> stream_all(const BaseUrl& base, const std::vector<std::string>& bodies) {
+// Counts the streams that have had `after` chunks or ended, and wakes whoever waits for
+// all of them.
+struct Progress {
+  std::mutex m;
+  std::condition_variable cv;
+  size_t ready = 0;
+  void one_ready() {
+    std::lock_guard lock(m);
+    ++ready;
+    cv.notify_all();
+  }
+};
+
+// Every stream at once; the results in order. With `progress`, each stream counts itself
+// ready at its `after`th chunk (or its end, if sooner).
+std::vector<RequestResult> stream_all(const BaseUrl& base, const std::vector<std::string>& bodies,
+                                      int64_t after = 0, Progress* progress = nullptr) {
   std::vector<RequestResult> out(bodies.size());
   std::vector<std::thread> threads;
   for (size_t i = 0; i < bodies.size(); ++i)
-    threads.emplace_back([&, i] { out[i] = send_completion(base, bodies[i]); });
+    threads.emplace_back([&, i] {
+      int64_t chunks = 0;
+      out[i] = send_completion(base, bodies[i], [&] {
+        if (progress && ++chunks == after) progress->one_ready();
+      });
+      if (progress && chunks < after) progress->one_ready();
+    });
   for (std::thread& t : threads) t.join();
   return out;
 }
@@ -92,8 +116,12 @@ DrainBenchRun run_drain_bench(const DrainBenchConfig& c) {
     bodies.push_back(completion_body({}, runtime::draw_tokens(state, c.input_len, 0, c.max_token_id),
                                      c.output_len, /*return_token_ids=*/true));
   DrainBenchRun run;
+  Progress progress;
   std::thread drainer([&] {
-    std::this_thread::sleep_for(std::chrono::duration<double>(c.drain_after_s));
+    {
+      std::unique_lock lock(progress.m);
+      progress.cv.wait(lock, [&] { return progress.ready == bodies.size(); });
+    }
     run.drain_at_s = now_seconds();
     const HttpResult h = ask_drain(c);
     run.drain_status = h.status;
@@ -101,7 +129,7 @@ DrainBenchRun run_drain_bench(const DrainBenchConfig& c) {
     const auto j = nlohmann::json::parse(h.body, nullptr, /*allow_exceptions=*/false);
     if (h.status == 200 && j.is_object()) run.moved = j.value("requests", int64_t(0));
   });
-  run.streams = stream_all(c.base, bodies);
+  run.streams = stream_all(c.base, bodies, c.drain_after, &progress);
   drainer.join();
   if (c.check) run.undisturbed = stream_all(c.base, bodies);
   return run;
@@ -114,6 +142,15 @@ void print_drain_report(const DrainBenchConfig& c, const DrainBenchRun& run) {
   for (const RequestResult& r : run.streams) ok += r.ok && r.output_tokens == c.output_len;
   std::printf("streams finished whole: %lld of %lld\n", static_cast<long long>(ok),
               static_cast<long long>(run.streams.size()));
+  std::vector<double> first, last;  // seconds after each stream's send
+  for (const RequestResult& r : run.streams)
+    if (!r.chunk_at_s.empty()) {
+      first.push_back(r.chunk_at_s.front() - r.sent_at_s);
+      last.push_back(r.chunk_at_s.back() - r.sent_at_s);
+    }
+  if (!first.empty())
+    std::printf("first token %.3f s, last %.3f s after the send (medians; %zu chunks in the first stream)\n",
+                percentile(first, 0.5), percentile(last, 0.5), run.streams.front().chunk_at_s.size());
   const DrainGaps g = drain_gaps(run.streams, run.drain_at_s, run.moved);
   std::printf("streams not decoding across the ask: %lld\n\n", static_cast<long long>(g.not_across));
   std::printf("%-44s %6s  %9s  %9s  %9s  %9s\n", "ms", "n", "median", "p99", "min", "max");

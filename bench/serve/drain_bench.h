@@ -1,5 +1,6 @@
 // `troupe bench drain` (docs/pd.md "Drain"): what a decode drain costs a stream. N greedy
-// streams run against a cluster router; after a while the bench asks it to drain one
+// streams run against a cluster router; once each has streamed K chunks (so all are
+// decoding on a decode instance), the bench asks it to drain one
 // decode instance (POST /admin/drain), whose requests then move with their KV to another
 // decode instance. Per moved stream: the gap between its last token before the move and
 // its first after it, and the time from the drain's ask to that first token. Beside them,
@@ -23,7 +24,7 @@ struct DrainBenchConfig {
   int64_t num_prompts = 8;     // streams, all in flight at once
   int64_t input_len = 64;      // prompt tokens
   int64_t output_len = 400;    // max_tokens (EOS ignored)
-  double drain_after_s = 2.0;  // from the first send to the drain's ask
+  int64_t drain_after = 50;    // the drain is asked once every stream has this many chunks
   int32_t max_token_id = 4096;
   uint64_t seed = 0;
   bool check = true;           // rerun undisturbed and compare tokens
@@ -34,7 +35,9 @@ struct DrainBenchConfig {
 // count as moved (a move costs a pack, a put and a load; an unmoved stream only sees its
 // instance's next step).
 struct DrainGaps {
-  std::vector<double> tpot_s;         // every gap that ended before the ask (the reference)
+  // Every gap that ended before the ask (the reference): its median is the ordinary
+  // TPOT; its tail includes each stream's first gap, the move from the prefill side.
+  std::vector<double> tpot_s;
   std::vector<double> move_gap_s;     // moved streams: the gap across the move
   std::vector<double> next_token_s;   // moved streams: from the ask to the first token after the move
   std::vector<double> unmoved_gap_s;  // the other streams: their largest gap after the ask

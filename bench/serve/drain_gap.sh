@@ -11,16 +11,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 TROUPE=${TROUPE:-build/troupe}
-BENCH_ARGS=${BENCH_ARGS:---num-prompts 8 --input-len 64 --output-len 400 --drain-after-s 2}
+BENCH_ARGS=${BENCH_ARGS:---num-prompts 8 --input-len 64 --output-len 400 --drain-after 50}
 LOGS=$(mktemp -d /tmp/troupe-drain-bench-XXXXXX)
 CONFIG=$LOGS/pd-1p2d.yaml
-PIDS=()
-stop_all() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-  PIDS=()
-}
-trap 'stop_all; rm -rf "$LOGS"' EXIT
+# shellcheck source=bench/serve/local_procs.sh
+. bench/serve/local_procs.sh
 
 cat >"$CONFIG" <<'YAML'
 cluster-secret: "drain-bench-local-secret"
@@ -42,11 +37,7 @@ for node in prefill decode1 decode2 router; do
   "$TROUPE" serve --config "$CONFIG" --node "$node" >"$LOGS/$node.log" 2>&1 &
   PIDS+=($!)
 done
-for _ in $(seq 600); do  # /health answers 200 once every instance is up (at most 60 s)
-  if curl -sf http://127.0.0.1:8020/health >/dev/null 2>&1; then break; fi
-  sleep 0.1
-done
-curl -sf http://127.0.0.1:8020/health >/dev/null || { echo "drain_gap: the cluster never became ready; logs in $LOGS" >&2; trap - EXIT; exit 1; }
+wait_ready http://127.0.0.1:8020  # 200 once every instance is up
 
 echo "== 1P2D on loopback, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 # shellcheck disable=SC2086

@@ -13,23 +13,8 @@ TROUPE=${TROUPE:-build/troupe}
 BENCH_ARGS=${BENCH_ARGS:---dataset-name agentic --conversations 8 --turns 4 --system-len 256 --user-len 64 --output-len 32 --max-concurrency 4 --seed 0}
 CONFIG=config/examples/pd-local.yaml
 LOGS=$(mktemp -d /tmp/troupe-pd-bench-XXXXXX)
-PIDS=()
-stop_all() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-  PIDS=()
-}
-trap 'stop_all; rm -rf "$LOGS"' EXIT
-
-wait_ready() {  # URL: until /health answers 200 (at most 60 s)
-  for _ in $(seq 600); do
-    if curl -sf "$1/health" >/dev/null 2>&1; then return 0; fi
-    sleep 0.1
-  done
-  echo "pd_vs_mixed: $1 never became ready; logs in $LOGS" >&2
-  trap - EXIT
-  exit 1
-}
+# shellcheck source=bench/serve/local_procs.sh
+. bench/serve/local_procs.sh
 
 echo "== 1P1D: $CONFIG (prefill 1 thread, decode 1 thread)"
 for node in prefill decode router; do

@@ -86,13 +86,18 @@ std::string completion_body(const std::string& model, const std::vector<int32_t>
   return body.dump();
 }
 
-RequestResult send_completion(const BaseUrl& base, const std::string& body) {
+RequestResult send_completion(const BaseUrl& base, const std::string& body,
+                              const std::function<void()>& on_chunk) {
   RequestResult r;
   const double t0 = now_seconds();
   r.sent_at_s = t0;
   double last = t0;
   const HttpResult h = http_request(base, "POST", "/v1/completions", body,
-                                    [&](const std::string& p) { on_event(p, t0, last, r); });
+                                    [&](const std::string& p) {
+                                      const size_t chunks = r.chunk_at_s.size();
+                                      on_event(p, t0, last, r);
+                                      if (on_chunk && r.chunk_at_s.size() > chunks) on_chunk();
+                                    });
   r.latency_s = now_seconds() - t0;
   if (h.status != 200 && r.error.empty())
     r.error = h.status ? "HTTP " + std::to_string(h.status) + ": " + h.body : h.error;

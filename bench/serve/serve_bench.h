@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -57,7 +58,9 @@ std::string completion_body(const std::string& model, const std::vector<int32_t>
                             int64_t max_tokens, bool return_token_ids);
 
 // Sends one body; TTFT is the first chunk with text or token ids, ITL the gaps after it.
-RequestResult send_completion(const BaseUrl& base, const std::string& body);
+// on_chunk, when set, is called after each such chunk (from this thread).
+RequestResult send_completion(const BaseUrl& base, const std::string& body,
+                              const std::function<void()>& on_chunk = {});
 
 // The progress bar on stderr ("[####   ] done/total"; a newline when done == total).
 void print_progress(int64_t done, int64_t total);
