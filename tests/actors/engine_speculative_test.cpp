@@ -355,7 +355,10 @@ TEST_P(SpeculativeDraftEp, ALiveDraftRebalanceLeavesTheTokensUnchanged) {
   o.eplb.window_size = 4;
   o.eplb.step_interval = 3;
   o.num_redundant_experts = ranks;
-  const runtime::EngineFigures f = expect_one_rank_engine(ranks, async, workload(), o);
+  std::vector<Work> work = workload();
+  for (Work& w : work)  // long enough for several switches (a copy is not waited for)
+    if (w.id != kAborted) w.max_tokens = 24;
+  const runtime::EngineFigures f = expect_one_rank_engine(ranks, async, work, o);
   EXPECT_GE(f.eplb_draft_rebalances, 1) << "no draft placement went live";
   EXPECT_GE(f.eplb_rebalances, 1) << "no target placement went live";
   ASSERT_EQ(static_cast<int>(f.per_rank.size()), ranks);
