@@ -72,13 +72,16 @@ using kv_agent_actor = caf::typed_actor<
 using eplb_planner_actor = caf::typed_actor<caf::reacts_to<eplb_atom, ExpertCounts>,
                                             caf::reacts_to<peers_atom, Schedulers>>;
 
-// Starts with `placement` (epoch 0) for an instance of `ranks` ranks; the schedulers
-// come by peers_atom once they exist. config.enabled false: it plans nothing and only
-// records. recorder: where every step's summed counts go (null: nowhere).
-eplb_planner_actor spawn_eplb_planner(caf::actor_system& sys, runtime::eplb::EplbConfig config,
-                                      std::shared_ptr<const runtime::eplb::ExpertPlacement> placement,
-                                      int ranks,
-                                      std::shared_ptr<runtime::eplb::CountsRecorder> recorder);
+// Starts with `placement` (epoch 0) for an instance of `ranks` ranks, and with
+// `draft_placement` for the DSpark draft's MoE when it is expert-parallel (null: none);
+// the schedulers come by peers_atom once they exist. config.enabled false: it plans
+// nothing and only records. recorder: where every step's summed target counts go (null:
+// nowhere).
+eplb_planner_actor spawn_eplb_planner(
+    caf::actor_system& sys, runtime::eplb::EplbConfig config,
+    std::shared_ptr<const runtime::eplb::ExpertPlacement> placement,
+    std::shared_ptr<const runtime::eplb::ExpertPlacement> draft_placement, int ranks,
+    std::shared_ptr<runtime::eplb::CountsRecorder> recorder);
 
 // What the transfer agent has done, read by the supervisor for the instance's figures
 // (EngineFigures::kv_transfer_rma and the rest); atomics, as it runs on its own thread.
@@ -141,6 +144,9 @@ struct RankSetup {
   std::shared_ptr<runtime::Communicator> comm;
   bool comm_later = false;
   std::shared_ptr<const runtime::eplb::ExpertPlacement> placement;  // expert parallel: the slots
+  // Expert parallel with a drafter that has MoE layers (DSpark): the draft's own slots;
+  // the rank runs the draft's MoE through the same exchange. Null: the draft's MoE is local.
+  std::shared_ptr<const runtime::eplb::ExpertPlacement> draft_placement;
   bool eplb = false;  // expert parallel: live EPLB (counts in every StepResult, staged placements)
   // The host and disk tiers' bytes (nullptr: none), shared with the rank's scheduler:
   // the rank runs the plans' tier copies, the scheduler adopts the disk files at its start.
@@ -160,6 +166,7 @@ struct SyncSetup {
   int size = 1;
   bool lockstep = false;
   eplb_planner_actor planner;  // live EPLB: where the step counts go; null: off
+  bool draft_eplb = false;     // the draft's MoE too (its counts, placements: apart)
   engram_owner_actor engram;   // where its plans go for Engram prefetch; null: none
   kv_agent_actor agent;        // moves its parked requests to other engines
 };

@@ -41,15 +41,16 @@ void start(supervisor_pointer self) {
   s.incarnation += 1;
   s.ranks_ready = 0;
   s.ending.clear();
+  const runtime::Drafter* drafter = s.config.speculative.enabled() ? s.options.drafter : nullptr;
   // The planner also runs, planning nothing, to record the counts (expert-counts-file).
   const bool eplb = s.options.expert_parallel && (s.options.eplb.enabled || s.counts);
   if (s.options.expert_parallel && !spread) s.group = std::make_shared<runtime::InProcessGroup>(R);
   // Every incarnation starts from the default placement (its ranks copy their slots anew).
   if (eplb) {
-    s.planner = spawn_eplb_planner(self->home_system(), s.options.eplb, s.placement, R, s.counts);
+    s.planner = spawn_eplb_planner(self->home_system(), s.options.eplb, s.placement,
+                                   drafter ? s.draft_placement : nullptr, R, s.counts);
     self->link_to(s.planner);
   }
-  const runtime::Drafter* drafter = s.config.speculative.enabled() ? s.options.drafter : nullptr;
   // Staging for hand-offs coming in: as much as the KV pool holds (no more could be
   // loaded at once), plus room for their slot states.
   const uint64_t staging = uint64_t(s.kv.num_blocks * s.kv.block_bytes) + (uint64_t(64) << 20);
@@ -69,11 +70,14 @@ void start(supervisor_pointer self) {
     Member m;
     m.rank = spawn_rank(self->home_system(), *s.forward, s.kv, s.config.executor,
                         faulty ? s.options.faults : nullptr,
-                        RankSetup{rank, std::move(comm), spread, s.placement, eplb, tiers, drafter});
+                        RankSetup{rank, std::move(comm), spread, s.placement,
+                                  drafter ? s.draft_placement : nullptr, eplb, tiers, drafter});
     m.scheduler = spawn_scheduler(
         self->home_system(), *s.forward, s.tokenizer, s.config, s.kv, m.rank, s.ledgers[r],
         s.options.request_timeout,
-        SyncSetup{rank, group_size, lockstep, s.planner, s.options.engram_owner, s.agent}, tiers,
+        SyncSetup{rank, group_size, lockstep, s.planner, eplb && drafter && s.draft_placement,
+                  s.options.engram_owner, s.agent},
+        tiers,
         faulty ? s.options.faults : nullptr);
     self->link_to(m.rank);
     self->link_to(m.scheduler);
@@ -362,6 +366,15 @@ supervisor_actor::behavior_type supervisor_fun(supervisor_pointer self,
     s.placement = std::make_shared<const runtime::eplb::ExpertPlacement>(runtime::eplb::ep_default_placement(
         m.num_hidden_layers, m.n_routed_experts,
         s.options.member ? s.options.member->size : s.size(), s.options.num_redundant_experts));
+    // The draft's MoE expert-parallel too, on its own placement (balanced apart from the
+    // target's, MODEL.md §9): the same default layout and redundant count over its experts.
+    const runtime::Drafter* d = s.config.speculative.enabled() ? s.options.drafter : nullptr;
+    if (d && !d->moe_layers().empty())
+      s.draft_placement = std::make_shared<const runtime::eplb::ExpertPlacement>(
+          runtime::eplb::ep_default_placement(
+              static_cast<int64_t>(d->moe_layers().size()), m.dspark_n_routed_experts,
+              s.options.member ? s.options.member->size : s.size(),
+              s.options.num_redundant_experts));
   }
   self->set_exit_handler([=](caf::exit_msg& msg) { on_exit(self, msg); });
   self->set_down_handler([=](caf::down_msg& msg) { on_down(self, msg); });

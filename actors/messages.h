@@ -189,15 +189,20 @@ struct StepResult {
   // (empty: none), and the newest placement epoch the rank has copied its slots for.
   std::vector<int64_t> expert_counts;
   int64_t placement_ready = 0;
+  // The same for the DSpark draft's MoE when it is expert-parallel ([S, nEd]).
+  std::vector<int64_t> draft_expert_counts;
+  int64_t draft_placement_ready = 0;
 };
 
 // A step's expert counts from one rank (scheduler -> planner). epoch: the placement the
-// step ran on.
+// step ran on. draft: the DSpark draft's MoE (its own window and placements), else the
+// target's.
 struct ExpertCounts {
   int rank = 0;
   int64_t step = 0;  // the group's step id (DP sync)
   int64_t epoch = 0;
   std::vector<int64_t> counts;  // [L, Nlog]; empty: nothing routed
+  bool draft = false;
 };
 
 // A new placement (planner -> schedulers -> ranks), numbered 1, 2, ... per incarnation,
@@ -207,6 +212,7 @@ struct PlacementUpdate {
   std::shared_ptr<const runtime::eplb::ExpertPlacement> placement;
   int64_t planned_at = 0;  // the planner's step count
   double balance_before = 0, balance_after = 0;  // means over layers
+  bool draft = false;  // the DSpark draft's placement (numbered apart), else the target's
 };
 
 // A rank's copy of its slots' weights for a placement, made off its step thread.

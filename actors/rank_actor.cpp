@@ -23,18 +23,24 @@ struct RankState {
   std::unique_ptr<runtime::PagedKvStorage> storage;
   std::shared_ptr<runtime::Communicator> comm;       // expert parallel only
   std::unique_ptr<runtime::ExpertParallel> experts;  // on comm
+  std::unique_ptr<runtime::ExpertParallel> draft_experts;  // the draft's MoE, on comm too
   std::unique_ptr<runtime::Executor> executor;
   std::shared_ptr<runtime::TierStorage> tiers;  // nullptr: no host and disk tiers
   std::shared_ptr<const runtime::FaultPlan> faults;
   int64_t steps = 0;
   bool eplb = false;
   int rank = 0, ranks = 1;
-  std::thread copier;  // copies a staged placement's slots (the last one asked for)
+  // Copy a staged placement's slots (the last one asked for): the target's, the draft's.
+  std::thread copier[2];
 
   RankState() = default;
   RankState(const RankState&) = delete;
   ~RankState() {
-    if (copier.joinable()) copier.join();
+    for (std::thread& t : copier)
+      if (t.joinable()) t.join();
+  }
+  runtime::ExpertParallel* experts_of(bool draft) const {
+    return draft ? draft_experts.get() : experts.get();
   }
 };
 
@@ -50,7 +56,8 @@ StepResult run_step(RankState& st, const runtime::StepPlan& plan, const runtime:
   if (fault.stall_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(fault.stall_ms));
   try {
     if (st.experts) {
-      r.sampled = runtime::run_rank_step(*st.executor, *st.experts, plan, fault.fail);
+      r.sampled = runtime::run_rank_step(*st.executor, *st.experts, plan, fault.fail,
+                                         st.draft_experts.get());
     } else {
       if (fault.fail) {
         st.executor->apply_tier_ops(plan);  // the bookkeeping counts on them (executor.h)
@@ -67,28 +74,36 @@ StepResult run_step(RankState& st, const runtime::StepPlan& plan, const runtime:
     r.expert_counts = st.experts->take_counts();
     r.placement_ready = st.experts->staged_epoch();
   }
+  if (st.eplb && st.draft_experts) {
+    r.draft_expert_counts = st.draft_experts->take_counts();
+    r.draft_placement_ready = st.draft_experts->staged_epoch();
+  }
   return r;
 }
 
-// Live EPLB: copies this rank's slots of the new placement off the step thread, then
-// hands the copy back to the rank (staged_atom) to stage between two steps. The copy
-// reads the model's weights, which nothing writes.
-void copy_slots(rank_pointer self, const model::Forward* forward, PlacementUpdate update) {
+// Live EPLB: copies this rank's slots of the new placement (of the target's MoE layers,
+// or the draft's: update.draft) off the step thread, then hands the copy back to the rank
+// (staged_atom) to stage between two steps. The copy reads the model's weights, which
+// nothing writes.
+void copy_slots(rank_pointer self, model::MoeLayers layers, PlacementUpdate update) {
   auto& st = self->state;
-  if (st.copier.joinable()) st.copier.join();  // the previous copy (long done, normally)
+  std::thread& copier = st.copier[update.draft ? 1 : 0];
+  if (copier.joinable()) copier.join();  // the previous copy (long done, normally)
   const caf::actor_addr me = self->address();
-  st.copier = std::thread([me, forward, update = std::move(update), rank = st.rank,
-                           ranks = st.ranks]() mutable {
+  copier = std::thread([me, layers = std::move(layers), update = std::move(update),
+                        rank = st.rank, ranks = st.ranks]() mutable {
     StagedPlacement staged;
+    const char* what = update.draft ? "draft " : "";
     try {
-      staged.weights = std::make_shared<const runtime::SlotWeights>(
-          forward->weights(), *update.placement, rank, ranks);
+      staged.weights =
+          std::make_shared<const runtime::SlotWeights>(layers, *update.placement, rank, ranks);
     } catch (const std::exception& e) {  // e.g. bad_alloc: this placement never goes live
-      spdlog::error("rank {}: eplb: copying placement {} failed: {}", rank, update.epoch, e.what());
+      spdlog::error("rank {}: eplb: copying {}placement {} failed: {}", rank, what, update.epoch,
+                    e.what());
       return;
     }
-    spdlog::info("rank {}: eplb: placement {} copied ({:.1f} MiB of expert weights)", rank,
-                 update.epoch, double(staged.weights->bytes()) / (1 << 20));
+    spdlog::info("rank {}: eplb: {}placement {} copied ({:.1f} MiB of expert weights)", rank,
+                 what, update.epoch, double(staged.weights->bytes()) / (1 << 20));
     staged.update = std::move(update);
     if (auto h = caf::actor_cast<rank_actor>(me)) caf::anon_send(h, staged_atom::value, std::move(staged));
   });
@@ -115,20 +130,27 @@ rank_actor::behavior_type rank_fun(rank_pointer self, const model::Forward* forw
   st.faults = std::move(faults);
   // The executor runs on the group's exchange, so it is made once that is here.
   const runtime::Drafter* drafter = setup.drafter;
-  auto join = [self, forward, options, drafter](
+  std::shared_ptr<const runtime::eplb::ExpertPlacement> draft_placement =
+      drafter ? std::move(setup.draft_placement) : nullptr;
+  auto join = [self, forward, options, drafter, draft_placement](
                   std::shared_ptr<runtime::Communicator> comm,
                   std::shared_ptr<const runtime::eplb::ExpertPlacement> placement) {
     auto& s = self->state;
     s.executor.reset();  // it points at the experts
     s.experts.reset();
+    s.draft_experts.reset();
     if (comm) {
       s.comm = std::move(comm);
       s.ranks = s.comm->size();
-      s.experts = std::make_unique<runtime::ExpertParallel>(*s.comm, std::move(placement),
-                                                            &forward->weights());
+      s.experts = std::make_unique<runtime::ExpertParallel>(
+          *s.comm, std::move(placement), model::target_moe_layers(forward->weights()));
+      if (draft_placement)
+        s.draft_experts = std::make_unique<runtime::ExpertParallel>(*s.comm, draft_placement,
+                                                                    drafter->moe_layers());
     }
     s.executor = std::make_unique<runtime::Executor>(*forward, *s.storage, options,
-                                                     s.experts.get(), drafter);
+                                                     s.experts.get(), drafter,
+                                                     s.draft_experts.get());
     s.executor->set_tier_storage(s.tiers.get());
   };
   std::shared_ptr<const runtime::eplb::ExpertPlacement> placement = std::move(setup.placement);
@@ -150,7 +172,8 @@ rank_actor::behavior_type rank_fun(rank_pointer self, const model::Forward* forw
       [](ping_atom) { return true; },  // answered once the storage (and executor) exist
       [=](group_atom, std::shared_ptr<runtime::Communicator>& comm) { join(std::move(comm), placement); },
       [=](stage_atom, PlacementUpdate& update) {
-        if (self->state.experts) copy_slots(self, forward, std::move(update));
+        if (const runtime::ExpertParallel* ep = self->state.experts_of(update.draft))
+          copy_slots(self, ep->layers(), std::move(update));
       },
       // A parked request's KV, packed on this thread: after every step sent before it.
       [=](export_atom, KvExport& ex) -> caf::result<KvHandoffValue> {
@@ -164,9 +187,9 @@ rank_actor::behavior_type rank_fun(rank_pointer self, const model::Forward* forw
         return KvHandoffValue{std::move(h)};
       },
       [=](staged_atom, StagedPlacement& staged) {
-        auto& s = self->state;
-        if (staged.update.epoch <= s.experts->staged_epoch()) return;  // overtaken
-        s.experts->stage(staged.update.epoch, staged.update.placement, std::move(staged.weights));
+        runtime::ExpertParallel* ep = self->state.experts_of(staged.update.draft);
+        if (!ep || staged.update.epoch <= ep->staged_epoch()) return;  // overtaken
+        ep->stage(staged.update.epoch, staged.update.placement, std::move(staged.weights));
       },
   };
 }

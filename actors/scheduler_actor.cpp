@@ -64,6 +64,7 @@ struct SchedulerState {
     bool real = true;     // the pipeline's plan; false: a dummy step (lockstep only)
     int64_t step = 0;     // the group's step id (lockstep), else the plan's
     int64_t epoch = 0;    // the expert placement it runs on
+    int64_t draft_epoch = 0;  // the draft's
   };
   std::deque<AtRank> at_rank;
   // --- lockstep only
@@ -75,11 +76,20 @@ struct SchedulerState {
   std::vector<int32_t> wake;   // peers to wake as a step starts (wake_peers)
   bool syncing = false;        // that all-reduce is running
   const runtime::StepPlan* sync_plan = nullptr;  // the plan it is for; null: none here
-  // --- live EPLB only
+  // --- live EPLB only: the target's placements, and the draft's (balanced apart)
+  struct Placements {
+    int64_t ready = 0;        // the newest placement the rank has copied (its results say)
+    int64_t epoch = 0;        // the placement the last step sent runs on
+    PlacementUpdate update;   // the newest placement the planner sent
+  };
   eplb_planner_actor planner;
-  int64_t placement_ready = 0;  // the newest placement the rank has copied (its results say)
-  int64_t epoch = 0;            // the placement the last step sent runs on
-  PlacementUpdate update;       // the newest placement the planner sent
+  Placements target, draft;
+};
+
+// The placements a step switches to first (0: none), target's and draft's.
+struct Switch {
+  int64_t target = 0, draft = 0;
+  bool any() const { return target > 0 || draft > 0; }
 };
 
 using scheduler_pointer = scheduler_core_actor::stateful_pointer<SchedulerState>;
@@ -152,12 +162,20 @@ void adopt_pin_index(SchedulerState& s) {
 void report_counts(scheduler_pointer self, const SchedulerState::AtRank& step,
                    const StepResult& result) {
   auto& s = self->state;
-  s.placement_ready = std::max(s.placement_ready, result.placement_ready);
-  const bool routed = std::any_of(result.expert_counts.begin(), result.expert_counts.end(),
-                                  [](int64_t c) { return c != 0; });
+  s.target.ready = std::max(s.target.ready, result.placement_ready);
+  s.draft.ready = std::max(s.draft.ready, result.draft_placement_ready);
+  auto routed = [](const std::vector<int64_t>& counts) {
+    return std::any_of(counts.begin(), counts.end(), [](int64_t c) { return c != 0; });
+  };
+  const std::vector<int64_t> none;
   self->send(s.planner, eplb_atom::value,
              ExpertCounts{s.sync.rank, step.step, step.epoch,
-                          routed ? result.expert_counts : std::vector<int64_t>{}});
+                          routed(result.expert_counts) ? result.expert_counts : none, false});
+  if (s.sync.draft_eplb)  // every rank reports the draft's counts of every step, idle or not
+    self->send(s.planner, eplb_atom::value,
+               ExpertCounts{s.sync.rank, step.step, step.draft_epoch,
+                            routed(result.draft_expert_counts) ? result.draft_expert_counts : none,
+                            true});
 }
 
 void on_step_result(scheduler_pointer self, const StepResult& result) {
@@ -181,32 +199,44 @@ void on_step_result(scheduler_pointer self, const StepResult& result) {
 
 // Live EPLB: the placement a step agreed on (the min over the ranks of what each has
 // copied) becomes the one it runs on, when newer; counted once, on every rank alike.
-int64_t placement_for_step(SchedulerState& s, int64_t agreed_ready) {
-  if (!s.planner || agreed_ready <= s.epoch) return 0;
-  s.epoch = agreed_ready;
+int64_t placement_for_step(SchedulerState& s, SchedulerState::Placements& p, int64_t agreed_ready) {
+  if (!s.planner || agreed_ready <= p.epoch) return 0;
+  p.epoch = agreed_ready;
   runtime::EngineFigures& c = s.ledger->counters;
-  c.eplb_rebalances += 1;
-  if (s.update.epoch == agreed_ready) {
-    c.eplb_balance_before = s.update.balance_before;
-    c.eplb_balance_after = s.update.balance_after;
+  const bool draft = &p == &s.draft;
+  (draft ? c.eplb_draft_rebalances : c.eplb_rebalances) += 1;
+  if (p.update.epoch == agreed_ready) {
+    (draft ? c.eplb_draft_balance_before : c.eplb_balance_before) = p.update.balance_before;
+    (draft ? c.eplb_draft_balance_after : c.eplb_balance_after) = p.update.balance_after;
   }
   return agreed_ready;
 }
 
+// Both models' placements for a step the group agreed on these readies.
+Switch switch_for_step(SchedulerState& s, int64_t target_ready, int64_t draft_ready) {
+  return {placement_for_step(s, s.target, target_ready), placement_for_step(s, s.draft, draft_ready)};
+}
+
 // Sends a plan to the rank; the rank answers in order, so results complete the
-// pipeline's plans oldest first (dummy steps in between are skipped). switch_to > 0: the
-// step switches to that expert placement first.
+// pipeline's plans oldest first (dummy steps in between are skipped). to: the expert
+// placements the step switches to first. draft: some rank of the group drafts (DP sync),
+// so this one joins the draft's exchanges too.
 void send_to_rank(scheduler_pointer self, const runtime::StepPlan& plan, bool real, int64_t step,
-                  int64_t switch_to = 0) {
+                  Switch to = {}, bool draft = false) {
   auto& s = self->state;
-  s.at_rank.push_back({real, step, s.epoch});
+  s.at_rank.push_back({real, step, s.target.epoch, s.draft.epoch});
   if (real && s.sync.engram) self->send(s.sync.engram, prefetch_atom::value, plan);
-  runtime::StepPlan switching;
-  if (switch_to > 0) {
-    switching = plan;
-    switching.placement_epoch = switch_to;
+  // A plan that drafts joins the draft's exchanges by itself: no copy for it.
+  const bool tell_draft = draft && !plan.drafts();
+  const bool copy = to.any() || tell_draft;
+  runtime::StepPlan agreed;
+  if (copy) {
+    agreed = plan;
+    agreed.placement_epoch = to.target;
+    agreed.draft_placement_epoch = to.draft;
+    agreed.draft_exchange = tell_draft;
   }
-  self->request(s.rank, caf::infinite, run_atom::value, switch_to > 0 ? switching : plan)
+  self->request(s.rank, caf::infinite, run_atom::value, copy ? agreed : plan)
       .then([=](const StepResult& result) { on_step_result(self, result); },
             [=](caf::error& err) {  // the rank is gone: the supervisor restarts us all
               const SyncSetup& sync = self->state.sync;
@@ -225,8 +255,8 @@ void on_synced(scheduler_pointer self, const runtime::collectives::StepMetadata&
   s.syncing = false;
   const int64_t step = s.sync_step++;
   if (!m.any_work) return;
-  const int64_t switch_to = placement_for_step(s, m.placement_ready);
-  send_to_rank(self, plan ? *plan : runtime::StepPlan{}, plan != nullptr, step, switch_to);
+  const Switch to = switch_for_step(s, m.placement_ready, m.draft_placement_ready);
+  send_to_rank(self, plan ? *plan : runtime::StepPlan{}, plan != nullptr, step, to, m.any_draft);
 }
 
 // The peers a rank receives from before it has sent them anything, in its schedule:
@@ -263,7 +293,9 @@ void kick_lockstep(scheduler_pointer self, std::vector<runtime::RequestOutput>& 
     const int64_t tokens = plan ? plan->num_tokens : 0;
     deliver(self, s.dp->start(s.sync_step, runtime::collectives::local_step_metadata(
                                                s.sync.rank, s.sync.size, s.sync_step, tokens,
-                                               plan != nullptr, s.placement_ready)));
+                                               plan != nullptr, s.target.ready,
+                                               /*failed=*/false, plan && plan->drafts(),
+                                               s.draft.ready)));
   }
 }
 
@@ -277,7 +309,7 @@ void kick(scheduler_pointer self) {
   } else {
     while (const runtime::StepPlan* plan = st.pipeline->plan_next(finished))
       send_to_rank(self, *plan, true, static_cast<int64_t>(plan->step),
-                   placement_for_step(st, st.placement_ready));
+                   switch_for_step(st, st.target.ready, st.draft.ready));
   }
   stream(self, std::move(finished));
 }
@@ -624,7 +656,7 @@ scheduler_core_actor::behavior_type scheduler_fun(
       },
       [=](stage_atom, PlacementUpdate& update) {  // from the planner: the rank copies it
         auto& s = self->state;
-        s.update = update;
+        (update.draft ? s.draft : s.target).update = update;
         self->send(s.rank, stage_atom::value, std::move(update));
       },
   };

@@ -40,6 +40,8 @@ struct SupervisorState {
   runtime::KvCacheConfig kv;
   EngineOptions options;
   std::shared_ptr<const runtime::eplb::ExpertPlacement> placement;  // expert parallel only
+  // Expert parallel with a drafter that has MoE layers: the draft's own placement.
+  std::shared_ptr<const runtime::eplb::ExpertPlacement> draft_placement;
   std::vector<std::shared_ptr<EngineLedger>> ledgers;      // [R], across incarnations
   std::vector<Member> members;                             // [R], the incarnation now
   std::shared_ptr<runtime::InProcessGroup> group;          // its exchange (expert parallel)

@@ -102,7 +102,9 @@ typename Inspector::result_type inspect(Inspector& f, EngineFigures& x) {
            x.prefix_snapshot_hits, x.prefix_replay_hits, x.prefix_replay_tokens,
            x.prefix_tier_hit_tokens, x.kv_restore_hits, x.failed_steps, x.restarts, x.spec_num_drafts,
            x.spec_num_draft_tokens, x.spec_num_accepted_tokens, x.spec_accepted_per_pos,
-           x.eplb_rebalances, x.eplb_balance_before, x.eplb_balance_after, x.spec_steps_by_k,
+           x.eplb_rebalances, x.eplb_balance_before, x.eplb_balance_after,
+           x.eplb_draft_rebalances, x.eplb_draft_balance_before, x.eplb_draft_balance_after,
+           x.spec_steps_by_k,
            x.kv_transfer_bytes, x.kv_transfer_seconds_buckets, x.kv_transfer_seconds_sum,
            x.kv_transfer_failures, x.kv_transfer_fallbacks, x.kv_transfer_rma,
            x.kv_transfer_messages, x.kv_transfer_descriptors, x.kv_transfer_leases_expired,
@@ -117,7 +119,7 @@ namespace troupe::runtime::collectives {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StepMetadata& x) {
   return f(caf::meta::type_name("StepMetadata"), x.step_min, x.step_max, x.tokens, x.any_work,
-           x.placement_ready, x.any_failed);
+           x.placement_ready, x.any_failed, x.any_draft, x.draft_placement_ready);
 }
 
 template <class Inspector, class T>
@@ -151,7 +153,7 @@ typename Inspector::result_type inspect(Inspector& f, TokenEvent& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ExpertCounts& x) {
-  return f(caf::meta::type_name("ExpertCounts"), x.rank, x.step, x.epoch, x.counts);
+  return f(caf::meta::type_name("ExpertCounts"), x.rank, x.step, x.epoch, x.counts, x.draft);
 }
 
 // The placement is shared (const) in a process; across one it is a copy, loaded into a
@@ -168,7 +170,7 @@ typename Inspector::result_type inspect(Inspector& f, PlacementUpdate& x) {
     return caf::none;
   });
   return f(caf::meta::type_name("PlacementUpdate"), x.epoch, has_placement, placement,
-           x.planned_at, x.balance_before, x.balance_after, adopt);
+           x.planned_at, x.balance_before, x.balance_after, x.draft, adopt);
 }
 
 template <class Inspector>

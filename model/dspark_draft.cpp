@@ -183,52 +183,68 @@ DsparkDraft::DsparkDraft(const ModelConfig& c, const ModelWeights& target,
                c.num_nextn_predict_layers);
 }
 
-// One Block_{mtp.s} (§5.2 with the draft attention and MoE) on all slots jointly.
-void DsparkDraft::stage(int64_t s, const FeatureRing& F, int64_t anchor, scratch_vector<float>& X,
-                        scratch_vector<float>& pre) const {
+// One Block_{mtp.s} (§5.2 with the draft attention and MoE) on all slots of every query
+// jointly: the draft attention per query, everything else row by row. The MoE's layer
+// number is the stage (the draft placement's numbering; nothing traces the draft's MoE).
+void DsparkDraft::stage(int64_t s, std::span<const DraftInput> q, scratch_vector<float>& X,
+                        scratch_vector<float>& pre, RoutedExperts* routed) const {
   const DsparkStageWeights& st = w_.stages[s];
   const int64_t Bs = c_.dspark_block_size, H = c_.hidden_size;
-  scratch_vector<float> x(Bs * H), y(Bs * H);
-  hc_premix(c_, X.data(), pre.data(), Bs, x.data());
-  rms_norm_rows(x.data(), Bs, H, st.attn_norm, c_.rms_norm_eps);
-  draft_attention(c_, st.attn, freqs_, F, anchor, x.data(), y.data());
-  const HcMix a = hc_mix(c_, st.hc_attn, X.data(), Bs);
-  hc_expand(c_, y.data(), a, Bs, X.data());
+  const int64_t rows = static_cast<int64_t>(q.size()) * Bs;
+  scratch_vector<float> x(rows * H), y(rows * H);
+  hc_premix(c_, X.data(), pre.data(), rows, x.data());
+  rms_norm_rows(x.data(), rows, H, st.attn_norm, c_.rms_norm_eps);
+  for (size_t i = 0; i < q.size(); ++i)
+    draft_attention(c_, st.attn, freqs_, *q[i].features, q[i].anchor, &x[i * Bs * H],
+                    &y[i * Bs * H]);
+  const HcMix a = hc_mix(c_, st.hc_attn, X.data(), rows);
+  hc_expand(c_, y.data(), a, rows, X.data());
 
-  const HcMix f = hc_mix(c_, st.hc_ffn, X.data(), Bs);
-  hc_premix(c_, X.data(), a.pre.data(), Bs, x.data());
-  rms_norm_rows(x.data(), Bs, H, st.ffn_norm, c_.rms_norm_eps);
+  const HcMix f = hc_mix(c_, st.hc_ffn, X.data(), rows);
+  hc_premix(c_, X.data(), a.pre.data(), rows, x.data());
+  rms_norm_rows(x.data(), rows, H, st.ffn_norm, c_.rms_norm_eps);
   Batch slots;  // the MoE only needs the row count (no trace)
-  slots.rows = Bs;
-  moe_layer(c_, st.ffn, c_.num_hidden_layers + s, slots, x.data(), y.data(), c_.dspark_top_k);
-  hc_expand(c_, y.data(), f, Bs, X.data());
+  slots.rows = rows;
+  moe_layer(c_, st.ffn, s, slots, x.data(), y.data(), c_.dspark_top_k, routed);
+  hc_expand(c_, y.data(), f, rows, X.data());
   pre = f.pre;
+}
+
+void DsparkDraft::join_idle(RoutedExperts& routed) const {
+  for (int64_t s = 0; s < c_.num_nextn_predict_layers; ++s)
+    routed.run(RoutedBatch::none(c_, w_.stages[s].ffn, s, c_.dspark_top_k));
 }
 
 std::vector<float> DsparkDraft::hidden(const FeatureRing& F, int64_t anchor,
                                        int32_t anchor_token) const {
-  const scratch_vector<float> h = hidden_rows(F, anchor, anchor_token);
+  const DraftInput q{&F, anchor, anchor_token, 0, 0};
+  const scratch_vector<float> h = hidden_rows({&q, 1}, nullptr);
   return {h.begin(), h.end()};
 }
 
-scratch_vector<float> DsparkDraft::hidden_rows(const FeatureRing& F, int64_t anchor,
-                                               int32_t anchor_token) const {
+scratch_vector<float> DsparkDraft::hidden_rows(std::span<const DraftInput> q,
+                                               RoutedExperts* routed) const {
   const int64_t Bs = c_.dspark_block_size, H = c_.hidden_size, hc = c_.hc_mult;
-  TROUPE_CHECK(anchor >= 0 && F.row(anchor) != nullptr, "draft: no target features F[", anchor,
-               "] at the anchor");
-  TROUPE_CHECK(anchor_token >= 0 && anchor_token < c_.vocab_size, "draft: anchor token ",
-               anchor_token, " out of range");
-  scratch_vector<float> X(Bs * hc * H), pre(Bs * hc, 0.0f);
-  for (int64_t i = 0; i < Bs; ++i) {
-    float* xi = &X[i * hc * H];
-    const int32_t tok = i == 0 ? anchor_token : static_cast<int32_t>(c_.dspark_noise_token_id);
-    kernels::dequantize_rows(target_.embed, tok, 1, xi);
-    for (int64_t s = 1; s < hc; ++s) std::memcpy(xi + s * H, xi, H * sizeof(float));
-    pre[i * hc] = 1.0f;
+  const int64_t rows = static_cast<int64_t>(q.size()) * Bs;
+  scratch_vector<float> X(rows * hc * H), pre(rows * hc, 0.0f);
+  for (size_t n = 0; n < q.size(); ++n) {
+    TROUPE_CHECK(q[n].anchor >= 0 && q[n].features && q[n].features->row(q[n].anchor) != nullptr,
+                 "draft: no target features F[", q[n].anchor, "] at the anchor");
+    TROUPE_CHECK(q[n].anchor_token >= 0 && q[n].anchor_token < c_.vocab_size,
+                 "draft: anchor token ", q[n].anchor_token, " out of range");
+    for (int64_t i = 0; i < Bs; ++i) {
+      const int64_t row = static_cast<int64_t>(n) * Bs + i;
+      float* xi = &X[row * hc * H];
+      const int32_t tok =
+          i == 0 ? q[n].anchor_token : static_cast<int32_t>(c_.dspark_noise_token_id);
+      kernels::dequantize_rows(target_.embed, tok, 1, xi);
+      for (int64_t s = 1; s < hc; ++s) std::memcpy(xi + s * H, xi, H * sizeof(float));
+      pre[row * hc] = 1.0f;
+    }
   }
-  for (int64_t s = 0; s < c_.num_nextn_predict_layers; ++s) stage(s, F, anchor, X, pre);
-  scratch_vector<float> h(Bs * H);
-  hc_premix(c_, X.data(), pre.data(), Bs, h.data());
+  for (int64_t s = 0; s < c_.num_nextn_predict_layers; ++s) stage(s, q, X, pre, routed);
+  scratch_vector<float> h(rows * H);
+  hc_premix(c_, X.data(), pre.data(), rows, h.data());
   return h;
 }
 
@@ -243,18 +259,38 @@ DraftProposal DsparkDraft::propose(const FeatureRing& F, int64_t anchor, int32_t
 void DsparkDraft::propose(const FeatureRing& F, int64_t anchor, int32_t anchor_token,
                           int32_t bonus, int64_t k, DraftProposal& out, float conf_min,
                           const TraceFn& trace) const {
-  const int64_t H = c_.hidden_size, V = c_.vocab_size;
-  TROUPE_CHECK(bonus >= 0 && bonus < V, "draft: bonus token ", bonus, " out of range");
-  k = std::clamp<int64_t>(std::min(k, c_.dspark_block_size - 1), 0,
-                          c_.max_position_embeddings - 2 - anchor);
-  const scratch_vector<float> h = hidden_rows(F, anchor, anchor_token);
-  scratch_vector<float> hn(h.begin(), h.begin() + (k + 1) * H);
+  TROUPE_CHECK(bonus >= 0 && bonus < c_.vocab_size, "draft: bonus token ", bonus, " out of range");
+  const DraftInput q{&F, anchor, anchor_token, bonus, k};
+  const scratch_vector<float> h = hidden_rows({&q, 1}, nullptr);
+  finish(q, h.data(), out, conf_min, trace);
+}
+
+void DsparkDraft::propose_batch(std::span<const DraftInput> queries, std::span<DraftProposal> out,
+                                RoutedExperts& routed, float conf_min) const {
+  TROUPE_CHECK(out.size() == queries.size(), "draft: ", out.size(), " proposals for ",
+               queries.size(), " queries");
+  for (const DraftInput& q : queries)
+    TROUPE_CHECK(q.bonus >= 0 && q.bonus < c_.vocab_size, "draft: bonus token ", q.bonus,
+                 " out of range");
+  if (queries.empty()) return join_idle(routed);
+  const scratch_vector<float> h = hidden_rows(queries, &routed);
+  const int64_t slot_rows = c_.dspark_block_size * c_.hidden_size;
+  for (size_t i = 0; i < queries.size(); ++i)
+    finish(queries[i], &h[i * slot_rows], out[i], conf_min, nullptr);
+}
+
+void DsparkDraft::finish(const DraftInput& q, const float* h, DraftProposal& out, float conf_min,
+                         const TraceFn& trace) const {
+  const int64_t H = c_.hidden_size;
+  const int64_t k = std::clamp<int64_t>(std::min(q.k, c_.dspark_block_size - 1), 0,
+                                        c_.max_position_embeddings - 2 - q.anchor);
+  scratch_vector<float> hn(h, h + (k + 1) * H);
   rms_norm_rows(hn.data(), k + 1, H, w_.norm, c_.rms_norm_eps);
   scratch_vector<float> base;  // [k, V] head · hn of slots 1..k, one GEMM for all of them
   if (k > 0) base = linear(hn.data() + H, k, target_.head);
   out.tokens.clear();
   out.confidence.resize(static_cast<size_t>(k + 1));
-  MarkovLoop(c_, w_, h.data(), base.data(), trace).run(anchor_token, bonus, k, conf_min, out);
+  MarkovLoop(c_, w_, h, base.data(), trace).run(q.anchor_token, q.bonus, k, conf_min, out);
 }
 
 }  // namespace troupe::model

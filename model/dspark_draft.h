@@ -9,15 +9,27 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "kernels/scratch.h"
 #include "model/config.h"
 #include "model/feature_ring.h"
 #include "model/forward.h"
+#include "model/routed_experts.h"
 #include "model/weights.h"
 
 namespace troupe::model {
+
+// One request's query in a batched draft (DsparkDraft::propose_batch): propose()'s
+// arguments.
+struct DraftInput {
+  const FeatureRing* features = nullptr;
+  int64_t anchor = 0;
+  int32_t anchor_token = 0;
+  int32_t bonus = 0;
+  int64_t k = 0;
+};
 
 struct DraftProposal {
   std::vector<int32_t> tokens;    // [k'] d_1..d_k' for positions a+2 .. a+1+k' (k' <= k)
@@ -44,13 +56,29 @@ class DsparkDraft {
                int64_t k, DraftProposal& out, float conf_min = 0.0f,
                const TraceFn& trace = nullptr) const;
 
+  // Every query of a step at once, the draft's routed experts through `routed` (an
+  // expert-parallel rank's exchange, whose placement numbers the draft's MoE layers
+  // 0..S-1): one exchange per stage whatever the queries, zero rows when there are none,
+  // so every rank of the group makes the same exchanges. out[i] ([queries.size()]) is
+  // what propose() gives for queries[i], bit for bit: every op of a stage works row by
+  // row except the draft attention, which runs per query on its own Bs rows.
+  void propose_batch(std::span<const DraftInput> queries, std::span<DraftProposal> out,
+                     RoutedExperts& routed, float conf_min = 0.0f) const;
+
   const ModelConfig& config() const { return c_; }
+  const DsparkWeights& weights() const { return w_; }
 
  private:
-  kernels::scratch_vector<float> hidden_rows(const FeatureRing& F, int64_t anchor,
-                                             int32_t anchor_token) const;
-  void stage(int64_t s, const FeatureRing& F, int64_t anchor, kernels::scratch_vector<float>& X,
-             kernels::scratch_vector<float>& pre) const;
+  // h [queries, Bs, H]; routed: where the MoE's routed experts run (nullptr: here).
+  kernels::scratch_vector<float> hidden_rows(std::span<const DraftInput> queries,
+                                             RoutedExperts* routed) const;
+  void stage(int64_t s, std::span<const DraftInput> queries, kernels::scratch_vector<float>& X,
+             kernels::scratch_vector<float>& pre, RoutedExperts* routed) const;
+  // The Markov loop of one query from its slots' hidden states h [Bs, H].
+  void finish(const DraftInput& q, const float* h, DraftProposal& out, float conf_min,
+              const TraceFn& trace) const;
+  // No query on this rank: joins each stage's exchange with zero rows.
+  void join_idle(RoutedExperts& routed) const;
 
   const ModelConfig& c_;
   const ModelWeights& target_;

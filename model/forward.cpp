@@ -163,14 +163,8 @@ scratch_vector<int64_t> decoder_rows(std::span<SequenceInput> inputs, const Batc
 }  // namespace
 
 void Forward::run_idle(RoutedExperts& routed) const {
-  for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
-    RoutedBatch none;
-    none.config = &cfg_;
-    none.weights = &w_.layers[l].ffn;
-    none.layer = l;
-    none.top_k = cfg_.top_k;
-    routed.run(none);
-  }
+  for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l)
+    routed.run(RoutedBatch::none(cfg_, w_.layers[l].ffn, l, cfg_.top_k));
 }
 
 std::vector<std::vector<float>> Forward::run(std::span<SequenceInput> inputs,

@@ -6,11 +6,28 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "model/config.h"
 #include "model/weights.h"
 
 namespace troupe::model {
+
+// The MoE layers of one model (the target's, or the DSpark draft's), in the order its
+// expert placement numbers them.
+using MoeLayers = std::vector<const MoeWeights*>;
+
+inline MoeLayers target_moe_layers(const ModelWeights& model) {  // [num_hidden_layers]
+  MoeLayers layers;
+  for (const LayerWeights& l : model.layers) layers.push_back(&l.ffn);
+  return layers;
+}
+
+inline MoeLayers draft_moe_layers(const DsparkWeights& draft) {  // [num_nextn_predict_layers]
+  MoeLayers layers;
+  for (const DsparkStageWeights& s : draft.stages) layers.push_back(&s.ffn);
+  return layers;
+}
 
 struct RoutedBatch {
   const ModelConfig* config = nullptr;
@@ -22,6 +39,17 @@ struct RoutedBatch {
   const float* weight = nullptr;    // [rows, top_k] routing weights
   int64_t top_k = 0;
   float* out = nullptr;             // [rows, H] += Σ_k weight · Expert_pick(x), k ascending
+
+  // No rows: how a rank with nothing to run joins a layer's exchange.
+  static RoutedBatch none(const ModelConfig& c, const MoeWeights& w, int64_t layer,
+                          int64_t top_k) {
+    RoutedBatch b;
+    b.config = &c;
+    b.weights = &w;
+    b.layer = layer;
+    b.top_k = top_k;
+    return b;
+  }
 };
 
 class RoutedExperts {

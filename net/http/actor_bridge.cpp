@@ -279,10 +279,16 @@ class ActorBridge : public EngineBridge {
     metrics_.kv_pinned_bytes.set(double(s.kv_pinned_bytes));
     advance(metrics_.kv_restore_hits, s.kv_restore_hits, seen_.kv_restore_hits);
     if (s.eplb_rebalances > 0) {
-      const metrics::ServingMetrics::EplbSeries e = metrics_.eplb();
+      const metrics::ServingMetrics::EplbSeries e = metrics_.eplb("target");
       advance(e.rebalances, s.eplb_rebalances, seen_.eplb_rebalances);
       e.balance_before.set(s.eplb_balance_before);
       e.balance_after.set(s.eplb_balance_after);
+    }
+    if (s.eplb_draft_rebalances > 0) {
+      const metrics::ServingMetrics::EplbSeries e = metrics_.eplb("draft");
+      advance(e.rebalances, s.eplb_draft_rebalances, seen_.eplb_draft_rebalances);
+      e.balance_before.set(s.eplb_draft_balance_before);
+      e.balance_after.set(s.eplb_draft_balance_after);
     }
     advance_spec_decode(s);
     advance_kv_transfers(s);

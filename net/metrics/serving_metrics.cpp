@@ -279,17 +279,17 @@ ServingMetrics::InstanceSeries ServingMetrics::instance_series(const std::string
                             "Prefix cache hits, in terms of number of cached tokens.", labels)};
 }
 
-ServingMetrics::EplbSeries ServingMetrics::eplb() {
+ServingMetrics::EplbSeries ServingMetrics::eplb(const std::string& model) {
   const char* const help =
       "Mean per-layer expert balance (mean rank load / max rank load) of the EPLB window on "
       "the placement before and after the last switch.";
   return {registry_.counter("troupe:eplb_rebalances",
                             "Expert placements the ranks switched to (live EPLB).",
-                            {{"model_name", model_name_}}),
+                            {{"model_name", model_name_}, {"model", model}}),
           registry_.gauge("troupe:eplb_balance", help,
-                          {{"model_name", model_name_}, {"when", "before"}}),
+                          {{"model_name", model_name_}, {"model", model}, {"when", "before"}}),
           registry_.gauge("troupe:eplb_balance", help,
-                          {{"model_name", model_name_}, {"when", "after"}})};
+                          {{"model_name", model_name_}, {"model", model}, {"when", "after"}})};
 }
 
 }  // namespace troupe::net::metrics

@@ -34,8 +34,9 @@
 //               troupe:spec_decode_num_accepted_tokens_total,
 //               troupe:spec_decode_num_accepted_tokens_per_pos_total{position} (vLLM's
 //               speculative decoding counters; position 0 = a step's first draft token),
-//               troupe:eplb_rebalances_total (troupe's own: expert placements the ranks
-//               switched to, live EPLB)
+//               troupe:eplb_rebalances_total{model} (troupe's own: expert placements the
+//               ranks switched to, live EPLB; model target or draft, the DSpark draft's
+//               MoE balanced apart)
 //               troupe:kv_transfer_bytes_total (KV hand-offs this instance sent and the
 //               receiver confirmed, P/D and drain: their bytes),
 //               troupe:kv_transfer_failures_total{cause} (hand-offs sent that failed: refused
@@ -53,7 +54,7 @@
 //               troupe:kv_cache_usage_perc, troupe:kv_cache_used_blocks,
 //               troupe:prefix_cache_queries_total, troupe:prefix_cache_hits_total, each
 //               with label instance (docs/pd.md "Cache-aware routing")
-//   gauges (EPLB) troupe:eplb_balance{when="before"|"after"} (troupe's own: the planner's
+//   gauges (EPLB) troupe:eplb_balance{model,when="before"|"after"} (troupe's own: the planner's
 //               mean per-layer balance of its window on the placement before and after the
 //               last switch, MODEL.md 9); both EPLB families appear with the first switch
 //   histograms  troupe:time_to_first_token_seconds, troupe:inter_token_latency_seconds,
@@ -123,13 +124,14 @@ class ServingMetrics {
   };
   InstanceSeries instance_series(const std::string& instance);
 
-  // Live EPLB's series (registered on first use: an instance without EPLB has none).
+  // Live EPLB's series of one model, "target" or "draft" (the DSpark draft's MoE, balanced
+  // apart); registered on first use: an instance without EPLB has none.
   struct EplbSeries {
     Counter& rebalances;
     Gauge& balance_before;
     Gauge& balance_after;
   };
-  EplbSeries eplb();
+  EplbSeries eplb(const std::string& model);
 
   Gauge& num_requests_running;
   Gauge& num_requests_waiting;

@@ -12,7 +12,8 @@ int64_t StepMetadata::total_tokens() const {
 }
 
 StepMetadata local_step_metadata(int32_t rank, int32_t ranks, int64_t step, int64_t tokens,
-                                 bool has_work, int64_t placement_ready, bool failed) {
+                                 bool has_work, int64_t placement_ready, bool failed,
+                                 bool drafts, int64_t draft_placement_ready) {
   TROUPE_CHECK(ranks >= 1 && rank >= 0 && rank < ranks, "rank ", rank, " is not in [0, ", ranks,
                ")");
   StepMetadata m;
@@ -22,6 +23,8 @@ StepMetadata local_step_metadata(int32_t rank, int32_t ranks, int64_t step, int6
   m.any_work = has_work;
   m.placement_ready = placement_ready;
   m.any_failed = failed;
+  m.any_draft = drafts;
+  m.draft_placement_ready = draft_placement_ready;
   return m;
 }
 
@@ -36,6 +39,8 @@ StepMetadata StepMetadataReduce::operator()(const StepMetadata& a, const StepMet
   r.any_work = a.any_work || b.any_work;
   r.placement_ready = std::min(a.placement_ready, b.placement_ready);
   r.any_failed = a.any_failed || b.any_failed;
+  r.any_draft = a.any_draft || b.any_draft;
+  r.draft_placement_ready = std::min(a.draft_placement_ready, b.draft_placement_ready);
   return r;
 }
 

@@ -8,6 +8,9 @@
 //   any_work                         or: every rank steps (a dummy step if it has none)
 //   placement_ready                  min: the newest expert placement all ranks can switch to
 //   any_failed                       or: some rank's last step threw; the group stops
+//   any_draft                        or: some rank drafts, so every rank joins the
+//                                    expert-parallel draft's MoE exchanges
+//   draft_placement_ready            min: placement_ready of the draft's own placement
 #pragma once
 
 #include <cstdint>
@@ -22,6 +25,8 @@ struct StepMetadata {
   bool any_work = false;        // some rank has a request running or waiting
   int64_t placement_ready = 0;  // min over ranks of the newest placement version copied in
   bool any_failed = false;      // some rank's previous step failed
+  bool any_draft = false;       // some rank's plan asks for drafts (StepPlan::drafts)
+  int64_t draft_placement_ready = 0;  // min over ranks, the draft's placement
 
   bool agreed() const { return step_min == step_max; }
   int64_t total_tokens() const;
@@ -31,7 +36,8 @@ struct StepMetadata {
 
 // Rank `rank` of `ranks`: its own contribution (tokens[rank] = tokens, the rest 0).
 StepMetadata local_step_metadata(int32_t rank, int32_t ranks, int64_t step, int64_t tokens,
-                                 bool has_work, int64_t placement_ready = 0, bool failed = false);
+                                 bool has_work, int64_t placement_ready = 0, bool failed = false,
+                                 bool drafts = false, int64_t draft_placement_ready = 0);
 
 // The reduction of two contributions (associative, commutative). Throws troupe::Error when
 // the token vectors differ in size (contributions of groups of different R).

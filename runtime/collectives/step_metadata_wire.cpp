@@ -18,7 +18,7 @@ bool get_flag(WireReader& in, const char* field) {
 
 std::vector<std::byte> encode_step_metadata_message(const StepMetadataMessage& m) {
   std::vector<std::byte> out;
-  out.reserve(53 + 8 * m.payload.tokens.size());
+  out.reserve(62 + 8 * m.payload.tokens.size());
   put_le<int32_t>(out, m.from);
   put_le<int32_t>(out, m.to);
   put_le<int64_t>(out, m.step);
@@ -31,6 +31,8 @@ std::vector<std::byte> encode_step_metadata_message(const StepMetadataMessage& m
   put_le<uint8_t>(out, p.any_work ? 1 : 0);
   put_le<int64_t>(out, p.placement_ready);
   put_le<uint8_t>(out, p.any_failed ? 1 : 0);
+  put_le<uint8_t>(out, p.any_draft ? 1 : 0);
+  put_le<int64_t>(out, p.draft_placement_ready);
   return out;
 }
 
@@ -50,6 +52,8 @@ StepMetadataMessage decode_step_metadata_message(const std::vector<std::byte>& w
   p.any_work = get_flag(in, "any_work");
   p.placement_ready = in.get<int64_t>("placement_ready");
   p.any_failed = get_flag(in, "any_failed");
+  p.any_draft = get_flag(in, "any_draft");
+  p.draft_placement_ready = in.get<int64_t>("draft_placement_ready");
   in.expect_end();
   return m;
 }

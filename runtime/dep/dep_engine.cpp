@@ -23,7 +23,7 @@ struct DepEngine::Rank {
         storage(forward.config(), kv_config.block_size, kv_config.num_blocks,
                 kv_config.storage_slots()),
         scheduler(c.scheduler, kv, static_cast<int32_t>(forward.config().eos_token_id), tokenizer),
-        experts(comm, std::move(placement), &forward.weights()),
+        experts(comm, std::move(placement), target_moe_layers(forward.weights())),
         executor(forward, storage, c.executor, &experts),
         pipeline(scheduler, counts, c.async_scheduling ? 2 : 1) {}
 
@@ -172,7 +172,7 @@ void DepEngine::rebalance_if_due() {
   for (size_t r = 0; r < ranks_.size(); ++r) {
     ExpertParallel& e = ranks_[r]->experts;
     e.stage(epoch, placement_,
-            std::make_shared<const SlotWeights>(*e.model(), *placement_, int(r), ranks()));
+            std::make_shared<const SlotWeights>(e.layers(), *placement_, int(r), ranks()));
     e.use(epoch);
   }
   spdlog::info("eplb: rebalanced at {}", eplb::describe(*plan));

@@ -61,11 +61,12 @@ double seconds_since(Clock::time_point& t) {
 
 ExpertParallel::ExpertParallel(Communicator& comm,
                                std::shared_ptr<const eplb::ExpertPlacement> placement,
-                               const model::ModelWeights* model)
-    : comm_(comm), model_(model) {
+                               MoeLayers layers)
+    : comm_(comm), layers_(std::move(layers)) {
   TROUPE_CHECK(placement != nullptr, "expert parallel: no placement");
   std::shared_ptr<const SlotWeights> weights;
-  if (model_) weights = std::make_shared<const SlotWeights>(*model_, *placement, comm_.rank(), comm_.size());
+  if (!layers_.empty())
+    weights = std::make_shared<const SlotWeights>(layers_, *placement, comm_.rank(), comm_.size());
   set_placement(std::move(placement), std::move(weights));
 }
 
@@ -74,7 +75,7 @@ void ExpertParallel::set_placement(std::shared_ptr<const eplb::ExpertPlacement> 
   TROUPE_CHECK(placement && placement->num_physical % comm_.size() == 0, "the placement's ",
                placement ? placement->num_physical : 0, " slots do not split over ", comm_.size(),
                " ranks");
-  TROUPE_CHECK(!model_ || (weights && weights->slots_per_rank() * comm_.size() ==
+  TROUPE_CHECK(layers_.empty() || (weights && weights->slots_per_rank() * comm_.size() ==
                                           placement->num_physical),
                "expert parallel: a placement without this rank's copy of its slots' weights");
   slots_per_rank_ = placement->num_physical / comm_.size();
@@ -88,7 +89,7 @@ void ExpertParallel::stage(int64_t epoch, std::shared_ptr<const eplb::ExpertPlac
   TROUPE_CHECK(epoch > epoch_, "expert parallel: placement ", epoch, " is not newer than ", epoch_,
                " in use");
   TROUPE_CHECK(placement != nullptr, "expert parallel: no placement");
-  TROUPE_CHECK(!model_ || weights, "expert parallel: placement ", epoch,
+  TROUPE_CHECK(layers_.empty() || weights, "expert parallel: placement ", epoch,
                " staged without this rank's copy of its slots' weights");
   staged_ = std::move(placement);
   staged_weights_ = std::move(weights);

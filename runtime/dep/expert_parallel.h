@@ -36,10 +36,12 @@ struct ExpertParallelTimes {
 class ExpertParallel : public model::RoutedExperts {
  public:
   // placement: the instance's, shared by its ranks (one table, switched between steps).
-  // model: the rank copies its slots' experts from it and runs those copies (its own
-  // shard, SlotWeights); null: it runs them from each batch's weights in place.
+  // layers: the MoE layers of the model it serves (the target's, or the DSpark draft's:
+  // each has its own ExpertParallel and placement, both on the rank's one communicator);
+  // the rank copies its slots' experts from them and runs those copies (its own shard,
+  // SlotWeights). Empty: it runs them from each batch's weights in place.
   ExpertParallel(Communicator& comm, std::shared_ptr<const eplb::ExpertPlacement> placement,
-                 const model::ModelWeights* model = nullptr);
+                 MoeLayers layers = {});
 
   void run(const model::RoutedBatch& batch) override;
   void begin_step() override {
@@ -55,14 +57,16 @@ class ExpertParallel : public model::RoutedExperts {
   // Live EPLB. A placement is numbered by its epoch (the first is 0). stage() hands over
   // the next one with this rank's copy of its slots' weights (made beforehand, in the
   // background: SlotWeights); use() switches to it. Every rank of the group must call
-  // use(e) at the same step boundary (the DP-sync agreed step). Without a model copy
-  // (constructed with model null) weights may be null.
+  // use(e) at the same step boundary (the DP-sync agreed step). Without a copy (constructed
+  // with no layers) weights may be null.
   void stage(int64_t epoch, std::shared_ptr<const eplb::ExpertPlacement> placement,
              std::shared_ptr<const SlotWeights> weights);
   void use(int64_t epoch);  // throws troupe::Error unless `epoch` is in use or staged
   int64_t epoch() const { return epoch_; }
   int64_t staged_epoch() const { return staged_ ? staged_epoch_ : epoch_; }
-  const model::ModelWeights* model() const { return model_; }
+  const MoeLayers& layers() const { return layers_; }
+  // This rank's copy of its slots' weights (null: constructed with no layers).
+  const SlotWeights* slot_weights() const { return weights_.get(); }
   const eplb::ExpertPlacement& placement() const { return *placement_; }
 
   int64_t slots_per_rank() const { return slots_per_rank_; }
@@ -76,7 +80,7 @@ class ExpertParallel : public model::RoutedExperts {
                      std::shared_ptr<const SlotWeights> weights);
 
   Communicator& comm_;
-  const model::ModelWeights* model_ = nullptr;
+  MoeLayers layers_;
   std::shared_ptr<const eplb::ExpertPlacement> placement_;
   std::shared_ptr<const SlotWeights> weights_;  // null: the batch's weights in place
   int64_t epoch_ = 0;

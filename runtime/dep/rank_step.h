@@ -14,8 +14,10 @@
 namespace troupe::runtime {
 
 // inject_throw: an injected fault (runtime/faults) throws as the step starts. Rethrows
-// what the step threw, after the abort.
+// what the step threw, after the abort. draft: the draft's MoE expert-parallel (its own
+// placement epochs: StepPlan::draft_placement_epoch), or null.
 std::vector<SampledChunk> run_rank_step(Executor& executor, ExpertParallel& experts,
-                                        const StepPlan& plan, bool inject_throw = false);
+                                        const StepPlan& plan, bool inject_throw = false,
+                                        ExpertParallel* draft = nullptr);
 
 }  // namespace troupe::runtime

@@ -13,18 +13,18 @@ constexpr std::align_val_t kAlign{64};  // a cache line: the GEMM kernels stream
 
 void SlotWeights::AlignedFree::operator()(std::byte* p) const { ::operator delete[](p, kAlign); }
 
-SlotWeights::SlotWeights(const model::ModelWeights& model, const eplb::ExpertPlacement& placement,
-                         int rank, int ranks) {
+SlotWeights::SlotWeights(const MoeLayers& layers, const eplb::ExpertPlacement& placement, int rank,
+                         int ranks) {
   TROUPE_CHECK(ranks >= 1 && rank >= 0 && rank < ranks, "slot weights: rank ", rank, " of ", ranks);
   TROUPE_CHECK(placement.num_physical % ranks == 0, "slot weights: ", placement.num_physical,
                " slots do not split over ", ranks, " ranks");
-  TROUPE_CHECK(placement.num_layers == static_cast<int64_t>(model.layers.size()),
+  TROUPE_CHECK(placement.num_layers == static_cast<int64_t>(layers.size()),
                "slot weights: the placement has ", placement.num_layers, " layers, the model ",
-               model.layers.size());
+               layers.size());
   slots_ = placement.num_physical / ranks;
   views_.reserve(placement.num_layers * slots_);
   for (int64_t l = 0; l < placement.num_layers; ++l) {
-    const model::MoeWeights& moe = model.layers[l].ffn;
+    const model::MoeWeights& moe = *layers[l];
     TROUPE_CHECK(static_cast<int64_t>(moe.experts.size()) == placement.num_logical,
                  "slot weights: layer ", l, " has ", moe.experts.size(), " experts, the placement ",
                  placement.num_logical);

@@ -1,6 +1,7 @@
 // One expert-parallel rank's own copy of the routed-expert weights its slots hold, for
-// every MoE layer (DEP-R, DESIGN.md: each rank owns its shard). Built from the model's
-// weights for a placement. Live EPLB builds the next placement's copy in the background
+// every MoE layer of one model (DEP-R, DESIGN.md: each rank owns its shard): the target's
+// layers, or the DSpark draft's (its own placement, MODEL.md §9: balanced separately).
+// Built from the model's weights for a placement. Live EPLB builds the next placement's copy in the background
 // while the rank serves steps with the current one; every rank switches at one step.
 //
 //   placement slots of rank r:  [r·S, (r+1)·S) per layer      (S = Nphy / R)
@@ -14,17 +15,25 @@
 #include <vector>
 
 #include "kernels/moe.h"
+#include "model/routed_experts.h"
 #include "model/weights.h"
 #include "runtime/eplb/expert_placement.h"
 
 namespace troupe::runtime {
 
+using model::draft_moe_layers;
+using model::MoeLayers;
+using model::target_moe_layers;
+
 class SlotWeights {
  public:
-  // Copies, from `model`, the experts that rank `rank` of `ranks` holds under `placement`.
-  // Throws troupe::Error when the placement does not fit the model.
+  // Copies, from `layers`, the experts that rank `rank` of `ranks` holds under `placement`.
+  // Throws troupe::Error when the placement does not fit the layers.
+  SlotWeights(const MoeLayers& layers, const eplb::ExpertPlacement& placement, int rank, int ranks);
+  // The target's layers.
   SlotWeights(const model::ModelWeights& model, const eplb::ExpertPlacement& placement, int rank,
-              int ranks);
+              int ranks)
+      : SlotWeights(target_moe_layers(model), placement, rank, ranks) {}
   SlotWeights(const SlotWeights&) = delete;
   SlotWeights& operator=(const SlotWeights&) = delete;
 

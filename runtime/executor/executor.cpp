@@ -22,13 +22,18 @@ int64_t clip_prefix_depth(const model::ModelConfig& m) {
 }
 
 Executor::Executor(const model::Forward& forward, PagedKvStorage& storage, ExecutorOptions options,
-                   model::RoutedExperts* routed, const Drafter* drafter)
+                   model::RoutedExperts* routed, const Drafter* drafter,
+                   model::RoutedExperts* draft_routed)
     : forward_(forward),
       storage_(storage),
       options_(options),
       context_(std::make_unique<kernels::ExecContext>(options.kernel_threads)),
       routed_(routed),
-      drafter_(drafter) {}
+      drafter_(drafter),
+      draft_routed_(draft_routed) {
+  TROUPE_CHECK(!draft_routed_ || (routed_ && drafter_),
+               "executor: an expert-parallel draft needs the target's exchange and a drafter");
+}
 
 int64_t Executor::decoder_tail_start(const ScheduledChunk& c) const {
   const int64_t R = forward_.config().replay_tokens;
@@ -110,7 +115,7 @@ void Executor::run(const StepPlan& plan, std::vector<SampledChunk>& sampled) {
   b.ran.clear();
   b.inputs.clear();
   b.undo_of.assign(plan.chunks.size(), nullptr);
-  size_t undos = 0;
+  b.drafting.clear();
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     const ScheduledChunk& c = plan.chunks[i];
     if (c.fork || !resolve_tokens(c, b.tokens[i])) continue;  // a fork has no rows to run
@@ -131,10 +136,8 @@ void Executor::run(const StepPlan& plan, std::vector<SampledChunk>& sampled) {
     PagedSequence& seq = sequence(b.inputs.size(), c, kv_length);
     const bool speculative = c.num_draft_tokens > 0 && drafter_ != nullptr;
     if (speculative) {
-      draft(c, b.tokens[i]);
-      const int64_t end = c.start + static_cast<int64_t>(b.tokens[i].size());
-      b.undo_of[i] = &undo(undos++, c, end);
-      seq.keep_closed_groups(b.undo_of[i]);
+      if (!draft_routed_) draft(c, b.tokens[i]);  // else all of them below, in one batch
+      b.drafting.push_back(b.inputs.size());
     }
     model::SequenceInput in{&seq, b.tokens[i], speculative, decoder_tail_start(c)};
     in.first_position = c.start;
@@ -149,6 +152,11 @@ void Executor::run(const StepPlan& plan, std::vector<SampledChunk>& sampled) {
     s.num_draft_tokens = 0;
   }
   if (routed_ != nullptr) routed_->begin_step();
+  // The draft's exchanges come first in the step, on every rank alike (the DP sync agreed
+  // whether any rank drafts).
+  if (draft_routed_ && (plan.draft_exchange || plan.drafts())) draft_batch(plan);
+  for (size_t j = 0; j < b.drafting.size(); ++j)
+    prepare_verify(b.drafting[j], plan.chunks[b.ran[b.drafting[j]]], j);
   if (b.inputs.empty()) {
     if (routed_ != nullptr) forward_.run_idle(*routed_);  // a dummy step: join the exchange
     return;
@@ -206,17 +214,44 @@ int32_t Executor::sample(const ScheduledChunk& c, std::span<const float> logits,
   return token;
 }
 
-void Executor::draft(const ScheduledChunk& c, std::vector<int32_t>& tokens) const {
+DraftQuery Executor::draft_query(const ScheduledChunk& c, const std::vector<int32_t>& tokens) const {
   TROUPE_CHECK(tokens.size() == 1 && !c.lookback.empty() && c.start >= 1,
                "speculative chunk of request ", c.id, " needs [bonus] and its anchor token");
+  return {c.id, c.start - 1, c.lookback.back(), tokens[0], draft_places(c),
+          storage_.features(c.swa_slot)};
+}
+
+int64_t Executor::draft_places(const ScheduledChunk& c) const {
   // Verify positions start .. start + k' must exist (drafts stop before the last position).
-  const int64_t room = forward_.config().max_position_embeddings - 1 - c.start;
-  model::FeatureRing* F = storage_.features(c.swa_slot);
-  const DraftQuery q{c.id, c.start - 1, c.lookback.back(), tokens[0],
-                     std::min(c.num_draft_tokens, room), F};
+  return std::min(c.num_draft_tokens, forward_.config().max_position_embeddings - 1 - c.start);
+}
+
+void Executor::draft(const ScheduledChunk& c, std::vector<int32_t>& tokens) const {
+  const DraftQuery q = draft_query(c, tokens);
   drafter_->propose(q, tokens);
-  TROUPE_CHECK(static_cast<int64_t>(tokens.size()) - 1 <= q.k, "drafter proposed ",
-               tokens.size() - 1, " tokens for ", q.k, " places");
+}
+
+void Executor::draft_batch(const StepPlan& plan) {
+  StepBuffers& b = step_;
+  b.queries.clear();
+  b.drafts.clear();
+  for (size_t k : b.drafting) {
+    const size_t i = b.ran[k];
+    b.queries.push_back(draft_query(plan.chunks[i], b.tokens[i]));
+    b.drafts.push_back(&b.tokens[i]);
+  }
+  drafter_->propose_batch(b.queries, b.drafts, *draft_routed_);
+}
+
+void Executor::prepare_verify(size_t k, const ScheduledChunk& c, size_t undo_index) {
+  StepBuffers& b = step_;
+  const size_t i = b.ran[k];
+  const std::vector<int32_t>& tokens = b.tokens[i];
+  TROUPE_CHECK(static_cast<int64_t>(tokens.size()) - 1 <= draft_places(c), "drafter proposed ",
+               tokens.size() - 1, " tokens for ", draft_places(c), " places");
+  b.inputs[k].tokens = tokens;  // the drafts may have moved the vector
+  b.undo_of[i] = &undo(undo_index, c, c.start + static_cast<int64_t>(tokens.size()));
+  b.seqs[k]->keep_closed_groups(b.undo_of[i]);
 }
 
 void Executor::verify(const ScheduledChunk& c, std::span<const int32_t> tokens,

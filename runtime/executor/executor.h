@@ -62,8 +62,13 @@ class Executor {
   // run() joins it, an empty plan with zero rows; nullptr: all experts run here.
   // drafter: proposes the drafts of speculative chunks (num_draft_tokens > 0); nullptr:
   // such chunks run as plain decodes. Must outlive the executor.
+  // draft_routed: the draft's MoE expert-parallel (DEP-R, on routed's communicator): the
+  // step's drafts run as one batch (Drafter::propose_batch) in every step whose plan
+  // drafts or says draft_exchange, before the target's exchanges; nullptr: each chunk
+  // drafts on its own, every draft expert here.
   Executor(const model::Forward& forward, PagedKvStorage& storage, ExecutorOptions options,
-           model::RoutedExperts* routed = nullptr, const Drafter* drafter = nullptr);
+           model::RoutedExperts* routed = nullptr, const Drafter* drafter = nullptr,
+           model::RoutedExperts* draft_routed = nullptr);
 
   // Returns the sampled tokens of each chunk ([1] if chunk.sample, else empty), with their
   // logprobs when the chunk asks for them. Everything it needs travels in the plan
@@ -104,8 +109,18 @@ class Executor {
   // tokens after the chunk's first (verify rows).
   int32_t sample(const ScheduledChunk& c, std::span<const float> logits, SampledChunk& out,
                  uint64_t later = 0);
-  // Drafts for a speculative chunk whose tokens are [bonus]; appends them to tokens.
+  // Drafts a speculative chunk may have: its k, cut before max_position_embeddings.
+  int64_t draft_places(const ScheduledChunk& c) const;
+  // The draft query of a speculative chunk whose tokens are [bonus].
+  DraftQuery draft_query(const ScheduledChunk& c, const std::vector<int32_t>& tokens) const;
+  // Drafts for a speculative chunk; appends them to tokens.
   void draft(const ScheduledChunk& c, std::vector<int32_t>& tokens) const;
+  // Expert-parallel draft: the drafts of the step's speculative chunks (b.drafting) in one
+  // batch through draft_routed_, zero rows when there are none.
+  void draft_batch(const StepPlan& plan);
+  // A speculative chunk's input, now that its tokens hold its drafts: the verify rows,
+  // and the undo of the ring slots they overwrite.
+  void prepare_verify(size_t k, const ScheduledChunk& c, size_t undo_index);
   // Verification of [bonus, d_1..d_k'] from their logits [k' + 1, V]: the drafts the
   // target's own draws agree with, then the target's token (MODEL.md §8; greedy: argmax).
   void verify(const ScheduledChunk& c, std::span<const int32_t> tokens,
@@ -126,6 +141,7 @@ class Executor {
   std::unique_ptr<kernels::ExecContext> context_;  // bound to the calling thread in run()
   model::RoutedExperts* routed_;
   const Drafter* drafter_;
+  model::RoutedExperts* draft_routed_;
   TierStorage* tiers_ = nullptr;
   std::unordered_map<RequestId, int64_t> started_;  // id -> generation whose slot is set up
   std::unordered_map<RequestId, Sampled> last_sampled_;
@@ -138,6 +154,9 @@ class Executor {
     std::vector<std::unique_ptr<PagedSequence>> seqs;    // [>= k]
     std::vector<std::unique_ptr<StepUndo>> undos;        // [>= speculative chunks]
     std::vector<StepUndo*> undo_of;                      // [chunks] or null
+    std::vector<size_t> drafting;                        // [k] of speculative chunks
+    std::vector<DraftQuery> queries;                     // draft_batch's
+    std::vector<std::vector<int32_t>*> drafts;           // draft_batch's
     std::vector<std::vector<float>> logits;              // [k] the forward's
   } step_;
 };

@@ -94,6 +94,13 @@ struct StepPlan {
   // group's DP sync so every rank switches at the same step; a rank switches to it
   // (ExpertParallel::use) when it is newer than its own. 0: no switch.
   int64_t placement_epoch = 0;
+  // DEP-R with the DSpark draft expert-parallel: some rank of the group drafts this step
+  // (the DP sync's any_draft), so every rank joins the draft's MoE exchanges, with zero
+  // rows when it drafts nothing itself. A rank whose own plan drafts joins them anyway.
+  bool draft_exchange = false;
+  // The same as placement_epoch for the draft's own placement (balanced apart from the
+  // target's, MODEL.md §9). 0: no switch.
+  int64_t draft_placement_epoch = 0;
   // Decodes first, then continuing prefills, then new admissions (each in queue order).
   std::vector<ScheduledChunk> chunks;
   std::vector<RequestId> preempted;  // lost their KV this step; recompute from 0 later
@@ -112,6 +119,12 @@ struct StepPlan {
 
   // No chunk and no tier copy (a plan of tier copies alone: a saved prefix's disk writes).
   bool empty() const { return chunks.empty() && tier_ops.empty(); }
+  // Some chunk asks for drafts (what this rank adds to the DP sync's any_draft).
+  bool drafts() const {
+    for (const ScheduledChunk& c : chunks)
+      if (c.num_draft_tokens > 0) return true;
+    return false;
+  }
 };
 
 // A token and its log-probability under the raw logits: log-softmax before temperature,

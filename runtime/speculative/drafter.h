@@ -7,12 +7,16 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "model/feature_ring.h"
+#include "model/routed_experts.h"
 #include "runtime/request.h"
 
 namespace troupe::runtime {
+
+using model::MoeLayers;
 
 struct DraftQuery {
   RequestId id = 0;
@@ -36,6 +40,17 @@ class Drafter {
   }
   // Whether the target forward must fill the requests' feature rings (DSpark's F).
   virtual bool needs_features() const = 0;
+
+  // The draft network's MoE layers, which an expert-parallel rank shards (DEP-R: the
+  // draft's own placement, on the rank's communicator); empty: it has none.
+  virtual MoeLayers moe_layers() const { return {}; }
+  // Every speculating chunk of a rank's step at once (drafters with moe_layers() only),
+  // the draft's routed experts through `routed`: every rank of the group calls it in
+  // every step whose DP sync says some rank drafts, with no queries if it has none, so the
+  // exchanges stay matched. Appends query i's drafts to *out[i], as propose() would.
+  virtual void propose_batch(std::span<const DraftQuery> queries,
+                             std::span<std::vector<int32_t>* const> out,
+                             model::RoutedExperts& routed) const;
 };
 
 }  // namespace troupe::runtime

@@ -1,5 +1,6 @@
 // The DSpark draft network (model/dspark_draft.h) as the engine's drafter: greedy drafts
-// from the request's feature ring (MODEL.md §8).
+// from the request's feature ring (MODEL.md §8). On an expert-parallel rank the step's
+// queries draft together, the draft's MoE through the rank's exchange (propose_batch).
 #pragma once
 
 #include "model/dspark_draft.h"
@@ -18,6 +19,9 @@ class DsparkDrafter final : public Drafter {
     out.insert(out.end(), proposal.tokens.begin(), proposal.tokens.end());
   }
   bool needs_features() const override { return true; }
+  MoeLayers moe_layers() const override { return model::draft_moe_layers(draft_.weights()); }
+  void propose_batch(std::span<const DraftQuery> queries, std::span<std::vector<int32_t>* const> out,
+                     model::RoutedExperts& routed) const override;
 
  private:
   const model::DsparkDraft& draft_;

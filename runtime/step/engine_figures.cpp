@@ -64,6 +64,11 @@ EngineFigures sum_figures(std::span<const EngineFigures> ranks) {
       s.eplb_balance_before = r.eplb_balance_before;
       s.eplb_balance_after = r.eplb_balance_after;
     }
+    if (r.eplb_draft_rebalances > s.eplb_draft_rebalances) {
+      s.eplb_draft_rebalances = r.eplb_draft_rebalances;
+      s.eplb_draft_balance_before = r.eplb_draft_balance_before;
+      s.eplb_draft_balance_after = r.eplb_draft_balance_after;
+    }
   }
   const int64_t blocks = s.used_blocks + s.free_blocks;
   s.kv_usage = blocks > 0 ? double(s.used_blocks) / double(blocks) : 0.0;

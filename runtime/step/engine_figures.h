@@ -79,6 +79,9 @@ struct EngineFigures {
   // placement before and after the last switch. The same on every rank of an instance.
   int64_t eplb_rebalances = 0;
   double eplb_balance_before = 0, eplb_balance_after = 0;
+  // The same for the DSpark draft's MoE, balanced apart (its own placement, MODEL.md §9).
+  int64_t eplb_draft_rebalances = 0;
+  double eplb_draft_balance_before = 0, eplb_draft_balance_after = 0;
   // KV hand-offs (P/D, drain; docs/pd.md). Sent by this engine and confirmed by the
   // receiver: their bytes, and their seconds from export to confirmation as counts per
   // bucket of kKvTransferSecondsBounds (non-cumulative, [bounds + 1]; empty before the

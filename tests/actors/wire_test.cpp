@@ -62,6 +62,7 @@ runtime::EngineFigures figures(bool with_ranks) {
   f.failed_steps = 20, f.restarts = 21, f.spec_num_drafts = 22, f.spec_num_draft_tokens = 23;
   f.spec_num_accepted_tokens = 24, f.spec_accepted_per_pos = {25, 26};
   f.eplb_rebalances = 27, f.eplb_balance_before = 0.75, f.eplb_balance_after = 0.875;
+  f.eplb_draft_rebalances = 5, f.eplb_draft_balance_before = 0.5, f.eplb_draft_balance_after = 0.625;
   f.spec_steps_by_k = {28, 29, 30};
   f.schedule_cpu_s = 1.25, f.update_cpu_s = 2.5, f.rank_busy_seconds = 3.75;
   f.recent_steps = {{1, 2, 0.125}, {2, 0, 0.25}};
@@ -100,7 +101,7 @@ TEST(Wire, EveryPayloadComesBackEqual) {
 
   DpSyncMessage m;
   m.from = 3, m.to = 5, m.step = 99, m.round = 2;
-  m.payload = {4, 6, {1, 0, 7}, true, 2, true};
+  m.payload = {4, 6, {1, 0, 7}, true, 2, true, true, 3};
   const DpSyncMessage m2 = round_trip(m);
   EXPECT_EQ(m2.from, 3);
   EXPECT_EQ(m2.to, 5);
@@ -118,17 +119,18 @@ TEST(Wire, EveryPayloadComesBackEqual) {
   EXPECT_EQ(lease2.remote_address, lease.remote_address);
   EXPECT_EQ(lease2.rkey, lease.rkey);
   EXPECT_EQ(lease2.why, "full");
-  const ExpertCounts c{2, 17, 3, {1, 2, 3, 4}};
+  const ExpertCounts c{2, 17, 3, {1, 2, 3, 4}, true};
   const ExpertCounts c2 = round_trip(c);
   EXPECT_EQ(c2.rank, 2);
   EXPECT_EQ(c2.step, 17);
   EXPECT_EQ(c2.epoch, 3);
   EXPECT_EQ(c2.counts, c.counts);
+  EXPECT_TRUE(c2.draft);
 
   runtime::eplb::ExpertPlacement p;
   p.num_layers = 1, p.num_logical = 2, p.num_physical = 3, p.max_replicas = 2;
   p.phy2log = {0, 1, 1}, p.log2phy = {0, -1, 1, 2}, p.logcnt = {1, 2};
-  PlacementUpdate u{4, std::make_shared<const runtime::eplb::ExpertPlacement>(p), 300, 0.5, 0.9};
+  PlacementUpdate u{4, std::make_shared<const runtime::eplb::ExpertPlacement>(p), 300, 0.5, 0.9, true};
   const PlacementUpdate u2 = round_trip(u);
   EXPECT_EQ(u2.epoch, 4);
   ASSERT_NE(u2.placement, nullptr);
@@ -137,6 +139,7 @@ TEST(Wire, EveryPayloadComesBackEqual) {
   EXPECT_EQ(u2.planned_at, 300);
   EXPECT_EQ(u2.balance_before, 0.5);
   EXPECT_EQ(u2.balance_after, 0.9);
+  EXPECT_TRUE(u2.draft);
   EXPECT_EQ(round_trip(PlacementUpdate{}).placement, nullptr);
 
   const EngramOwnerFigures e{1, 2, 3, 4};

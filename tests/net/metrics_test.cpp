@@ -195,5 +195,35 @@ TEST(Metrics, SpecDecodeCounters) {
     EXPECT_TRUE(has_line(text, line)) << line << "\n" << text;
 }
 
+// Live EPLB's series, one set per model: the target's and the DSpark draft's (balanced
+// apart) under the same family names, told apart by the model label.
+TEST(Metrics, EplbSeriesPerModel) {
+  Registry r;
+  ServingMetrics m(r, "tiny");
+  const ServingMetrics::EplbSeries target = m.eplb("target"), draft = m.eplb("draft");
+  target.rebalances.inc(2);
+  target.balance_after.set(0.5);
+  draft.rebalances.inc(3);
+  draft.balance_after.set(0.75);
+  draft.balance_before.set(0.25);
+  EXPECT_EQ(&m.eplb("draft").rebalances, &draft.rebalances);  // registered once
+  // The value of the one line of `family` that has every label of `labels`.
+  auto value = [text = r.render()](const std::string& family, std::vector<std::string> labels) {
+    std::vector<std::string> found;
+    for (const std::string& l : lines(text)) {
+      if (l.rfind(family + "{", 0) != 0) continue;
+      if (std::all_of(labels.begin(), labels.end(),
+                      [&](const std::string& x) { return l.find(x) != std::string::npos; }))
+        found.push_back(l.substr(l.rfind(' ') + 1));
+    }
+    return found.size() == 1 ? found[0] : "lines: " + std::to_string(found.size());
+  };
+  EXPECT_EQ(value("troupe:eplb_rebalances_total", {"model=\"target\""}), "2.0");
+  EXPECT_EQ(value("troupe:eplb_rebalances_total", {"model=\"draft\""}), "3.0");
+  EXPECT_EQ(value("troupe:eplb_balance", {"model=\"target\"", "when=\"after\""}), "0.5");
+  EXPECT_EQ(value("troupe:eplb_balance", {"model=\"draft\"", "when=\"after\""}), "0.75");
+  EXPECT_EQ(value("troupe:eplb_balance", {"model=\"draft\"", "when=\"before\""}), "0.25");
+}
+
 }  // namespace
 }  // namespace troupe::net::metrics

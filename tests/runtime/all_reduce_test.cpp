@@ -190,7 +190,9 @@ TEST(AllReduceSim, StepMetadataAgreesWithAPlainLoop) {
       auto local = [R](int32_t r, int s) {
         return local_step_metadata(r, R, 1000 + s, (r * 37 + s * 11) % 5 == 0 ? 0 : r * 3 + s,
                                    r == R - 1 && s == 1, /*placement_ready=*/s + (r % 3),
-                                   /*failed=*/s == 2 && r == R / 2);
+                                   /*failed=*/s == 2 && r == R / 2,
+                                   /*drafts=*/s != 1 && r == (s * 5) % R,
+                                   /*draft_placement_ready=*/s + (r % 2));
       };
       const auto run = simulate<StepMetadata, StepMetadataReduce>(make, R, 3, R, local);
       ASSERT_TRUE(run.complete);
@@ -202,6 +204,8 @@ TEST(AllReduceSim, StepMetadataAgreesWithAPlainLoop) {
           want.any_work = want.any_work || m.any_work;
           want.placement_ready = std::min(want.placement_ready, m.placement_ready);
           want.any_failed = want.any_failed || m.any_failed;
+          want.any_draft = want.any_draft || m.any_draft;
+          want.draft_placement_ready = std::min(want.draft_placement_ready, m.draft_placement_ready);
         }
         for (int32_t r = 0; r < R; ++r) EXPECT_EQ(run.results[r][s], want) << R << " " << r;
         EXPECT_TRUE(run.results[0][s].agreed());

@@ -66,7 +66,7 @@ TEST(ExpertParallelStaging, SwitchesOnlyToTheStagedNewerPlacement) {
   InProcessGroup group(1);
   auto first = std::make_shared<const eplb::ExpertPlacement>(eplb::ep_default_placement(L, E, 1, 0));
   auto next = std::make_shared<const eplb::ExpertPlacement>(eplb::ep_default_placement(L, E, 1, 2));
-  ExpertParallel ep(group.communicator(0), first, &g.weights);
+  ExpertParallel ep(group.communicator(0), first, target_moe_layers(g.weights));
   EXPECT_EQ(ep.epoch(), 0);
   EXPECT_EQ(ep.staged_epoch(), 0);
   EXPECT_THROW(ep.use(1), Error);  // nothing staged

@@ -20,7 +20,9 @@ inline std::map<size_t, std::vector<float>> dep_rank_forward(
     std::shared_ptr<const runtime::eplb::ExpertPlacement> placement,
     const std::vector<std::vector<int32_t>>& prompts, bool own_copies) {
   const int r = comm.rank(), ranks = comm.size();
-  runtime::ExpertParallel experts(comm, std::move(placement), own_copies ? &g.weights : nullptr);
+  runtime::ExpertParallel experts(comm, std::move(placement),
+                                  own_copies ? runtime::target_moe_layers(g.weights)
+                                             : runtime::MoeLayers{});
   std::vector<size_t> mine;
   for (size_t i = r; i < prompts.size(); i += ranks) mine.push_back(i);
   std::vector<model::SequenceState> states;
