@@ -9,7 +9,12 @@ std::vector<SampledChunk> run_rank_step(Executor& executor, ExpertParallel& expe
                                         const StepPlan& plan, bool inject_throw) {
   const int64_t begun = experts.steps_begun();
   try {
-    if (inject_throw) throw std::runtime_error("injected fault: step-throw");
+    if (inject_throw) {
+      // The KV bookkeeping counts the plan's tier copies as done whatever the step does
+      // (as Executor::run does them before any exchange), so a failed step runs them too.
+      executor.apply_tier_ops(plan);
+      throw std::runtime_error("injected fault: step-throw");
+    }
     if (plan.placement_epoch > experts.epoch()) experts.use(plan.placement_epoch);
     return executor.run(plan);
   } catch (const std::exception& e) {
