@@ -8,7 +8,10 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -28,6 +31,12 @@ inline const std::string kAuth = "Authorization: Bearer " + kKey + "\r\n";
 // The daemon's flags: with the prefix cache, 128 KiB of pins (38 blocks per rank); with a
 // disk_dir, 256 KiB of host tier and 4 MiB of block files in it (split among the ranks);
 // `more` last (e.g. --data-parallel-size 2).
+// A disk tier folder for this test process: <tmp>/<name>-<pid> (made by the daemon).
+inline std::string temp_disk_dir(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / (name + "-" + std::to_string(::getpid())))
+      .string();
+}
+
 inline std::vector<std::string> args(const std::string& disk_dir, bool prefix_cache = true,
                                      const std::vector<std::string>& more = {}) {
   std::vector<std::string> a = {kModelDir, "--port", "0", "--tcp-port", "0", "--max-model-len",

@@ -30,12 +30,7 @@ const std::vector<int32_t> kSavedA = random_tokens(200, 1501);
 const std::vector<int32_t> kSavedB = random_tokens(200, 1502);
 const std::vector<int32_t> kTurn = random_tokens(20, 1503);
 
-std::string disk_dir() {
-  static const std::string d =
-      (std::filesystem::temp_directory_path() / ("troupe-kv-save-dp-" + std::to_string(::getpid())))
-          .string();
-  return d;
-}
+std::string disk_dir() { return temp_disk_dir("troupe-kv-save-dp"); }
 
 std::vector<std::string> dp2_args() {
   return args(disk_dir(), true, {"--data-parallel-size", "2"});

@@ -26,12 +26,7 @@ using namespace kv_save;
 const std::vector<int32_t> kSaved = random_tokens(200, 1401);
 const std::vector<int32_t> kTurn = random_tokens(20, 1402);
 
-std::string disk_dir() {
-  static const std::string d =
-      (std::filesystem::temp_directory_path() / ("troupe-kv-save-" + std::to_string(::getpid())))
-          .string();
-  return d;
-}
+std::string disk_dir() { return temp_disk_dir("troupe-kv-save"); }
 
 std::vector<std::string> args(bool tiers) { return kv_save::args(tiers ? disk_dir() : ""); }
 
