@@ -19,8 +19,9 @@ namespace troupe::actors {
 
 // The scheduler as the supervisor drives it: generate is acknowledged, so a request the
 // scheduler never saw (still in its mailbox when it died) comes back to the supervisor
-// as an error and is failed there; timeout comes from the scheduler's own timers; probe,
-// dpsync and peers serve an instance of R > 1 ranks (messages.h); handoff and import
+// as an error and is failed there; timeout comes from the scheduler's own timers; probe
+// (with the saved prefix a request names, if any), dpsync and peers serve an instance of
+// R > 1 ranks (messages.h); handoff and import
 // move a parked request with its KV to another engine (docs/pd.md).
 using scheduler_core_actor =
     caf::typed_actor<caf::replies_to<generate_atom, GenerateRequest, caf::actor>::with<bool>,
@@ -29,6 +30,7 @@ using scheduler_core_actor =
                      caf::replies_to<stats_atom>::with<runtime::EngineFigures>,
                      caf::reacts_to<timeout_atom, runtime::RequestId>,
                      caf::replies_to<probe_atom, std::vector<int32_t>>::with<runtime::RankLoad>,
+                     caf::replies_to<probe_atom, std::vector<int32_t>, std::string>::with<runtime::RankLoad>,
                      caf::reacts_to<dpsync_atom, DpSyncMessage>,
                      caf::reacts_to<dpwake_atom, int64_t>,
                      caf::reacts_to<peers_atom, DpPeers>,

@@ -22,6 +22,7 @@
 
 #include "actors/supervisor_state.h"
 #include "kernels/parallel.h"
+#include "runtime/dep/rank_tiers.h"
 #include "runtime/eplb/static_placement.h"
 
 namespace troupe::actors {
@@ -59,11 +60,12 @@ void start(supervisor_pointer self) {
   self->link_to(s.agent);
   for (int r = 0; r < R; ++r) {
     const bool faulty = R == 1 || r == s.options.fault_rank;
-    // Fresh tiers per incarnation: the host tier died with the rank; the disk files stay.
-    // (One rank only: spawn_engine refuses tiers for R > 1.)
-    std::shared_ptr<runtime::TierStorage> tiers =
-        runtime::make_tier_storage(s.forward->config(), s.config, s.kv);
     const int rank = spread ? s.options.member->rank : r;
+    // Fresh tiers per incarnation: the host tier died with the rank; the disk files stay,
+    // each rank's in its own folder (runtime/dep/rank_tiers.h), which its scheduler reads
+    // back at its start (the disk index and the saved prefixes).
+    std::shared_ptr<runtime::TierStorage> tiers = runtime::make_tier_storage(
+        s.forward->config(), runtime::rank_tier_config(s.config, rank, group_size), s.kv);
     // The communicator keeps its group alive (aliasing pointer).
     std::shared_ptr<runtime::Communicator> comm;
     if (s.group) comm = std::shared_ptr<runtime::Communicator>(s.group, &s.group->communicator(r));
@@ -271,8 +273,16 @@ void forward_generate(supervisor_pointer self, GenerateRequest req, const caf::a
 
 void route_next(supervisor_pointer self);
 
-// R > 1: asks every scheduler for its load and cached prefix of the prompt, then hands
-// the request to the one runtime::choose_rank picks. One request at a time: the next
+// The saved prefix a request names (KV save, restore or delete by name), or "": it goes
+// to the rank holding that name (runtime::RankLoad::pinned), and a save of a name some
+// rank holds replaces it there.
+const std::string& saved_prefix_name(const runtime::RequestParams& p) {
+  return !p.kv_restore.empty() ? p.kv_restore : !p.kv_delete.empty() ? p.kv_delete : p.kv_save;
+}
+
+// R > 1: asks every scheduler for its load, cached prefix of the prompt (in any of its
+// tiers) and whether it holds the saved prefix the request names, then hands the request
+// to the one runtime::choose_rank picks. One request at a time: the next
 // probe goes out after the previous request was handed on, so (messages between two
 // actors keep their order) every answer counts the requests routed before it. A
 // scheduler that does not answer counts as fully loaded.
@@ -310,7 +320,7 @@ void route_next(supervisor_pointer self) {
   };
   for (int r = 0; r < R; ++r)
     self->request(s.members[r].scheduler, std::chrono::seconds(10), probe_atom::value,
-                  pending->prompt)
+                  pending->prompt, saved_prefix_name(pending->params))
         .then([=](runtime::RankLoad load) { answered(r, load); },
               [=](caf::error&) { answered(r, {INT64_MAX / 2, 0}); });
 }
@@ -474,10 +484,6 @@ scheduler_actor spawn_engine(caf::actor_system& sys, const model::Forward& forwa
                "num-redundant-experts needs enable-expert-parallel");
   TROUPE_CHECK(!options.expert_parallel || forward.config().n_routed_experts > 0,
                "enable-expert-parallel: the model has no routed experts");
-  TROUPE_CHECK((config.kv_offload_bytes == 0 && config.kv_disk_bytes == 0) ||
-                   (options.data_parallel_size == 1 && !options.expert_parallel),
-               "kv-offload-bytes / kv-disk-bytes: the host and disk tiers serve one rank without "
-               "expert parallelism for now (data-parallel-size 1)");
   TROUPE_CHECK(!options.eplb.enabled || options.expert_parallel,
                "enable-eplb needs enable-expert-parallel");
   TROUPE_CHECK(options.expert_counts_file.empty() || options.expert_parallel,
@@ -505,6 +511,10 @@ scheduler_actor spawn_engine(caf::actor_system& sys, const model::Forward& forwa
   TROUPE_CHECK(!config.speculative.enabled() || options.drafter != nullptr,
                "speculative-config: method \"", config.speculative.method,
                "\" has no drafter in this engine");
+  // The ranks in this process share its host and disk tier budgets; each has a disk
+  // folder of its own named by its rank in the instance (runtime/dep/rank_tiers.h).
+  const int group_size = options.member ? options.member->size : options.data_parallel_size;
+  config = runtime::rank_tier_share(std::move(config), options.data_parallel_size);
   // Checked here, on the caller's thread: a config that cannot work stops start-up with
   // the numbers instead of killing the first request.
   const runtime::KvCacheConfig kv = runtime::prepare_engine(forward.config(), config);
@@ -512,7 +522,10 @@ scheduler_actor spawn_engine(caf::actor_system& sys, const model::Forward& forwa
   if (config.executor.kernel_threads == 0 && options.data_parallel_size > 1)
     config.executor.kernel_threads =
         std::max(1, kernels::default_num_threads() / options.data_parallel_size);
-  if (kv.disk_blocks > 0) runtime::ensure_disk_dir(config.kv_disk_dir);
+  if (kv.disk_blocks > 0)
+    for (int r = 0; r < options.data_parallel_size; ++r)
+      runtime::ensure_disk_dir(runtime::rank_disk_dir(
+          config.kv_disk_dir, options.member ? options.member->rank : r, group_size));
   if (!options.health) options.health = std::make_shared<InstanceHealth>();
   return caf::actor_cast<scheduler_actor>(sys.spawn(supervisor_fun, &forward, tokenizer,
                                                     std::move(config), kv, std::move(options),

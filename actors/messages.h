@@ -287,7 +287,8 @@ struct EngramOwnerFigures {
 };
 
 // probe_atom answers with runtime::RankLoad (runtime/dep/rank_choice.h): the scheduler's
-// running + waiting requests and how much of the probed prompt its prefix cache holds.
+// running + waiting requests, how much of the probed prompt its KV holds in any tier, and
+// (probed with a name) whether it holds that saved prefix (KV save by name).
 
 // stats_atom answers with runtime::EngineFigures (runtime/step/engine_figures.h): the
 // one struct of engine figures every reader shares.

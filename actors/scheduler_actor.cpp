@@ -569,11 +569,14 @@ runtime::EngineFigures figures(SchedulerState& s) {
   return runtime::current_figures(earlier, *s.scheduler, *s.kv);
 }
 
-// How much of `prompt` this scheduler's prefix cache holds, and its load (probe_atom).
-runtime::RankLoad probe(SchedulerState& s, const std::vector<int32_t>& prompt) {
+// How much of `prompt` this scheduler's KV holds (primary, host or disk: counted without
+// reading a file), its load, and whether it holds the saved prefix `name` (probe_atom).
+runtime::RankLoad probe(SchedulerState& s, const std::vector<int32_t>& prompt,
+                        const std::string& name = {}) {
   const int64_t requests = static_cast<int64_t>(s.scheduler->running_ids().size() +
                                                 s.scheduler->waiting_ids().size());
-  return {requests, s.kv->find_cached_prefix(prompt).num_tokens};
+  return {requests, s.kv->cached_prefix_tokens(prompt),
+          !name.empty() && s.kv->find_pin(name) != nullptr};
 }
 
 scheduler_core_actor::behavior_type scheduler_fun(
@@ -621,6 +624,9 @@ scheduler_core_actor::behavior_type scheduler_fun(
       [=](stats_atom) { return figures(self->state); },
       [=](timeout_atom, runtime::RequestId id) { time_out(self, id); },
       [=](probe_atom, const std::vector<int32_t>& prompt) { return probe(self->state, prompt); },
+      [=](probe_atom, const std::vector<int32_t>& prompt, const std::string& name) {
+        return probe(self->state, prompt, name);
+      },
       [=](dpsync_atom, DpSyncMessage& m) {
         auto& s = self->state;
         TROUPE_CHECK(s.dp, "scheduler: a DP-sync message, but this rank is not in lockstep");

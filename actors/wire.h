@@ -86,7 +86,7 @@ typename Inspector::result_type inspect(Inspector& f, RequestOutput& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, RankLoad& x) {
-  return f(caf::meta::type_name("RankLoad"), x.requests, x.cached_tokens);
+  return f(caf::meta::type_name("RankLoad"), x.requests, x.cached_tokens, x.pinned);
 }
 
 template <class Inspector>

@@ -9,6 +9,7 @@
 
 #include "config/value_parse.h"
 #include "config/yaml_doc.h"
+#include "runtime/dep/rank_tiers.h"
 #include "kernels/check.h"
 
 namespace troupe::config {
@@ -395,6 +396,10 @@ std::vector<ClusterEngine> cluster_engines(const ClusterConfig& c) {
       const std::string& node = in.ranks[size_t(r)];
       const bool member = in.enable_expert_parallel;
       ClusterEngine e{in.name, r, R, node, engine_serve_config(c, *c.node(node), in, 1, member)};
+      // A rank of its own without expert parallelism is a one-rank engine: its disk tier
+      // folder is named by its rank here (a group member's is named by spawn_engine), so
+      // nodes on one host sharing kv-disk-dir never share files.
+      if (!member) e.serve.kv_disk_dir = runtime::rank_disk_dir(e.serve.kv_disk_dir, r, R);
       e.group_member = member;
       e.role = in.role;
       if (member) e.leader = in.ranks.front();

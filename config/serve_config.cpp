@@ -25,12 +25,6 @@ void ServeConfig::validate(const std::map<std::string, std::string>& origins) co
                 << " must be >= " << where(origins, "max-model-len") << " = " << max_model_len
                 << " when enable-chunked-prefill is false: a longer prompt could never be "
                    "scheduled");
-  if (kv_offload_bytes > 0 && (data_parallel_size > 1 || enable_expert_parallel))
-    TROUPE_FAIL(where(origins, "kv-offload-bytes")
-                << ": the host and disk KV tiers serve one rank without expert parallelism for "
-                   "now; " << where(origins, "data-parallel-size") << " = " << data_parallel_size
-                << ", " << where(origins, "enable-expert-parallel") << " = "
-                << (enable_expert_parallel ? "true" : "false"));
   if (num_redundant_experts > 0 && !enable_expert_parallel)
     TROUPE_FAIL(where(origins, "num-redundant-experts")
                 << " = " << num_redundant_experts << " needs "
@@ -101,6 +95,7 @@ runtime::EngineConfig ServeConfig::to_engine_config() const {
   e.scheduler.max_model_len = max_model_len;
   e.scheduler.enable_chunked_prefill = enable_chunked_prefill;
   e.scheduler.policy = scheduling_policy;
+  e.scheduler.check_kv_invariants = kv_check_invariants;
   e.async_scheduling = async_scheduling;
   e.kv_budget_bytes = kv_cache_memory_bytes;
   e.block_size = block_size;

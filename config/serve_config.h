@@ -71,6 +71,7 @@ struct ServeConfig {
   int64_t kv_offload_bytes = 0;  // host memory for blocks evicted from the pool; 0: off
   std::string kv_disk_dir;       // block files, kept across restarts; empty: no disk tier
   int64_t kv_disk_bytes = 0;     // most bytes of block files in kv_disk_dir
+  bool kv_check_invariants = false;  // check the KV bookkeeping after every step (debugging)
   bool bounded_replay = true;  // MODEL.md §6: prefill runs the decoder on a bounded tail
   bool clip_prefix = false;    // full compute: far prompt chunks run one decoder row
   runtime::PrefixReplay prefix_replay = runtime::PrefixReplay::Exact;  // executor.h

@@ -204,6 +204,9 @@ std::vector<ConfigKey> make_keys() {
                          "empty: no disk tier"));
   k.push_back(bytes_key("kv-disk-bytes", &S::kv_disk_bytes, 0,
                         "most bytes of block files in kv-disk-dir (LRU); 0: no disk tier"));
+  k.push_back(bool_key("kv-check-invariants", &S::kv_check_invariants,
+                       "check the KV bookkeeping after every step (a debugging aid; a broken "
+                       "invariant fails the engine with the reason)"));
   k.push_back(bool_key("bounded-replay", &S::bounded_replay,
                        "prefill runs the decoder on a bounded tail (MODEL.md 6)"));
   k.push_back(bool_key("clip-prefix", &S::clip_prefix,

@@ -11,24 +11,31 @@
 #include "kernels/check.h"
 #include "runtime/dep/rank_choice.h"
 #include "runtime/dep/rank_step.h"
+#include "runtime/dep/rank_tiers.h"
 #include "runtime/eplb/static_placement.h"
 
 namespace troupe::runtime {
 
 struct DepEngine::Rank {
+  // tier_config: this rank's share of the host and disk tiers, in its own disk folder.
   Rank(const model::Forward& forward, const model::Tokenizer* tokenizer, const EngineConfig& c,
        const KvCacheConfig& kv_config, Communicator& comm,
-       std::shared_ptr<const eplb::ExpertPlacement> placement)
+       std::shared_ptr<const eplb::ExpertPlacement> placement, const EngineConfig& tier_config)
       : kv(kv_config),
         storage(forward.config(), kv_config.block_size, kv_config.num_blocks,
                 kv_config.storage_slots()),
+        tiers(make_tier_storage(forward.config(), tier_config, kv_config)),
         scheduler(c.scheduler, kv, static_cast<int32_t>(forward.config().eos_token_id), tokenizer),
         experts(comm, std::move(placement), target_moe_layers(forward.weights())),
         executor(forward, storage, c.executor, &experts),
-        pipeline(scheduler, counts, c.async_scheduling ? 2 : 1) {}
+        pipeline(scheduler, counts, c.async_scheduling ? 2 : 1) {
+    if (tiers) attach_disk_tier(kv, *tiers);  // the disk index, rebuilt from its folder
+    executor.set_tier_storage(tiers.get());
+  }
 
   KvCacheManager kv;
   PagedKvStorage storage;
+  std::unique_ptr<TierStorage> tiers;  // null: no host and disk tiers
   Scheduler scheduler;
   ExpertParallel experts;
   Executor executor;
@@ -46,10 +53,8 @@ DepEngine::DepEngine(const model::Forward& forward, const model::Tokenizer* toke
     : config_(config), dep_(dep) {
   TROUPE_CHECK(dep.ranks >= 1, "data-parallel-size must be >= 1, got ", dep.ranks);
   const model::ModelConfig& m = forward.config();
+  config_ = rank_tier_share(std::move(config_), dep.ranks);  // each rank its own tiers
   const KvCacheConfig kv = prepare_engine(m, config_);
-  // Each rank would need its own host tier and disk dir: not wired yet (issue 14).
-  TROUPE_CHECK(kv.host_blocks == 0, "kv-offload-bytes (host and disk KV tiers) is not "
-               "supported with data-parallel-size > 1 yet");
   placement_ = std::make_shared<const eplb::ExpertPlacement>(eplb::ep_default_placement(
       m.num_hidden_layers, m.n_routed_experts, dep.ranks, dep.num_redundant_experts));
   group_ = std::make_unique<InProcessGroup>(dep.ranks);
@@ -60,7 +65,8 @@ DepEngine::DepEngine(const model::Forward& forward, const model::Tokenizer* toke
                                                    placement_->num_physical, dep.ranks);
   for (int r = 0; r < dep.ranks; ++r)
     ranks_.push_back(std::make_unique<Rank>(forward, tokenizer, config_, kv,
-                                            group_->communicator(r), placement_));
+                                            group_->communicator(r), placement_,
+                                            rank_tier_config(config_, r, dep.ranks)));
 }
 
 DepEngine::~DepEngine() = default;
@@ -75,10 +81,10 @@ int DepEngine::pick_rank(std::span<const int32_t> prompt) const {
     least = std::min(least, n);
   }
   // Hash the prompt only against the caches of ranks within the margin: choose_rank
-  // looks at no other rank's prefix.
+  // looks at no other rank's prefix. A rank's host and disk tiers count (read no file).
   for (size_t r = 0; r < ranks_.size(); ++r)
     if (loads[r].requests <= least + dep_.prefix_load_margin)
-      loads[r].cached_tokens = ranks_[r]->kv.find_cached_prefix(prompt).num_tokens;
+      loads[r].cached_tokens = ranks_[r]->kv.cached_prefix_tokens(prompt);
   return choose_rank(loads, dep_.prefix_load_margin);
 }
 

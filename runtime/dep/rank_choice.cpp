@@ -8,6 +8,8 @@ namespace troupe::runtime {
 
 int choose_rank(std::span<const RankLoad> loads, int64_t margin) {
   TROUPE_CHECK(!loads.empty(), "choose_rank: no ranks");
+  for (int r = 0; r < static_cast<int>(loads.size()); ++r)
+    if (loads[r].pinned) return r;
   int64_t least = loads[0].requests;
   for (const RankLoad& l : loads) least = std::min(least, l.requests);
   int best = -1;

@@ -10,7 +10,12 @@ std::vector<SampledChunk> run_rank_step(Executor& executor, ExpertParallel& expe
                                         ExpertParallel* draft) {
   const int64_t begun = experts.steps_begun();
   try {
-    if (inject_throw) throw std::runtime_error("injected fault: step-throw");
+    if (inject_throw) {
+      // The KV bookkeeping counts the plan's tier copies as done whatever the step does
+      // (as Executor::run does them before any exchange), so a failed step runs them too.
+      executor.apply_tier_ops(plan);
+      throw std::runtime_error("injected fault: step-throw");
+    }
     if (plan.placement_epoch > experts.epoch()) experts.use(plan.placement_epoch);
     if (draft && plan.draft_placement_epoch > draft->epoch()) draft->use(plan.draft_placement_epoch);
     return executor.run(plan);

@@ -62,6 +62,23 @@ CachedPrefix KvCacheManager::find_cached_prefix(std::span<const int32_t> tokens,
   return hit;
 }
 
+int64_t KvCacheManager::cached_prefix_tokens(std::span<const int32_t> tokens) const {
+  if (!config_.enable_prefix_cache || tokens.empty()) return 0;
+  const int64_t bs = config_.block_size;
+  const int64_t max_blocks = (int64_t(tokens.size()) - 1) / bs;  // as find_cached_prefix
+  std::vector<uint64_t> hashes;
+  hash_blocks(tokens, max_blocks, hashes);
+  int64_t i = 0;
+  for (; i < max_blocks; ++i) {
+    const uint64_t parent = i ? hashes[size_t(i - 1)] : kRootBlockHash;
+    const auto block_tokens = tokens.subspan(size_t(i * bs), size_t(bs));
+    if (pool_.lookup(hashes[size_t(i)], parent, block_tokens) < 0 &&
+        !(tiers_ && tiers_->holds(hashes[size_t(i)], parent, block_tokens)))
+      break;
+  }
+  return i * bs;
+}
+
 bool KvCacheManager::read_disk(CachedPrefix& hit, int64_t i, int32_t slot,
                                std::span<const int32_t> tokens, std::vector<uint8_t>& payload,
                                std::vector<uint8_t>& snapshot) const {

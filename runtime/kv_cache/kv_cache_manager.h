@@ -153,6 +153,12 @@ class KvCacheManager {
   CachedPrefix find_cached_prefix(std::span<const int32_t> tokens, bool has_window = false,
                                   int64_t num_prompt_tokens = -1) const;
 
+  // How many leading tokens of `tokens` find_cached_prefix would hit (same cap), in any
+  // tier, without reading a disk file or changing a count: what a rank reports to rank
+  // choice (runtime/dep/rank_choice.h), so a prefix pushed to host or disk still draws its
+  // conversation back to this rank. A disk file that fails its check later is a miss then.
+  int64_t cached_prefix_tokens(std::span<const int32_t> tokens) const;
+
   // Admits request `id` (not yet known): takes refs on the prefix blocks, a SWA ring
   // slot, and fresh blocks so the table covers max(total_tokens, B) tokens. Returns
   // nullopt and changes nothing if blocks or ring slots run out. `prefix` must come from

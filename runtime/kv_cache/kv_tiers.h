@@ -66,6 +66,12 @@ class KvTiers {
   // The lower tier holding this block (host first), verified against parent and tokens.
   std::optional<TierSource> find(uint64_t hash, uint64_t parent_hash,
                                  std::span<const int32_t> tokens);
+  // Whether a lower tier holds this block, for rank choice (KvCacheManager::
+  // cached_prefix_tokens): like find, but counts nothing and reads no file.
+  bool holds(uint64_t hash, uint64_t parent_hash, std::span<const int32_t> tokens) const {
+    return host_.find(hash, parent_hash, tokens) >= 0 ||
+           (disk_.find(hash, parent_hash, tokens) >= 0 && !unwritten_.count(hash));
+  }
   // An admission brings `src` back into primary block `block` (the ops bring the bytes;
   // from disk, `payload`: the block's bytes the hit's lookup read and checked).
   void load(const TierSource& src, int32_t block, std::vector<uint8_t> payload = {});

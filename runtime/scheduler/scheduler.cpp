@@ -528,6 +528,7 @@ void Scheduler::update(const StepPlan& plan, std::span<const SampledChunk> sampl
     fill_output(r, o);  // the state after the appended tokens
     if (r.finished()) release(r);
   }
+  if (config_.check_kv_invariants) kv_.check_invariants();
 }
 
 void Scheduler::fail(RequestId id, std::string why, ErrorCause cause) {

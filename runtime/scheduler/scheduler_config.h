@@ -50,6 +50,12 @@ struct SchedulerConfig {
   // running acceptance; speculation_seed: step times of a bench run to start from.
   bool adaptive_speculation = false;
   std::vector<StepTimeSample> speculation_seed;
+  // After every step's update, check the KV bookkeeping (KvCacheManager::check_invariants:
+  // each block has as many refs as tables and pins hold it, so eviction under memory
+  // pressure never hands out a block a request uses; the tiers' and snapshots' lists and
+  // maps are whole). O(blocks) per step: a debugging aid (--kv-check-invariants), on in
+  // the soak test. A broken invariant throws, so the engine fails with the reason.
+  bool check_kv_invariants = false;
 
   void validate() const;  // throws troupe::Error naming the bad field
 };

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <thread>
 #include <vector>
@@ -33,9 +34,11 @@ inline bool becomes_ready(const InstanceHealth& health) {
 }
 
 // Receives events until n requests finished (60 s at most between two); each request's
-// tokens go to `tokens`; returns each one's last event.
+// tokens go to `tokens`, and every output to `each` if given; returns each one's last
+// event.
 inline std::map<runtime::RequestId, runtime::RequestOutput> collect(
-    caf::scoped_actor& self, size_t n, std::map<runtime::RequestId, std::vector<int32_t>>& tokens) {
+    caf::scoped_actor& self, size_t n, std::map<runtime::RequestId, std::vector<int32_t>>& tokens,
+    const std::function<void(const runtime::RequestOutput&)>& each = {}) {
   std::map<runtime::RequestId, runtime::RequestOutput> last;
   while (last.size() < n) {
     bool got = false;
@@ -44,6 +47,7 @@ inline std::map<runtime::RequestId, runtime::RequestOutput> collect(
           got = true;
           auto& t = tokens[e.output.id];
           t.insert(t.end(), e.output.new_tokens.begin(), e.output.new_tokens.end());
+          if (each) each(e.output);
           if (e.output.finished()) last[e.output.id] = e.output;
         },
         caf::after(std::chrono::seconds(60)) >> [&] {});

@@ -115,6 +115,24 @@ TEST(ClusterConfig, WithoutExpertParallelEachRankIsAnEngineOfItsOwn) {
   EXPECT_TRUE(rank0.remote.empty());  // only the router connects to the others
 }
 
+// Each rank owns its KV tiers (runtime/dep/rank_tiers.h): the ranks of a spread instance
+// without expert parallelism are one-rank engines, so the cluster file names their disk
+// folders; a group member's folder is named by spawn_engine from its membership; an
+// instance on one node gets the folder itself and splits it among its ranks at spawn.
+TEST(ClusterConfig, EveryRankOfASpreadInstanceHasItsOwnDiskFolder) {
+  const std::string tiers = "  kv-offload-bytes: 1MiB\n  kv-disk-dir: /kv\n  kv-disk-bytes: 8MiB\n";
+  const std::string plain = replace(kValid, "threads: 2}", "threads: 2, enable-expert-parallel: false}");
+  const std::vector<ClusterEngine> dp = cluster_engines(parse_cluster_config(plain + tiers, "c.yaml"));
+  ASSERT_EQ(dp.size(), 2u);
+  EXPECT_EQ(dp[0].serve.kv_disk_dir, "/kv/rank-0");
+  EXPECT_EQ(dp[1].serve.kv_disk_dir, "/kv/rank-1");
+  EXPECT_EQ(dp[1].serve.kv_disk_bytes, 8 << 20);  // a process of its own: all of it
+  const std::vector<ClusterEngine> members = cluster_engines(parse_cluster_config(kValid + tiers, "c.yaml"));
+  ASSERT_EQ(members.size(), 2u);
+  EXPECT_TRUE(members[1].group_member);
+  EXPECT_EQ(members[1].serve.kv_disk_dir, "/kv");
+}
+
 TEST(ClusterConfig, OneProcessServesWhatTheFlagsServe) {
   const ClusterConfig c = load_cluster_config(kExamples + "cluster-one-process.yaml");
   const NodeRun run = plan_node(c, "local", false);

@@ -84,6 +84,7 @@ enable-prefix-snapshots: off
 kv-offload-bytes: 2GiB
 kv-disk-dir: /var/cache/troupe-kv
 kv-disk-bytes: 100GB
+kv-check-invariants: true
 bounded-replay: no
 clip-prefix: yes
 prefix-replay: window
@@ -127,6 +128,7 @@ ServeConfig every_key_expected() {
   c.kv_offload_bytes = int64_t(2) << 30;
   c.kv_disk_dir = "/var/cache/troupe-kv";
   c.kv_disk_bytes = 100'000'000'000;
+  c.kv_check_invariants = true;
   c.bounded_replay = false;
   c.clip_prefix = true;
   c.prefix_replay = runtime::PrefixReplay::Window;
@@ -183,6 +185,7 @@ TEST(ServeConfig, EveryKeyParsesFromFlags) {
   flags["no-bounded-replay"] = "1";
   flags["clip-prefix"] = "1";
   flags["no-async-scheduling"] = "1";
+  flags["kv-check-invariants"] = "1";
   ServeConfig got;
   apply_serve_flags(got, flags);
   EXPECT_EQ(got, want);
@@ -363,6 +366,7 @@ TEST(ServeConfig, ToEngineConfigMapsEveryField) {
   EXPECT_EQ(e.kv_disk_dir, "/var/cache/troupe-kv");
   EXPECT_EQ(e.kv_disk_bytes, 100'000'000'000);
   EXPECT_EQ(e.kv_disk_tag, "/models/v41");  // another checkpoint's files are foreign
+  EXPECT_TRUE(e.scheduler.check_kv_invariants);
   // The defaults are the runtime's own defaults: serving without a config changes nothing.
   const runtime::EngineConfig d = ServeConfig{}.to_engine_config();
   const runtime::EngineConfig r;
@@ -381,7 +385,7 @@ TEST(ServeConfig, ToEngineConfigMapsEveryField) {
   EXPECT_EQ(d.executor.prefix_replay, r.executor.prefix_replay);
 }
 
-// The DEP-R keys: redundant experts only with expert parallelism, tiers only on one rank.
+// The DEP-R keys: redundant experts only with expert parallelism; tiers with any ranks.
 TEST(ServeConfig, DepKeysAreCheckedTogether) {
   const struct {
     const char* yaml;
@@ -392,10 +396,10 @@ TEST(ServeConfig, DepKeysAreCheckedTogether) {
       {"num-redundant-experts: 2",
        "num-redundant-experts (cfg.yaml line 1) = 2 needs enable-expert-parallel = true: without "
        "expert parallelism every rank holds every expert"},
-      {"data-parallel-size: 2\nkv-offload-bytes: 1GiB",
-       "kv-offload-bytes (cfg.yaml line 2): the host and disk KV tiers serve one rank without "
-       "expert parallelism for now; data-parallel-size (cfg.yaml line 1) = 2, "
-       "enable-expert-parallel = false"},
+      // Each rank owns its share of the tiers (runtime/dep/rank_tiers.h).
+      {"data-parallel-size: 2\nkv-offload-bytes: 1GiB", ""},
+      {"data-parallel-size: 3\nenable-expert-parallel: true\nkv-offload-bytes: 1GiB\n"
+       "kv-disk-dir: /tmp/kv\nkv-disk-bytes: 10GB", ""},
   };
   for (const auto& c : cases) {
     std::map<std::string, std::string> origins;
@@ -492,6 +496,7 @@ TEST(ServeConfig, FlagSetsForTheArgParser) {
   EXPECT_EQ(bools, (std::set<std::string>{"enable-chunked-prefill", "no-enable-chunked-prefill",
                                           "async-scheduling", "no-async-scheduling",
                                           "enable-prefix-snapshots", "no-enable-prefix-snapshots",
+                                          "kv-check-invariants", "no-kv-check-invariants",
                                           "enable-expert-parallel", "no-enable-expert-parallel",
                                           "enable-eplb", "no-enable-eplb",
                                           "enable-prefix-caching", "no-enable-prefix-caching",

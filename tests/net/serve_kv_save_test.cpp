@@ -13,103 +13,25 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "net/http_test_client.h"
+#include "net/kv_save_daemon.h"
 #include "support/golden.h"
 #include "support/prometheus_text.h"
 
 namespace troupe::testing {
 namespace {
 
-using json = nlohmann::json;
-
-const std::string kModelDir = std::string(TROUPE_TEST_DATA) + "/v41-tiny-seed7";
-const std::string kKey = "kv-test-key";
-const std::string kAuth = "Authorization: Bearer " + kKey + "\r\n";
+using namespace kv_save;
 
 // 200 saved tokens: 12 full 16-token blocks (B = 192) and 8 more; a 20-token next turn.
 const std::vector<int32_t> kSaved = random_tokens(200, 1401);
 const std::vector<int32_t> kTurn = random_tokens(20, 1402);
 
-std::string disk_dir() {
-  static const std::string d =
-      (std::filesystem::temp_directory_path() / ("troupe-kv-save-" + std::to_string(::getpid())))
-          .string();
-  return d;
-}
+std::string disk_dir() { return temp_disk_dir("troupe-kv-save"); }
 
-std::vector<std::string> args(bool tiers, bool prefix_cache = true) {
-  std::vector<std::string> a = {kModelDir, "--port", "0", "--tcp-port", "0", "--max-model-len",
-                                "512", "--max-num-seqs", "2", "--block-size", "16",
-                                "--kv-cache-memory-bytes", "1MiB", "--no-bounded-replay",
-                                "--api-key", kKey};
-  if (!prefix_cache) {
-    a.push_back("--no-enable-prefix-caching");
-    return a;
-  }
-  a.insert(a.end(), {"--kv-pinned-bytes", "128KiB"});  // 38 blocks
-  if (tiers)
-    a.insert(a.end(), {"--kv-offload-bytes", "256KiB", "--kv-disk-dir", disk_dir(),
-                       "--kv-disk-bytes", "4MiB"});
-  return a;
-}
-
-struct Running {
-  explicit Running(std::vector<std::string> a) : d(std::move(a)) {
-    port = d.port();
-    ready = port != 0 && d.wait_ready(port);
-  }
-  HttpResponse post(const std::string& path, const json& body, bool auth = true) {
-    return http(port, "POST", path, body.dump(), auth ? kAuth : "");
-  }
-  // The greedy completion of `prompt`, continuing `restore` if given.
-  json complete(const std::vector<int32_t>& prompt, const std::string& restore = {}) {
-    json body = {{"prompt", prompt}, {"max_tokens", 8}, {"temperature", 0}, {"ignore_eos", true}};
-    if (!restore.empty()) body["kv_restore"] = restore;
-    const HttpResponse r = post("/v1/completions", body);
-    EXPECT_EQ(r.status, 200) << r.body;
-    return r.status == 200 ? json::parse(r.body) : json::object();
-  }
-  // /metrics once the figures include every finished request (they arrive with the
-  // scheduler's stats reply, so the first scrape after a request may lag one step).
-  std::string metrics() {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    return http(port, "GET", "/metrics").body;
-  }
-  Daemon d;
-  uint16_t port = 0;
-  bool ready = false;
-};
-
-std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
-int64_t cached_tokens(const json& j) {
-  return j["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
-}
+std::vector<std::string> args(bool tiers) { return kv_save::args(tiers ? disk_dir() : ""); }
 
 // The cold run every restore must equal: the same prompt, no prefix cache at all.
-const std::string& cold_text() {
-  static const std::string text = [] {
-    Running cold(args(false, /*prefix_cache=*/false));
-    EXPECT_TRUE(cold.ready) << cold.d.output();
-    const json j = cold.complete(concat(kSaved, kTurn));
-    EXPECT_EQ(cold.d.stop(SIGTERM), 0);
-    return j.value("choices", json::array()).empty() ? std::string()
-                                                     : j["choices"][0]["text"].get<std::string>();
-  }();
-  return text;
-}
-
-void save(Running& r, const std::string& id, const std::vector<int32_t>& tokens) {
-  const HttpResponse s = r.post("/v1/kv/save", {{"conversation", id}, {"tokens", tokens}});
-  ASSERT_EQ(s.status, 200) << s.body;
-  const json j = json::parse(s.body);
-  EXPECT_EQ(j["object"], "kv.saved");
-  EXPECT_EQ(j["conversation"], id);
-  EXPECT_EQ(j["prompt_tokens"], int64_t(tokens.size()));
-}
+std::string cold_text() { return cold_texts({concat(kSaved, kTurn)}).front(); }
 
 TEST(ServeKvSave, RestoreReplaysNothingEqualsAColdRunAndSurvivesARestart) {
   const std::string cold = cold_text();

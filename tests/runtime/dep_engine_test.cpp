@@ -62,6 +62,14 @@ TEST(RankChoice, TheLeastLoadedUnlessANearTieHoldsALongerPrefix) {
   EXPECT_THROW(choose_rank(std::vector<RankLoad>{}, 1), Error);
 }
 
+TEST(RankChoice, TheRankHoldingANamedSavedPrefixWinsWhateverTheLoads) {
+  // KV save by name: only that rank can serve a restore or delete (or replace the save).
+  EXPECT_EQ(choose_rank(std::vector<RankLoad>{{0, 64}, {9, 0, true}, {0, 0}}, 1), 1);
+  EXPECT_EQ(choose_rank(std::vector<RankLoad>{{0, 0}, {0, 0}, {5, 0, true}}, 0), 2);
+  // No rank holds it (an unknown name): the usual choice, whose scheduler answers 404.
+  EXPECT_EQ(choose_rank(std::vector<RankLoad>{{2, 0}, {1, 0}}, 0), 1);
+}
+
 // Sequences spread over R ranks, one forward pass each on its own thread
 // (support/dep_rank_forward.h); returns each sequence's logits (every position).
 std::vector<std::vector<float>> dep_forward(const std::vector<Ids>& prompts, int ranks,
