@@ -38,6 +38,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "actors/control_plane.h"
 #include "actors/engine_actors.h"
 #include "actors/engine_parts.h"
 #include "kernels/check.h"
@@ -163,7 +164,7 @@ TokenEvent aborted(runtime::RequestId id) {
 
 void dial(Self self, uint64_t slot) {
   const ClusterEngineAddress& w = self->state.slots[slot].where;
-  self->request(self->home_system().middleman().actor_handle(), kDialTimeout,
+  self->request(control_middleman(self->home_system()), kDialTimeout,
                 caf::connect_atom::value, w.host, w.port)
       .then(
           [=](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {

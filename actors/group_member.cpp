@@ -23,6 +23,7 @@
 #include <caf/io/all.hpp>
 #include <cstring>
 
+#include "actors/control_plane.h"
 #include "actors/supervisor_state.h"
 #include "kernels/check.h"
 
@@ -65,7 +66,7 @@ void send_join(supervisor_pointer self) {
   supervisor_actor to =
       m.rank == 0 ? caf::actor_cast<supervisor_actor>(self) : s.leader;
   if (!to) {  // rank > 0, the leader not dialed yet (or gone): dial it first
-    self->request(self->home_system().middleman().actor_handle(), std::chrono::seconds(5),
+    self->request(control_middleman(self->home_system()), std::chrono::seconds(5),
                   caf::connect_atom::value, m.leader_host, m.leader_port)
         .then(
             [=](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {

@@ -9,9 +9,11 @@
 #include <cstdio>
 #include <string>
 
+#include "actors/control_plane.h"
 #include "actors/engine_actors.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/control_plane_setup.h"
 #include "cli/http_call.h"
 #include "config/cluster_config.h"
 #include "kernels/check.h"
@@ -31,7 +33,7 @@ std::string router_health(const std::string& host, int64_t port) {
 // Dials an engine node and asks for its figures.
 std::string engine_state(caf::actor_system& sys, const config::ClusterNode& n, bool& up) {
   up = false;
-  auto engine = sys.middleman().remote_actor<actors::scheduler_actor>(n.host, uint16_t(n.port));
+  auto engine = actors::dial_control<actors::scheduler_actor>(sys, n.host, uint16_t(n.port));
   if (!engine) return "unreachable: " + sys.render(engine.error());
   std::string state;
   caf::scoped_actor self{sys};
@@ -57,7 +59,7 @@ int cluster_status(const CommandArgs& argv) {
   const std::vector<config::ClusterEngine> engines = config::cluster_engines(c);
   caf::actor_system_config cfg;
   actors::add_wire_types(cfg);
-  cfg.load<caf::io::middleman>();
+  const auto tls = load_control_plane(cfg, c, /*announce=*/false);  // outlives the system
   caf::actor_system sys{cfg};
   bool all_up = true;
   const config::ClusterNode& router = *c.node(c.router.node);

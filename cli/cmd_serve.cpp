@@ -22,9 +22,11 @@
 #include <pthread.h>
 #include <thread>
 
+#include "actors/control_plane.h"
 #include "actors/engine_actors.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/control_plane_setup.h"
 #include "cli/loaded_model.h"
 #include "cli/logging.h"
 #include "cli/serve_engine.h"
@@ -207,8 +209,7 @@ std::optional<actors::GroupMembership> membership(const ServeSetup& setup) {
 void publish_engine(caf::actor_system& sys, const ServeSetup& setup,
                     const actors::scheduler_actor& engine) {
   const config::ClusterNode& node = *setup.node->node;
-  const auto port = sys.middleman().publish(engine, static_cast<uint16_t>(node.port),
-                                            node.host.c_str(), /*reuse_addr=*/true);
+  const auto port = actors::publish_control(engine, node.host, static_cast<uint16_t>(node.port));
   if (!port)
     TROUPE_FAIL("node '" << node.name << "': cannot listen on its control port " << node.host
                          << ":" << node.port << ": " << sys.render(port.error()));
@@ -222,7 +223,7 @@ int run_engine_node(const ServeSetup& setup, ShutdownSignal& signal) {
   std::unique_ptr<ServingEngine> engine;
   caf::actor_system_config caf_cfg;
   actors::add_wire_types(caf_cfg);
-  caf_cfg.load<caf::io::middleman>();
+  const auto tls = load_control_plane(caf_cfg, *setup.cluster);  // outlives the actor system
   caf::actor_system sys{caf_cfg};
   model = load_serving_model(cfg);
   engine = start_engine(sys, cfg, *model, fault_plan(cfg), membership(setup));
@@ -269,7 +270,8 @@ int run_serve(const CommandArgs& argv) {
   net::tcp::TcpServer tcp(tcp_options(cfg));
   caf::actor_system_config caf_cfg;
   actors::add_wire_types(caf_cfg);  // the payloads that may cross a process (actors/wire.h)
-  if (cluster_router) caf_cfg.load<caf::io::middleman>();
+  std::unique_ptr<net::control::ClusterTls> tls;  // outlives the actor system
+  if (cluster_router) tls = load_control_plane(caf_cfg, *setup.cluster);
   caf::actor_system sys{caf_cfg};
 
   const uint16_t port = listen_or_fail(server, "port", cfg.port);

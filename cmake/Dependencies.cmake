@@ -22,6 +22,12 @@ set_target_properties(caf::core PROPERTIES IMPORTED_LOCATION ${CAF_CORE_LIB}
 add_library(caf::io SHARED IMPORTED)
 set_target_properties(caf::io PROPERTIES IMPORTED_LOCATION ${CAF_IO_LIB}
                       INTERFACE_LINK_LIBRARIES caf::core)
+# The control plane's TLS (net/control/cluster_tls.h): CAF's openssl module over OpenSSL 3.
+find_package(OpenSSL 3 REQUIRED)
+find_library(CAF_OPENSSL_LIB caf_openssl REQUIRED)
+add_library(caf::openssl SHARED IMPORTED)
+set_target_properties(caf::openssl PROPERTIES IMPORTED_LOCATION ${CAF_OPENSSL_LIB}
+                      INTERFACE_LINK_LIBRARIES "caf::io;OpenSSL::SSL;OpenSSL::Crypto")
 
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(UCX IMPORTED_TARGET ucx)

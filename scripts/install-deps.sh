@@ -10,7 +10,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config
   libcaf-dev libboost-dev libboost-system-dev libmsgpack-cxx-dev libspdlog-dev
-  libucx-dev nlohmann-json3-dev libyaml-cpp-dev libgtest-dev
+  libucx-dev nlohmann-json3-dev libyaml-cpp-dev libgtest-dev libssl-dev
 )
 # clang++-14, libclang_rt.fuzzer/asan/ubsan, llvm-symbolizer for readable reports.
 fuzz_packages=(clang-14 libclang-rt-14-dev llvm-14)
