@@ -25,7 +25,7 @@ PagedKvStorage::PagedKvStorage(const model::ModelConfig& c, int64_t block_size,
     layer_off_[l] = block_bytes_;
     block_bytes_ += (block_size / ratio_[l]) * (rows_.ckv.bytes() + rows_.ikey.bytes());
   }
-  blocks_.assign(num_blocks * block_bytes_, 0);
+  blocks_.resize(size_t(num_blocks * block_bytes_));  // zero pages, untouched (paged_kv.h)
   rings_.assign(num_slots * layers_ * window_ * rows_.window.bytes(), 0);
   ring_pos_.assign(num_slots * layers_ * window_, -1);
   carry_v_.resize(num_slots * layers_);

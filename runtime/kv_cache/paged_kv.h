@@ -87,7 +87,11 @@ class PagedKvStorage {
   int64_t block_bytes_ = 0;
   std::vector<int64_t> ratio_;       // [L]
   std::vector<int64_t> layer_off_;   // [L] byte offset of a Full layer's rows in a block, -1 otherwise
-  std::vector<uint8_t> blocks_;      // [num_blocks, block_bytes]
+  // [num_blocks, block_bytes]. Fresh zero pages, not a memset: the pool is most of the
+  // KV budget (GBs), and zero-filling it up front cost the first request ~7 s on this
+  // 2-vCPU machine (the rank is built when its first step arrives). A page is zeroed
+  // by the kernel when a step first writes it.
+  RegionBytes blocks_;
   std::vector<uint8_t> rings_;       // [slots, L, W, window row bytes]
   std::vector<int64_t> ring_pos_;    // [slots, L, W]
   std::vector<std::vector<float>> carry_v_, carry_s_;  // [slots * L]

@@ -1,5 +1,6 @@
-// The byte buffer of a KV hand-off's region (runtime/kv_transfer/kv_handoff.h) and of the
-// staging memory a receiver leases for a sender's put (staging_leases.h).
+// The byte buffer of a KV hand-off's region (runtime/kv_transfer/kv_handoff.h), of the
+// staging memory a receiver leases for a sender's put (staging_leases.h), and of the paged
+// KV pool itself (paged_kv.h).
 //
 // Why its own allocator: a receiver must never expose stale bytes (another request's KV)
 // in a region it leases, so the region must start zeroed, and std::vector's resize(n)
