@@ -1,5 +1,6 @@
 #include "model/gguf_tokenizer.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "kernels/check.h"
@@ -82,7 +83,11 @@ SpmTokenizer::SpmTokenizer(std::vector<std::string> tokens, std::vector<float> s
     if (types_[i] == TokenType::Byte && std::sscanf(tokens_[i].c_str(), "<0x%2X>%c", &b, &tail) == 1 &&
         tokens_[i].size() == 6)
       byte_ids_[b] = i;
+    if ((types_[i] == TokenType::User || types_[i] == TokenType::Control) && !tokens_[i].empty())
+      literals_.push_back(i);
   }
+  std::stable_sort(literals_.begin(), literals_.end(),
+                   [&](int32_t a, int32_t b) { return tokens_[a].size() > tokens_[b].size(); });
 }
 
 int32_t SpmTokenizer::find(std::string_view piece) const {
@@ -92,41 +97,93 @@ int32_t SpmTokenizer::find(std::string_view piece) const {
   return t == TokenType::Normal || t == TokenType::User ? it->second : -1;
 }
 
-std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_bos) const {
+int32_t SpmTokenizer::match_literal(std::string_view text, size_t pos, bool parse_special) const {
+  for (int32_t id : literals_) {
+    if (types_[id] == TokenType::Control && !parse_special) continue;
+    if (text.substr(pos).starts_with(tokens_[id])) return id;
+  }
+  return -1;
+}
+
+std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_bos, bool parse_special) const {
   std::vector<int32_t> out;
   if (add_bos && bos_ >= 0) out.push_back(bos_);
-  if (text.empty()) return out;
+  bool after_special = true;  // the text's start counts: it gets the prefix
+  size_t piece_start = 0;
+  for (size_t pos = 0; pos < text.size();) {
+    const int32_t id = literals_.empty() ? -1 : match_literal(text, pos, parse_special);
+    if (id < 0) {
+      ++pos;
+      continue;
+    }
+    if (pos > piece_start) encode_text(text.substr(piece_start, pos - piece_start), after_special, out);
+    out.push_back(id);
+    after_special = true;
+    pos += tokens_[id].size();
+    piece_start = pos;
+  }
+  if (piece_start < text.size()) encode_text(text.substr(piece_start), after_special, out);
+  return out;
+}
+
+void SpmTokenizer::encode_text(std::string_view text, bool space_prefix, std::vector<int32_t>& out) const {
   std::string s;
-  if (add_space_prefix_) s += kSpace;
+  if (add_space_prefix_ && space_prefix) s += kSpace;
   for (char c : text) {
     if (c == ' ') s += kSpace;
     else s += c;
   }
-  // Symbols as [begin, end) byte ranges of s; merging joins neighbours.
-  std::vector<std::pair<size_t, size_t>> sym;
+  // Symbols as byte ranges of s in a linked list; a max-queue of adjacent pairs that are
+  // tokens, by score then leftmost. A popped pair whose symbols changed since it was
+  // queued is stale and skipped, so each merge is the best current pair, as the rule says.
+  struct Symbol {
+    size_t begin, end;
+    int32_t prev, next;  // -1 at the ends
+    bool alive = true;   // false once merged into its left neighbour
+  };
+  std::vector<Symbol> sym;
   for (size_t i = 0; i < s.size();) {
     const size_t len = std::min(utf8_len(static_cast<unsigned char>(s[i])), s.size() - i);
-    sym.push_back({i, i + len});
+    const int32_t k = static_cast<int32_t>(sym.size());
+    sym.push_back({i, i + len, k - 1, -1, true});
+    if (k > 0) sym[k - 1].next = k;
     i += len;
   }
-  // O(n^2) in the symbols of one text; prompts are short next to a forward pass. A
-  // priority queue (as SentencePiece keeps) is the change if this ever shows in a profile.
-  for (;;) {
-    size_t best = sym.size();
-    float best_score = 0;
-    for (size_t i = 0; i + 1 < sym.size(); ++i) {
-      const int32_t id = find(std::string_view(s).substr(sym[i].first, sym[i + 1].second - sym[i].first));
-      if (id >= 0 && (best == sym.size() || scores_[id] > best_score)) {
-        best = i;
-        best_score = scores_[id];
-      }
-    }
-    if (best == sym.size()) break;
-    sym[best].second = sym[best + 1].second;
-    sym.erase(sym.begin() + static_cast<std::ptrdiff_t>(best) + 1);
+  struct Pair {
+    float score;
+    int32_t left, right;
+    size_t length;  // of the merged text when queued
+  };
+  auto worse = [&](const Pair& a, const Pair& b) {
+    if (a.score != b.score) return a.score < b.score;
+    return sym[a.left].begin > sym[b.left].begin;
+  };
+  std::vector<Pair> queue;
+  auto offer = [&](int32_t left, int32_t right) {
+    if (left < 0 || right < 0) return;
+    const size_t length = sym[right].end - sym[left].begin;
+    const int32_t id = find(std::string_view(s).substr(sym[left].begin, length));
+    if (id < 0) return;
+    queue.push_back({scores_[id], left, right, length});
+    std::push_heap(queue.begin(), queue.end(), worse);
+  };
+  for (size_t k = 0; k + 1 < sym.size(); ++k) offer(static_cast<int32_t>(k), static_cast<int32_t>(k + 1));
+  while (!queue.empty()) {
+    std::pop_heap(queue.begin(), queue.end(), worse);
+    const Pair p = queue.back();
+    queue.pop_back();
+    Symbol& l = sym[p.left];
+    Symbol& r = sym[p.right];
+    if (!l.alive || !r.alive || l.next != p.right || r.end - l.begin != p.length) continue;  // stale
+    r.alive = false;
+    l.end = r.end;
+    l.next = r.next;
+    if (r.next >= 0) sym[r.next].prev = p.left;
+    offer(l.prev, p.left);
+    offer(p.left, l.next);
   }
-  for (const auto& [b, e] : sym) {
-    const std::string_view piece = std::string_view(s).substr(b, e - b);
+  for (int32_t k = sym.empty() ? -1 : 0; k >= 0; k = sym[k].next) {
+    const std::string_view piece = std::string_view(s).substr(sym[k].begin, sym[k].end - sym[k].begin);
     if (const int32_t id = find(piece); id >= 0) {
       out.push_back(id);
       continue;
@@ -136,15 +193,18 @@ std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_bos) c
       else if (unk_ >= 0) out.push_back(unk_);
     }
   }
-  return out;
 }
 
-std::string SpmTokenizer::decode(std::span<const int32_t> ids, bool strip_prefix_space) const {
+std::string SpmTokenizer::decode(std::span<const int32_t> ids, bool strip_prefix_space,
+                                 bool keep_special) const {
   std::string out;
   for (int32_t id : ids) {
     if (id < 0 || id >= size()) continue;
     switch (types_[id]) {
-      case TokenType::Control: case TokenType::Unknown: case TokenType::Unused: break;
+      case TokenType::Control:
+        if (keep_special) out += tokens_[id];
+        break;
+      case TokenType::Unknown: case TokenType::Unused: break;
       case TokenType::Byte: {
         unsigned b = 0;
         if (std::sscanf(tokens_[id].c_str(), "<0x%2X>", &b) == 1) out += static_cast<char>(b);

@@ -8,10 +8,15 @@
 //        -> each symbol's id; a symbol that is not a token becomes its bytes' <0xXX>
 //           tokens (byte fallback), or the unknown token when the file has none
 //
-// Decoding maps "▁" back to " ", <0xXX> tokens to their byte, drops control tokens, and
-// removes the one leading space the prefix added. GPT-2 BPE vocabularies
-// (tokenizer.ggml.model = "gpt2") and user-defined tokens matched literally are not
-// supported yet: from_gguf says so.
+// User-defined tokens (type 4) are matched literally in the text before any of that, and
+// control tokens (type 3, e.g. <s>) too when parse_special: the text is cut at each
+// match, longest first, and the pieces between are encoded on their own, each with the
+// space prefix when it follows bos or a matched token (llama.cpp's reading; a chat
+// template's "<s>[INST] hi" encodes as <s>, "▁[", "INST", ...).
+//
+// Decoding maps "▁" back to " ", <0xXX> tokens to their byte, drops control tokens (or
+// writes their text, keep_special), and removes the one leading space the prefix added.
+// GPT-2 BPE vocabularies (tokenizer.ggml.model = "gpt2") are model::Tokenizer's.
 #pragma once
 
 #include <cstdint>
@@ -35,10 +40,13 @@ class SpmTokenizer {
                std::vector<TokenType> types, int32_t bos, int32_t eos, int32_t unk,
                bool add_space_prefix, bool add_bos);
 
-  std::vector<int32_t> encode(std::string_view text, bool add_bos) const;
+  std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special = false) const;
   // Unknown ids are skipped. strip_prefix_space: drop the leading space the prefix added
   // (for a text from its start; false for a continuation).
-  std::string decode(std::span<const int32_t> ids, bool strip_prefix_space = true) const;
+  std::string decode(std::span<const int32_t> ids, bool strip_prefix_space = true,
+                     bool keep_special = false) const;
+  std::string_view piece(int32_t id) const { return tokens_[id]; }
+  TokenType type(int32_t id) const { return types_[id]; }
 
   int64_t size() const { return static_cast<int64_t>(tokens_.size()); }
   int32_t bos() const { return bos_; }
@@ -47,6 +55,11 @@ class SpmTokenizer {
 
  private:
   int32_t find(std::string_view piece) const;  // -1 when not a token
+  // The merges and byte fallback on one piece of text (no literal tokens in it).
+  void encode_text(std::string_view text, bool space_prefix, std::vector<int32_t>& out) const;
+  // The longest literal token (user-defined, or control when parse_special) at text[pos].
+  int32_t match_literal(std::string_view text, size_t pos, bool parse_special) const;
+  std::vector<int32_t> literals_;  // user-defined and control ids, longest text first
   std::vector<std::string> tokens_;
   std::vector<float> scores_;
   std::vector<TokenType> types_;

@@ -5,7 +5,7 @@
 
 #include "kernels/check.h"
 #include "model/byte_level.h"
-#include "model/gpt2_split.h"
+#include "model/pre_split.h"
 #include "model/tokenizer_impl.h"
 #include "model/utf8.h"
 
@@ -44,8 +44,7 @@ void encode_word(const Tokenizer::Impl& t, std::string_view word, std::vector<in
 // Text between added tokens: pre-tokenize, then BPE each word.
 void encode_segment(const Tokenizer::Impl& t, std::string_view segment, std::vector<int32_t>& ids) {
   if (segment.empty()) return;
-  if (!t.split_gpt2) return encode_word(t, segment, ids);
-  for (std::string_view word : gpt2_split(segment)) encode_word(t, word, ids);
+  for (std::string_view word : pre_split(t.split, segment)) encode_word(t, word, ids);
 }
 
 }  // namespace
@@ -100,6 +99,8 @@ Tokenizer Tokenizer::load(const std::string& path) {
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos) const {
+  add_bos = add_bos && impl_->add_bos;
+  if (impl_->spm) return impl_->spm->encode(text, add_bos, /*parse_special=*/true);
   std::vector<int32_t> ids;
   if (add_bos) ids.push_back(impl_->specials.bos);
   size_t segment_start = 0;
@@ -119,6 +120,12 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos) cons
 }
 
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) const {
+  if (impl_->spm) {
+    // The prefix space is the text's own only at its start (a prompt after bos); decoding
+    // a continuation in pieces (the detokenizer) must keep each piece's leading space.
+    const bool from_start = !ids.empty() && ids.front() == impl_->specials.bos;
+    return utf8_lossy(impl_->spm->decode(ids, from_start, /*keep_special=*/!skip_special));
+  }
   std::string bytes;
   for (int32_t id : ids) {
     if (id < 0 || static_cast<size_t>(id) >= impl_->kinds.size()) continue;  // as HF: skipped
@@ -152,6 +159,19 @@ std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {
 bool Tokenizer::is_special(int32_t id) const {
   return id >= 0 && static_cast<size_t>(id) < impl_->kinds.size() &&
          impl_->kinds[id] == TokenKind::Special;
+}
+
+bool Tokenizer::adds_bos() const {
+  return impl_->add_bos && impl_->specials.bos >= 0;
+}
+
+ChatFormat Tokenizer::chat_format() const {
+  return impl_->chat;
+}
+
+ChatSpecials Tokenizer::chat_specials() const {
+  auto text = [&](int32_t id) { return std::string(id_to_token(id).value_or("")); };
+  return {text(impl_->specials.bos), text(impl_->specials.eos)};
 }
 
 }  // namespace troupe::model

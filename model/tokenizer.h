@@ -1,11 +1,17 @@
-// HF tokenizer.json byte-level BPE (MODEL.md §11): encode text to token ids and decode
-// ids to text.
+// The serving tokenizer: encode text to token ids and decode ids to text. Three sources:
+// - HF tokenizer.json byte-level BPE (MODEL.md §11; V4.1 models), described below;
+// - a GGUF file's GPT-2 BPE vocabulary (tokenizer.ggml.model "gpt2"): the same BPE, its
+//   vocabulary, merges and pre-tokenizer split (tokenizer.ggml.pre) read from the file,
+//   control and user-defined tokens matched literally as added tokens;
+// - a GGUF file's SentencePiece-style vocabulary ("llama"): SpmTokenizer (gguf_tokenizer.h)
+//   with control and user-defined tokens matched literally.
+// from_gguf also reads the file's chat template family (chat_template.h).
 //
 // Supported files: model.type "BPE" (vocab map; merges as "a b" strings or [a, b]
 // pairs, ranked in file order), no normalizer, and a pre_tokenizer that is either
 // ByteLevel (use_regex true: the GPT-2 split; false: no split) with add_prefix_space
-// false, or a Sequence of a Split on the GPT-2 regex (behavior Isolated) then such a
-// ByteLevel with use_regex false. added_tokens are matched literally in the input
+// false, or a Sequence of a Split on the GPT-2, LLaMA-3 or Qwen2 regex (pre_split.h;
+// behavior Isolated) then such a ByteLevel with use_regex false. added_tokens are matched literally in the input
 // before BPE, longest first, and never split. Anything else is rejected with a
 // troupe::Error that says what is unsupported.
 //
@@ -26,7 +32,11 @@
 #include <string_view>
 #include <vector>
 
+#include "model/chat_template.h"
+
 namespace troupe::model {
+
+class GgufFile;
 
 // The literal special tokens of MODEL.md §11.
 inline constexpr std::string_view kBosToken = "<｜begin▁of▁sentence｜>";
@@ -45,18 +55,21 @@ struct SpecialTokenIds {
   int32_t user = -1;
   int32_t assistant = -1;
   int32_t noise = -1;
+  int32_t eot = -1;  // end of turn, where it differs from eos (GGUF eot_token_id)
 };
 
 class Tokenizer {
  public:
   static Tokenizer load(const std::string& path);  // a tokenizer.json file
   static Tokenizer from_json(std::string_view json_text);
+  // The vocabulary a GGUF file embeds; throws troupe::Error naming what it cannot read.
+  static Tokenizer from_gguf(const GgufFile& file);
   ~Tokenizer();
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;
 
-  // Token ids of text, bos first when add_bos. Special tokens written literally in
-  // text encode to their ids.
+  // Token ids of text, bos first when add_bos and the vocabulary adds one (adds_bos).
+  // Special tokens written literally in text encode to their ids.
   std::vector<int32_t> encode(std::string_view text, bool add_bos) const;
   // Text of ids; skip_special drops special added tokens (bos, eos, ...).
   std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;
@@ -69,6 +82,13 @@ class Tokenizer {
   std::optional<std::string_view> id_to_token(int32_t id) const;
   std::optional<int32_t> token_to_id(std::string_view token) const;
   bool is_special(int32_t id) const;
+  // Whether encode(text, true) puts bos first (tokenizer.json: always; GGUF: the file's
+  // add_bos_token).
+  bool adds_bos() const;
+  // The chat format of the model (tokenizer.json: MODEL.md §11's; GGUF: the family of the
+  // file's template) and the bos/eos texts it writes.
+  ChatFormat chat_format() const;
+  ChatSpecials chat_specials() const;
 
   struct Impl;  // defined in tokenizer_impl.h
 

@@ -8,7 +8,7 @@
 
 #include "kernels/check.h"
 #include "model/byte_level.h"
-#include "model/gpt2_split.h"
+#include "model/pre_split.h"
 #include "model/tiny_corpus.h"
 #include "model/tokenizer.h"
 

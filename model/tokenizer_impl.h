@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "model/bpe.h"
+#include "model/gguf_tokenizer.h"
+#include "model/pre_split.h"
 #include "model/tokenizer.h"
 
 namespace troupe::model {
@@ -49,10 +51,13 @@ struct Tokenizer::Impl {
   std::array<int32_t, 256> byte_ids{};  // byte b -> id of its one-character token
   std::vector<AddedToken> added;        // longest content first
   std::array<std::vector<uint32_t>, 256> added_by_first_byte;  // indices into added
-  bool split_gpt2 = true;      // apply the GPT-2 split regex before BPE
+  PreSplit split = PreSplit::Gpt2;  // the pre-tokenizer split before BPE
   bool ignore_merges = false;  // HF option: a word that is a vocab token is taken whole
   SpecialTokenIds specials;
   WordCache cache;
+  std::unique_ptr<SpmTokenizer> spm;  // a GGUF SentencePiece-style vocabulary: encodes instead
+  bool add_bos = true;
+  ChatFormat chat = ChatFormat::DeepSeekV3;
 
   // The id of a token string (added tokens first, then the vocab), or -1.
   int32_t find(std::string_view token) const;
@@ -62,5 +67,10 @@ struct Tokenizer::Impl {
 
 // Builds the state from tokenizer.json text; throws troupe::Error on a bad file.
 std::unique_ptr<Tokenizer::Impl> parse_tokenizer_json(std::string_view json_text);
+
+// After the vocab, merges and added tokens are in: the byte tokens' ids (an error naming
+// vocabulary when one is missing), the added tokens longest first and indexed by first
+// byte, and what each id decodes to.
+void index_byte_level_tokens(Tokenizer::Impl& t, const char* vocabulary);
 
 }  // namespace troupe::model

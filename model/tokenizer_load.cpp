@@ -12,9 +12,6 @@ namespace {
 
 using json = nlohmann::json;
 
-// The GPT-2 split regex as HF tokenizers writes it (MODEL.md §11).
-constexpr std::string_view kGpt2Regex =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 constexpr int64_t kMaxTokenId = (1 << 24) - 1;  // far above any real vocab; bounds memory
 
 #define BAD_FILE(...) TROUPE_FAIL("bad tokenizer.json: " << __VA_ARGS__)
@@ -47,37 +44,44 @@ bool parse_byte_level(const json& p) {
   return flag(p, "pre_tokenizer ByteLevel", "use_regex", true);
 }
 
-void check_gpt2_split(const json& p) {
+// The split a Split pre-tokenizer's regex names.
+PreSplit split_of(const json& p) {
   const json* pattern = member(p, "pattern");
   const json* regex = pattern && pattern->is_object() ? member(*pattern, "Regex") : nullptr;
-  if (!regex || !regex->is_string() || regex->get<std::string>() != kGpt2Regex) {
-    BAD_FILE("pre_tokenizer Split must use the GPT-2 regex, got "
+  const std::string text = regex && regex->is_string() ? regex->get<std::string>() : "";
+  PreSplit kind = PreSplit::None;
+  if (text == kGpt2SplitRegex) kind = PreSplit::Gpt2;
+  if (text == kLlama3SplitRegex) kind = PreSplit::Llama3;
+  if (text == kQwen2SplitRegex) kind = PreSplit::Qwen2;
+  if (kind == PreSplit::None) {
+    BAD_FILE("pre_tokenizer Split must use the GPT-2, LLaMA-3 or Qwen2 regex, got "
              << (pattern ? pattern->dump() : "none"));
   }
   if (text_of(p, "pre_tokenizer Split", "behavior") != "Isolated" ||
       flag(p, "pre_tokenizer Split", "invert", false)) {
     BAD_FILE("pre_tokenizer Split must have behavior Isolated and invert false");
   }
+  return kind;
 }
 
-// Returns whether the GPT-2 split applies before BPE.
-bool parse_pre_tokenizer(const json* p) {
+// Returns the split that applies before BPE.
+PreSplit parse_pre_tokenizer(const json* p) {
   if (!p || !p->is_object()) BAD_FILE("pre_tokenizer is missing; byte-level BPE needs ByteLevel");
   const std::string type = text_of(*p, "pre_tokenizer", "type");
-  if (type == "ByteLevel") return parse_byte_level(*p);
+  if (type == "ByteLevel") return parse_byte_level(*p) ? PreSplit::Gpt2 : PreSplit::None;
   const json* seq = type == "Sequence" ? member(*p, "pretokenizers") : nullptr;
   if (seq && seq->is_array() && seq->size() == 2 && (*seq)[0].is_object() &&
       (*seq)[1].is_object() && (*seq)[0].value("type", "") == "Split" &&
       (*seq)[1].value("type", "") == "ByteLevel") {
-    check_gpt2_split((*seq)[0]);
+    const PreSplit kind = split_of((*seq)[0]);
     if (parse_byte_level((*seq)[1]))
       BAD_FILE("pre_tokenizer ByteLevel after a Split must have use_regex false");
-    return true;
+    return kind;
   }
   BAD_FILE("unsupported pre_tokenizer "
            << p->dump().substr(0, 200)
            << " (supported: ByteLevel, or Sequence of Split on the GPT-2 "
-              "regex then ByteLevel)");
+              "or LLaMA-3 or Qwen2 regex then ByteLevel)");
 }
 
 void check_model_options(const json& model) {
@@ -121,11 +125,6 @@ void parse_vocab(const json& model, Tokenizer::Impl& t) {
     if (!id.is_number_integer()) BAD_FILE("model.vocab['" << text << "'] is not an integer id");
     add_token(t, id.get<int64_t>(), text, TokenKind::Vocab, "model.vocab");
     t.vocab.emplace(text, id.get<int32_t>());
-  }
-  for (int b = 0; b < 256; ++b) {
-    auto it = t.vocab.find(byte_to_unicode(static_cast<uint8_t>(b)));
-    if (it == t.vocab.end()) BAD_FILE("model.vocab lacks the byte-level token of byte " << b);
-    t.byte_ids[b] = it->second;
   }
 }
 
@@ -179,25 +178,6 @@ void parse_added_tokens(const json* added, Tokenizer::Impl& t) {
               token.special ? TokenKind::Special : TokenKind::Added, "added_tokens");
     t.added.push_back(std::move(token));
   }
-  // Longest first, so the first match at a position is the longest (HF: leftmost-longest).
-  std::stable_sort(t.added.begin(), t.added.end(), [](const AddedToken& a, const AddedToken& b) {
-    return a.content.size() > b.content.size();
-  });
-  for (uint32_t i = 0; i < t.added.size(); ++i) {
-    t.added_by_first_byte[static_cast<uint8_t>(t.added[i].content[0])].push_back(i);
-  }
-}
-
-// What each id decodes to: a vocab token's bytes through the byte-level map (HF's
-// ByteLevel decoder keeps a token's own UTF-8 when it is not byte-level), an added
-// token's content.
-void fill_token_bytes(Tokenizer::Impl& t) {
-  t.bytes.resize(t.tokens.size());
-  for (size_t id = 0; id < t.tokens.size(); ++id) {
-    if (t.kinds[id] != TokenKind::Vocab || !append_byte_level_decoded(t.bytes[id], t.tokens[id])) {
-      t.bytes[id] = t.tokens[id];
-    }
-  }
 }
 
 void find_specials(Tokenizer::Impl& t) {
@@ -218,16 +198,41 @@ std::unique_ptr<Tokenizer::Impl> parse_root(const json& root) {
   auto t = std::make_unique<Tokenizer::Impl>();
   check_model_options(*model);
   t->ignore_merges = flag(*model, "model", "ignore_merges", false);
-  t->split_gpt2 = parse_pre_tokenizer(member(root, "pre_tokenizer"));
+  t->split = parse_pre_tokenizer(member(root, "pre_tokenizer"));
   parse_vocab(*model, *t);
   parse_merges(*model, *t);
   parse_added_tokens(member(root, "added_tokens"), *t);
-  fill_token_bytes(*t);
+  index_byte_level_tokens(*t, "bad tokenizer.json: model.vocab");
   find_specials(*t);
   return t;
 }
 
 }  // namespace
+
+void index_byte_level_tokens(Tokenizer::Impl& t, const char* vocabulary) {
+  for (int b = 0; b < 256; ++b) {
+    auto it = t.vocab.find(byte_to_unicode(static_cast<uint8_t>(b)));
+    if (it == t.vocab.end())
+      TROUPE_FAIL(vocabulary << " lacks the byte-level token of byte " << b);
+    t.byte_ids[b] = it->second;
+  }
+  // Longest first, so the first match at a position is the longest (HF: leftmost-longest).
+  std::stable_sort(t.added.begin(), t.added.end(), [](const AddedToken& a, const AddedToken& b) {
+    return a.content.size() > b.content.size();
+  });
+  for (uint32_t i = 0; i < t.added.size(); ++i) {
+    t.added_by_first_byte[static_cast<uint8_t>(t.added[i].content[0])].push_back(i);
+  }
+  // What each id decodes to: a vocab token's bytes through the byte-level map (HF's
+  // ByteLevel decoder keeps a token's own UTF-8 when it is not byte-level), an added
+  // token's content.
+  t.bytes.resize(t.tokens.size());
+  for (size_t id = 0; id < t.tokens.size(); ++id) {
+    if (t.kinds[id] != TokenKind::Vocab || !append_byte_level_decoded(t.bytes[id], t.tokens[id])) {
+      t.bytes[id] = t.tokens[id];
+    }
+  }
+}
 
 std::unique_ptr<Tokenizer::Impl> parse_tokenizer_json(std::string_view json_text) {
   json root;

@@ -1,5 +1,6 @@
 #include "net/openai/prompt.h"
 
+#include "kernels/check.h"
 #include "model/tokenizer.h"
 #include "net/openai/errors.h"
 #include "net/openai/json_fields.h"
@@ -83,7 +84,11 @@ std::vector<model::ChatMessage> parse_messages(const json& body) {
 EncodedPrompt encode_chat_prompt(const std::vector<model::ChatMessage>& messages,
                                  const model::Tokenizer& tok, bool add_generation_prompt) {
   EncodedPrompt out;
-  out.text = model::render_chat(messages, add_generation_prompt);
+  try {
+    out.text = model::render_chat(tok, messages, add_generation_prompt);
+  } catch (const Error& e) {  // roles are checked above: the model has no template troupe renders
+    bad(e.what(), "messages");
+  }
   out.tokens = tok.encode(out.text, /*add_bos=*/false);  // the template starts with bos
   return out;
 }

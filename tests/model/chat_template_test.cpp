@@ -70,3 +70,58 @@ TEST(ChatTemplate, EncodesWithSpecialsAsSingleTokens) {
 
 }  // namespace
 }  // namespace troupe::model
+
+namespace troupe::model {
+namespace {
+
+// The GGUF families, each against its public format written out by hand.
+TEST(ChatFormats, RenderTheirPublicFormats) {
+  const ChatSpecials s{"<BOS>", "<EOS>"};
+  const std::vector<ChatMessage> chat = {
+      {"system", "Be brief."}, {"user", " Hi "}, {"assistant", "Hello! "}, {"user", "2+2?"}};
+  EXPECT_EQ(render_chat(ChatFormat::ChatML, s, chat, true),
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n Hi <|im_end|>\n"
+            "<|im_start|>assistant\nHello! <|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n"
+            "<|im_start|>assistant\n");
+  EXPECT_EQ(render_chat(ChatFormat::Llama3, s, chat, true),
+            "<BOS><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\n2+2?<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(render_chat(ChatFormat::Llama3, s, {{"user", "x"}}, false),
+            "<BOS><|start_header_id|>user<|end_header_id|>\n\nx<|eot_id|>");
+  EXPECT_EQ(render_chat(ChatFormat::Llama2, s, chat, true),
+            "<BOS>[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST] Hello! <EOS><BOS>[INST] 2+2? [/INST]");
+  EXPECT_EQ(render_chat(ChatFormat::Mistral, s, chat, true),
+            "<BOS>[INST] Be brief.\n\n Hi  [/INST]Hello! <EOS>[INST] 2+2? [/INST]");
+  EXPECT_EQ(render_chat(ChatFormat::DeepSeekV3, s, {{"user", "u"}}, true),
+            "<BOS>" + std::string(kUserToken) + "u" + std::string(kAssistantToken));
+}
+
+TEST(ChatFormats, DetectsTheFamilyOfAJinjaTemplate) {
+  EXPECT_EQ(detect_chat_format("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n'}}"),
+            ChatFormat::ChatML);
+  EXPECT_EQ(detect_chat_format("{{ bos_token }}{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' }}"),
+            ChatFormat::Llama3);
+  EXPECT_EQ(detect_chat_format("{{ bos_token + '[INST] ' + '<<SYS>>\\n' }}"), ChatFormat::Llama2);
+  EXPECT_EQ(detect_chat_format("{{ bos_token }}{{ '[INST] ' + message['content'] + ' [/INST]' }}"),
+            ChatFormat::Mistral);
+  EXPECT_EQ(detect_chat_format("{{'<｜User｜>' + content}}{{'<｜Assistant｜>'}}"), ChatFormat::DeepSeekV3);
+  EXPECT_EQ(detect_chat_format("{{ messages }}"), ChatFormat::None);
+  EXPECT_EQ(detect_chat_format(""), ChatFormat::None);
+}
+
+TEST(ChatFormats, NoTemplateIsAClearErrorAndRolesAreChecked) {
+  try {
+    render_chat(ChatFormat::None, {}, {{"user", "x"}}, true);
+    ADD_FAILURE() << "rendered without a template";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no chat template"), std::string::npos) << e.what();
+  }
+  for (ChatFormat f : {ChatFormat::ChatML, ChatFormat::Llama3, ChatFormat::Llama2, ChatFormat::Mistral})
+    EXPECT_THROW(render_chat(f, {}, {{"tool", "x"}}, true), Error) << chat_format_name(f);
+}
+
+}  // namespace
+}  // namespace troupe::model

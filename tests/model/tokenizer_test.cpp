@@ -14,7 +14,7 @@
 
 #include "kernels/check.h"
 #include "model/byte_level.h"
-#include "model/gpt2_split.h"
+#include "model/pre_split.h"
 #include "model/utf8.h"
 
 namespace troupe::model {
@@ -379,7 +379,7 @@ TEST(TokenizerBadFile, RejectedWithAClearMessage) {
        "add_prefix_space"},
       {"other split regex",
        [](json& j) { j["pre_tokenizer"] = split_then_byte_level("\\p{N}{1,3}"); }, "",
-       "GPT-2 regex"},
+       "must use the GPT-2, LLaMA-3 or Qwen2 regex"},
       {"normalizer",
        [](json& j) {
          j["normalizer"] = {{"type", "NFC"}};
