@@ -1,5 +1,6 @@
 #include "model/tokenizer.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -82,17 +83,31 @@ Tokenizer::~Tokenizer() = default;
 Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 
-Tokenizer Tokenizer::from_json(std::string_view json_text) {
-  return Tokenizer(parse_tokenizer_json(json_text));
+Tokenizer Tokenizer::from_json(std::string_view json_text, std::string_view config_text) {
+  return Tokenizer(parse_tokenizer_json(json_text, config_text));
 }
 
-Tokenizer Tokenizer::load(const std::string& path) {
+namespace {
+
+// The file's bytes; "" for a missing optional file.
+std::string file_text(const std::filesystem::path& path, bool required) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) TROUPE_FAIL("cannot open tokenizer file " << path);
+  if (!in) {
+    if (required) TROUPE_FAIL("cannot open tokenizer file " << path.string());
+    return {};
+  }
   std::ostringstream text;
   text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+Tokenizer Tokenizer::load(const std::string& path) {
+  const std::string text = file_text(path, true);
+  const std::filesystem::path config = std::filesystem::path(path).parent_path() / "tokenizer_config.json";
   try {
-    return from_json(text.str());
+    return from_json(text, file_text(config, false));
   } catch (const Error& e) {
     TROUPE_FAIL(path << ": " << e.what());
   }

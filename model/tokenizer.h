@@ -60,8 +60,10 @@ struct SpecialTokenIds {
 
 class Tokenizer {
  public:
-  static Tokenizer load(const std::string& path);  // a tokenizer.json file
-  static Tokenizer from_json(std::string_view json_text);
+  // A tokenizer.json file, with the tokenizer_config.json beside it when there is one.
+  static Tokenizer load(const std::string& path);
+  // config_text: a tokenizer_config.json's text, or empty (the specials are MODEL.md's).
+  static Tokenizer from_json(std::string_view json_text, std::string_view config_text = {});
   // The vocabulary a GGUF file embeds; throws troupe::Error naming what it cannot read.
   static Tokenizer from_gguf(const GgufFile& file);
   ~Tokenizer();

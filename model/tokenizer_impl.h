@@ -65,8 +65,11 @@ struct Tokenizer::Impl {
   const AddedToken* match_added(std::string_view text, size_t pos) const;
 };
 
-// Builds the state from tokenizer.json text; throws troupe::Error on a bad file.
-std::unique_ptr<Tokenizer::Impl> parse_tokenizer_json(std::string_view json_text);
+// Builds the state from tokenizer.json text, and the tokenizer_config.json beside it when
+// config_text is not empty (its bos/eos/pad, add_bos_token and chat template; without it
+// the specials are MODEL.md §11's); throws troupe::Error on a bad file.
+std::unique_ptr<Tokenizer::Impl> parse_tokenizer_json(std::string_view json_text,
+                                                      std::string_view config_text = {});
 
 // After the vocab, merges and added tokens are in: the byte tokens' ids (an error naming
 // vocabulary when one is missing), the added tokens longest first and indexed by first

@@ -188,7 +188,57 @@ void find_specials(Tokenizer::Impl& t) {
   if (s.eos < 0) BAD_FILE("no eos token " << kEosToken);
 }
 
-std::unique_ptr<Tokenizer::Impl> parse_root(const json& root) {
+// A tokenizer_config.json special token: a string, or an object with its content.
+std::string special_text(const json& config, const char* key) {
+  const json* v = member(config, key);
+  if (!v) return {};
+  if (v->is_string()) return v->get<std::string>();
+  if (v->is_object() && member(*v, "content") && (*v)["content"].is_string())
+    return (*v)["content"].get<std::string>();
+  TROUPE_FAIL("bad tokenizer_config.json: " << key << " is not a string or {\"content\": string}");
+}
+
+// Whether the post-processor puts bos first (LLaMA-3's TemplateProcessing "single"
+// template starts with it), for files whose tokenizer_config.json does not say.
+bool post_processor_adds(const json& root, const std::string& bos) {
+  const json* p = member(root, "post_processor");
+  if (!p || !p->is_object() || bos.empty()) return false;
+  std::vector<const json*> processors{p};
+  if (const json* seq = member(*p, "processors"); seq && seq->is_array())
+    for (const json& q : *seq) processors.push_back(&q);
+  for (const json* q : processors) {
+    const json* single = q->is_object() ? member(*q, "single") : nullptr;
+    if (single && single->is_array() && !single->empty() && (*single)[0].is_object()) {
+      const json* special = member((*single)[0], "SpecialToken");
+      if (special && special->is_object() && special->value("id", "") == bos) return true;
+    }
+  }
+  return false;
+}
+
+// Specials, bos and chat template from the tokenizer_config.json HF writes beside a
+// tokenizer.json (LLaMA-3, Qwen2 and other HF checkpoints; V4.1's MODEL.md tokens need none).
+void apply_tokenizer_config(const json& root, const json& config, Tokenizer::Impl& t) {
+  if (!config.is_object()) TROUPE_FAIL("bad tokenizer_config.json: the top level is not an object");
+  const std::string bos = special_text(config, "bos_token"), eos = special_text(config, "eos_token");
+  auto id_of = [&](const std::string& text, const char* key) {
+    if (text.empty()) return -1;
+    const int32_t id = t.find(text);
+    if (id < 0) TROUPE_FAIL("bad tokenizer_config.json: " << key << " '" << text << "' is not a token");
+    return id;
+  };
+  t.specials = {};
+  t.specials.bos = id_of(bos, "bos_token");
+  t.specials.eos = id_of(eos, "eos_token");
+  t.specials.pad = id_of(special_text(config, "pad_token"), "pad_token");
+  t.add_bos = flag(config, "tokenizer_config", "add_bos_token", post_processor_adds(root, bos)) &&
+              t.specials.bos >= 0;
+  const json* chat = member(config, "chat_template");
+  t.chat = chat && chat->is_string() ? detect_chat_format(chat->get<std::string>()) : ChatFormat::None;
+  if (t.chat == ChatFormat::DeepSeekV3) t.chat = ChatFormat::None;  // its markers are MODEL.md's only
+}
+
+std::unique_ptr<Tokenizer::Impl> parse_root(const json& root, const json* config) {
   if (!root.is_object()) BAD_FILE("the top level is not an object");
   const json* model = member(root, "model");
   if (!model || !model->is_object()) BAD_FILE("model is missing or not an object");
@@ -203,7 +253,8 @@ std::unique_ptr<Tokenizer::Impl> parse_root(const json& root) {
   parse_merges(*model, *t);
   parse_added_tokens(member(root, "added_tokens"), *t);
   index_byte_level_tokens(*t, "bad tokenizer.json: model.vocab");
-  find_specials(*t);
+  if (config) apply_tokenizer_config(root, *config, *t);
+  else find_specials(*t);
   return t;
 }
 
@@ -234,15 +285,23 @@ void index_byte_level_tokens(Tokenizer::Impl& t, const char* vocabulary) {
   }
 }
 
-std::unique_ptr<Tokenizer::Impl> parse_tokenizer_json(std::string_view json_text) {
-  json root;
+std::unique_ptr<Tokenizer::Impl> parse_tokenizer_json(std::string_view json_text,
+                                                      std::string_view config_text) {
+  json root, config;
   try {
     root = json::parse(json_text);
   } catch (const json::exception& e) {
     BAD_FILE("not valid JSON: " << e.what());
   }
+  if (!config_text.empty()) {
+    try {
+      config = json::parse(config_text);
+    } catch (const json::exception& e) {
+      TROUPE_FAIL("bad tokenizer_config.json: not valid JSON: " << e.what());
+    }
+  }
   try {
-    return parse_root(root);
+    return parse_root(root, config_text.empty() ? nullptr : &config);
   } catch (const json::exception& e) {  // a field of an unexpected JSON type
     BAD_FILE(e.what());
   }

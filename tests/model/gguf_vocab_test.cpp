@@ -5,6 +5,7 @@
 // too, with llama.cpp's space prefix after each; the chat template's family is read.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -17,6 +18,7 @@
 #include "model/gguf_writer.h"
 #include "model/pre_split.h"
 #include "model/tokenizer.h"
+#include "temp_dir.h"
 
 namespace troupe::model {
 namespace {
@@ -47,7 +49,8 @@ Bpe small_bpe() {
     v.types.push_back(1);
   }
   for (const auto& [t, type] : std::vector<std::pair<std::string, int32_t>>{
-           {std::string(kBosToken), 3}, {std::string(kEosToken), 3}, {"<|eot_id|>", 3}, {"<tool>", 4}}) {
+           {std::string(kBosToken), 3}, {std::string(kEosToken), 3}, {"<|eot_id|>", 3}, {"<tool>", 4},
+           {"<|begin_of_text|>", 3}}) {
     v.tokens.push_back(t);
     v.types.push_back(type);
   }
@@ -76,7 +79,7 @@ std::vector<uint8_t> gguf_bytes(const Bpe& v, const std::string& pre, const std:
   return w.bytes();
 }
 
-std::string json_text(const Bpe& v, std::string_view regex) {
+std::string json_text(const Bpe& v, std::string_view regex, const json& post_processor = nullptr) {
   json vocab = json::object(), added = json::array();
   for (size_t i = 0; i < v.tokens.size(); ++i) {
     if (v.types[i] == 1) {
@@ -90,6 +93,7 @@ std::string json_text(const Bpe& v, std::string_view regex) {
   const json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}};
   return json{{"added_tokens", added},
               {"pre_tokenizer", {{"type", "Sequence"}, {"pretokenizers", {split, byte_level}}}},
+              {"post_processor", post_processor},
               {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", v.merges}}}}
       .dump();
 }
@@ -221,6 +225,51 @@ TEST(GgufVocab, SentencePieceMatchesSpecialsLiterallyWithASpacePrefixAfterEach) 
   EXPECT_EQ(t.chat_format(), ChatFormat::Llama2);
   EXPECT_EQ(t.chat_specials().bos, "<s>");
   EXPECT_EQ(t.chat_specials().eos, "</s>");
+}
+
+// An HF checkpoint's tokenizer_config.json beside its tokenizer.json (LLaMA-3's form):
+// specials by their text, bos from the post-processor's template, the chat family.
+TEST(TokenizerConfig, ReadsSpecialsBosAndTheChatTemplateBesideTokenizerJson) {
+  const Bpe v = small_bpe();
+  const json template_processing = {
+      {"type", "TemplateProcessing"},
+      {"single", {{{"SpecialToken", {{"id", "<|begin_of_text|>"}, {"type_id", 0}}}},
+                  {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}}};
+  const json config = {{"bos_token", "<|begin_of_text|>"},
+                       {"eos_token", {{"content", "<|eot_id|>"}, {"special", true}}},
+                       {"chat_template", "{{ '<|start_header_id|>' + role + '<|end_header_id|>' }}"}};
+  const int32_t bos = id_of(v, "<|begin_of_text|>"), eot = id_of(v, "<|eot_id|>"), hello = id_of(v, "hello");
+
+  test::TempDir dir;
+  {
+    std::ofstream(dir.file("tokenizer.json")) << json_text(v, kLlama3SplitRegex, template_processing);
+    std::ofstream(dir.file("tokenizer_config.json")) << config.dump();
+  }
+  const Tokenizer t = Tokenizer::load(dir.file("tokenizer.json"));
+  EXPECT_EQ(t.specials().bos, bos);
+  EXPECT_EQ(t.specials().eos, eot);
+  EXPECT_TRUE(t.adds_bos());
+  EXPECT_EQ(t.encode("hello", true), (Ids{bos, hello}));
+  EXPECT_EQ(t.chat_format(), ChatFormat::Llama3);
+  EXPECT_EQ(t.chat_specials().bos, "<|begin_of_text|>");
+
+  // No post-processor and no add_bos_token: no bos (Qwen2's form); the key wins over both.
+  const Tokenizer plain = Tokenizer::from_json(json_text(v, kQwen2SplitRegex), config.dump());
+  EXPECT_FALSE(plain.adds_bos());
+  EXPECT_EQ(plain.encode("hello", true), (Ids{hello}));
+  json with_key = config;
+  with_key["add_bos_token"] = true;
+  EXPECT_TRUE(Tokenizer::from_json(json_text(v, kQwen2SplitRegex), with_key.dump()).adds_bos());
+
+  json bad = config;
+  bad["eos_token"] = "<nope>";
+  try {
+    Tokenizer::from_json(json_text(v, kLlama3SplitRegex), bad.dump());
+    ADD_FAILURE() << "accepted an eos_token that is not a token";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("eos_token '<nope>' is not a token"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(Tokenizer::from_json(json_text(v, kLlama3SplitRegex), "{not json"), Error);
 }
 
 }  // namespace
