@@ -2,8 +2,11 @@
 // a cluster"): the supervisor's side. A move goes to the rank whose scheduler parked the
 // request; an arriving hand-off goes to the rank runtime::choose_rank picks from every
 // scheduler's load and cached prefix of its tokens (as a new request does). With one
-// rank both are that rank's scheduler's. Ranks in processes of their own take no
-// hand-offs (the config refuses P/D roles there).
+// rank both are that rank's scheduler's. One rank of an instance spread over processes
+// (options.member) is such a one-rank instance here: its own scheduler packs, its own
+// transfer agent pushes or receives, and an import is a request like any other for the
+// group's DP sync (its plan's tokens enter the step metadata of the step that runs it).
+// The cluster router chooses which rank process a hand-off goes to.
 #include <spdlog/spdlog.h>
 
 #include <limits>
@@ -25,7 +28,6 @@ constexpr auto kForwardTimeout = std::chrono::seconds(120);
 }  // namespace
 
 std::string handoffs_refused(const SupervisorState& st) {
-  if (st.options.member) return "this rank's instance is spread over processes: it takes no KV hand-offs";
   if (!st.down.empty()) return "the engine is down: " + st.down;
   if (st.members.empty() || !st.ending.empty()) return "the engine is restarting (" + st.ending + ")";
   for (const Member& m : st.members)

@@ -97,7 +97,7 @@ using supervisor_pointer = supervisor_actor::stateful_pointer<SupervisorState>;
 void end_incarnation(supervisor_pointer self, std::string why, bool counted = true);
 
 // --- actors/instance_handoff.cpp: KV hand-offs to and from the instance's ranks
-// Why the instance takes no hand-off now, or "" (spread over processes, down, restarting).
+// Why the instance takes no hand-off now, or "" (down, restarting).
 std::string handoffs_refused(const SupervisorState& st);
 // Moves parked request id to `target` from whichever rank parked it (handoff_atom).
 caf::result<std::string, KvHandoffBytes> route_handoff(supervisor_pointer self, runtime::RequestId id,

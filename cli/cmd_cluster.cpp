@@ -41,10 +41,14 @@ std::string engine_state(caf::actor_system& sys, const config::ClusterNode& n, b
       .receive(
           [&](const runtime::EngineFigures& f) {
             up = true;
-            char line[160];
-            std::snprintf(line, sizeof line, "up: %lld running, %lld waiting, KV %.1f%%, %lld steps",
+            // The tokens its steps computed: says what ran where (a P/D decode engine
+            // computes one token a decode step, no prompt).
+            char line[192];
+            std::snprintf(line, sizeof line,
+                          "up: %lld running, %lld waiting, KV %.1f%%, %lld tokens computed, %lld steps",
                           static_cast<long long>(f.running), static_cast<long long>(f.waiting),
-                          100.0 * f.kv_usage, static_cast<long long>(f.steps));
+                          100.0 * f.kv_usage, static_cast<long long>(f.scheduled_tokens),
+                          static_cast<long long>(f.steps));
             state = line;
           },
           [&](const caf::error& e) { state = "no answer: " + sys.render(e); });

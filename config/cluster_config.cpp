@@ -242,7 +242,8 @@ void check_every_node_runs_something(const ClusterConfig& c) {
 }
 
 // P/D (docs/pd.md): prefill instances need a decode instance to hand to, and the other
-// way round; their ranks are on one node (hand-offs go to and from ranks of one process).
+// way round. Their ranks may be processes of their own: a hand-off goes to and from one
+// rank process, each of which has its own scheduler and transfer agent.
 void check_roles(const ClusterConfig& c) {
   const auto has = [&](InstanceRole r) {
     return std::any_of(c.instances.begin(), c.instances.end(),
@@ -255,11 +256,6 @@ void check_roles(const ClusterConfig& c) {
       TROUPE_FAIL(c.source << ":" << in.line << ": instance '" << in.name << "' is a "
                            << (prefill ? "prefill" : "decode") << " instance, and no instance is a "
                            << (prefill ? "decode" : "prefill") << " one");
-    for (const std::string& node : in.ranks)
-      if (node != in.ranks.front())
-        TROUPE_FAIL(c.source << ":" << in.line << ": instance '" << in.name
-                             << "': a prefill or decode instance has its ranks on one node for "
-                                "now, got '" << in.ranks.front() << "' and '" << node << "'");
   }
 }
 

@@ -216,6 +216,42 @@ TEST(ClusterConfig, ThePdExampleHasAPrefillAndADecodeEngine) {
   EXPECT_EQ(plan_node(c, "router", false).remote.size(), 2u);  // the router dials both
 }
 
+// A decode instance whose ranks are processes of their own (an expert-parallel group over
+// two nodes) beside a one-node prefill instance: each decode rank is a group member with
+// the decode role, and the router dials all three engines.
+TEST(ClusterConfig, ADecodeInstanceMaySpreadItsRanksOverNodes) {
+  const std::string text =
+      "cluster-secret: 0123456789abcdef\n"
+      "nodes:\n"
+      "  - {name: a, host: 10.0.0.1, port: 7100}\n"
+      "  - {name: b, host: 10.0.0.2, port: 7100}\n"
+      "  - {name: c, host: 10.0.0.3, port: 7100}\n"
+      "router: {node: a, http-port: 8000, tcp-port: 8001}\n"
+      "instances:\n"
+      "  - {name: p, role: prefill, ranks: [a]}\n"
+      "  - {name: d, role: decode, ranks: [b, c]}\n";
+  const ClusterConfig c = parse_cluster_config(text, "c.yaml");
+  for (int r = 0; r < 2; ++r) {
+    const NodeRun run = plan_node(c, r == 0 ? "b" : "c", false);
+    ASSERT_TRUE(run.engine);
+    EXPECT_EQ(run.engine->role, InstanceRole::Decode);
+    EXPECT_TRUE(run.engine->group_member);
+    EXPECT_EQ(run.engine->rank, r);
+    EXPECT_EQ(run.engine->leader, "b");
+  }
+  const NodeRun router = plan_node(c, "a", false);
+  ASSERT_TRUE(router.engine);
+  EXPECT_EQ(router.engine->role, InstanceRole::Prefill);
+  EXPECT_EQ(router.remote.size(), 2u);
+  // Without expert parallelism each decode rank is a decode engine of its own.
+  const std::string plain =
+      replace(text, "ranks: [b, c]}", "ranks: [b, c], enable-expert-parallel: false}");
+  const std::vector<ClusterEngine> engines = cluster_engines(parse_cluster_config(plain, "c.yaml"));
+  ASSERT_EQ(engines.size(), 3u);
+  EXPECT_FALSE(engines[2].group_member);
+  EXPECT_EQ(engines[2].role, InstanceRole::Decode);
+}
+
 struct BadFile {
   std::string from, to;  // the edit of kValid
   std::string message;   // what the error must contain
@@ -231,10 +267,6 @@ TEST(ClusterConfig, BadFilesAreRefusedNamingTheKeyAndLine) {
       {"role: mixed", "role: prefill", "is a prefill instance, and no instance is a decode one"},
       {"role: mixed", "role: decode", "is a decode instance, and no instance is a prefill one"},
       {"role: mixed", "role: both", "role expects mixed, prefill or decode, got 'both'"},
-      {"{name: i, role: mixed, ranks: [a, b], threads: 2}",
-       "{name: i, role: prefill, ranks: [a, b], threads: 2}\n  - {name: j, role: decode, ranks: [b]}",
-       "c.yaml:7: instance 'i': a prefill or decode instance has its ranks on one node for now, "
-       "got 'a' and 'b'"},
       {"threads: 2", "threads: 0", "c.yaml:7: key 'threads' expects an integer in [1, 1024]"},
       {"node: a,", "node: z,", "c.yaml:5: the router's node 'z' is not in 'nodes'"},
       {"http-port: 8000", "http-port: 7100",

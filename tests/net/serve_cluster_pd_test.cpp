@@ -6,7 +6,8 @@
 // completion of one token never moves. With two decode instances (1P2D) a move that fails
 // falls back: one decode process killed while the hand-off to it is pending (it stalls on
 // it, an injected fault), and the request ends with the same tokens, recomputed by the
-// other decode process.
+// other decode process. A decode instance whose two ranks are processes of their own
+// (DEP-2 over UCX) takes hand-offs and drained requests like a one-process one.
 #include <gtest/gtest.h>
 
 #include <csignal>
@@ -331,6 +332,154 @@ TEST(ServeClusterPd, RequestsPrefillOnOneInstanceAndDecodeOnTheOther) {
   // (a detached agent once kept the decode process waiting for its thread forever).
   EXPECT_EQ(decode->stop(SIGTERM, std::chrono::seconds(20)), 0) << decode->output();
   EXPECT_EQ(prefill->stop(SIGTERM, std::chrono::seconds(20)), 0) << prefill->output();
+}
+
+// P/D with a decode instance whose ranks are processes of their own: d2 is an
+// expert-parallel group of two rank processes (DEP-2 over UCX), fed by the one-process
+// prefill instance p; d1 is a one-process decode instance, started later.
+std::string spread_decode_yaml(const std::vector<uint16_t>& ports) {
+  auto node = [&](const char* name, uint16_t port) {
+    return std::string("  - {name: ") + name + ", host: 127.0.0.1, port: " + std::to_string(port) +
+           "}\n";
+  };
+  return "cluster-secret: test-cluster-secret-0123\n"
+         "nodes:\n" +
+         node("router", ports[0]) + node("prefill", ports[1]) + node("solo", ports[2]) +
+         node("rank0", ports[3]) + node("rank1", ports[4]) +
+         "router: {node: router, http-port: 0, tcp-port: 0}\n"
+         "instances:\n"
+         "  - {name: p, role: prefill, ranks: [prefill], threads: 1}\n"
+         "  - {name: d1, role: decode, ranks: [solo], threads: 1}\n"
+         "  - {name: d2, role: decode, ranks: [rank0, rank1], threads: 1}\n"  // expert parallel
+             + cluster_serve_section();
+}
+
+// `troupe cluster status`'s line of one engine ("" when absent).
+std::string status_line(const std::string& file, const std::string& engine) {
+  const RunResult status = run_troupe("cluster status --config " + file);
+  const size_t at = status.out.find(engine);
+  return at == std::string::npos ? std::string()
+                                 : status.out.substr(at, status.out.find('\n', at) - at);
+}
+
+// The count before " tokens computed" in a status line; -1: none.
+int64_t tokens_computed(const std::string& line) {
+  const size_t end = line.find(" tokens computed");
+  if (end == std::string::npos) return -1;
+  const size_t begin = line.rfind(", ", end) + 2;
+  return std::stoll(line.substr(begin, end - begin));
+}
+
+TEST(ServeClusterPd, ADecodeInstanceWhoseRanksAreProcessesOfTheirOwn) {
+  test::TempDir dir;
+  const std::string file = dir.file("pd-ranks.yaml");
+  std::ofstream(file) << spread_decode_yaml(free_ports(5));
+  auto node = [&](const char* name) {
+    return std::make_unique<Daemon>(std::vector<std::string>{"--config", file, "--node", name});
+  };
+  auto router = node("router");
+  auto prefill = node("prefill");
+  auto rank0 = node("rank0");
+  auto rank1 = node("rank1");
+  const uint16_t port = router->port();
+  ASSERT_NE(port, 0) << router->output();
+  // Everything but d1 (not started yet): hand-offs can only go to d2's ranks.
+  ASSERT_TRUE(wait_health(port, "1 of 4 engines not up: instance d1", 120s))
+      << health_message(port) << rank0->output() << rank1->output();
+  for (Daemon* d : {rank0.get(), rank1.get()})
+    ASSERT_TRUE(d->wait_output("group formed; serving", 60s)) << d->output();
+
+  // Concurrent requests: prefilled on p, each moved to one of d2's rank processes (the
+  // one with fewer in flight) and decoded there in lockstep with the other rank.
+  const int kRequests = 4;
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<int> lengths;
+  int64_t decode_tokens = 0;
+  for (int i = 0; i < kRequests; ++i) {
+    prompts.push_back(random_tokens(11 + 23 * i, 800 + i));
+    lengths.push_back(6 + i);
+    decode_tokens += lengths.back() - 1;  // the first token is the prefill side's
+  }
+  std::vector<HttpResponse> responses(kRequests);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kRequests; ++i)
+    clients.emplace_back([&, i] {
+      responses[size_t(i)] = http(port, "POST", "/v1/completions",
+                                  completion(prompts[size_t(i)], lengths[size_t(i)], false).dump());
+    });
+  for (auto& t : clients) t.join();
+  for (int i = 0; i < kRequests; ++i) {
+    ASSERT_EQ(responses[size_t(i)].status, 200) << responses[size_t(i)].body << router->output()
+                                                << rank0->output() << rank1->output();
+    EXPECT_EQ(tokens_of(json::parse(responses[size_t(i)].body)),
+              runtime::engine_greedy(*golden_model().forward, prompts[size_t(i)], lengths[size_t(i)]))
+        << "request " << i;
+  }
+  const std::string m = http(port, "GET", "/metrics").body;
+#ifdef TROUPE_HAVE_UCX
+  // Every region went by one RMA put into a rank process's staging memory.
+  EXPECT_EQ(series_with(m, "troupe:kv_transfers_total", "by=\"rma\""), kRequests) << m;
+  EXPECT_EQ(series_with(m, "troupe:kv_transfer_descriptors_total", "model_name"), kRequests) << m;
+  EXPECT_EQ(series_with(m, "troupe:kv_transfers_total", "by=\"message\""), 0) << m;
+#endif
+  EXPECT_EQ(series_with(m, "troupe:kv_transfer_fallbacks_total", "model_name"), 0) << m;
+  // d2's ranks computed decode tokens only: one a decode step, no prompt, no replay; both
+  // ranks stepped (the one without a request ran dummy steps, which compute nothing).
+  int64_t computed = 0;
+  for (const char* engine : {"instance d2 rank 0 on node rank0", "instance d2 rank 1 on node rank1"}) {
+    const std::string line = status_line(file, engine);
+    EXPECT_NE(line.find("up: 0 running, 0 waiting, KV 0.0%, "), std::string::npos) << line;
+    computed += tokens_computed(line);
+  }
+  EXPECT_EQ(computed, decode_tokens);
+
+  // d1 joins; a long stream goes to it (the first decode engine, all idle), then d1 is
+  // drained onto d2: the stream goes on on one of d2's ranks with its KV.
+  auto solo = node("solo");
+  ASSERT_TRUE(router->wait_ready(port, 120s)) << health_message(port) << solo->output();
+  const std::vector<int32_t> prompt = random_tokens(23, 960);
+  const int n = 400;
+  Stream stream(port, completion(prompt, n, /*stream=*/true));
+  ASSERT_TRUE(stream.wait_events(6));
+  const RunResult drained = run_troupe("drain --config " + file + " --instance d1 --url http://127.0.0.1:" +
+                                       std::to_string(port));
+  EXPECT_EQ(drained.status, 0) << drained.out;
+  const StreamOutcome out = stream_outcome(stream.events());
+  EXPECT_TRUE(out.done);
+  EXPECT_TRUE(out.error.empty()) << out.error;
+  EXPECT_EQ(out.tokens, runtime::engine_greedy(*golden_model().forward, prompt, n));
+  EXPECT_TRUE(router->wait_output("went on on instance d2 rank [01]", 10s)) << router->output();
+  const std::string d1 = status_line(file, "instance d1 on node solo");
+  EXPECT_NE(d1.find("up: 0 running, 0 waiting, KV 0.0%, "), std::string::npos) << d1;
+  EXPECT_GT(tokens_computed(d1), 0) << d1;  // it decoded before the drain
+
+  // d1 restarted (no longer draining); two streams, one on d1 and one on a rank of d2
+  // (the decode engine with fewer in flight takes each move); then d2 is drained: its
+  // rank processes park their requests, which go on on d1. Both streams end with the
+  // undisturbed run's tokens, and d2's ranks hold nothing.
+  ASSERT_EQ(solo->stop(SIGTERM, std::chrono::seconds(20)), 0) << solo->output();
+  solo = node("solo");
+  ASSERT_TRUE(router->wait_ready(port, 120s)) << health_message(port) << solo->output();
+  const std::vector<int32_t> other = random_tokens(19, 961);
+  Stream first(port, completion(prompt, n, /*stream=*/true));
+  Stream second(port, completion(other, n, /*stream=*/true));
+  ASSERT_TRUE(first.wait_events(6) && second.wait_events(6));
+  const RunResult spread = run_troupe("drain --config " + file + " --instance d2 --url http://127.0.0.1:" +
+                                      std::to_string(port));
+  EXPECT_EQ(spread.status, 0) << spread.out;
+  const StreamOutcome a = stream_outcome(first.events()), b = stream_outcome(second.events());
+  EXPECT_TRUE(a.error.empty() && b.error.empty()) << a.error << b.error;
+  EXPECT_EQ(a.tokens, runtime::engine_greedy(*golden_model().forward, prompt, n));
+  EXPECT_EQ(b.tokens, runtime::engine_greedy(*golden_model().forward, other, n));
+  EXPECT_TRUE(router->wait_output("went on on instance d1 on node solo", 10s)) << router->output();
+  for (const char* engine : {"instance d2 rank 0 on node rank0", "instance d2 rank 1 on node rank1"}) {
+    const std::string line = status_line(file, engine);
+    EXPECT_NE(line.find("up: 0 running, 0 waiting, KV 0.0%, "), std::string::npos) << line;
+  }
+  const std::string after = http(port, "GET", "/metrics").body;
+  EXPECT_EQ(series_with(after, "troupe:kv_transfer_fallbacks_total", "model_name"), 0) << after;
+  for (Daemon* d : {rank0.get(), rank1.get(), solo.get(), prefill.get(), router.get()})
+    EXPECT_EQ(d->stop(SIGTERM, std::chrono::seconds(20)), 0) << d->output();
 }
 
 }  // namespace
