@@ -133,7 +133,7 @@ int64_t kv_rows_mode(const ExecutorOptions& options) {
          (options.clip_prefix ? 4 : 0);
 }
 
-Engine::Engine(const model::BatchForward& forward, const model::Tokenizer* tokenizer,
+Engine::Engine(const model::BatchForward& forward, const model::TextTokenizer* tokenizer,
                EngineConfig config, const Drafter* drafter)
     : config_(config), model_(forward.shape()) {
   TROUPE_CHECK(!config.speculative.enabled() || drafter != nullptr, "speculative-config: method \"",

@@ -89,7 +89,7 @@ class Engine {
   // forward: any model's (V4.1's Forward, LlamaForward: the engine reads its ServingShape).
   // drafter: required when config.speculative is on (a DsparkDrafter needs `forward` made
   // with the draft weights, to fill the feature rings); must outlive the engine.
-  Engine(const model::BatchForward& forward, const model::Tokenizer* tokenizer, EngineConfig config,
+  Engine(const model::BatchForward& forward, const model::TextTokenizer* tokenizer, EngineConfig config,
          const Drafter* drafter = nullptr);
 
   // siblings: n > 1 choices sharing the prompt's KV (Scheduler::add_request).

@@ -42,7 +42,7 @@ struct DepConfig {
 
 class DepEngine {
  public:
-  DepEngine(const model::Forward& forward, const model::Tokenizer* tokenizer, EngineConfig config,
+  DepEngine(const model::Forward& forward, const model::TextTokenizer* tokenizer, EngineConfig config,
             DepConfig dep);
   ~DepEngine();
 
