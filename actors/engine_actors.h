@@ -14,6 +14,7 @@
 
 #include "actors/instance_health.h"
 #include "actors/messages.h"
+#include "model/batch_forward.h"
 #include "model/forward.h"
 #include "model/tokenizer.h"
 #include "runtime/dep/communicator.h"
@@ -116,8 +117,8 @@ struct EngineOptions {
 // supervisor, which spawns the rank (detached: model compute never runs on CAF's shared
 // workers) and the scheduler that drives it. forward and tokenizer (may be null) must
 // outlive the actors.
-scheduler_actor spawn_engine(caf::actor_system& sys, const model::Forward& forward,
-                             const model::Tokenizer* tokenizer, runtime::EngineConfig config,
+scheduler_actor spawn_engine(caf::actor_system& sys, const model::BatchForward& forward,
+                             const model::TextTokenizer* tokenizer, runtime::EngineConfig config,
                              EngineOptions options = {});
 
 // Spreads requests over the schedulers of several engines (by request id; an n > 1 group

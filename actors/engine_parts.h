@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "actors/engine_actors.h"
+#include "kernels/check.h"
 #include "runtime/dep/in_process_group.h"
 #include "runtime/eplb/counts_trace.h"
 #include "runtime/eplb/eplb_planner.h"
@@ -156,7 +157,15 @@ struct RankSetup {
   const runtime::Drafter* drafter = nullptr;  // speculative decoding: the step's drafts
 };
 
-rank_actor spawn_rank(caf::actor_system& sys, const model::Forward& forward,
+// Expert parallelism is V4.1's (ServingShape::expert_parallel): its placement and the
+// exchange read the V4.1 Forward's config and MoE weights. Throws for any other model.
+inline const model::Forward& v41_forward(const model::BatchForward& f) {
+  const auto* v41 = dynamic_cast<const model::Forward*>(&f);
+  TROUPE_CHECK(v41 != nullptr, "expert parallelism needs a DeepSeek-V4.1 model");
+  return *v41;
+}
+
+rank_actor spawn_rank(caf::actor_system& sys, const model::BatchForward& forward,
                       const runtime::KvCacheConfig& kv, const runtime::ExecutorOptions& options,
                       std::shared_ptr<const runtime::FaultPlan> faults, RankSetup setup = {});
 
@@ -173,8 +182,8 @@ struct SyncSetup {
   kv_agent_actor agent;        // moves its parked requests to other engines
 };
 
-scheduler_core_actor spawn_scheduler(caf::actor_system& sys, const model::Forward& forward,
-                                     const model::Tokenizer* tokenizer,
+scheduler_core_actor spawn_scheduler(caf::actor_system& sys, const model::BatchForward& forward,
+                                     const model::TextTokenizer* tokenizer,
                                      const runtime::EngineConfig& config,
                                      const runtime::KvCacheConfig& kv, rank_actor rank,
                                      std::shared_ptr<EngineLedger> ledger, double request_timeout,

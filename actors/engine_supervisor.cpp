@@ -65,7 +65,7 @@ void start(supervisor_pointer self) {
     // each rank's in its own folder (runtime/dep/rank_tiers.h), which its scheduler reads
     // back at its start (the disk index and the saved prefixes).
     std::shared_ptr<runtime::TierStorage> tiers = runtime::make_tier_storage(
-        s.forward->config(), runtime::rank_tier_config(s.config, rank, group_size), s.kv);
+        s.forward->shape(), runtime::rank_tier_config(s.config, rank, group_size), s.kv);
     // The communicator keeps its group alive (aliasing pointer).
     std::shared_ptr<runtime::Communicator> comm;
     if (s.group) comm = std::shared_ptr<runtime::Communicator>(s.group, &s.group->communicator(r));
@@ -358,8 +358,8 @@ caf::result<runtime::EngineFigures> gather_figures(supervisor_pointer self) {
 }
 
 supervisor_actor::behavior_type supervisor_fun(supervisor_pointer self,
-                                              const model::Forward* forward,
-                                              const model::Tokenizer* tokenizer,
+                                              const model::BatchForward* forward,
+                                              const model::TextTokenizer* tokenizer,
                                               runtime::EngineConfig config,
                                               runtime::KvCacheConfig kv, EngineOptions options,
                                               std::shared_ptr<runtime::eplb::CountsRecorder> counts) {
@@ -372,7 +372,7 @@ supervisor_actor::behavior_type supervisor_fun(supervisor_pointer self,
   s.counts = std::move(counts);
   for (int r = 0; r < s.size(); ++r) s.ledgers.push_back(std::make_shared<EngineLedger>());
   if (s.options.expert_parallel) {
-    const model::ModelConfig& m = forward->config();
+    const model::ModelConfig& m = v41_forward(*forward).config();
     s.placement = std::make_shared<const runtime::eplb::ExpertPlacement>(runtime::eplb::ep_default_placement(
         m.num_hidden_layers, m.n_routed_experts,
         s.options.member ? s.options.member->size : s.size(), s.options.num_redundant_experts));
@@ -475,14 +475,17 @@ supervisor_actor::behavior_type supervisor_fun(supervisor_pointer self,
 
 }  // namespace
 
-scheduler_actor spawn_engine(caf::actor_system& sys, const model::Forward& forward,
-                             const model::Tokenizer* tokenizer, runtime::EngineConfig config,
+scheduler_actor spawn_engine(caf::actor_system& sys, const model::BatchForward& forward,
+                             const model::TextTokenizer* tokenizer, runtime::EngineConfig config,
                              EngineOptions options) {
   TROUPE_CHECK(options.data_parallel_size >= 1, "data-parallel-size must be >= 1, got ",
                options.data_parallel_size);
   TROUPE_CHECK(options.num_redundant_experts == 0 || options.expert_parallel,
                "num-redundant-experts needs enable-expert-parallel");
-  TROUPE_CHECK(!options.expert_parallel || forward.config().n_routed_experts > 0,
+  TROUPE_CHECK(!options.expert_parallel || forward.shape().expert_parallel,
+               "enable-expert-parallel: this model's MoE does not run expert-parallel (a "
+               "LLaMA-family model serves without it)");
+  TROUPE_CHECK(!options.expert_parallel || v41_forward(forward).config().n_routed_experts > 0,
                "enable-expert-parallel: the model has no routed experts");
   TROUPE_CHECK(!options.eplb.enabled || options.expert_parallel,
                "enable-eplb needs enable-expert-parallel");
@@ -517,7 +520,7 @@ scheduler_actor spawn_engine(caf::actor_system& sys, const model::Forward& forwa
   config = runtime::rank_tier_share(std::move(config), options.data_parallel_size);
   // Checked here, on the caller's thread: a config that cannot work stops start-up with
   // the numbers instead of killing the first request.
-  const runtime::KvCacheConfig kv = runtime::prepare_engine(forward.config(), config);
+  const runtime::KvCacheConfig kv = runtime::prepare_engine(forward.shape(), config);
   // R ranks time-share the machine's threads unless told otherwise.
   if (config.executor.kernel_threads == 0 && options.data_parallel_size > 1)
     config.executor.kernel_threads =

@@ -109,7 +109,7 @@ void copy_slots(rank_pointer self, model::MoeLayers layers, PlacementUpdate upda
   });
 }
 
-rank_actor::behavior_type rank_fun(rank_pointer self, const model::Forward* forward,
+rank_actor::behavior_type rank_fun(rank_pointer self, const model::BatchForward* forward,
                                    runtime::KvCacheConfig kv, runtime::ExecutorOptions options,
                                    std::shared_ptr<const runtime::FaultPlan> faults,
                                    RankSetup setup) {
@@ -121,7 +121,7 @@ rank_actor::behavior_type rank_fun(rank_pointer self, const model::Forward* forw
   }
   // Speculative decoding: the drafter's feature rings live in the slots (docs/dspark.md).
   const bool features = setup.drafter != nullptr && setup.drafter->needs_features();
-  st.storage = std::make_unique<runtime::PagedKvStorage>(forward->config(), kv.block_size,
+  st.storage = std::make_unique<runtime::PagedKvStorage>(forward->shape(), kv.block_size,
                                                          kv.num_blocks, kv.storage_slots(),
                                                          features);
   st.rank = setup.rank;
@@ -143,7 +143,7 @@ rank_actor::behavior_type rank_fun(rank_pointer self, const model::Forward* forw
       s.comm = std::move(comm);
       s.ranks = s.comm->size();
       s.experts = std::make_unique<runtime::ExpertParallel>(
-          *s.comm, std::move(placement), model::target_moe_layers(forward->weights()));
+          *s.comm, std::move(placement), model::target_moe_layers(v41_forward(*forward).weights()));
       if (draft_placement)
         s.draft_experts = std::make_unique<runtime::ExpertParallel>(*s.comm, draft_placement,
                                                                     drafter->moe_layers());
@@ -196,7 +196,7 @@ rank_actor::behavior_type rank_fun(rank_pointer self, const model::Forward* forw
 
 }  // namespace
 
-rank_actor spawn_rank(caf::actor_system& sys, const model::Forward& forward,
+rank_actor spawn_rank(caf::actor_system& sys, const model::BatchForward& forward,
                       const runtime::KvCacheConfig& kv, const runtime::ExecutorOptions& options,
                       std::shared_ptr<const runtime::FaultPlan> faults, RankSetup setup) {
   return sys.spawn<caf::detached>(rank_fun, &forward, kv, options, std::move(faults),

@@ -53,7 +53,7 @@ struct SchedulerState {
   // the KV layout another engine's hand-offs must have to continue here.
   std::unordered_map<runtime::RequestId, caf::actor> handed_off;
   runtime::KvHandoffShape shape;
-  const model::ModelConfig* model = nullptr;
+  const model::ServingShape* model = nullptr;
   std::shared_ptr<const runtime::FaultPlan> faults;  // kv-import-drop / -stall; null: none
   std::shared_ptr<EngineLedger> ledger;
   rank_actor rank;
@@ -580,7 +580,7 @@ runtime::RankLoad probe(SchedulerState& s, const std::vector<int32_t>& prompt,
 }
 
 scheduler_core_actor::behavior_type scheduler_fun(
-    scheduler_pointer self, const model::Forward* forward, const model::Tokenizer* tokenizer,
+    scheduler_pointer self, const model::BatchForward* forward, const model::TextTokenizer* tokenizer,
     runtime::EngineConfig config, runtime::KvCacheConfig kv, rank_actor rank,
     std::shared_ptr<EngineLedger> ledger, double request_timeout, SyncSetup sync,
     std::shared_ptr<runtime::TierStorage> tiers, std::shared_ptr<const runtime::FaultPlan> faults) {
@@ -591,15 +591,15 @@ scheduler_core_actor::behavior_type scheduler_fun(
   st.tiers = tiers;
   adopt_pin_index(st);  // after the disk files joined the tier
   st.scheduler = std::make_unique<runtime::Scheduler>(
-      config.scheduler, *st.kv, static_cast<int32_t>(forward->config().eos_token_id), tokenizer);
+      config.scheduler, *st.kv, forward->shape().eos_token_id, tokenizer);
   st.rank = std::move(rank);
   st.ledger = std::move(ledger);
   st.pipeline = std::make_unique<runtime::StepPipeline>(*st.scheduler, st.ledger->counters,
                                                         config.async_scheduling ? 2 : 1);
   st.request_timeout = request_timeout;
   st.depth = config.async_scheduling ? 2 : 1;
-  st.model = &forward->config();
-  st.shape = runtime::KvHandoffShape::of(forward->config(), kv.block_size,
+  st.model = &forward->shape();
+  st.shape = runtime::KvHandoffShape::of(forward->shape(), kv.block_size,
                                          runtime::kv_rows_mode(config.executor));
   st.sync = sync;
   st.planner = sync.planner;
@@ -686,8 +686,8 @@ void send_error(const caf::actor& client, runtime::RequestId id, std::string why
   caf::anon_send(client, token_atom::value, TokenEvent{std::move(out), {}});
 }
 
-scheduler_core_actor spawn_scheduler(caf::actor_system& sys, const model::Forward& forward,
-                                     const model::Tokenizer* tokenizer,
+scheduler_core_actor spawn_scheduler(caf::actor_system& sys, const model::BatchForward& forward,
+                                     const model::TextTokenizer* tokenizer,
                                      const runtime::EngineConfig& config,
                                      const runtime::KvCacheConfig& kv, rank_actor rank,
                                      std::shared_ptr<EngineLedger> ledger, double request_timeout,

@@ -34,8 +34,8 @@ struct Member {
 };
 
 struct SupervisorState {
-  const model::Forward* forward = nullptr;
-  const model::Tokenizer* tokenizer = nullptr;
+  const model::BatchForward* forward = nullptr;
+  const model::TextTokenizer* tokenizer = nullptr;
   runtime::EngineConfig config;
   runtime::KvCacheConfig kv;
   EngineOptions options;

@@ -53,6 +53,7 @@
 #include "cli/bench_ucx.h"
 #include "cli/commands.h"
 #include "cli/loaded_model.h"
+#include "cli/served_model.h"
 #include "config/load.h"
 #include "kernels/check.h"
 #include "kernels/parallel.h"
@@ -103,7 +104,7 @@ int64_t at_least(const Args& a, const char* flag, int64_t fallback, int64_t min)
 }
 
 std::vector<int64_t> int_list(const Args& a, const char* flag, const char* fallback, int64_t min);
-void check_positions(const model::ModelConfig& m, int64_t tokens, const std::string& what);
+void check_positions(const model::ServingShape& m, int64_t tokens, const std::string& what);
 
 // --dep 1,2,4: the decode step over R expert-parallel ranks, split by phase, next to the
 // plain one-rank forward of the same batch (bench/forward/dep_bench.h).
@@ -249,7 +250,7 @@ std::vector<DecoderMode> decoder_modes(const Args& a) {
   TROUPE_FAIL("--decoder expects tail, full, clip or all, got '" << v << "'");
 }
 
-void check_budget(const model::ModelConfig& m, const bench::EngineBenchConfig& c) {
+void check_budget(const model::ServingShape& m, const bench::EngineBenchConfig& c) {
   try {
     runtime::EngineConfig e = bench::make_engine_config(m, c, /*prefix_cache=*/true);
     runtime::prepare_engine(m, e);  // the reservation snapshots add included
@@ -260,10 +261,10 @@ void check_budget(const model::ModelConfig& m, const bench::EngineBenchConfig& c
   }
 }
 
-void check_positions(const model::ModelConfig& m, int64_t tokens, const std::string& what) {
-  if (tokens > m.max_position_embeddings)
-    TROUPE_FAIL(what << " = " << tokens << " tokens is beyond max_position_embeddings "
-                     << m.max_position_embeddings);
+void check_positions(const model::ServingShape& m, int64_t tokens, const std::string& what) {
+  if (tokens > m.max_positions)
+    TROUPE_FAIL(what << " = " << tokens << " tokens is beyond the model's " << m.max_positions
+                     << " positions");
 }
 
 // --flag "256,1024" -> {256, 1024}, each at least `min`.
@@ -500,18 +501,19 @@ int bench_serve_agentic(const Args& a, const bench::ServeBenchConfig& c) {
   const int threads = threads_flag(a);
   bench::EngineBenchConfig config = engine_flags(a, c.max_concurrency);
   config.prefix_replay = prefix_replay_modes(a, /*allow_both=*/false).front();
-  std::unique_ptr<LoadedModel> m;
+  std::unique_ptr<ServedModel> m;  // a V4.1 folder or a .gguf file
   if (engine) {
     try {
-      m = load_model(a.get_or("engine-model", ""), /*need_tokenizer=*/false);
+      m = load_served_model(a.get_or("engine-model", ""), /*need_tokenizer=*/false);
     } catch (const Error& e) {
       TROUPE_FAIL("--engine-model: " << e.what());
     }
-    check_budget(m->config, config);
-    if (w.max_token_id > m->config.vocab_size)
+    const model::ServingShape& shape = m->forward().shape();
+    check_budget(shape, config);
+    if (w.max_token_id > shape.vocab_size)
       TROUPE_FAIL("--max-token-id " << w.max_token_id << " is beyond the --engine-model vocab of "
-                                    << m->config.vocab_size);
-    check_positions(m->config, w.planned_prompt_len(w.turns - 1) + w.output_len,
+                                    << shape.vocab_size);
+    check_positions(shape, w.planned_prompt_len(w.turns - 1) + w.output_len,
                     "the last turn's prompt + --output-len");
   }
   bench::check_reachable(c);
@@ -524,12 +526,12 @@ int bench_serve_agentic(const Args& a, const bench::ServeBenchConfig& c) {
   bench::print_serve_report(c, run);
   if (!engine) return 0;
   kernels::set_num_threads(threads);
-  std::printf("\nengine-only: model %s, max running %lld, threads %d\n", m->dir.c_str(),
+  std::printf("\nengine-only: model %s, max running %lld, threads %d\n", m->path.c_str(),
               static_cast<long long>(config.max_running), kernels::num_threads());
-  bench::print_kv_summary(m->config, config);
-  bench::warm_up(*m->forward, config);
+  bench::print_kv_summary(m->forward().shape(), config);
+  bench::warm_up(m->forward(), config);
   const bench::ReplayRun local =
-      bench::run_replay(*m->forward, m->tokenizer.get(), w, config, /*prefix_cache=*/true);
+      bench::run_replay(m->forward(), m->tokenizer(), w, config, /*prefix_cache=*/true);
   bench::print_engine_comparison(run, local);
   return 0;
 }

@@ -27,7 +27,7 @@ namespace {
 class TextStream {
  public:
   using Decode = std::function<std::string(const std::vector<int32_t>&)>;
-  explicit TextStream(const model::Tokenizer& t)
+  explicit TextStream(const model::TextTokenizer& t)
       : decode_([&t](const std::vector<int32_t>& ids) { return t.decode(ids, /*skip_special=*/true); }) {}
   explicit TextStream(Decode decode) : decode_(std::move(decode)) {}
   void push(int32_t id) {
@@ -99,30 +99,48 @@ int32_t sample_token(const float* logits, int64_t vocab, const kernels::Sampling
   return token;
 }
 
-// A .gguf model (LLaMA family): --prompt TEXT through the file's SentencePiece-style
-// vocabulary streams text; --tokens 1,2,3 prints the generated ids, comma-separated.
+// A .gguf model (LLaMA family) through the Engine (paged KV, the serving path): --prompt
+// TEXT through the file's vocabulary streams text; --tokens 1,2,3
+// prints the generated ids, comma-separated.
 int generate_gguf(const std::string& path, const Args& a, int64_t max_tokens,
                   const kernels::SamplingParams& sampling) {
-  if (a.has("speculative")) TROUPE_FAIL("--speculative needs a V4.1 model with a DSpark draft");
+  if (a.has("speculative") || a.has("speculative-config"))
+    TROUPE_FAIL("speculative decoding needs a DeepSeek-V4.1 model with a DSpark draft");
   if (a.has("prompt") == a.has("tokens"))
     TROUPE_FAIL("give one of --prompt TEXT or --tokens 1,2,3 with a .gguf model");
   const auto m = model::LlamaModel::load(path, /*need_tokenizer=*/a.has("prompt"));
-  std::vector<int32_t> next = a.has("prompt")
-                                  ? m->tokenizer->encode(*a.get("prompt"), m->tokenizer->adds_bos())
-                                  : parse_token_ids(*a.get("tokens"));
-  if (next.empty()) TROUPE_FAIL("--prompt: the text encodes to no tokens");
-  const int64_t room = m->config.context_length - static_cast<int64_t>(next.size());
-  if (room < 1) TROUPE_FAIL("prompt of " << next.size() << " tokens does not fit the context");
-  model::LlamaState state = model::LlamaState::empty(m->config);
+  const std::vector<int32_t> prompt =
+      a.has("prompt") ? m->tokenizer->encode(*a.get("prompt"), /*add_bos=*/true)
+                      : parse_token_ids(*a.get("tokens"));
+  if (prompt.empty()) TROUPE_FAIL("--prompt: the text encodes to no tokens");
+  for (int32_t t : prompt)
+    if (t < 0 || t >= m->config.vocab_size)
+      TROUPE_FAIL("token id " << t << " is outside the vocabulary [0, " << m->config.vocab_size << ")");
+  const int64_t room = m->config.context_length - static_cast<int64_t>(prompt.size());
+  if (room < 1) TROUPE_FAIL("prompt of " << prompt.size() << " tokens does not fit the context");
+  runtime::EngineConfig config;
+  config.scheduler.max_model_len = m->config.context_length;
+  // The whole prompt in one step, as one forward call: the logits (and so the text) of a
+  // plain LlamaForward run.
+  config.scheduler.max_num_batched_tokens =
+      std::max(config.scheduler.max_num_batched_tokens, m->config.context_length);
+  runtime::Engine engine(*m->forward, nullptr, config);
+  runtime::RequestParams params;
+  params.max_tokens = std::min(max_tokens, room);
+  params.ignore_eos = a.has("ignore-eos");
+  params.sampling = sampling;
+  engine.add_request(0, prompt, params);
   std::string ids;
-  TextStream text([&m](const std::vector<int32_t>& t) { return m->tokenizer->decode(t, /*strip_prefix_space=*/false); });
-  for (int64_t step = 0; step < std::min(max_tokens, room); ++step) {
-    const auto logits = m->forward->run(state, next, /*all_logits=*/false);
-    const int32_t token = sample_token(logits.data(), m->config.vocab_size, sampling, step);
-    if (token == m->config.eos_token_id && !a.has("ignore-eos")) break;
-    if (a.has("prompt")) text.push(token);
-    else ids += (ids.empty() ? "" : ",") + std::to_string(token);
-    next = {token};
+  TextStream text(*m->tokenizer);
+  while (engine.has_unfinished()) {
+    for (const runtime::RequestOutput& o : engine.step()) {
+      if (o.status == runtime::RequestStatus::FinishedError) TROUPE_FAIL("generate: " << o.error);
+      for (int32_t token : o.new_tokens) {
+        if (token == m->config.eos_token_id && !params.ignore_eos) break;  // not printed
+        if (a.has("prompt")) text.push(token);
+        else ids += (ids.empty() ? "" : ",") + std::to_string(token);
+      }
+    }
   }
   std::printf("%s\n", ids.c_str());
   return 0;

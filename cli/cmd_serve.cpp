@@ -219,7 +219,7 @@ void publish_engine(caf::actor_system& sys, const ServeSetup& setup,
 // node's control port for the router to dial (docs/cluster.md).
 int run_engine_node(const ServeSetup& setup, ShutdownSignal& signal) {
   const config::ServeConfig& cfg = setup.cfg;
-  std::unique_ptr<LoadedModel> model;  // outlives the actor system
+  std::unique_ptr<ServedModel> model;  // outlives the actor system
   std::unique_ptr<ServingEngine> engine;
   caf::actor_system_config caf_cfg;
   actors::add_wire_types(caf_cfg);
@@ -261,7 +261,7 @@ int run_serve(const CommandArgs& argv) {
 
   // Owned here in this order so each outlives what uses it: the actors (destroyed with
   // the actor system, first) use the bridge, metrics, engine and model.
-  std::unique_ptr<LoadedModel> model;
+  std::unique_ptr<ServedModel> model;
   std::unique_ptr<ServingEngine> local;  // this process's engine, if it runs one
   net::metrics::Registry registry;
   std::unique_ptr<net::metrics::ServingMetrics> metrics;
@@ -284,9 +284,9 @@ int run_serve(const CommandArgs& argv) {
   if (runs_engine) local = start_engine(sys, cfg, *model, faults, membership(setup));
   // The router's node holding rank 0 of a spread group: the other ranks join it here.
   if (local && membership(setup)) publish_engine(sys, setup, local->engine);
-  const int64_t max_len = std::min<int64_t>(cfg.max_model_len, model->config.max_position_embeddings);
+  const int64_t max_len = std::min<int64_t>(cfg.max_model_len, model->max_positions());
   auto backend = std::make_shared<net::http::Backend>();
-  backend->info.model_name = served_name(cfg, model->dir);
+  backend->info.model_name = served_name(cfg, model->path);
   backend->info.max_model_len = max_len;
   backend->info.max_body_bytes = static_cast<size_t>(cfg.max_body_bytes);
   backend->info.faults = faults.get();
@@ -321,7 +321,7 @@ int run_serve(const CommandArgs& argv) {
     router = actors::spawn_router(sys, {local->engine});
   }
   bridge = net::http::make_engine_bridge(sys, router, *metrics, health);
-  backend->tokenizer = model->tokenizer.get();
+  backend->tokenizer = model->tokenizer();
   backend->engine = bridge.get();
   backend->registry = &registry;
   backend->metrics = metrics.get();

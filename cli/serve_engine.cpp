@@ -16,10 +16,10 @@ void say(const std::string& line) {
   std::fflush(stdout);
 }
 
-std::unique_ptr<LoadedModel> load_serving_model(const config::ServeConfig& cfg) {
+std::unique_ptr<ServedModel> load_serving_model(const config::ServeConfig& cfg) {
   say("loading model " + (cfg.model.empty() ? std::string("(built-in tiny model)") : cfg.model));
   const auto t0 = std::chrono::steady_clock::now();
-  auto model = load_model(cfg.model, /*need_tokenizer=*/true);
+  auto model = load_served_model(cfg.model, /*need_tokenizer=*/true);
   char took[32];
   std::snprintf(took, sizeof took, "%.2f s",
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -68,12 +68,12 @@ void say_instance_shape(const config::ServeConfig& cfg, const actors::EngineOpti
 }  // namespace
 
 std::unique_ptr<ServingEngine> start_engine(caf::actor_system& sys, const config::ServeConfig& cfg,
-                                            LoadedModel& model,
+                                            const ServedModel& model,
                                             std::shared_ptr<const runtime::FaultPlan> faults,
                                             std::optional<actors::GroupMembership> member) {
   auto e = std::make_unique<ServingEngine>();
   // One copy of the Engram tables for the node, in a shared host mapping (the owner).
-  e->engram = runtime::EngramHostTables::adopt(model.weights, model.config);
+  if (model.v41) e->engram = runtime::EngramHostTables::adopt(model.v41->weights, model.v41->config);
   if (e->engram) {
     char mib[32];
     std::snprintf(mib, sizeof mib, "%.1f MiB", double(e->engram->table_bytes()) / (1 << 20));
@@ -82,7 +82,7 @@ std::unique_ptr<ServingEngine> start_engine(caf::actor_system& sys, const config
   }
   e->config = cfg.to_engine_config();
   e->config.scheduler.max_model_len =
-      std::min<int64_t>(cfg.max_model_len, model.config.max_position_embeddings);
+      std::min<int64_t>(cfg.max_model_len, model.max_positions());
   e->health = std::make_shared<actors::InstanceHealth>();
 
   actors::EngineOptions o;
@@ -97,17 +97,18 @@ std::unique_ptr<ServingEngine> start_engine(caf::actor_system& sys, const config
   o.eplb = cfg.eplb();
   o.expert_counts_file = cfg.expert_counts_file;
   o.member = std::move(member);
-  if (e->engram) o.engram_owner = actors::spawn_engram_owner(sys, model.config, model.weights, e->engram);
+  if (e->engram)
+    o.engram_owner = actors::spawn_engram_owner(sys, model.v41->config, model.v41->weights, e->engram);
   say_instance_shape(cfg, o);
   if (e->config.speculative.enabled()) {
-    e->draft = load_draft(model);
+    e->draft = load_draft(model.v41_only("speculative-config"));
     o.drafter = e->draft->drafter.get();
     say("speculative decoding: " + e->config.speculative.method + ", " +
         std::to_string(e->config.speculative.num_speculative_tokens) + " draft tokens per step");
   }
   try {
-    e->engine = actors::spawn_engine(sys, e->draft ? *e->draft->forward : *model.forward,
-                                     model.tokenizer.get(), e->config, std::move(o));
+    e->engine = actors::spawn_engine(sys, e->draft ? *e->draft->forward : model.forward(),
+                                     model.tokenizer(), e->config, std::move(o));
   } catch (const Error& err) {
     TROUPE_FAIL("the engine config cannot work with this model: "
                 << err.what() << " (kv-cache-memory-bytes, max-num-seqs, block-size)");

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "actors/engine_actors.h"
-#include "cli/loaded_model.h"
+#include "cli/served_model.h"
 #include "config/serve_config.h"
 #include "runtime/engram/engram_host_tables.h"
 #include "runtime/faults/fault_plan.h"
@@ -19,8 +19,9 @@ namespace troupe::cli {
 // "troupe: LINE" on stdout, flushed (tests and supervisors read these through a pipe).
 void say(const std::string& line);
 
-// The model of cfg.model (the built-in tiny one when empty), with its load time said.
-std::unique_ptr<LoadedModel> load_serving_model(const config::ServeConfig& cfg);
+// The model of cfg.model (the built-in tiny one when empty; a .gguf file: a LLaMA-family
+// model), with its load time said.
+std::unique_ptr<ServedModel> load_serving_model(const config::ServeConfig& cfg);
 
 // A running engine instance and what it uses; members must outlive the actors (destroy
 // the actor system first).
@@ -41,7 +42,7 @@ std::shared_ptr<const runtime::FaultPlan> fault_plan(const config::ServeConfig& 
 // member: this process runs one rank of an expert-parallel instance spread over
 // processes (a cluster node; the system has the middleman).
 std::unique_ptr<ServingEngine> start_engine(caf::actor_system& sys, const config::ServeConfig& cfg,
-                                            LoadedModel& model,
+                                            const ServedModel& model,
                                             std::shared_ptr<const runtime::FaultPlan> faults,
                                             std::optional<actors::GroupMembership> member = {});
 

@@ -16,11 +16,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "model/tokenizer.h"  // complete: the parsers take it as a model::TextTokenizer
 #include "net/openai/request_parse.h"
-
-namespace troupe::model {
-class Tokenizer;
-}
 
 namespace troupe::fuzz {
 

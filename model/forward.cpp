@@ -124,7 +124,8 @@ void Batch::record_ints(const char* name, int64_t layer, const int32_t* data, in
 
 Forward::Forward(const ModelConfig& config, const ModelWeights& weights,
                  const DsparkWeights* dspark)
-    : cfg_(config), w_(weights), dspark_(dspark), engram_(engram_hash_tables(config)) {
+    : cfg_(config), w_(weights), dspark_(dspark), engram_(engram_hash_tables(config)),
+      shape_(config) {
   const kernels::YarnScaling none;
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
     rope_freqs_.push_back(cfg_.ratio(l) == 0

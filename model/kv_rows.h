@@ -4,6 +4,9 @@
 //   window row (SWA ring)   fp8_ue8m0, D ch:  D E4M3      + D/32 UE8M0   (full 528 B)
 //   compressed KV row       nvfp4,     D ch:  D/2 packed  + D/16 E4M3    (full 288 B)
 //   index-key row           mxfp4,    dI ch:  dI/2 packed + dI/32 UE8M0  (full  68 B)
+//
+// F32 (no scales) is the LLaMA family's row: K and V of one token as computed, so the
+// paged engine reads exactly what the contiguous LlamaState holds (model/llama_forward.h).
 #pragma once
 
 #include <cstdint>
@@ -12,7 +15,7 @@
 
 namespace troupe::model {
 
-enum class RowFormat : uint8_t { Fp8Ue8m0, Nvfp4, Mxfp4 };
+enum class RowFormat : uint8_t { Fp8Ue8m0, Nvfp4, Mxfp4, F32 };
 
 struct RowCodec {
   RowFormat format = RowFormat::Fp8Ue8m0;

@@ -34,12 +34,13 @@ float dot(const float* a, const float* b, int64_t n) {
 
 // Causal GQA attention over the cache (the shared attention kernel, MODEL.md §5.3, has
 // K = V, so LLaMA's separate V goes through this loop until a GQA kernel exists),
-// threaded over (position, head). q [T, H, hd] for positions start.., caches
-// [start + T, KV, hd]; out [T, H, hd].
-void causal_attention(const Vec& q, const Vec& k, const Vec& v, int64_t start, int64_t T,
-                      int64_t H, int64_t KV, int64_t hd, Vec& out) {
-  out.assign(static_cast<size_t>(T * H * hd), 0.0f);
-  const int64_t group = H / KV, kv_stride = KV * hd;
+// threaded over (position, head). q [T, H, hd] for positions start..; krows[j] / vrows[j]
+// the [KV, hd] K / V of position j < start + T (contiguous or paged alike); out [T, H, hd].
+void causal_attention(const float* q, std::span<const float* const> krows,
+                      std::span<const float* const> vrows, int64_t start, int64_t T, int64_t H,
+                      int64_t KV, int64_t hd, float* out) {
+  std::fill_n(out, T * H * hd, 0.0f);
+  const int64_t group = H / KV;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   // (position, head) items per chunk: ~64K multiply-adds over the longest rows' keys.
   const int64_t min_chunk = std::max<int64_t>(1, 65536 / ((start + T) * hd));
@@ -47,18 +48,18 @@ void causal_attention(const Vec& q, const Vec& k, const Vec& v, int64_t start, i
     Vec score(static_cast<size_t>(start + T));
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t t = i / H, h = i % H, g = h / group, keys = start + t + 1;
-      const float* qh = q.data() + i * hd;
+      const float* qh = q + i * hd;
       float mx = -INFINITY;
       for (int64_t j = 0; j < keys; ++j) {
-        score[j] = dot(qh, k.data() + j * kv_stride + g * hd, hd) * scale;
+        score[j] = dot(qh, krows[j] + g * hd, hd) * scale;
         mx = std::max(mx, score[j]);
       }
       float sum = 0;
       for (int64_t j = 0; j < keys; ++j) sum += score[j] = std::exp(score[j] - mx);
-      float* oh = out.data() + i * hd;
+      float* oh = out + i * hd;
       for (int64_t j = 0; j < keys; ++j) {
         const float pj = score[j] / sum;
-        const float* vj = v.data() + j * kv_stride + g * hd;
+        const float* vj = vrows[j] + g * hd;
         for (int64_t d = 0; d < hd; ++d) oh[d] += pj * vj[d];
       }
     }
@@ -91,9 +92,30 @@ LlamaState LlamaState::empty(const LlamaConfig& c) {
   return s;
 }
 
+ServingShape llama_serving_shape(const LlamaConfig& c) {
+  ServingShape s;
+  s.vocab_size = c.vocab_size;
+  s.max_positions = c.context_length;
+  s.eos_token_id = c.eos_token_id;
+  s.layers = c.layers;
+  s.ratio.assign(size_t(c.layers), 1);
+  s.holds_rows.assign(size_t(c.layers), 1);
+  const int64_t kv_row = c.kv_heads * c.head_dim;
+  s.rows = {{RowFormat::F32, 0}, {RowFormat::F32, 2 * kv_row}, {RowFormat::F32, 0}};
+  s.window = 0;
+  s.carry_width = c.head_dim;  // never carried (ratio 1): a slot state's carry must be empty
+  s.feature_width = c.dim;
+  s.kv_bytes_per_token = double(c.layers * s.rows.ckv.bytes());
+  // A -1 names the family in the disk tier's tag, apart from every V4.1 shape.
+  s.tag_head = {-1, c.vocab_size, c.dim, c.layers, c.heads, c.kv_heads, c.head_dim,
+                c.ffn_dim, c.experts, c.experts_used};
+  return s;
+}
+
 LlamaForward::LlamaForward(const LlamaConfig& config, const LlamaWeights& weights)
     : cfg_(config), w_(weights),
-      rope_freqs_(kernels::rope_frequencies(config.rope_base, config.head_dim, {})) {
+      rope_freqs_(kernels::rope_frequencies(config.rope_base, config.head_dim, {})),
+      shape_(llama_serving_shape(config)) {
   TROUPE_CHECK(static_cast<int64_t>(weights.layers.size()) == config.layers,
                "LlamaForward: ", weights.layers.size(), " layers of weights for ", config.layers);
 }
@@ -111,16 +133,12 @@ void LlamaForward::attention_block(const LlamaLayerWeights& lw, int64_t layer,
     std::iota(positions.begin() + sg.row, positions.begin() + sg.row + sg.count, sg.start);
   rope_rows(q.data(), T * H, hd, hd, positions.data(), H, rope_freqs_);
   rope_rows(k.data(), T * KV, hd, hd, positions.data(), KV, rope_freqs_);
-  Vec attn(static_cast<size_t>(T * H * hd)), seg_out;
+  Vec attn(static_cast<size_t>(T * H * hd));
+  std::vector<const float*> krows, vrows;
   for (const Segment& sg : segs) {
-    Vec& k_cache = sg.state->k[layer];
-    Vec& v_cache = sg.state->v[layer];
-    const int64_t kv_row = KV * hd;
-    k_cache.insert(k_cache.end(), k.begin() + sg.row * kv_row, k.begin() + (sg.row + sg.count) * kv_row);
-    v_cache.insert(v_cache.end(), v.begin() + sg.row * kv_row, v.begin() + (sg.row + sg.count) * kv_row);
-    const Vec seg_q(q.begin() + sg.row * H * hd, q.begin() + (sg.row + sg.count) * H * hd);
-    causal_attention(seg_q, k_cache, v_cache, sg.start, sg.count, H, KV, hd, seg_out);
-    std::copy(seg_out.begin(), seg_out.end(), attn.begin() + sg.row * H * hd);
+    store_kv(sg, layer, k.data() + sg.row * KV * hd, v.data() + sg.row * KV * hd, krows, vrows);
+    causal_attention(q.data() + sg.row * H * hd, krows, vrows, sg.start, sg.count, H, KV, hd,
+                     attn.data() + sg.row * H * hd);
   }
   const auto attn_out = linear(attn.data(), T, lw.wo.view());
   for (size_t i = 0; i < x.size(); ++i) x[i] += attn_out[i];
@@ -156,6 +174,37 @@ void LlamaForward::ffn_block(const LlamaLayerWeights& lw, Vec& x) const {
   kernels::moe_experts(mp);
 }
 
+void LlamaForward::store_kv(const Segment& sg, int64_t layer, const float* k, const float* v,
+                            std::vector<const float*>& krows,
+                            std::vector<const float*>& vrows) const {
+  const int64_t kv_row = cfg_.kv_heads * cfg_.head_dim, keys = sg.start + sg.count;
+  krows.resize(size_t(keys));
+  vrows.resize(size_t(keys));
+  if (sg.state != nullptr) {
+    Vec& k_cache = sg.state->k[layer];
+    Vec& v_cache = sg.state->v[layer];
+    k_cache.insert(k_cache.end(), k, k + sg.count * kv_row);
+    v_cache.insert(v_cache.end(), v, v + sg.count * kv_row);
+    for (int64_t j = 0; j < keys; ++j) {
+      krows[j] = k_cache.data() + j * kv_row;
+      vrows[j] = v_cache.data() + j * kv_row;
+    }
+    return;
+  }
+  // The paged row of a token: [K | V], f32 as computed (llama_serving_shape).
+  Vec row(static_cast<size_t>(2 * kv_row));
+  for (int64_t t = 0; t < sg.count; ++t) {
+    std::copy_n(k + t * kv_row, kv_row, row.begin());
+    std::copy_n(v + t * kv_row, kv_row, row.begin() + kv_row);
+    sg.paged->append_row(layer, reinterpret_cast<const uint8_t*>(row.data()), nullptr);
+  }
+  for (int64_t j = 0; j < keys; ++j) {
+    // The block bytes hold floats written just so (the row above, or an earlier step's).
+    krows[j] = reinterpret_cast<const float*>(sg.paged->ckv_row(layer, j));
+    vrows[j] = krows[j] + kv_row;
+  }
+}
+
 void LlamaForward::check_tokens(std::span<const int32_t> tokens) const {
   if (tokens.empty()) TROUPE_FAIL("LlamaForward: no tokens");
   for (int32_t id : tokens)
@@ -171,8 +220,8 @@ std::vector<float> LlamaForward::run(LlamaState& state, std::span<const int32_t>
     TROUPE_FAIL(start + T << " positions exceed the context length " << cfg_.context_length);
   TROUPE_CHECK(static_cast<int64_t>(state.k.size()) == cfg_.layers, "LlamaForward: state has ",
                state.k.size(), " layers, the model ", cfg_.layers);
-  const Segment seg{&state, 0, T, start};
-  return forward(std::span(&seg, 1), tokens, all_logits);
+  const Segment seg{&state, nullptr, 0, T, start, all_logits};
+  return forward(std::span(&seg, 1), tokens);
 }
 
 std::vector<float> LlamaForward::decode(std::span<LlamaState* const> states,
@@ -189,14 +238,50 @@ std::vector<float> LlamaForward::decode(std::span<LlamaState* const> states,
       TROUPE_CHECK(states[j] != s, "LlamaForward::decode: state ", i, " is also state ", j);
     if (s->length + 1 > cfg_.context_length)
       TROUPE_FAIL(s->length + 1 << " positions exceed the context length " << cfg_.context_length);
-    segs.push_back({s, static_cast<int64_t>(i), 1, s->length});
+    segs.push_back({s, nullptr, static_cast<int64_t>(i), 1, s->length, true});
   }
-  return forward(segs, tokens, /*all_logits=*/true);
+  return forward(segs, tokens);
+}
+
+void LlamaForward::run(std::span<SequenceInput> batch, std::vector<std::vector<float>>& logits,
+                       const TraceFn& trace, RoutedExperts* routed) const {
+  (void)trace;  // no named intermediates recorded yet
+  TROUPE_CHECK(routed == nullptr, "LlamaForward: a LLaMA-family model runs on one rank "
+               "(no expert parallelism)");
+  std::vector<Segment> segs;
+  std::vector<int32_t> tokens;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const SequenceInput& in = batch[i];
+    TROUPE_CHECK(in.state != nullptr, "LlamaForward: sequence ", i, " has no state");
+    TROUPE_CHECK(in.decoder_tail_start < 0 && in.start() == in.state->length(),
+                 "LlamaForward: sequence ", i, " asks for a decoder tail or a replay (V4.1 only)");
+    check_tokens(in.tokens);
+    const int64_t start = in.state->length(), T = static_cast<int64_t>(in.tokens.size());
+    if (start + T > cfg_.context_length)
+      TROUPE_FAIL(start + T << " positions exceed the context length " << cfg_.context_length);
+    segs.push_back({nullptr, in.state, static_cast<int64_t>(tokens.size()), T, start, in.all_logits});
+    tokens.insert(tokens.end(), in.tokens.begin(), in.tokens.end());
+  }
+  logits.resize(batch.size());
+  if (batch.empty()) return;
+  const std::vector<float> all = forward(segs, tokens);
+  const int64_t V = w_.output_view().rows;
+  int64_t row = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const int64_t rows = segs[i].all_logits ? segs[i].count : 1;
+    logits[i].assign(all.begin() + row * V, all.begin() + (row + rows) * V);
+    row += rows;
+    batch[i].state->advance(batch[i].tokens);
+  }
+}
+
+void LlamaForward::run_idle(RoutedExperts&) const {
+  TROUPE_FAIL("LlamaForward: a LLaMA-family model runs on one rank (no expert parallelism)");
 }
 
 // The layers on every row of the step; each segment's state grows by its rows.
 std::vector<float> LlamaForward::forward(std::span<const Segment> segs,
-                                         std::span<const int32_t> tokens, bool all_logits) const {
+                                         std::span<const int32_t> tokens) const {
   const int64_t T = static_cast<int64_t>(tokens.size()), D = cfg_.dim;
   Vec x(static_cast<size_t>(T * D));
   for (int64_t t = 0; t < T; ++t)
@@ -205,10 +290,13 @@ std::vector<float> LlamaForward::forward(std::span<const Segment> segs,
     attention_block(w_.layers[l], l, segs, x);
     ffn_block(w_.layers[l], x);
   }
-  for (const Segment& sg : segs) sg.state->length = sg.start + sg.count;
-
-  const int64_t rows = all_logits ? T : 1;
-  const Vec last(x.end() - rows * D, x.end());
+  Vec last;  // the rows whose logits are asked for, in segment order
+  for (const Segment& sg : segs) {
+    if (sg.state != nullptr) sg.state->length = sg.start + sg.count;
+    const int64_t first = sg.all_logits ? sg.row : sg.row + sg.count - 1;
+    last.insert(last.end(), x.begin() + first * D, x.begin() + (sg.row + sg.count) * D);
+  }
+  const int64_t rows = static_cast<int64_t>(last.size()) / D;
   const Vec out_in = normed(last, rows, D, w_.output_norm, cfg_.rms_eps);
   Vec logits(static_cast<size_t>(rows * w_.output_view().rows));
   linear(out_in.data(), rows, w_.output_view(), logits.data());

@@ -13,12 +13,18 @@
 //             softmax over the k selected logits (= llama.cpp's softmax over all, then
 //             renormalised over the selected); x += Σ weight_e · Expert_e(ffn_in)
 //   logits = RMSNorm(x, output_norm) · Woutᵀ (Wout = token_embd when tied)
+//
+// The same layers run a sequence's K and V from a contiguous LlamaState (run, decode: the
+// single-sequence path of `troupe logits`) or from the engine's paged KV (BatchForward::run
+// over KvStores, runtime/executor): there every layer keeps one f32 row [K | V] per token
+// in the blocks (llama_serving_shape), so both read the same values in the same order.
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "model/batch_forward.h"
 #include "model/llama_config.h"
 #include "model/llama_weights.h"
 
@@ -31,7 +37,12 @@ struct LlamaState {
   static LlamaState empty(const LlamaConfig& c);
 };
 
-class LlamaForward {
+// The engine's view of a LLaMA model: every layer holds one f32 global row [K | V]
+// (2 · KV · hd floats) per token, no window rings, no compressor carry; no decoder tail,
+// speculative verify or expert parallelism (V4.1's features: the engine refuses them).
+ServingShape llama_serving_shape(const LlamaConfig& c);
+
+class LlamaForward final : public BatchForward {
  public:
   LlamaForward(const LlamaConfig& config, const LlamaWeights& weights);
 
@@ -45,16 +56,31 @@ class LlamaForward {
   // Checks as run() does, before any state changes.
   std::vector<float> decode(std::span<LlamaState* const> states, std::span<const int32_t> tokens) const;
 
+  // The engine's step (BatchForward): each sequence's K and V rows in its KvStore (the
+  // paged cache's PagedSequence), appended at positions state->length()... Checks as
+  // run() does, and refuses a decoder tail, a replay or an expert-parallel exchange.
+  void run(std::span<SequenceInput> batch, std::vector<std::vector<float>>& logits,
+           const TraceFn& trace = nullptr, RoutedExperts* routed = nullptr) const override;
+  void run_idle(RoutedExperts& routed) const override;  // throws: no expert parallelism
+  const ServingShape& shape() const override { return shape_; }
+
   const LlamaConfig& config() const { return cfg_; }
 
  private:
-  // Rows [row, row + count) of one step belong to one sequence, at positions start.. .
+  // Rows [row, row + count) of one step belong to one sequence, at positions start..;
+  // its K and V live in `state` or, for the engine, in `paged`.
   struct Segment {
     LlamaState* state;
+    KvStore* paged;
     int64_t row, count, start;
+    bool all_logits;  // logits of every row, else of the last
   };
-  std::vector<float> forward(std::span<const Segment> segs, std::span<const int32_t> tokens,
-                             bool all_logits) const;
+  // Logits of the segments' rows, [Σ rows, V] in segment order.
+  std::vector<float> forward(std::span<const Segment> segs, std::span<const int32_t> tokens) const;
+  // Stores segment sg's new K and V rows of `layer` and points krows / vrows at the
+  // rows of positions [0, start + count).
+  void store_kv(const Segment& sg, int64_t layer, const float* k, const float* v,
+                std::vector<const float*>& krows, std::vector<const float*>& vrows) const;
   void check_tokens(std::span<const int32_t> tokens) const;
   void attention_block(const LlamaLayerWeights& lw, int64_t layer, std::span<const Segment> segs,
                        std::vector<float>& x) const;
@@ -63,6 +89,7 @@ class LlamaForward {
   const LlamaConfig& cfg_;
   const LlamaWeights& w_;
   std::vector<double> rope_freqs_;  // [hd / 2]
+  ServingShape shape_;
 };
 
 // Mixtral routing of one row: the k largest logits (ties -> lower expert) and the softmax

@@ -6,10 +6,10 @@
 #include <string>
 
 #include "model/gguf.h"
-#include "model/gguf_tokenizer.h"
 #include "model/llama_config.h"
 #include "model/llama_forward.h"
 #include "model/llama_weights.h"
+#include "model/tokenizer.h"
 
 namespace troupe::model {
 
@@ -18,10 +18,11 @@ struct LlamaModel {
   LlamaConfig config;
   LlamaWeights weights;
   std::unique_ptr<LlamaForward> forward;
-  std::unique_ptr<SpmTokenizer> tokenizer;  // null unless tokenizer.ggml.model is "llama"
+  std::unique_ptr<Tokenizer> tokenizer;  // the file's vocabulary; null when it has none troupe reads
 
-  // Opens, validates and binds; errors name the file and what is wrong. A vocabulary of
-  // another kind is not an error here (token ids still work); need_tokenizer makes it one.
+  // Opens, validates and binds; errors name the file and what is wrong. A missing or
+  // unreadable vocabulary is not an error here (token ids still work); need_tokenizer
+  // makes it one.
   static std::unique_ptr<LlamaModel> load(const std::string& path, bool need_tokenizer = false);
 };
 

@@ -150,6 +150,12 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) c
   return utf8_lossy(bytes);
 }
 
+std::optional<std::string> Tokenizer::render_chat(const std::vector<ChatMessage>& messages,
+                                                  bool add_generation_prompt) const {
+  if (impl_->chat == ChatFormat::None) return std::nullopt;
+  return model::render_chat(impl_->chat, chat_specials(), messages, add_generation_prompt);
+}
+
 int64_t Tokenizer::vocab_size() const {
   return static_cast<int64_t>(impl_->kinds.size());
 }

@@ -32,7 +32,7 @@
 #include <string_view>
 #include <vector>
 
-#include "model/chat_template.h"
+#include "model/text_tokenizer.h"
 
 namespace troupe::model {
 
@@ -58,7 +58,7 @@ struct SpecialTokenIds {
   int32_t eot = -1;  // end of turn, where it differs from eos (GGUF eot_token_id)
 };
 
-class Tokenizer {
+class Tokenizer final : public TextTokenizer {
  public:
   // A tokenizer.json file, with the tokenizer_config.json beside it when there is one.
   static Tokenizer load(const std::string& path);
@@ -72,16 +72,19 @@ class Tokenizer {
 
   // Token ids of text, bos first when add_bos and the vocabulary adds one (adds_bos).
   // Special tokens written literally in text encode to their ids.
-  std::vector<int32_t> encode(std::string_view text, bool add_bos) const;
+  std::vector<int32_t> encode(std::string_view text, bool add_bos) const override;
   // Text of ids; skip_special drops special added tokens (bos, eos, ...).
-  std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;
+  std::string decode(std::span<const int32_t> ids, bool skip_special = false) const override;
 
   // 1 + the largest id of the vocab and added tokens.
-  int64_t vocab_size() const;
+  int64_t vocab_size() const override;
   const SpecialTokenIds& specials() const;
   // The token string of an id (byte-level spelling, e.g. "Ġtime"; an added token's
   // content), or nullopt for an id the file does not define.
-  std::optional<std::string_view> id_to_token(int32_t id) const;
+  std::optional<std::string_view> id_to_token(int32_t id) const override;
+  // The model's chat format (chat_format(); model/chat_template.h), nullopt when none.
+  std::optional<std::string> render_chat(const std::vector<ChatMessage>& messages,
+                                         bool add_generation_prompt) const override;
   std::optional<int32_t> token_to_id(std::string_view token) const;
   bool is_special(int32_t id) const;
   // Whether encode(text, true) puts bos first (tokenizer.json: always; GGUF: the file's

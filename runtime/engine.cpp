@@ -17,7 +17,7 @@ namespace {
 // share = S·s / (S·s + N·b) (S snapshot slots of s bytes, N blocks of b bytes), so
 // snapshots moving down with their blocks count against the tier's budget like they
 // count against the primary's.
-void plan_kv_tiers(const model::ModelConfig& m, const EngineConfig& config, KvCacheConfig& kv) {
+void plan_kv_tiers(const model::ServingShape& m, const EngineConfig& config, KvCacheConfig& kv) {
   const int64_t block_bytes = kv.block_bytes;
   const int64_t snap = kv.snapshot_slots > 0 ? PagedKvStorage::snapshot_bytes_of(m) : 0;
   const BlockFileGeometry g{0, config.block_size, block_bytes, snap};
@@ -42,8 +42,13 @@ void plan_kv_tiers(const model::ModelConfig& m, const EngineConfig& config, KvCa
 
 }  // namespace
 
-KvCacheConfig prepare_engine(const model::ModelConfig& m, EngineConfig& config) {
-  config.scheduler.chunk_lookback_tokens = std::max<int64_t>(0, m.engram_max_ngram_size - 1);
+KvCacheConfig prepare_engine(const model::ServingShape& m, EngineConfig& config) {
+  config.scheduler.chunk_lookback_tokens = m.lookback_tokens;
+  TROUPE_CHECK(!config.speculative.enabled() || m.speculative,
+               "speculative-config: speculative decoding runs DeepSeek-V4.1 checkpoints only "
+               "(their DSpark draft); this model has none");
+  TROUPE_CHECK(!config.executor.clip_prefix || m.decoder_tail,
+               "clip_prefix: this model has no decoder tail (DeepSeek-V4.1 only)");
   if (config.speculative.enabled()) {
     config.scheduler.num_speculative_tokens = config.speculative.num_speculative_tokens;
     config.scheduler.adaptive_speculation = config.speculative.adaptive;
@@ -52,16 +57,19 @@ KvCacheConfig prepare_engine(const model::ModelConfig& m, EngineConfig& config) 
     config.scheduler.chunk_lookback_tokens = std::max<int64_t>(config.scheduler.chunk_lookback_tokens, 1);
   }
   const int64_t running = config.scheduler.max_num_running;
-  const int64_t snapshots = !config.enable_prefix_cache || !config.enable_prefix_snapshots ? 0
+  // A model without windows (LLaMA: every layer's rows are in the blocks) has nothing to
+  // snapshot: a hit replays nothing anyway.
+  const bool windows = m.window > 0;
+  const int64_t snapshots = !config.enable_prefix_cache || !config.enable_prefix_snapshots || !windows ? 0
                             : config.snapshot_slots >= 0 ? config.snapshot_slots
                                                          : 2 * running;
   config.scheduler.snapshot_block_size = snapshots > 0 ? config.block_size : 0;
   KvCacheConfig kv = kv_cache_config_for(m, config.kv_budget_bytes, running, config.block_size,
                                          snapshots);
   TROUPE_CHECK(!config.speculative.enabled() ||
-                   config.speculative.num_speculative_tokens < m.sliding_window,
+                   config.speculative.num_speculative_tokens < m.window,
                "speculative-config: num_speculative_tokens ", config.speculative.num_speculative_tokens,
-               " must be below the sliding window ", m.sliding_window);
+               " must be below the sliding window ", m.window);
   kv.enable_prefix_cache = config.enable_prefix_cache;
   kv.block_bytes = PagedKvStorage::block_bytes_of(m, config.block_size);
   // A window snapshot's bytes: the tiers' and the saved prefixes' figures count them.
@@ -89,7 +97,7 @@ KvCacheConfig prepare_engine(const model::ModelConfig& m, EngineConfig& config) 
   return kv;
 }
 
-std::unique_ptr<TierStorage> make_tier_storage(const model::ModelConfig& m,
+std::unique_ptr<TierStorage> make_tier_storage(const model::ServingShape& m,
                                                const EngineConfig& config,
                                                const KvCacheConfig& kv) {
   if (kv.host_blocks == 0) return nullptr;
@@ -125,12 +133,12 @@ int64_t kv_rows_mode(const ExecutorOptions& options) {
          (options.clip_prefix ? 4 : 0);
 }
 
-Engine::Engine(const model::Forward& forward, const model::Tokenizer* tokenizer,
+Engine::Engine(const model::BatchForward& forward, const model::TextTokenizer* tokenizer,
                EngineConfig config, const Drafter* drafter)
-    : config_(config), model_(forward.config()) {
+    : config_(config), model_(forward.shape()) {
   TROUPE_CHECK(!config.speculative.enabled() || drafter != nullptr, "speculative-config: method \"",
                config.speculative.method, "\" has no drafter in this engine");
-  const model::ModelConfig& m = forward.config();
+  const model::ServingShape& m = forward.shape();
   const KvCacheConfig kv = prepare_engine(m, config_);
   config = config_;
   kv_ = std::make_unique<KvCacheManager>(kv);

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "model/forward.h"
+#include "model/batch_forward.h"
 #include "model/tokenizer.h"
 #include "runtime/executor/executor.h"
 #include "runtime/kv_cache/kv_cache_manager.h"
@@ -73,11 +73,11 @@ struct EngineConfig {
 
 // Completes config from the model (the scheduler's chunk lookback) and sizes the KV
 // cache from the budget. Shared by Engine and the actors that split it in two.
-KvCacheConfig prepare_engine(const model::ModelConfig& m, EngineConfig& config);
+KvCacheConfig prepare_engine(const model::ServingShape& m, EngineConfig& config);
 
 // The host and disk tiers' bytes for an engine of this config (nullptr when kv has no
 // host tier: kv.host_blocks == 0). Throws troupe::Error if the disk dir cannot be made.
-std::unique_ptr<TierStorage> make_tier_storage(const model::ModelConfig& m,
+std::unique_ptr<TierStorage> make_tier_storage(const model::ServingShape& m,
                                                const EngineConfig& config,
                                                const KvCacheConfig& kv);
 // The disk tier's files (tiers.scan_disk()) join the manager's disk tier, and its finds
@@ -86,9 +86,10 @@ void attach_disk_tier(KvCacheManager& manager, const TierStorage& tiers);
 
 class Engine {
  public:
+  // forward: any model's (V4.1's Forward, LlamaForward: the engine reads its ServingShape).
   // drafter: required when config.speculative is on (a DsparkDrafter needs `forward` made
   // with the draft weights, to fill the feature rings); must outlive the engine.
-  Engine(const model::Forward& forward, const model::Tokenizer* tokenizer, EngineConfig config,
+  Engine(const model::BatchForward& forward, const model::TextTokenizer* tokenizer, EngineConfig config,
          const Drafter* drafter = nullptr);
 
   // siblings: n > 1 choices sharing the prompt's KV (Scheduler::add_request).
@@ -135,7 +136,7 @@ class Engine {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<StepPipeline> pipeline_;
-  const model::ModelConfig& model_;
+  const model::ServingShape& model_;
   KvHandoffShape shape_;
 };
 

@@ -22,7 +22,7 @@ bool contains(const std::vector<int32_t>& ids, int32_t id) {
 
 }  // namespace
 
-size_t Detokenizer::update(const model::Tokenizer& tok, std::span<const int32_t> output,
+size_t Detokenizer::update(const model::TextTokenizer& tok, std::span<const int32_t> output,
                            bool skip_special) {
   const auto pending = output.subspan(static_cast<size_t>(read_offset_));
   if (pending.empty()) return 0;
@@ -34,7 +34,7 @@ size_t Detokenizer::update(const model::Tokenizer& tok, std::span<const int32_t>
   return text.size();
 }
 
-void Detokenizer::flush(const model::Tokenizer& tok, std::span<const int32_t> output,
+void Detokenizer::flush(const model::TextTokenizer& tok, std::span<const int32_t> output,
                         bool skip_special) {
   const auto pending = output.subspan(static_cast<size_t>(read_offset_));
   text_ += tok.decode(pending, skip_special);

@@ -21,7 +21,7 @@
 #include <vector>
 
 namespace troupe::model {
-class Tokenizer;
+class TextTokenizer;
 }
 
 namespace troupe::runtime {
@@ -40,9 +40,9 @@ class Detokenizer {
 
   // Appends the text of output[read_offset, end) that is complete; returns its length
   // in bytes.
-  size_t update(const model::Tokenizer& tok, std::span<const int32_t> output, bool skip_special);
+  size_t update(const model::TextTokenizer& tok, std::span<const int32_t> output, bool skip_special);
   // Appends whatever is still held back (at finish).
-  void flush(const model::Tokenizer& tok, std::span<const int32_t> output, bool skip_special);
+  void flush(const model::TextTokenizer& tok, std::span<const int32_t> output, bool skip_special);
   // Cuts the text to `size` bytes (a stop string matched).
   void truncate(size_t size) { text_.resize(size); }
 
@@ -82,7 +82,7 @@ size_t stop_holdback(const std::string& text, const std::vector<std::string>& st
 struct StopLimits {
   int32_t eos_token_id = -1;                    // -1: none
   int64_t max_model_len = INT64_MAX;            // prompt + output tokens at most
-  const model::Tokenizer* tokenizer = nullptr;  // needed for stop strings and text
+  const model::TextTokenizer* tokenizer = nullptr;  // needed for stop strings and text
 };
 
 // Checks the request after one output token was appended (the last in r.tokens): updates

@@ -9,7 +9,7 @@
 
 namespace troupe::bench {
 
-runtime::EngineConfig make_engine_config(const model::ModelConfig& m, const EngineBenchConfig& c,
+runtime::EngineConfig make_engine_config(const model::ServingShape& m, const EngineBenchConfig& c,
                                          bool prefix_cache) {
   runtime::EngineConfig e;
   e.kv_budget_bytes = c.kv_budget_bytes;
@@ -24,7 +24,7 @@ runtime::EngineConfig make_engine_config(const model::ModelConfig& m, const Engi
   e.kv_disk_dir = c.kv_disk_dir;
   e.scheduler.max_num_running = c.max_running;
   e.scheduler.max_num_batched_tokens = c.max_batched_tokens;
-  e.scheduler.max_model_len = m.max_position_embeddings;
+  e.scheduler.max_model_len = m.max_positions;
   return e;
 }
 
@@ -39,11 +39,11 @@ std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint64_t seed) {
   return runtime::draw_tokens(seed, n, 0, static_cast<int32_t>(vocab));
 }
 
-void warm_up(const model::Forward& forward, const EngineBenchConfig& c) {
+void warm_up(const model::BatchForward& forward, const EngineBenchConfig& c) {
   // Without the cache, so without tiers too: it never writes to the disk dir.
-  runtime::Engine engine(forward, nullptr, make_engine_config(forward.config(), c, false));
+  runtime::Engine engine(forward, nullptr, make_engine_config(forward.shape(), c, false));
   const auto prompt =
-      random_tokens(std::min<int64_t>(32, c.block_size), forward.config().vocab_size, 1);
+      random_tokens(std::min<int64_t>(32, c.block_size), forward.shape().vocab_size, 1);
   engine.add_request(0, prompt, greedy_params(2));
   drain(engine);
 }
@@ -59,7 +59,7 @@ void drain(runtime::Engine& engine) {
     for (const runtime::RequestOutput& out : engine.step()) check_output(out);
 }
 
-void print_kv_summary(const model::ModelConfig& m, const EngineBenchConfig& c) {
+void print_kv_summary(const model::ServingShape& m, const EngineBenchConfig& c) {
   runtime::EngineConfig e = make_engine_config(m, c, true);
   const runtime::KvCacheConfig kv = runtime::prepare_engine(m, e);
   std::printf(

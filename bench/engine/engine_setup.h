@@ -30,7 +30,7 @@ struct EngineBenchConfig {
 };
 
 // The engine's defaults with these sizes; max_model_len = the model's positions.
-runtime::EngineConfig make_engine_config(const model::ModelConfig& m, const EngineBenchConfig& c,
+runtime::EngineConfig make_engine_config(const model::ServingShape& m, const EngineBenchConfig& c,
                                          bool prefix_cache);
 
 // Greedy, EOS ignored: every request produces exactly max_tokens tokens, so runs with
@@ -42,7 +42,7 @@ std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint64_t seed);
 
 // One short request through a throwaway engine: faults the mmapped weights in and warms
 // the thread pool, so the first timed figure is not a cold-start figure.
-void warm_up(const model::Forward& forward, const EngineBenchConfig& c);
+void warm_up(const model::BatchForward& forward, const EngineBenchConfig& c);
 
 // Steps until every request has finished, discarding the outputs (check_output on each).
 void drain(runtime::Engine& engine);
@@ -52,6 +52,6 @@ void drain(runtime::Engine& engine);
 void check_output(const runtime::RequestOutput& out);
 
 // One line: the KV budget's split into blocks (tokens), request slots and window snapshots.
-void print_kv_summary(const model::ModelConfig& m, const EngineBenchConfig& c);
+void print_kv_summary(const model::ServingShape& m, const EngineBenchConfig& c);
 
 }  // namespace troupe::bench

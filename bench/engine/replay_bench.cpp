@@ -103,7 +103,7 @@ void print_wall_ratios(const std::vector<ReplayRun>& runs) {
 
 }  // namespace
 
-ReplayRun run_replay(const model::Forward& forward, const model::Tokenizer* tokenizer,
+ReplayRun run_replay(const model::BatchForward& forward, const model::TextTokenizer* tokenizer,
                      const runtime::AgenticWorkloadConfig& workload_config,
                      const EngineBenchConfig& engine_config, bool prefix_cache) {
   const bool tiers = prefix_cache && engine_config.kv_offload_bytes > 0;
@@ -112,7 +112,7 @@ ReplayRun run_replay(const model::Forward& forward, const model::Tokenizer* toke
     std::filesystem::remove_all(engine_config.kv_disk_dir, ec);
   }
   Engine engine(forward, tokenizer,
-                make_engine_config(forward.config(), engine_config, prefix_cache));
+                make_engine_config(forward.shape(), engine_config, prefix_cache));
   AgenticWorkload workload(workload_config);
   ReplayRun run;
   run.prefix_cache = prefix_cache;

@@ -48,7 +48,7 @@ struct ReplayRun {
 // One run on a fresh engine; engine.prefix_replay and engine.prefix_snapshots say how
 // hits rebuild the windows; engine.kv_offload_bytes > 0: with the host (and disk) tiers
 // (the disk dir is emptied first, so each run starts cold).
-ReplayRun run_replay(const model::Forward& forward, const model::Tokenizer* tokenizer,
+ReplayRun run_replay(const model::BatchForward& forward, const model::TextTokenizer* tokenizer,
                      const runtime::AgenticWorkloadConfig& workload,
                      const EngineBenchConfig& engine, bool prefix_cache);
 

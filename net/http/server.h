@@ -37,7 +37,7 @@
 #include "net/openai/request_parse.h"
 
 namespace troupe::model {
-class Tokenizer;
+class TextTokenizer;
 }
 namespace troupe::net::metrics {
 class ServingMetrics;
@@ -76,7 +76,7 @@ struct ServerOptions {
 // What the server needs once the model is loaded; every pointer outlives the server's
 // threads (Server::stop).
 struct Backend {
-  const model::Tokenizer* tokenizer = nullptr;
+  const model::TextTokenizer* tokenizer = nullptr;
   openai::ServingInfo info;
   EngineBridge* engine = nullptr;
   const metrics::Registry* registry = nullptr;

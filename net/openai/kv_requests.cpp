@@ -29,7 +29,7 @@ std::string conversation_of(const json& body) {
 }  // namespace
 
 ParseResult parse_kv_save(std::string_view text, const ServingInfo& info,
-                          const model::Tokenizer& tok) {
+                          const model::TextTokenizer& tok) {
   try {
     json body = parse_json_object(text, info);
     const std::string name = conversation_of(body);

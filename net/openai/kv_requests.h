@@ -24,7 +24,7 @@ namespace troupe::net::openai {
 std::string checked_kv_name(const std::string& name, const std::string& param);
 
 ParseResult parse_kv_save(std::string_view body, const ServingInfo& info,
-                          const model::Tokenizer& tok);
+                          const model::TextTokenizer& tok);
 // path_id: the ID of DELETE /v1/kv/ID; empty: read "conversation" from the body.
 ParseResult parse_kv_delete(std::string_view body, std::string_view path_id,
                             const ServingInfo& info);

@@ -42,7 +42,7 @@ std::string message_content(const json& message, const std::string& param) {
 
 }  // namespace
 
-EncodedPrompt encode_completion_prompt(const json& body, const model::Tokenizer& tok,
+EncodedPrompt encode_completion_prompt(const json& body, const model::TextTokenizer& tok,
                                        bool add_special_tokens) {
   const json* field = find_field(body, "prompt");
   if (!field) bad("'prompt' is required", "prompt");
@@ -82,13 +82,14 @@ std::vector<model::ChatMessage> parse_messages(const json& body) {
 }
 
 EncodedPrompt encode_chat_prompt(const std::vector<model::ChatMessage>& messages,
-                                 const model::Tokenizer& tok, bool add_generation_prompt) {
+                                 const model::TextTokenizer& tok, bool add_generation_prompt) {
   EncodedPrompt out;
-  try {
-    out.text = model::render_chat(tok, messages, add_generation_prompt);
-  } catch (const Error& e) {  // roles are checked above: the model has no template troupe renders
-    bad(e.what(), "messages");
-  }
+  std::optional<std::string> text = tok.render_chat(messages, add_generation_prompt);
+  if (!text)
+    bad("this model has no chat template troupe can render (its file has none, or one of a "
+        "family troupe does not know: chatml, llama3, llama2, mistral, deepseek-v3): use "
+        "/v1/completions with a prompt you format yourself", "messages");
+  out.text = std::move(*text);
   out.tokens = tok.encode(out.text, /*add_bos=*/false);  // the template starts with bos
   return out;
 }

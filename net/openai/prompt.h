@@ -15,7 +15,7 @@
 #include "model/chat_template.h"
 
 namespace troupe::model {
-class Tokenizer;
+class TextTokenizer;
 }
 
 namespace troupe::net::openai {
@@ -26,12 +26,12 @@ struct EncodedPrompt {
 };
 
 // Throws ApiException (400, param "prompt") for a missing, empty or ill-typed prompt.
-EncodedPrompt encode_completion_prompt(const nlohmann::json& body, const model::Tokenizer& tok,
+EncodedPrompt encode_completion_prompt(const nlohmann::json& body, const model::TextTokenizer& tok,
                                        bool add_special_tokens = true);
 
 // Throws ApiException (400, param "messages" or "messages[i].role" / ".content").
 std::vector<model::ChatMessage> parse_messages(const nlohmann::json& body);
 EncodedPrompt encode_chat_prompt(const std::vector<model::ChatMessage>& messages,
-                                 const model::Tokenizer& tok, bool add_generation_prompt);
+                                 const model::TextTokenizer& tok, bool add_generation_prompt);
 
 }  // namespace troupe::net::openai

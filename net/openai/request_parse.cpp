@@ -104,7 +104,7 @@ std::optional<NumberOverflow> find_number_overflow(std::string_view body) {
   return locator.found;
 }
 
-EncodedPrompt read_prompt(Endpoint endpoint, const json& body, const model::Tokenizer& tok) {
+EncodedPrompt read_prompt(Endpoint endpoint, const json& body, const model::TextTokenizer& tok) {
   if (endpoint == Endpoint::Completions) return encode_completion_prompt(body, tok);
   const bool add_generation_prompt = get_bool(body, "add_generation_prompt").value_or(true);
   return encode_chat_prompt(parse_messages(body), tok, add_generation_prompt);
@@ -163,7 +163,7 @@ int64_t read_max_tokens(Endpoint endpoint, const json& body, int64_t prompt_len,
   return *given;
 }
 
-void read_stops(const json& body, const model::Tokenizer& tok, runtime::RequestParams& p) {
+void read_stops(const json& body, const model::TextTokenizer& tok, runtime::RequestParams& p) {
   p.stop = get_string_list(body, "stop");
   for (const std::string& s : p.stop)
     if (s.empty()) bad("'stop' strings must not be empty", "stop");
@@ -212,7 +212,7 @@ void read_options(const json& body, const ServingInfo& info, GenerationRequest& 
 }
 
 GenerationRequest parse_or_throw(Endpoint endpoint, const json& body, const ServingInfo& info,
-                                 const model::Tokenizer& tok) {
+                                 const model::TextTokenizer& tok) {
   if (auto err = check_model(get_string(body, "model"), info)) throw ApiException{*err};
   GenerationRequest req;
   req.endpoint = endpoint;
@@ -239,7 +239,7 @@ GenerationRequest parse_or_throw(Endpoint endpoint, const json& body, const Serv
 }  // namespace
 
 ParseResult parse_generation_request(Endpoint endpoint, std::string_view body,
-                                     const ServingInfo& info, const model::Tokenizer& tok) {
+                                     const ServingInfo& info, const model::TextTokenizer& tok) {
   try {
     return parse_or_throw(endpoint, parse_json_object(body, info), info, tok);
   } catch (const ApiException& e) {
@@ -248,7 +248,7 @@ ParseResult parse_generation_request(Endpoint endpoint, std::string_view body,
 }
 
 ParseResult parse_generation_body(Endpoint endpoint, const json& body, const ServingInfo& info,
-                                  const model::Tokenizer& tok) {
+                                  const model::TextTokenizer& tok) {
   try {
     if (!body.is_object()) bad("the request body must be a JSON object", "");
     return parse_or_throw(endpoint, body, info, tok);

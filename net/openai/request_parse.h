@@ -33,7 +33,7 @@
 #include "runtime/request.h"
 
 namespace troupe::model {
-class Tokenizer;
+class TextTokenizer;
 }
 
 namespace troupe::net::openai {
@@ -70,14 +70,14 @@ struct GenerationRequest {
 using ParseResult = std::variant<GenerationRequest, ApiError>;
 
 ParseResult parse_generation_request(Endpoint endpoint, std::string_view body,
-                                     const ServingInfo& info, const model::Tokenizer& tok);
+                                     const ServingInfo& info, const model::TextTokenizer& tok);
 
 // The same checks on a body already decoded (the TCP API's msgpack frames). No size
 // check: the caller bounds its own input. Strings must be valid UTF-8 (the caller's
 // check: JSON text guarantees it, msgpack does not); numbers may be NaN or +-Inf, which
 // are refused naming the field.
 ParseResult parse_generation_body(Endpoint endpoint, const nlohmann::json& body,
-                                  const ServingInfo& info, const model::Tokenizer& tok);
+                                  const ServingInfo& info, const model::TextTokenizer& tok);
 
 // The body as a JSON object; throws ApiException: 413 over the size limit, 400 for
 // malformed JSON or a non-object, or for a number beyond the double range (1e999), naming

@@ -75,7 +75,7 @@ std::string make_response_id(Endpoint endpoint, uint64_t number) {
   return (endpoint == Endpoint::Completions ? "cmpl-" : "chatcmpl-") + std::string(hex);
 }
 
-TokenLogprob token_logprob(const runtime::SampleLogprobs& lp, const model::Tokenizer& tok) {
+TokenLogprob token_logprob(const runtime::SampleLogprobs& lp, const model::TextTokenizer& tok) {
   auto text = [&](int32_t id) { return tok.decode(std::span<const int32_t>(&id, 1)); };
   auto clamp = [](float logprob) { return std::max(logprob, -9999.0f); };  // NaN stays NaN
   TokenLogprob t{text(lp.sampled.token), clamp(lp.sampled.logprob), {}};
@@ -85,7 +85,7 @@ TokenLogprob token_logprob(const runtime::SampleLogprobs& lp, const model::Token
   return t;
 }
 
-void ChoiceResult::append(const runtime::RequestOutput& out, const model::Tokenizer* tok) {
+void ChoiceResult::append(const runtime::RequestOutput& out, const model::TextTokenizer* tok) {
   text += out.new_text;
   token_ids.insert(token_ids.end(), out.new_tokens.begin(), out.new_tokens.end());
   if (tok != nullptr)
@@ -152,7 +152,7 @@ json generation_response(Endpoint endpoint, const ResponseMeta& meta,
 }
 
 ResponseCollector::ResponseCollector(const GenerationRequest& req, ResponseMeta meta,
-                                     const model::Tokenizer* tok)
+                                     const model::TextTokenizer* tok)
     : endpoint_(req.endpoint),
       meta_(std::move(meta)),
       prompt_tokens_(int64_t(req.prompt_tokens.size())),

@@ -43,7 +43,7 @@ struct TokenLogprob {
 // The API form of the engine's logprobs of one token: texts are the decodes of single ids
 // (special tokens included, as vLLM's), logprobs at least -9999 (OpenAI's stand-in for
 // -inf; JSON has no infinity).
-TokenLogprob token_logprob(const runtime::SampleLogprobs& lp, const model::Tokenizer& tok);
+TokenLogprob token_logprob(const runtime::SampleLogprobs& lp, const model::TextTokenizer& tok);
 
 // One choice, accumulated from the RequestOutputs of its engine request.
 struct ChoiceResult {
@@ -58,7 +58,7 @@ struct ChoiceResult {
 
   // Adds the output's text, tokens and finish state; with a tokenizer also the logprobs
   // of its tokens (when the engine computed them).
-  void append(const runtime::RequestOutput& out, const model::Tokenizer* tok = nullptr);
+  void append(const runtime::RequestOutput& out, const model::TextTokenizer* tok = nullptr);
   bool finished() const { return !finish_reason.empty(); }
 };
 
@@ -96,7 +96,7 @@ class ResponseCollector {
  public:
   // tok renders the logprobs' token texts; without one they are left out.
   ResponseCollector(const GenerationRequest& req, ResponseMeta meta,
-                    const model::Tokenizer* tok = nullptr);
+                    const model::TextTokenizer* tok = nullptr);
   void on_output(int32_t index, const runtime::RequestOutput& out);  // index in [0, n)
   bool done() const;                                                 // every choice finished
   json response() const;
@@ -107,7 +107,7 @@ class ResponseCollector {
   ResponseMeta meta_;
   int64_t prompt_tokens_;
   bool with_logprobs_;
-  const model::Tokenizer* tok_;
+  const model::TextTokenizer* tok_;
   std::vector<ChoiceResult> choices_;
   TokenIdsWriter token_ids_;
 };

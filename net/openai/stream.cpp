@@ -13,7 +13,7 @@ std::string_view sse_done() {
 }
 
 StreamEncoder::StreamEncoder(const GenerationRequest& req, ResponseMeta meta,
-                             const model::Tokenizer* tok)
+                             const model::TextTokenizer* tok)
     : endpoint_(req.endpoint),
       meta_(std::move(meta)),
       prompt_tokens_(int64_t(req.prompt_tokens.size())),

@@ -32,7 +32,7 @@ class StreamEncoder {
  public:
   // tok renders the logprobs' token texts; without one they are left out.
   StreamEncoder(const GenerationRequest& req, ResponseMeta meta,
-                const model::Tokenizer* tok = nullptr);
+                const model::TextTokenizer* tok = nullptr);
 
   // The events sent before any output: chat's role delta of every choice; none for
   // completions.
@@ -57,7 +57,7 @@ class StreamEncoder {
   int64_t prompt_tokens_;
   bool include_usage_;
   bool with_logprobs_;
-  const model::Tokenizer* tok_;
+  const model::TextTokenizer* tok_;
   std::vector<ChoiceResult> choices_;  // tokens, finish state, logprobs not yet sent
   std::vector<size_t> text_offsets_;   // [n] code points of the logprob tokens already sent
   TokenIdsWriter token_ids_;           // return_token_ids

@@ -9,7 +9,7 @@ namespace troupe::net::openai {
 namespace {
 
 json tokenize_or_throw(std::string_view body_text, const ServingInfo& info,
-                       const model::Tokenizer& tok) {
+                       const model::TextTokenizer& tok) {
   const json body = parse_json_object(body_text, info);
   if (auto err = check_model(get_string(body, "model"), info)) throw ApiException{*err};
   EncodedPrompt prompt;
@@ -32,7 +32,7 @@ json tokenize_or_throw(std::string_view body_text, const ServingInfo& info,
 }
 
 json detokenize_or_throw(std::string_view body_text, const ServingInfo& info,
-                         const model::Tokenizer& tok) {
+                         const model::TextTokenizer& tok) {
   const json body = parse_json_object(body_text, info);
   if (auto err = check_model(get_string(body, "model"), info)) throw ApiException{*err};
   const json* tokens = find_field(body, "tokens");
@@ -52,11 +52,11 @@ JsonResult catching(F&& f) {
 
 }  // namespace
 
-JsonResult tokenize(std::string_view body, const ServingInfo& info, const model::Tokenizer& tok) {
+JsonResult tokenize(std::string_view body, const ServingInfo& info, const model::TextTokenizer& tok) {
   return catching([&] { return tokenize_or_throw(body, info, tok); });
 }
 
-JsonResult detokenize(std::string_view body, const ServingInfo& info, const model::Tokenizer& tok) {
+JsonResult detokenize(std::string_view body, const ServingInfo& info, const model::TextTokenizer& tok) {
   return catching([&] { return detokenize_or_throw(body, info, tok); });
 }
 

@@ -17,7 +17,7 @@ namespace troupe::net::openai {
 
 using JsonResult = std::variant<nlohmann::json, ApiError>;
 
-JsonResult tokenize(std::string_view body, const ServingInfo& info, const model::Tokenizer& tok);
-JsonResult detokenize(std::string_view body, const ServingInfo& info, const model::Tokenizer& tok);
+JsonResult tokenize(std::string_view body, const ServingInfo& info, const model::TextTokenizer& tok);
+JsonResult detokenize(std::string_view body, const ServingInfo& info, const model::TextTokenizer& tok);
 
 }  // namespace troupe::net::openai

@@ -112,7 +112,7 @@ std::variant<json, std::string> completion_body(const json& frame) {
 }
 
 Command parse_submit(const json& frame, const json& id, const openai::ServingInfo& info,
-                     const model::Tokenizer& tok, std::string_view api_key) {
+                     const model::TextTokenizer& tok, std::string_view api_key) {
   if (!api_key.empty()) {
     const json* key = frame.contains("api_key") ? &frame["api_key"] : nullptr;
     if (!key || !key->is_string() || key->get<std::string>() != api_key)
@@ -138,7 +138,7 @@ json usable_id(const json& frame) {
 }
 
 Command parse_command(const json& frame, const openai::ServingInfo& info,
-                      const model::Tokenizer& tok, std::string_view api_key) {
+                      const model::TextTokenizer& tok, std::string_view api_key) {
   const json id = frame.contains("id") ? frame["id"] : json(nullptr);
   if (!valid_id(id)) return CommandError{nullptr, "'id' must be an integer or a string"};
   if (id.is_string() && !valid_utf8(id.get_ref<const std::string&>()))

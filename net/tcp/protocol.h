@@ -46,7 +46,7 @@ using Command = std::variant<SubmitCommand, AbortCommand, CommandError>;
 // CommandError naming its field. `api_key` non-empty: submits must carry it. The sampling fields get the same checks and
 // defaults as /v1/completions (temperature 1, max_tokens 16, ...).
 Command parse_command(const json& frame, const openai::ServingInfo& info,
-                      const model::Tokenizer& tok, std::string_view api_key);
+                      const model::TextTokenizer& tok, std::string_view api_key);
 
 // The frame's "id" when it is one that may be echoed (an integer or a valid UTF-8
 // string); null otherwise. For error frames sent before the frame is parsed.

@@ -18,7 +18,7 @@ namespace troupe::runtime {
 
 struct DepEngine::Rank {
   // tier_config: this rank's share of the host and disk tiers, in its own disk folder.
-  Rank(const model::Forward& forward, const model::Tokenizer* tokenizer, const EngineConfig& c,
+  Rank(const model::Forward& forward, const model::TextTokenizer* tokenizer, const EngineConfig& c,
        const KvCacheConfig& kv_config, Communicator& comm,
        std::shared_ptr<const eplb::ExpertPlacement> placement, const EngineConfig& tier_config)
       : kv(kv_config),
@@ -48,7 +48,7 @@ struct DepEngine::Rank {
   int64_t dummy_steps = 0;
 };
 
-DepEngine::DepEngine(const model::Forward& forward, const model::Tokenizer* tokenizer,
+DepEngine::DepEngine(const model::Forward& forward, const model::TextTokenizer* tokenizer,
                      EngineConfig config, DepConfig dep)
     : config_(config), dep_(dep) {
   TROUPE_CHECK(dep.ranks >= 1, "data-parallel-size must be >= 1, got ", dep.ranks);

@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "model/forward.h"
 #include "runtime/dep/expert_parallel.h"
 #include "runtime/dep/in_process_group.h"
 #include "runtime/dep/rank_threads.h"
@@ -41,7 +42,7 @@ struct DepConfig {
 
 class DepEngine {
  public:
-  DepEngine(const model::Forward& forward, const model::Tokenizer* tokenizer, EngineConfig config,
+  DepEngine(const model::Forward& forward, const model::TextTokenizer* tokenizer, EngineConfig config,
             DepConfig dep);
   ~DepEngine();
 

@@ -11,32 +11,36 @@
 
 namespace troupe::runtime {
 
-int64_t exact_replay_tokens(const model::ModelConfig& m, bool bounded_replay) {
-  const int64_t layers = bounded_replay ? m.n_encoder_layers + 1 : m.num_hidden_layers;
-  return layers * std::max<int64_t>(0, m.sliding_window - 1);
+int64_t exact_replay_tokens(const model::ServingShape& m, bool bounded_replay) {
+  const int64_t layers = bounded_replay ? m.encoder_layers + 1 : m.layers;
+  return layers * std::max<int64_t>(0, m.window - 1);
 }
 
-int64_t clip_prefix_depth(const model::ModelConfig& m) {
-  const int64_t decoder_layers = m.num_hidden_layers - m.n_encoder_layers;
-  return std::max<int64_t>(0, decoder_layers - 1) * std::max<int64_t>(0, m.sliding_window - 1) + 1;
+int64_t clip_prefix_depth(const model::ServingShape& m) {
+  const int64_t decoder_layers = m.layers - m.encoder_layers;
+  return std::max<int64_t>(0, decoder_layers - 1) * std::max<int64_t>(0, m.window - 1) + 1;
 }
 
-Executor::Executor(const model::Forward& forward, PagedKvStorage& storage, ExecutorOptions options,
-                   model::RoutedExperts* routed, const Drafter* drafter,
+Executor::Executor(const model::BatchForward& forward, PagedKvStorage& storage,
+                   ExecutorOptions options, model::RoutedExperts* routed, const Drafter* drafter,
                    model::RoutedExperts* draft_routed)
     : forward_(forward),
+      shape_(forward.shape()),
       storage_(storage),
       options_(options),
       context_(std::make_unique<kernels::ExecContext>(options.kernel_threads)),
       routed_(routed),
       drafter_(drafter),
       draft_routed_(draft_routed) {
+  TROUPE_CHECK(!routed_ || shape_.expert_parallel,
+               "expert parallelism: this model's MoE does not run expert-parallel (a "
+               "LLaMA-family model runs on one rank; DEP needs a DeepSeek-V4.1 checkpoint)");
   TROUPE_CHECK(!draft_routed_ || (routed_ && drafter_),
                "executor: an expert-parallel draft needs the target's exchange and a drafter");
 }
 
 int64_t Executor::decoder_tail_start(const ScheduledChunk& c) const {
-  const int64_t R = forward_.config().replay_tokens;
+  const int64_t R = shape_.replay_tokens;
   if (c.start >= c.num_prompt_tokens) return -1;  // decode: every layer
   if (options_.bounded_replay && R > 0)
     return std::max(c.start, c.num_prompt_tokens - R);  // T = [max(P', E_prompt - R), E)
@@ -69,7 +73,7 @@ void Executor::apply_kv_loads(const StepPlan& plan) {
       std::copy(src.begin(), src.end(), storage_.block_data(load.blocks[i]).begin());
     }
     SlotStateView slot;
-    const std::string why = parse_slot_state(h.slot_state(), forward_.config(), slot);
+    const std::string why = parse_slot_state(h.slot_state(), shape_, slot);
     TROUPE_CHECK(why.empty(), "request ", load.id, "'s KV hand-off: ", why);
     storage_.load_slot_state(load.swa_slot, slot);
     started_[load.id] = load.generation;  // set up: its first decode must not reset the rings
@@ -167,7 +171,7 @@ void Executor::run(const StepPlan& plan, std::vector<SampledChunk>& sampled) {
     if (plan.chunks[i].snapshot_slot >= 0)
       storage_.copy_slot(plan.chunks[i].swa_slot, plan.chunks[i].snapshot_slot);
 
-  const int64_t V = forward_.config().vocab_size;
+  const int64_t V = shape_.vocab_size;
   for (size_t k = 0; k < b.ran.size(); ++k) {
     const size_t i = b.ran[k];
     const ScheduledChunk& c = plan.chunks[i];
@@ -203,7 +207,7 @@ int32_t Executor::sample(const ScheduledChunk& c, std::span<const float> logits,
   sp.logits = logits.data();
   sp.out = &token;
   sp.m = 1;
-  sp.vocab = forward_.config().vocab_size;
+  sp.vocab = shape_.vocab_size;
   sp.sampling = &c.sampling;
   sp.streams = &stream;
   sp.counters = &counter;
@@ -223,7 +227,7 @@ DraftQuery Executor::draft_query(const ScheduledChunk& c, const std::vector<int3
 
 int64_t Executor::draft_places(const ScheduledChunk& c) const {
   // Verify positions start .. start + k' must exist (drafts stop before the last position).
-  return std::min(c.num_draft_tokens, forward_.config().max_position_embeddings - 1 - c.start);
+  return std::min(c.num_draft_tokens, shape_.max_positions - 1 - c.start);
 }
 
 void Executor::draft(const ScheduledChunk& c, std::vector<int32_t>& tokens) const {
@@ -256,7 +260,7 @@ void Executor::prepare_verify(size_t k, const ScheduledChunk& c, size_t undo_ind
 
 void Executor::verify(const ScheduledChunk& c, std::span<const int32_t> tokens,
                       std::span<const float> logits, SampledChunk& out) {
-  const int64_t V = forward_.config().vocab_size;
+  const int64_t V = shape_.vocab_size;
   const auto rows = static_cast<int64_t>(tokens.size());
   TROUPE_CHECK(static_cast<int64_t>(logits.size()) == rows * V, "no verify logits for request ",
                c.id);

@@ -10,7 +10,8 @@
 #include <vector>
 
 #include "kernels/exec_context.h"
-#include "model/forward.h"
+#include "model/batch_forward.h"
+#include "model/routed_experts.h"
 #include "runtime/kv_cache/paged_kv.h"
 #include "runtime/kv_cache/step_undo.h"
 #include "runtime/kv_cache/tier_storage.h"
@@ -34,13 +35,13 @@ enum class PrefixReplay { Window, Exact };
 // the reads to cover are the encoder rings at B and layer Ne's rows under the decoder
 // tail: (Ne + 1)(W - 1) before min(B, E_prompt - R). In full compute every layer's rings
 // at B: L (W - 1) before B.
-int64_t exact_replay_tokens(const model::ModelConfig& m, bool bounded_replay);
+int64_t exact_replay_tokens(const model::ServingShape& m, bool bounded_replay);
 
 // clip_prefix (docs/model-notes.md): the last logits of a prompt ending at E depend on
 // layer Ne's outputs at [E - D, E) only, D = (L - 1 - Ne)(W - 1) + 1 (each decoder layer
 // reaches W - 1 further back through its window; no decoder layer writes global KV), so
 // under full compute a chunk ending at or before E - D needs no decoder rows for them.
-int64_t clip_prefix_depth(const model::ModelConfig& m);
+int64_t clip_prefix_depth(const model::ServingShape& m);
 
 struct ExecutorOptions {
   // MODEL.md §6: prefill chunks run the decoder on the prompt's last replay_tokens only
@@ -66,7 +67,8 @@ class Executor {
   // step's drafts run as one batch (Drafter::propose_batch) in every step whose plan
   // drafts or says draft_exchange, before the target's exchanges; nullptr: each chunk
   // drafts on its own, every draft expert here.
-  Executor(const model::Forward& forward, PagedKvStorage& storage, ExecutorOptions options,
+  // forward: any model's batch forward (V4.1's Forward, LlamaForward); must outlive it.
+  Executor(const model::BatchForward& forward, PagedKvStorage& storage, ExecutorOptions options,
            model::RoutedExperts* routed = nullptr, const Drafter* drafter = nullptr,
            model::RoutedExperts* draft_routed = nullptr);
 
@@ -135,7 +137,8 @@ class Executor {
   // Positions [P', E) of a chunk's decoder tail (§6), or -1 for every layer.
   int64_t decoder_tail_start(const ScheduledChunk& chunk) const;
 
-  const model::Forward& forward_;
+  const model::BatchForward& forward_;
+  const model::ServingShape& shape_;  // forward_'s
   PagedKvStorage& storage_;
   ExecutorOptions options_;
   std::unique_ptr<kernels::ExecContext> context_;  // bound to the calling thread in run()

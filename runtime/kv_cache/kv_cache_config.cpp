@@ -3,7 +3,6 @@
 #include <cmath>
 
 #include "kernels/check.h"
-#include "model/footprint.h"
 
 namespace troupe::runtime {
 
@@ -28,18 +27,18 @@ void KvCacheConfig::validate() const {
                "KvCacheConfig: a disk tier needs a host tier (host_blocks >= 1)");
 }
 
-KvCacheBudget plan_kv_budget(const model::ModelConfig& m, int64_t budget_bytes, int64_t max_running,
+KvCacheBudget plan_kv_budget(const model::ServingShape& m, int64_t budget_bytes, int64_t max_running,
                              int64_t block_size, int64_t snapshot_slots) {
   TROUPE_CHECK(max_running >= 1, "max_running must be >= 1, got ", max_running);
   TROUPE_CHECK(snapshot_slots >= 0, "snapshot_slots must be >= 0, got ", snapshot_slots);
   TROUPE_CHECK(block_size >= 1, "block_size must be >= 1, got ", block_size);
-  for (int64_t r : m.compress_ratios)
+  for (int64_t r : m.ratio)
     TROUPE_CHECK(r <= 1 || block_size % r == 0, "block_size ", block_size,
                  " must be a multiple of every compress ratio (", r, ")");
   KvCacheBudget b;
-  b.kv_bytes_per_token = model::global_kv_bytes_per_token(m);
+  b.kv_bytes_per_token = m.kv_bytes_per_token;
   b.bytes_per_block = int64_t(std::ceil(double(block_size) * b.kv_bytes_per_token));
-  const model::RequestState s = model::request_state_bytes(m);
+  const model::RequestState& s = m.request_state;
   b.request_state_bytes = s.swa_bytes + s.dspark_bytes + s.compressor_bytes;
   // A snapshot holds what PagedKvStorage::copy_slot copies: rings and carry (no DSpark
   // state: the paged engine keeps none yet).
@@ -59,7 +58,7 @@ KvCacheBudget plan_kv_budget(const model::ModelConfig& m, int64_t budget_bytes, 
   return b;
 }
 
-KvCacheConfig kv_cache_config_for(const model::ModelConfig& m, int64_t budget_bytes,
+KvCacheConfig kv_cache_config_for(const model::ServingShape& m, int64_t budget_bytes,
                                   int64_t max_running, int64_t block_size, int64_t snapshot_slots) {
   const KvCacheBudget b = plan_kv_budget(m, budget_bytes, max_running, block_size, snapshot_slots);
   KvCacheConfig c;
@@ -67,7 +66,7 @@ KvCacheConfig kv_cache_config_for(const model::ModelConfig& m, int64_t budget_by
   c.num_blocks = b.num_blocks;
   c.swa_slots = max_running;
   c.snapshot_slots = snapshot_slots;
-  c.window = m.sliding_window;
+  c.window = m.window;
   c.validate();
   return c;
 }

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "model/config.h"
+#include "model/serving_shape.h"
 #include "runtime/kv_cache/block_hash.h"
 
 namespace troupe::runtime {
@@ -67,9 +67,9 @@ struct KvCacheBudget {
 // every compressor group so no open-group carry needs caching). Window snapshots are
 // reserved like the rings (snapshot_slots * snapshot_bytes), so they come out of the
 // global KV blocks the budget would otherwise buy.
-KvCacheBudget plan_kv_budget(const model::ModelConfig& m, int64_t budget_bytes, int64_t max_running,
+KvCacheBudget plan_kv_budget(const model::ServingShape& m, int64_t budget_bytes, int64_t max_running,
                              int64_t block_size = 64, int64_t snapshot_slots = 0);
-KvCacheConfig kv_cache_config_for(const model::ModelConfig& m, int64_t budget_bytes,
+KvCacheConfig kv_cache_config_for(const model::ServingShape& m, int64_t budget_bytes,
                                   int64_t max_running, int64_t block_size = 64,
                                   int64_t snapshot_slots = 0);
 

@@ -9,17 +9,17 @@
 
 namespace troupe::runtime {
 
-PagedKvStorage::PagedKvStorage(const model::ModelConfig& c, int64_t block_size,
+PagedKvStorage::PagedKvStorage(const model::ServingShape& c, int64_t block_size,
                                int64_t num_blocks, int64_t num_slots, bool keep_features)
-    : rows_(model::KvRowLayout::of(c)),
+    : rows_(c.rows),
       block_size_(block_size),
-      layers_(c.num_hidden_layers),
-      window_(c.sliding_window) {
+      layers_(c.layers),
+      window_(c.window) {
   ratio_.assign(layers_, 0);
   layer_off_.assign(layers_, -1);
   for (int64_t l = 0; l < layers_; ++l) {
-    ratio_[l] = c.ratio(l);
-    if (c.layer_mode[l] != model::LayerMode::Full) continue;
+    ratio_[l] = c.ratio[size_t(l)];
+    if (!c.has_global_rows(l)) continue;
     TROUPE_CHECK(block_size % ratio_[l] == 0, "block_size ", block_size,
                  " must be a multiple of layer ", l, "'s compress ratio ", ratio_[l]);
     layer_off_[l] = block_bytes_;
@@ -30,15 +30,14 @@ PagedKvStorage::PagedKvStorage(const model::ModelConfig& c, int64_t block_size,
   ring_pos_.assign(num_slots * layers_ * window_, -1);
   carry_v_.resize(num_slots * layers_);
   carry_s_.resize(num_slots * layers_);
-  if (keep_features) features_.assign(num_slots, model::FeatureRing(window_, c.hidden_size));
+  if (keep_features) features_.assign(num_slots, model::FeatureRing(window_, c.feature_width));
 }
 
-int64_t PagedKvStorage::block_bytes_of(const model::ModelConfig& c, int64_t block_size) {
-  const model::KvRowLayout rows = model::KvRowLayout::of(c);
+int64_t PagedKvStorage::block_bytes_of(const model::ServingShape& c, int64_t block_size) {
   int64_t bytes = 0;
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l)
-    if (c.layer_mode[l] == model::LayerMode::Full)
-      bytes += (block_size / c.ratio(l)) * (rows.ckv.bytes() + rows.ikey.bytes());
+  for (int64_t l = 0; l < c.layers; ++l)
+    if (c.has_global_rows(l))
+      bytes += (block_size / c.ratio[size_t(l)]) * (c.rows.ckv.bytes() + c.rows.ikey.bytes());
   return bytes;
 }
 
@@ -85,9 +84,9 @@ void PagedKvStorage::copy_block(int32_t src, int32_t dst) {
               blocks_.data() + dst * block_bytes_);
 }
 
-int64_t PagedKvStorage::snapshot_bytes_of(const model::ModelConfig& c) {
-  const int64_t rows = c.num_hidden_layers * c.sliding_window;
-  return rows * (model::KvRowLayout::of(c).window.bytes() + int64_t(sizeof(int64_t)));
+int64_t PagedKvStorage::snapshot_bytes_of(const model::ServingShape& c) {
+  const int64_t rows = c.layers * c.window;
+  return rows * (c.rows.window.bytes() + int64_t(sizeof(int64_t)));
 }
 
 int64_t PagedKvStorage::snapshot_bytes() const {

@@ -13,7 +13,7 @@
 #include <span>
 #include <vector>
 
-#include "model/config.h"
+#include "model/serving_shape.h"
 #include "runtime/kv_cache/region_bytes.h"
 #include "model/kv_store.h"
 
@@ -26,11 +26,12 @@ class PagedKvStorage {
  public:
   // keep_features: each slot holds a DSpark feature ring (MODEL.md §8), which a forward
   // with the draft weights fills; the drafter reads it.
-  PagedKvStorage(const model::ModelConfig& c, int64_t block_size, int64_t num_blocks,
+  PagedKvStorage(const model::ServingShape& c, int64_t block_size, int64_t num_blocks,
                  int64_t num_slots, bool keep_features = false);
 
-  // The bytes of one block of a model's global KV (every Full layer's rows), as held.
-  static int64_t block_bytes_of(const model::ModelConfig& c, int64_t block_size);
+  // The bytes of one block of a model's global KV (the rows of every layer that holds
+  // them), as held.
+  static int64_t block_bytes_of(const model::ServingShape& c, int64_t block_size);
 
   const model::KvRowLayout& rows() const { return rows_; }
   int64_t block_size() const { return block_size_; }
@@ -63,7 +64,7 @@ class PagedKvStorage {
   // the slot holds no carry. The DSpark feature ring is not kept: load clears it (the
   // drafter then proposes from less, verified decoding emits the same tokens).
   int64_t snapshot_bytes() const;
-  static int64_t snapshot_bytes_of(const model::ModelConfig& c);
+  static int64_t snapshot_bytes_of(const model::ServingShape& c);
   void save_snapshot(int32_t slot, std::span<uint8_t> out) const;
   void load_snapshot(int32_t slot, std::span<const uint8_t> in);
   // Block id's bytes (every layer's rows): what the host and disk tiers copy.

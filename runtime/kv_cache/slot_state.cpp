@@ -33,11 +33,11 @@ class Reader {
 
 }  // namespace
 
-std::string parse_slot_state(std::span<const uint8_t> in, const model::ModelConfig& m,
+std::string parse_slot_state(std::span<const uint8_t> in, const model::ServingShape& m,
                              SlotStateView& out) {
-  const uint64_t L = uint64_t(m.num_hidden_layers), W = uint64_t(m.sliding_window);
-  const uint64_t row = uint64_t(model::KvRowLayout::of(m).window.bytes());
-  const uint64_t D = uint64_t(m.head_dim);
+  const uint64_t L = uint64_t(m.layers), W = uint64_t(m.window);
+  const uint64_t row = uint64_t(m.rows.window.bytes());
+  const uint64_t D = uint64_t(m.carry_width);
   Reader r(in);
   if (!r.take(L * W * row, out.rings) || !r.take(L * W * sizeof(int64_t), out.positions))
     return "the slot state is shorter than its rings (" + std::to_string(in.size()) + " bytes)";
@@ -46,7 +46,7 @@ std::string parse_slot_state(std::span<const uint8_t> in, const model::ModelConf
   for (uint64_t l = 0; l < L; ++l) {
     uint64_t nv = 0, ns = 0;
     // A ratio-r layer's open group holds at most r - 1 rows of head_dim floats.
-    const uint64_t r_l = uint64_t(std::max<int64_t>(1, m.ratio(int64_t(l))));
+    const uint64_t r_l = uint64_t(std::max<int64_t>(1, m.ratio[l]));
     if (!r.take_u64(nv) || nv % D != 0 || nv / D >= r_l)
       return "layer " + std::to_string(l) + "'s compressor carry is malformed";
     if (!r.take(nv * sizeof(float), out.carry_v[l]) || !r.take_u64(ns) || ns != nv ||
@@ -58,8 +58,8 @@ std::string parse_slot_state(std::span<const uint8_t> in, const model::ModelConf
   out.has_features = present == 1;
   if (out.has_features) {
     uint64_t H = 0;
-    if (!r.take_u64(H) || H != uint64_t(m.hidden_size))
-      return "the slot state's feature ring is not " + std::to_string(m.hidden_size) + " wide";
+    if (!r.take_u64(H) || H != uint64_t(m.feature_width))
+      return "the slot state's feature ring is not " + std::to_string(m.feature_width) + " wide";
     if (!r.take(W * H * sizeof(float), out.feature_rows) ||
         !r.take(W * sizeof(int64_t), out.feature_positions))
       return "the slot state's feature ring is truncated";

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "model/config.h"
+#include "model/serving_shape.h"
 #include "runtime/kv_cache/region_bytes.h"
 
 namespace troupe::runtime {
@@ -34,7 +34,7 @@ struct SlotStateView {
 // and position sizes, each layer's open group (whole rows of head_dim, fewer than its
 // compress ratio, carry_s as long as carry_v), the feature ring's width and size, and
 // that nothing trails. Returns why not, or an empty string. Never throws.
-std::string parse_slot_state(std::span<const uint8_t> in, const model::ModelConfig& m,
+std::string parse_slot_state(std::span<const uint8_t> in, const model::ServingShape& m,
                              SlotStateView& out);
 
 // Appends a u64 count and then `values`' bytes (a carry vector, in the layout above).

@@ -14,13 +14,11 @@
 namespace troupe::runtime {
 namespace fs = std::filesystem;
 
-uint64_t kv_disk_model_tag(const model::ModelConfig& m, int64_t block_size, int64_t block_bytes,
+uint64_t kv_disk_model_tag(const model::ServingShape& m, int64_t block_size, int64_t block_bytes,
                            std::string_view mode) {
-  std::vector<int64_t> shape = {m.vocab_size,      m.hidden_size, m.num_hidden_layers,
-                                m.n_encoder_layers, m.head_dim,    m.qk_rope_head_dim,
-                                m.sliding_window,  m.index_head_dim, m.replay_tokens,
-                                block_size,        block_bytes};
-  shape.insert(shape.end(), m.compress_ratios.begin(), m.compress_ratios.end());
+  std::vector<int64_t> shape = m.tag_head;
+  shape.insert(shape.end(), {block_size, block_bytes});
+  shape.insert(shape.end(), m.tag_tail.begin(), m.tag_tail.end());
   const uint64_t h = hash_bytes(kRootBlockHash, std::as_bytes(std::span(shape)));
   return hash_bytes(h, std::as_bytes(std::span(mode.data(), mode.size())));
 }

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "model/config.h"
+#include "model/serving_shape.h"
 #include "runtime/kv_cache/block_file.h"
 #include "runtime/kv_cache/paged_kv.h"
 #include "runtime/kv_cache/tier_op.h"
@@ -19,7 +19,7 @@ namespace troupe::runtime {
 // What makes a block's bytes mean the same thing: the model's shape, the block layout and
 // `mode` (the executor's replay mode and the checkpoint's id: the caller's words). Files
 // with another tag are foreign.
-uint64_t kv_disk_model_tag(const model::ModelConfig& m, int64_t block_size, int64_t block_bytes,
+uint64_t kv_disk_model_tag(const model::ServingShape& m, int64_t block_size, int64_t block_bytes,
                            std::string_view mode);
 
 // The disk tier's file of a block, read and checked: the header of dir/<hash>.kvb must be

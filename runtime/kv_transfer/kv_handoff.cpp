@@ -6,10 +6,10 @@
 
 namespace troupe::runtime {
 
-KvHandoffShape KvHandoffShape::of(const model::ModelConfig& m, int64_t block_size,
+KvHandoffShape KvHandoffShape::of(const model::ServingShape& m, int64_t block_size,
                                   int64_t rows_mode) {
-  return {block_size, PagedKvStorage::block_bytes_of(m, block_size), m.num_hidden_layers,
-          m.sliding_window, model::KvRowLayout::of(m).window.bytes(), rows_mode};
+  return {block_size, PagedKvStorage::block_bytes_of(m, block_size), m.layers, m.window,
+          m.rows.window.bytes(), rows_mode};
 }
 
 void pack_kv_handoff(const PagedKvStorage& storage, const KvHandoffShape& shape,
@@ -42,7 +42,7 @@ void drop_kv(KvHandoff& h) {
   h.region.shrink_to_fit();
 }
 
-std::string check_kv_tokens(const KvHandoff& h, const model::ModelConfig& m) {
+std::string check_kv_tokens(const KvHandoff& h, const model::ServingShape& m) {
   const auto n = static_cast<int64_t>(h.tokens.size());
   if (h.num_prompt_tokens < 1 || h.num_prompt_tokens >= n)
     return "it has " + std::to_string(n) + " tokens and a prompt of " +
@@ -57,7 +57,7 @@ std::string check_kv_tokens(const KvHandoff& h, const model::ModelConfig& m) {
 }
 
 std::string check_kv_handoff(const KvHandoff& h, const KvHandoffShape& shape,
-                             const model::ModelConfig& m) {
+                             const model::ServingShape& m) {
   if (!(h.shape == shape))
     return "its KV layout (block size " + std::to_string(h.shape.block_size) + ", " +
            std::to_string(h.shape.block_bytes) + " bytes a block, rows mode " +

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "model/config.h"
+#include "model/serving_shape.h"
 #include "runtime/kv_cache/region_bytes.h"
 
 namespace troupe::runtime {
@@ -40,7 +40,7 @@ struct KvHandoffShape {
   int64_t rows_mode = 0;
 
   // An engine's shape from its model and block size (what its PagedKvStorage holds).
-  static KvHandoffShape of(const model::ModelConfig& m, int64_t block_size, int64_t rows_mode);
+  static KvHandoffShape of(const model::ServingShape& m, int64_t block_size, int64_t rows_mode);
   bool operator==(const KvHandoffShape&) const = default;
 };
 
@@ -81,12 +81,12 @@ void pack_kv_handoff(const PagedKvStorage& storage, const KvHandoffShape& shape,
 
 // Why a hand-off's tokens and text state cannot continue on a model of this vocabulary,
 // or "": the prompt and output lengths, token ids, cached count, text state. Never throws.
-std::string check_kv_tokens(const KvHandoff& h, const model::ModelConfig& m);
+std::string check_kv_tokens(const KvHandoff& h, const model::ServingShape& m);
 
 // Why a hand-off (which may come from another process) cannot be loaded into an engine
 // of this shape and model, or an empty string: shape, check_kv_tokens, the region's
 // size, including every length field inside the slot state. Never throws.
 std::string check_kv_handoff(const KvHandoff& h, const KvHandoffShape& shape,
-                             const model::ModelConfig& m);
+                             const model::ServingShape& m);
 
 }  // namespace troupe::runtime

@@ -7,7 +7,7 @@
 namespace troupe::runtime {
 
 ImportResult import_handoff(Scheduler& s, RequestId id, KvHandoff h, RequestParams params,
-                            const KvHandoffShape& shape, const model::ModelConfig& m) {
+                            const KvHandoffShape& shape, const model::ServingShape& m) {
   const std::string why = check_kv_tokens(h, m);
   TROUPE_CHECK(why.empty(), "request ", id, ": its hand-off cannot continue here: ", why);
   ImportResult result;

@@ -20,6 +20,6 @@ struct ImportResult {
 
 // Queues request id on s. Throws troupe::Error naming why it cannot continue here.
 ImportResult import_handoff(Scheduler& s, RequestId id, KvHandoff h, RequestParams params,
-                            const KvHandoffShape& shape, const model::ModelConfig& m);
+                            const KvHandoffShape& shape, const model::ServingShape& m);
 
 }  // namespace troupe::runtime

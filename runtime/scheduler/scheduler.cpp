@@ -11,7 +11,7 @@
 namespace troupe::runtime {
 
 Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager& kv, int32_t eos_token_id,
-                     const model::Tokenizer* tokenizer)
+                     const model::TextTokenizer* tokenizer)
     : config_(config), kv_(kv) {
   config_.validate();
   draft_limit_ = config_.num_speculative_tokens;

@@ -40,7 +40,7 @@ class Scheduler {
   // tokenizer: for stop strings and output text; may be nullptr (then stop strings are
   // rejected and outputs carry no text). kv must outlive the scheduler.
   Scheduler(const SchedulerConfig& config, KvCacheManager& kv, int32_t eos_token_id,
-            const model::Tokenizer* tokenizer = nullptr);
+            const model::TextTokenizer* tokenizer = nullptr);
 
   // Throws troupe::Error on bad input (duplicate id, empty or too long prompt, bad params).
   // siblings: more requests of the same prompt (n > 1), each with its own id and params.

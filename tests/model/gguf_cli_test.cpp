@@ -95,7 +95,7 @@ TEST(GgufCli, GeneratePromptStreamsTheReferenceText) {
     out.push_back(next);
     seq.push_back(next);
   }
-  EXPECT_EQ(r.out, m->tokenizer->decode(out, /*strip_prefix_space=*/false) + "\n");
+  EXPECT_EQ(r.out, m->tokenizer->decode(out, /*skip_special=*/true) + "\n");
 }
 
 TEST(GgufCli, BadFilesAndFlagsExit2WithAMessage) {
