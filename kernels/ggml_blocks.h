@@ -37,10 +37,12 @@ void dequant_q4_0_row(const uint8_t* blocks, int64_t cols, float* out);
 //   off [m, k / 32, 8] int32, only when made for Q4_0 weights: -8 · (sum of q over the
 //                    4 bytes of each 32-bit lane), so a lane's dot product plus its off is
 //                    the lane's share of Σ qs_i · x.q[i] - 8 Σ x.q[i]
+//   sum [m, k / 32]  int32, only when made for the packed prefill kernel: Σ q over the block
 struct Q8Rows {
   const int8_t* q = nullptr;
   const float* d = nullptr;
   const int32_t* off = nullptr;
+  const int32_t* sum = nullptr;
   int64_t m = 0, k = 0;
 };
 

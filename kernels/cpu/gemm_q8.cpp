@@ -2,6 +2,7 @@
 // kernel, and the one place that picks a range kernel.
 #include "kernels/cpu/gemm_q8.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -22,16 +23,26 @@ inline float round_even(float v) {
 
 // Same definition as ref::quantize_row_q8, written apart on purpose (a vectorisable
 // rounding, the Q4_0 lane offsets): the test holds it to the reference bit for bit.
-void quantize_row(const float* x, int64_t k, int8_t* q, float* d, int32_t* off) {
+void quantize_row(const float* x, int64_t k, int8_t* q, float* d, int32_t* off, int32_t* sum) {
   for (int64_t b = 0; b < k / kQBlock; ++b) {
     const float* xb = x + b * kQBlock;
     float amax = 0;
-    for (int i = 0; i < kQBlock; ++i) amax = std::fmax(amax, std::fabs(xb[i]));
+    // std::fmax as a compare (amax is never NaN: a NaN |x| keeps amax, as fmax does), so
+    // the loop vectorises instead of calling fmaxf per value.
+    for (int i = 0; i < kQBlock; ++i) {
+      const float ax = std::fabs(xb[i]);
+      amax = ax > amax ? ax : amax;
+    }
     const float scale = amax / 127.0f;
     const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
     int8_t* qb = q + b * kQBlock;
     for (int i = 0; i < kQBlock; ++i) qb[i] = int8_t(round_even(xb[i] * inv));
     d[b] = f16_decode(f16_encode(scale));
+    if (sum != nullptr) {
+      int32_t t = 0;
+      for (int i = 0; i < kQBlock; ++i) t += qb[i];
+      sum[b] = t;
+    }
     if (off == nullptr) continue;
     for (int lane = 0; lane < 8; ++lane)
       off[b * 8 + lane] =
@@ -65,10 +76,11 @@ inline int32_t dot_q4_0(const uint8_t* blk, const int8_t* xq) {
 }  // namespace
 
 void quantize_rows_q8(const float* x, int64_t m, int64_t k, int64_t ldx, int8_t* q, float* d,
-                      int32_t* off) {
+                      int32_t* off, int32_t* sum) {
   const int64_t blocks = k / kQBlock;
   for (int64_t r = 0; r < m; ++r)
-    quantize_row(x + r * ldx, k, q + r * k, d + r * blocks, off ? off + r * blocks * 8 : nullptr);
+    quantize_row(x + r * ldx, k, q + r * k, d + r * blocks, off ? off + r * blocks * 8 : nullptr,
+                 sum ? sum + r * blocks : nullptr);
 }
 
 // One weight row at a time, every activation row against it while it is in L1.
@@ -98,6 +110,7 @@ const char* to_string(QGemmKernel k) {
     case QGemmKernel::Portable: return "portable";
     case QGemmKernel::Avx2: return "avx2";
     case QGemmKernel::Avx512Vnni: return "avx512-vnni";
+    case QGemmKernel::Avx512VnniPacked: return "avx512-vnni-packed";
   }
   return "?";
 }
@@ -107,7 +120,8 @@ bool q_kernel_supported(QGemmKernel k) {
   switch (k) {
     case QGemmKernel::Portable: return true;
     case QGemmKernel::Avx2: return f.has_avx2() && f.f16c;
-    case QGemmKernel::Avx512Vnni: return f.has_avx512() && f.avx512vnni && f.f16c;
+    case QGemmKernel::Avx512Vnni:
+    case QGemmKernel::Avx512VnniPacked: return f.has_avx512() && f.avx512vnni && f.f16c;
   }
   return false;
 }
@@ -132,19 +146,32 @@ void gemm_q8(const GemmParams& p, QGemmKernel kernel) {
   const GemmShape sh = gemm_shape(p);
   if (gemm_trivial(p, sh)) return;
   const int64_t blocks = sh.k / kQBlock;
-  const bool q4 = p.w.format == WeightFormat::Q4_0;
-  // One scratch buffer: q [m, k], then d [m, blocks], then off [m, blocks, 8] for Q4_0.
+  const bool packed = kernel == QGemmKernel::Avx512VnniPacked ||
+                      (kernel == QGemmKernel::Avx512Vnni && sh.m >= kPackedMinRows);
+  // The packed kernel wants the block sums, the others (Q4_0) the per-lane offsets.
+  const bool q4_off = !packed && p.w.format == WeightFormat::Q4_0;
+  // One scratch buffer: q [m, k], then d [m, blocks], then off [m, blocks, 8] or sum
+  // [m, blocks].
   const int64_t q_bytes = (sh.m * sh.k + 63) / 64 * 64;
   const int64_t d_bytes = (sh.m * blocks * 4 + 63) / 64 * 64;
-  uint8_t* buf = gemm_x_scratch().get<uint8_t>(q_bytes + d_bytes + (q4 ? sh.m * blocks * 32 : 0));
+  const int64_t extra = q4_off ? sh.m * blocks * 32 : packed ? sh.m * blocks * 4 : 0;
+  uint8_t* buf = gemm_x_scratch().get<uint8_t>(q_bytes + d_bytes + extra);
+  int8_t* q = reinterpret_cast<int8_t*>(buf);
+  float* d = reinterpret_cast<float*>(buf + q_bytes);
+  int32_t* off = q4_off ? reinterpret_cast<int32_t*>(buf + q_bytes + d_bytes) : nullptr;
+  int32_t* sum = packed ? reinterpret_cast<int32_t*>(buf + q_bytes + d_bytes) : nullptr;
   QGemmArgs a;
-  a.x.q = reinterpret_cast<int8_t*>(buf);
-  a.x.d = reinterpret_cast<float*>(buf + q_bytes);
-  int32_t* off = q4 ? reinterpret_cast<int32_t*>(buf + q_bytes + d_bytes) : nullptr;
+  a.x.q = q;
+  a.x.d = d;
   a.x.off = off;
+  a.x.sum = sum;
   a.x.m = sh.m;
   a.x.k = sh.k;
-  quantize_rows_q8(p.x, sh.m, sh.k, sh.ldx, const_cast<int8_t*>(a.x.q), const_cast<float*>(a.x.d), off);
+  // Rows split between the pool's threads (each row's bytes are the same either way).
+  parallel_for(sh.m, std::max<int64_t>(1, (int64_t{1} << 14) / sh.k), [&](int64_t r0, int64_t r1) {
+    quantize_rows_q8(p.x + r0 * sh.ldx, r1 - r0, sh.k, sh.ldx, q + r0 * sh.k, d + r0 * blocks,
+                     off ? off + r0 * blocks * 8 : nullptr, sum ? sum + r0 * blocks : nullptr);
+  });
   a.format = p.w.format;
   a.w = static_cast<const uint8_t*>(p.w.data);
   a.row_bytes = ggml_row_bytes(p.w.format, sh.k);
@@ -152,10 +179,12 @@ void gemm_q8(const GemmParams& p, QGemmKernel kernel) {
   a.ldy = sh.ldy;
   a.accumulate = p.accumulate;
   void (*range)(const QGemmArgs&, int64_t, int64_t) = gemm_q8_range_portable;
-  if (kernel == QGemmKernel::Avx512Vnni) range = gemm_q8_range_avx512;
+  if (packed) range = gemm_q8_range_avx512_packed;
+  else if (kernel == QGemmKernel::Avx512Vnni) range = gemm_q8_range_avx512;
   else if (kernel == QGemmKernel::Avx2) range = gemm_q8_range_avx2;
-  // A thread's columns come in multiples of 4 (the widest tile's weight rows).
-  parallel_for(sh.n, gemm_min_chunk(sh, 4), [&](int64_t n0, int64_t n1) { range(a, n0, n1); });
+  // A thread's columns come in multiples of 4 (the widest tile's weight rows; the packed
+  // kernel's panels are 32 wide).
+  parallel_for(sh.n, gemm_min_chunk(sh, packed ? 32 : 4), [&](int64_t n0, int64_t n1) { range(a, n0, n1); });
   gemm_x_scratch().trim(kKeepScratchBytes);
 }
 

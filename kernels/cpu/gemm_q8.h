@@ -7,6 +7,12 @@
 //   AVX2          vpmaddubsw + vpmaddwd, one block per ymm (gemm_q8_avx2.cpp)
 //   portable      plain loops the compiler vectorises     (gemm_q8.cpp)
 //
+// With M >= kPackedMinRows (a prefill) the AVX-512 VNNI kernel is the packed one
+// (gemm_q8_packed_avx512.cpp): each thread repacks 32 weight rows at a time into a panel
+// of 16-column x 4-byte interleaved u8 chunks, and 6 x 32 register tiles run vpdpbusd
+// with the activation bytes broadcast; its f32 steps are the reference's (bit for bit).
+// The quantizer runs on the pool's threads (rows split between them).
+//
 // Each range kernel walks tiles of MR activation rows x NR weight rows
 // (gemm_q8_tiles.h); a tile reads its NR weight rows' blocks once for all MR rows, and
 // a thread's NR rows stay in L1/L2 while it sweeps the activation rows, so a decode
@@ -30,17 +36,24 @@ struct QGemmArgs {
   bool accumulate;
 };
 
-// Quantizes x [m, k] (row stride ldx) to q [m, k], d [m, k / 32] and, when off is not
-// null, off [m, k / 32, 8] (kernels/ggml_blocks.h's Q8Rows).
+// Quantizes x [m, k] (row stride ldx) to q [m, k], d [m, k / 32], when off is not null
+// off [m, k / 32, 8], and when sum is not null sum [m, k / 32] (kernels/ggml_blocks.h's
+// Q8Rows). On the calling thread.
 void quantize_rows_q8(const float* x, int64_t m, int64_t k, int64_t ldx, int8_t* q, float* d,
-                      int32_t* off);
+                      int32_t* off, int32_t* sum = nullptr);
+
+// Rows from which the AVX-512 VNNI kernel switches to the packed one.
+constexpr int64_t kPackedMinRows = 16;
 
 // Output columns [n0, n1) of one call, per path.
 void gemm_q8_range_portable(const QGemmArgs& a, int64_t n0, int64_t n1);
 void gemm_q8_range_avx2(const QGemmArgs& a, int64_t n0, int64_t n1);    // AVX2+FMA+F16C
 void gemm_q8_range_avx512(const QGemmArgs& a, int64_t n0, int64_t n1);  // + BW/VL/VNNI
+void gemm_q8_range_avx512_packed(const QGemmArgs& a, int64_t n0, int64_t n1);  // needs x.sum
 
-enum class QGemmKernel : uint8_t { Portable, Avx2, Avx512Vnni };
+// Avx512Vnni takes the packed kernel from kPackedMinRows rows; Avx512VnniPacked takes it
+// at any M (for tests; best_q_kernel() never returns it).
+enum class QGemmKernel : uint8_t { Portable, Avx2, Avx512Vnni, Avx512VnniPacked };
 const char* to_string(QGemmKernel k);
 QGemmKernel best_q_kernel();             // for active_cpu_path() and the CPU's features
 bool q_kernel_supported(QGemmKernel k);  // false: missing_q_kernel_reason says why

@@ -93,8 +93,8 @@ TEST(GemmQ8, CpuQuantizerIsTheReferenceBitForBit) {
   const std::vector<float> x = awkward_activations(m, k, 7);
   std::vector<int8_t> q(m * k), q_ref(m * k);
   std::vector<float> d(m * blocks), d_ref(m * blocks);
-  std::vector<int32_t> off(m * blocks * 8);
-  cpu::quantize_rows_q8(x.data(), m, k, k, q.data(), d.data(), off.data());
+  std::vector<int32_t> off(m * blocks * 8), sum(m * blocks);
+  cpu::quantize_rows_q8(x.data(), m, k, k, q.data(), d.data(), off.data(), sum.data());
   for (int64_t r = 0; r < m; ++r)
     ref::quantize_row_q8(x.data() + r * k, k, q_ref.data() + r * k, d_ref.data() + r * blocks);
   EXPECT_EQ(q, q_ref);
@@ -104,6 +104,11 @@ TEST(GemmQ8, CpuQuantizerIsTheReferenceBitForBit) {
   for (int64_t i = 0; i < m * blocks * 8; ++i) {
     const int8_t* lane = q.data() + i * 4;
     ASSERT_EQ(off[i], -8 * (lane[0] + lane[1] + lane[2] + lane[3])) << "lane " << i;
+  }
+  for (int64_t b = 0; b < m * blocks; ++b) {
+    int32_t want = 0;
+    for (int i = 0; i < 32; ++i) want += q[b * 32 + i];
+    ASSERT_EQ(sum[b], want) << "block " << b;
   }
 }
 
@@ -177,6 +182,9 @@ const Case kCases[] = {
     {WeightFormat::Q8_0, 17, 70, 192, 32, 1}, {WeightFormat::Q4_0, 17, 70, 192, 32, 1},
     {WeightFormat::Q8_0, 70, 9, 64},      {WeightFormat::Q4_0, 130, 6, 96},
     {WeightFormat::Q8_0, 5, 300, 1024},   {WeightFormat::Q4_0, 2, 517, 512},
+    // Packed-kernel edges: 6-row tiles plus a remainder, a 16-wide panel edge, 48 columns.
+    {WeightFormat::Q8_0, 23, 48, 128, 3, 2, true}, {WeightFormat::Q4_0, 41, 79, 320, 0, 5},
+    {WeightFormat::Q8_0, 64, 16, 64},     {WeightFormat::Q4_0, 19, 1, 32, 1, 0, true},
 };
 
 std::string case_str(const Case& c) {
@@ -186,7 +194,15 @@ std::string case_str(const Case& c) {
 }
 
 constexpr cpu::QGemmKernel kKernels[] = {cpu::QGemmKernel::Portable, cpu::QGemmKernel::Avx2,
-                                         cpu::QGemmKernel::Avx512Vnni};
+                                         cpu::QGemmKernel::Avx512Vnni,
+                                         cpu::QGemmKernel::Avx512VnniPacked};
+
+// The packed kernel (any M on Avx512VnniPacked, M >= kPackedMinRows on Avx512Vnni) adds
+// the blocks in the reference's order with the reference's f32 steps: bit for bit.
+bool bit_exact(cpu::QGemmKernel k, int64_t m) {
+  return k == cpu::QGemmKernel::Avx512VnniPacked ||
+         (k == cpu::QGemmKernel::Avx512Vnni && m >= cpu::kPackedMinRows);
+}
 
 class GemmQ8Kernel : public ::testing::TestWithParam<int> {
  protected:
@@ -234,6 +250,11 @@ TEST_P(GemmQ8Kernel, EveryCaseMatchesTheReference) {
           continue;
         }
         const double tol = 1e-5 * (mag[r * c.n + j] + (c.accumulate ? std::fabs(y0[i]) : 0.0)) + 1e-30;
+        if (bit_exact(kernel(), c.m)) {
+          if (std::bit_cast<uint32_t>(got[i]) != std::bit_cast<uint32_t>(want[i]) && failures++ < 5)
+            ADD_FAILURE() << "y(" << r << ", " << j << ") = " << got[i] << ", ref " << want[i] << " (bits differ)";
+          continue;
+        }
         if (!(std::fabs(double(got[i]) - want[i]) <= tol) && failures++ < 5)
           ADD_FAILURE() << "y(" << r << ", " << j << ") = " << got[i] << ", ref " << want[i];
       }
@@ -241,7 +262,7 @@ TEST_P(GemmQ8Kernel, EveryCaseMatchesTheReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, GemmQ8Kernel, ::testing::Range(0, 3),
+INSTANTIATE_TEST_SUITE_P(Kernels, GemmQ8Kernel, ::testing::Range(0, 4),
                          [](const ::testing::TestParamInfo<int>& i) {
                            std::string s = to_string(kKernels[i.param]);
                            for (char& ch : s) ch = ch == '-' ? '_' : ch;
