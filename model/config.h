@@ -92,7 +92,8 @@ struct ModelConfig {
 ModelConfig parse_config(const std::string& json_text, const std::string& origin = "config.json");
 ModelConfig load_config(const std::string& path);
 std::string config_to_json(const ModelConfig& c);  // the literal key set of §1
-// Built-in presets: "v41-flash" (full size) and "v41-tiny".
+// Built-in presets: "v41-flash" (full size), "v41-small" (a few billion parameters,
+// memory-bound decode; config_presets.cpp) and "v41-tiny".
 ModelConfig preset_config(const std::string& name);
 
 }  // namespace troupe::model

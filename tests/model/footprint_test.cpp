@@ -70,6 +70,22 @@ TEST(Footprint, FlashParameterCounts) {
   EXPECT_EQ(s.target_experts.bytes, expert_bytes * 384 * 40);
 }
 
+// v41-small (make-tiny-model --preset v41-small): a few billion parameters, FP4 experts,
+// and a decode step that reads far more than a CPU's caches (memory-bound), yet small
+// enough to write and load on a 24 GB machine.
+TEST(Footprint, SmallPresetIsAFewBillionParametersWithMemoryBoundDecode) {
+  const ModelConfig c = preset_config("v41-small");
+  const ParamSummary s = summarize_params(c, checkpoint_tensor_specs(c));
+  EXPECT_EQ(s.target_experts.params, int64_t(12) * 64 * 3 * 2048 * 1024);
+  const int64_t expert_bytes = 3 * (1024 * 2048 / 2 + 1024 * 2048 / 32);  // FP4 data + scales
+  EXPECT_EQ(s.target_experts.bytes, expert_bytes * 64 * 12);
+  EXPECT_GT(s.total.params, 4e9);
+  EXPECT_LT(s.total.params, 7e9);
+  EXPECT_LT(s.total.bytes, 4e9);  // writes and loads within this machine's memory
+  EXPECT_GT(s.activated_decode, 400e6);  // > 100 MB per token at any dtype: past L3
+  EXPECT_EQ(s.activated_decode, closed_form_decode(c));
+}
+
 TEST(Footprint, TinyMatchesGoldenCheckpoint) {
   const ModelConfig c = load_config(kGoldenDir + "/config.json");
   const ParamSummary s = summarize_params(c, checkpoint_tensor_specs(c));

@@ -7,7 +7,8 @@
 // falls back: one decode process killed while the hand-off to it is pending (it stalls on
 // it, an injected fault), and the request ends with the same tokens, recomputed by the
 // other decode process. A decode instance whose two ranks are processes of their own
-// (DEP-2 over UCX) takes hand-offs and drained requests like a one-process one.
+// (DEP-2 over UCX) takes hand-offs and drained requests like a one-process one, and a
+// prefill instance of two rank processes hands off from either rank.
 #include <gtest/gtest.h>
 
 #include <csignal>
@@ -479,6 +480,81 @@ TEST(ServeClusterPd, ADecodeInstanceWhoseRanksAreProcessesOfTheirOwn) {
   const std::string after = http(port, "GET", "/metrics").body;
   EXPECT_EQ(series_with(after, "troupe:kv_transfer_fallbacks_total", "model_name"), 0) << after;
   for (Daemon* d : {rank0.get(), rank1.get(), solo.get(), prefill.get(), router.get()})
+    EXPECT_EQ(d->stop(SIGTERM, std::chrono::seconds(20)), 0) << d->output();
+}
+
+// P/D with a prefill instance whose ranks are processes of their own: p2 is an
+// expert-parallel group of two rank processes (DEP-2 over UCX) whose ranks each prefill
+// and hand off their own requests to the one-process decode instance d.
+TEST(ServeClusterPd, APrefillInstanceWhoseRanksAreProcessesOfTheirOwn) {
+  test::TempDir dir;
+  const std::string file = dir.file("pd-prefill-ranks.yaml");
+  const std::vector<uint16_t> ports = free_ports(4);
+  auto node_line = [&](const char* name, uint16_t port) {
+    return std::string("  - {name: ") + name + ", host: 127.0.0.1, port: " + std::to_string(port) + "}\n";
+  };
+  std::ofstream(file) << "cluster-secret: test-cluster-secret-0123\n"
+                         "nodes:\n" +
+                             node_line("router", ports[0]) + node_line("rank0", ports[1]) +
+                             node_line("rank1", ports[2]) + node_line("decode", ports[3]) +
+                             "router: {node: router, http-port: 0, tcp-port: 0}\n"
+                             "instances:\n"
+                             "  - {name: p2, role: prefill, ranks: [rank0, rank1], threads: 1}\n"
+                             "  - {name: d, role: decode, ranks: [decode], threads: 1}\n" +
+                             cluster_serve_section();
+  auto node = [&](const char* name) {
+    return std::make_unique<Daemon>(std::vector<std::string>{"--config", file, "--node", name});
+  };
+  auto router = node("router");
+  auto rank0 = node("rank0");
+  auto rank1 = node("rank1");
+  auto decode = node("decode");
+  const uint16_t port = router->port();
+  ASSERT_NE(port, 0) << router->output();
+  ASSERT_TRUE(router->wait_ready(port, 120s))
+      << health_message(port) << rank0->output() << rank1->output() << decode->output();
+
+  // Concurrent requests with prompts long enough that each is still prefilling when the
+  // next arrives, so both prefill rank processes take some (the router sends each to the
+  // rank slot with fewer in flight).
+  const int kRequests = 6;
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<int> lengths;
+  int64_t decode_tokens = 0;
+  for (int i = 0; i < kRequests; ++i) {
+    prompts.push_back(random_tokens(160 + 17 * i, 900 + i));
+    lengths.push_back(5 + i);
+    decode_tokens += lengths.back() - 1;  // the first token is the prefill side's
+  }
+  std::vector<HttpResponse> responses(kRequests);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kRequests; ++i)
+    clients.emplace_back([&, i] {
+      responses[size_t(i)] = http(port, "POST", "/v1/completions",
+                                  completion(prompts[size_t(i)], lengths[size_t(i)], false).dump());
+    });
+  for (auto& t : clients) t.join();
+  for (int i = 0; i < kRequests; ++i) {
+    ASSERT_EQ(responses[size_t(i)].status, 200) << responses[size_t(i)].body << router->output()
+                                                << rank0->output() << rank1->output();
+    EXPECT_EQ(tokens_of(json::parse(responses[size_t(i)].body)),
+              runtime::engine_greedy(*golden_model().forward, prompts[size_t(i)], lengths[size_t(i)]))
+        << "request " << i;
+  }
+  const std::string m = http(port, "GET", "/metrics").body;
+#ifdef TROUPE_HAVE_UCX
+  EXPECT_EQ(series_with(m, "troupe:kv_transfers_total", "by=\"rma\""), kRequests) << m;
+  EXPECT_EQ(series_with(m, "troupe:kv_transfers_total", "by=\"message\""), 0) << m;
+#endif
+  EXPECT_EQ(series_with(m, "troupe:kv_transfer_fallbacks_total", "model_name"), 0) << m;
+  // Both prefill ranks computed prompts; the decode engine computed decode tokens only.
+  for (const char* engine : {"instance p2 rank 0 on node rank0", "instance p2 rank 1 on node rank1"}) {
+    const std::string line = status_line(file, engine);
+    EXPECT_NE(line.find("up: 0 running, 0 waiting, KV "), std::string::npos) << line;
+    EXPECT_GT(tokens_computed(line), 0) << line;
+  }
+  EXPECT_EQ(tokens_computed(status_line(file, "instance d on node decode")), decode_tokens);
+  for (Daemon* d : {decode.get(), rank1.get(), rank0.get(), router.get()})
     EXPECT_EQ(d->stop(SIGTERM, std::chrono::seconds(20)), 0) << d->output();
 }
 
