@@ -2,7 +2,8 @@
 // SentencePiece-style vocabulary, served by the same daemon and engine as V4.1. Completions
 // of a text prompt (encoded with the file's tokenizer) and of token ids, greedy and n = 2,
 // give the tokens of LlamaForward's own one-sequence run; chat is refused with a reason
-// (no template for this file yet).
+// for a file without a chat template, and rendered in the template's family for one with
+// (Llama-2's: its "<s>" written in the text is the bos token).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -40,22 +41,38 @@ void add_spm_vocabulary(model::GgufWriter& w) {
   w.set_i32s("tokenizer.ggml.token_type", types);
 }
 
-const std::string& model_path() {
-  static test::TempDir* dir = new test::TempDir;  // lives as long as the suite's daemon
-  static const std::string path = [] {
-    TinyLlamaSpec s;
-    s.type = model::GgmlType::Q8_0;
-    s.experts = 4, s.top_k = 2, s.seed = 31;
-    s.vocab = 3 + 256 + 9;
-    s.context = 256;
-    s.more_metadata = add_spm_vocabulary;
-    write_tiny_llama(s, dir->file("tiny-llama.gguf"));
-    return dir->file("tiny-llama.gguf");
-  }();
+// The file the suite serves; with_template: a Llama-2 chat template in its metadata.
+std::string write_model(bool with_template) {
+  static test::TempDir* dir = new test::TempDir;  // lives as long as the suites' daemons
+  TinyLlamaSpec s;
+  s.type = model::GgmlType::Q8_0;
+  s.experts = 4, s.top_k = 2, s.seed = 31;
+  s.vocab = 3 + 256 + 9;
+  s.context = 256;
+  s.more_metadata = [with_template](model::GgufWriter& w) {
+    add_spm_vocabulary(w);
+    if (with_template)
+      w.set_string("tokenizer.chat_template",
+                   "{% for m in messages %}{{ bos_token + '[INST] ' }}{% if loop.first %}<<SYS>>"
+                   "{% endif %}{{ m['content'] + ' [/INST]' }}{% endfor %}");
+  };
+  const std::string path = dir->file(with_template ? "chat-llama.gguf" : "tiny-llama.gguf");
+  write_tiny_llama(s, path);
   return path;
 }
 
-// LlamaForward's greedy tokens after `prompt`, one sequence on its contiguous state.
+const std::string& model_path() {
+  static const std::string path = write_model(false);
+  return path;
+}
+
+const std::string& chat_model_path() {
+  static const std::string path = write_model(true);
+  return path;
+}
+
+// LlamaForward's greedy tokens after `prompt`, one sequence on its contiguous state (the
+// two files' weights are the same).
 std::vector<int32_t> reference(const std::vector<int32_t>& prompt, int64_t n) {
   const auto m = model::LlamaModel::load(model_path());
   model::LlamaState s = model::LlamaState::empty(m->config);
@@ -115,6 +132,34 @@ TEST_F(ServeGguf, ChatWithoutATemplateIsA400) {
   const json r = post_json("/v1/chat/completions",
                            {{"messages", {{{"role", "user"}, {"content", "ab"}}}}}, 400);
   EXPECT_NE(r["error"]["message"].get<std::string>().find("chat template"), std::string::npos);
+}
+
+class ServeGgufChat : public DaemonSuite<ServeGgufChat> {
+ public:
+  static std::vector<std::string> daemon_args() {
+    return {chat_model_path(), "--port", "0", "--tcp-port", "0"};
+  }
+};
+
+TEST_F(ServeGgufChat, ChatIsRenderedInTheFilesTemplateFamily) {
+  const auto m = model::LlamaModel::load(chat_model_path(), true);
+  ASSERT_EQ(m->tokenizer->chat_format(), model::ChatFormat::Llama2);
+  // Written out by hand (Llama-2's format, chat_template.h): bos as "<s>", the system text
+  // inside <<SYS>> in the first user turn.
+  const std::string text = "<s>[INST] <<SYS>>\nbe brief\n<</SYS>>\n\nab cab [/INST]";
+  const std::vector<int32_t> ids = m->tokenizer->encode(text, /*add_bos=*/false);
+  ASSERT_EQ(ids.front(), 1);  // "<s>" is the bos token, not its three characters
+  const HttpResponse r = post("/v1/chat/completions",
+                              json{{"messages", {{{"role", "system"}, {"content", "be brief"}},
+                                                 {{"role", "user"}, {"content", "ab cab"}}}},
+                                   {"max_tokens", 6}, {"temperature", 0}, {"ignore_eos", true},
+                                   {"return_token_ids", true}}
+                                  .dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json body = json::parse(r.body);
+  EXPECT_EQ(body["prompt_token_ids"].get<std::vector<int32_t>>(), ids);  // chat: at the top level
+  EXPECT_EQ(body["choices"][0]["token_ids"].get<std::vector<int32_t>>(), reference(ids, 6));
+  EXPECT_EQ(body["usage"]["prompt_tokens"], int64_t(ids.size()));
 }
 
 }  // namespace
