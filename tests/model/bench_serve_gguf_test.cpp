@@ -17,28 +17,8 @@
 namespace troupe::testing {
 namespace {
 
-// The vocabulary `troupe serve` needs (it loads the file's tokenizer): specials, the 256
-// byte tokens and a few pieces.
-void add_vocabulary(model::GgufWriter& w) {
-  std::vector<std::string> tokens{"<unk>", "<s>", "</s>"};
-  std::vector<int32_t> types{2, 3, 3};
-  char buf[8];
-  for (int b = 0; b < 256; ++b) {
-    std::snprintf(buf, sizeof buf, "<0x%02X>", b);
-    tokens.push_back(buf);
-    types.push_back(6);
-  }
-  for (const char* p : {"\xE2\x96\x81", "a", "b"}) {
-    tokens.push_back(p);
-    types.push_back(1);
-  }
-  std::vector<float> scores(tokens.size());
-  for (size_t i = 0; i < scores.size(); ++i) scores[i] = -float(i);
-  w.set_string("tokenizer.ggml.model", "llama");
-  w.set_strings("tokenizer.ggml.tokens", tokens);
-  w.set_f32s("tokenizer.ggml.scores", scores);
-  w.set_i32s("tokenizer.ggml.token_type", types);
-}
+// The vocabulary `troupe serve` needs (it loads the file's tokenizer).
+void add_vocabulary(model::GgufWriter& w) { add_spm_test_vocabulary(w, {"\xE2\x96\x81", "a", "b"}); }
 
 TEST(BenchServeGguf, MultiTurnRunOnAGgufServerAndEngineCountsWhatTheWorkloadImplies) {
   test::TempDir dir;

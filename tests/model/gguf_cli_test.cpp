@@ -58,29 +58,10 @@ TEST(GgufCli, GenerateGreedyPrintsTheReferenceTokens) {
 // --prompt through the file's own vocabulary (3 specials, 256 byte tokens, a few pieces):
 // the text is the decoded reference greedy tokens.
 TEST(GgufCli, GeneratePromptStreamsTheReferenceText) {
-  std::vector<std::string> tokens{"<unk>", "<s>", "</s>"};
-  std::vector<int32_t> types{2, 3, 3};
-  char buf[8];
-  for (int b = 0; b < 256; ++b) {
-    std::snprintf(buf, sizeof buf, "<0x%02X>", b);
-    tokens.push_back(buf);
-    types.push_back(6);
-  }
-  for (const char* p : {"\xE2\x96\x81", "a", "b", "c", "ab", "\xE2\x96\x81" "ab", "ca", "bc", "cab"}) {
-    tokens.push_back(p);
-    types.push_back(1);
-  }
-  std::vector<float> scores(tokens.size());
-  for (size_t i = 0; i < scores.size(); ++i) scores[i] = -float(i);
   test::TempDir dir;
   testing::TinyLlamaSpec s;
-  s.vocab = int64_t(tokens.size());
-  s.more_metadata = [&](GgufWriter& w) {
-    w.set_string("tokenizer.ggml.model", "llama");
-    w.set_strings("tokenizer.ggml.tokens", tokens);
-    w.set_f32s("tokenizer.ggml.scores", scores);
-    w.set_i32s("tokenizer.ggml.token_type", types);
-  };
+  s.vocab = 3 + 256 + int64_t(testing::abc_pieces().size());
+  s.more_metadata = [](GgufWriter& w) { testing::add_spm_test_vocabulary(w, testing::abc_pieces()); };
   const auto ref = testing::write_tiny_llama(s, dir.file("spm.gguf"));
   const auto r = run_troupe("generate --model " + dir.file("spm.gguf") + " --prompt 'ab cab' --max-tokens 8 --ignore-eos");
   ASSERT_EQ(r.status, 0) << r.out;

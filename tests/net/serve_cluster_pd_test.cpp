@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <functional>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -355,6 +356,39 @@ std::string spread_decode_yaml(const std::vector<uint16_t>& ports) {
              + cluster_serve_section();
 }
 
+// Sends request i (prompt random_tokens(first_len + len_step * i, seed + i), max_tokens
+// tokens(i) = first_tokens + i) concurrently; each must answer 200 with the plain Engine's
+// greedy tokens. Returns the decode tokens they imply (all but each first token, which
+// is the prefill side's); logs() goes with a failed status.
+int64_t concurrent_completions_match(uint16_t port, int requests, int64_t first_len, int64_t len_step,
+                                     uint32_t seed, int first_tokens,
+                                     const std::function<std::string()>& logs) {
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<int> lengths;
+  int64_t decode_tokens = 0;
+  for (int i = 0; i < requests; ++i) {
+    prompts.push_back(random_tokens(first_len + len_step * i, seed + uint32_t(i)));
+    lengths.push_back(first_tokens + i);
+    decode_tokens += lengths.back() - 1;
+  }
+  std::vector<HttpResponse> responses(static_cast<size_t>(requests));
+  std::vector<std::thread> clients;
+  for (int i = 0; i < requests; ++i)
+    clients.emplace_back([&, i] {
+      responses[size_t(i)] = http(port, "POST", "/v1/completions",
+                                  completion(prompts[size_t(i)], lengths[size_t(i)], false).dump());
+    });
+  for (auto& t : clients) t.join();
+  for (int i = 0; i < requests; ++i) {
+    EXPECT_EQ(responses[size_t(i)].status, 200) << responses[size_t(i)].body << logs();
+    if (responses[size_t(i)].status != 200) continue;
+    EXPECT_EQ(tokens_of(json::parse(responses[size_t(i)].body)),
+              runtime::engine_greedy(*golden_model().forward, prompts[size_t(i)], lengths[size_t(i)]))
+        << "request " << i;
+  }
+  return decode_tokens;
+}
+
 // `troupe cluster status`'s line of one engine ("" when absent).
 std::string status_line(const std::string& file, const std::string& engine) {
   const RunResult status = run_troupe("cluster status --config " + file);
@@ -393,29 +427,9 @@ TEST(ServeClusterPd, ADecodeInstanceWhoseRanksAreProcessesOfTheirOwn) {
   // Concurrent requests: prefilled on p, each moved to one of d2's rank processes (the
   // one with fewer in flight) and decoded there in lockstep with the other rank.
   const int kRequests = 4;
-  std::vector<std::vector<int32_t>> prompts;
-  std::vector<int> lengths;
-  int64_t decode_tokens = 0;
-  for (int i = 0; i < kRequests; ++i) {
-    prompts.push_back(random_tokens(11 + 23 * i, 800 + i));
-    lengths.push_back(6 + i);
-    decode_tokens += lengths.back() - 1;  // the first token is the prefill side's
-  }
-  std::vector<HttpResponse> responses(kRequests);
-  std::vector<std::thread> clients;
-  for (int i = 0; i < kRequests; ++i)
-    clients.emplace_back([&, i] {
-      responses[size_t(i)] = http(port, "POST", "/v1/completions",
-                                  completion(prompts[size_t(i)], lengths[size_t(i)], false).dump());
-    });
-  for (auto& t : clients) t.join();
-  for (int i = 0; i < kRequests; ++i) {
-    ASSERT_EQ(responses[size_t(i)].status, 200) << responses[size_t(i)].body << router->output()
-                                                << rank0->output() << rank1->output();
-    EXPECT_EQ(tokens_of(json::parse(responses[size_t(i)].body)),
-              runtime::engine_greedy(*golden_model().forward, prompts[size_t(i)], lengths[size_t(i)]))
-        << "request " << i;
-  }
+  const int64_t decode_tokens = concurrent_completions_match(
+      port, kRequests, 11, 23, 800, 6, [&] { return router->output() + rank0->output() + rank1->output(); });
+  ASSERT_FALSE(::testing::Test::HasFailure());
   const std::string m = http(port, "GET", "/metrics").body;
 #ifdef TROUPE_HAVE_UCX
   // Every region went by one RMA put into a rank process's staging memory.
@@ -518,29 +532,9 @@ TEST(ServeClusterPd, APrefillInstanceWhoseRanksAreProcessesOfTheirOwn) {
   // next arrives, so both prefill rank processes take some (the router sends each to the
   // rank slot with fewer in flight).
   const int kRequests = 6;
-  std::vector<std::vector<int32_t>> prompts;
-  std::vector<int> lengths;
-  int64_t decode_tokens = 0;
-  for (int i = 0; i < kRequests; ++i) {
-    prompts.push_back(random_tokens(160 + 17 * i, 900 + i));
-    lengths.push_back(5 + i);
-    decode_tokens += lengths.back() - 1;  // the first token is the prefill side's
-  }
-  std::vector<HttpResponse> responses(kRequests);
-  std::vector<std::thread> clients;
-  for (int i = 0; i < kRequests; ++i)
-    clients.emplace_back([&, i] {
-      responses[size_t(i)] = http(port, "POST", "/v1/completions",
-                                  completion(prompts[size_t(i)], lengths[size_t(i)], false).dump());
-    });
-  for (auto& t : clients) t.join();
-  for (int i = 0; i < kRequests; ++i) {
-    ASSERT_EQ(responses[size_t(i)].status, 200) << responses[size_t(i)].body << router->output()
-                                                << rank0->output() << rank1->output();
-    EXPECT_EQ(tokens_of(json::parse(responses[size_t(i)].body)),
-              runtime::engine_greedy(*golden_model().forward, prompts[size_t(i)], lengths[size_t(i)]))
-        << "request " << i;
-  }
+  const int64_t decode_tokens = concurrent_completions_match(
+      port, kRequests, 160, 17, 900, 5, [&] { return router->output() + rank0->output() + rank1->output(); });
+  ASSERT_FALSE(::testing::Test::HasFailure());
   const std::string m = http(port, "GET", "/metrics").body;
 #ifdef TROUPE_HAVE_UCX
   EXPECT_EQ(series_with(m, "troupe:kv_transfers_total", "by=\"rma\""), kRequests) << m;

@@ -19,27 +19,6 @@ namespace {
 
 using nlohmann::json;
 
-// A vocabulary of specials, the 256 byte tokens and a few merges (as gguf_cli_test's).
-void add_spm_vocabulary(model::GgufWriter& w) {
-  std::vector<std::string> tokens{"<unk>", "<s>", "</s>"};
-  std::vector<int32_t> types{2, 3, 3};
-  char buf[8];
-  for (int b = 0; b < 256; ++b) {
-    std::snprintf(buf, sizeof buf, "<0x%02X>", b);
-    tokens.push_back(buf);
-    types.push_back(6);
-  }
-  for (const char* p : {"\xE2\x96\x81", "a", "b", "c", "ab", "\xE2\x96\x81" "ab", "ca", "bc", "cab"}) {
-    tokens.push_back(p);
-    types.push_back(1);
-  }
-  std::vector<float> scores(tokens.size());
-  for (size_t i = 0; i < scores.size(); ++i) scores[i] = -float(i);
-  w.set_string("tokenizer.ggml.model", "llama");
-  w.set_strings("tokenizer.ggml.tokens", tokens);
-  w.set_f32s("tokenizer.ggml.scores", scores);
-  w.set_i32s("tokenizer.ggml.token_type", types);
-}
 
 // The file the suite serves; with_template: a Llama-2 chat template in its metadata.
 std::string write_model(bool with_template) {
@@ -50,7 +29,7 @@ std::string write_model(bool with_template) {
   s.vocab = 3 + 256 + 9;
   s.context = 256;
   s.more_metadata = [with_template](model::GgufWriter& w) {
-    add_spm_vocabulary(w);
+    add_spm_test_vocabulary(w, abc_pieces());
     if (with_template)
       w.set_string("tokenizer.chat_template",
                    "{% for m in messages %}{{ bos_token + '[INST] ' }}{% if loop.first %}<<SYS>>"

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <numeric>
 #include <random>
@@ -164,6 +165,37 @@ struct TinyLlamaSpec {
   double theta = 10000.0;
   std::function<void(model::GgufWriter&)> more_metadata;  // e.g. a tokenizer
 };
+
+// A SentencePiece-style vocabulary for test files (`troupe serve` and --prompt need one):
+// <unk>, <s> (bos), </s> (eos), the 256 byte tokens, then `pieces` with scores falling in
+// id order. Returns the token count, the model's vocab size.
+inline int64_t add_spm_test_vocabulary(model::GgufWriter& w, const std::vector<std::string>& pieces) {
+  std::vector<std::string> tokens{"<unk>", "<s>", "</s>"};
+  std::vector<int32_t> types{2, 3, 3};
+  char buf[8];
+  for (int b = 0; b < 256; ++b) {
+    std::snprintf(buf, sizeof buf, "<0x%02X>", b);
+    tokens.push_back(buf);
+    types.push_back(6);
+  }
+  for (const std::string& p : pieces) {
+    tokens.push_back(p);
+    types.push_back(1);
+  }
+  std::vector<float> scores(tokens.size());
+  for (size_t i = 0; i < scores.size(); ++i) scores[i] = -float(i);
+  w.set_string("tokenizer.ggml.model", "llama");
+  w.set_strings("tokenizer.ggml.tokens", tokens);
+  w.set_f32s("tokenizer.ggml.scores", scores);
+  w.set_i32s("tokenizer.ggml.token_type", types);
+  return static_cast<int64_t>(tokens.size());
+}
+
+// The pieces gguf tests use after the byte tokens: "▁", a, b, c and a few merges.
+inline const std::vector<std::string>& abc_pieces() {
+  static const std::vector<std::string> p{"\xE2\x96\x81", "a", "b", "c", "ab", "\xE2\x96\x81" "ab", "ca", "bc", "cab"};
+  return p;
+}
 
 // The values the file stores for `values` in `type`, decoded by the test's own definitions.
 inline DVec ref_stored(model::GgmlType type, const std::vector<float>& values) {
