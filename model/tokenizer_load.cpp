@@ -235,7 +235,9 @@ void apply_tokenizer_config(const json& root, const json& config, Tokenizer::Imp
               t.specials.bos >= 0;
   const json* chat = member(config, "chat_template");
   t.chat = chat && chat->is_string() ? detect_chat_format(chat->get<std::string>()) : ChatFormat::None;
-  if (t.chat == ChatFormat::DeepSeekV3) t.chat = ChatFormat::None;  // its markers are MODEL.md's only
+  // A V4.1 folder whose config names no template still has MODEL.md §11's format.
+  if (t.chat == ChatFormat::None && t.find(kUserToken) >= 0 && t.find(kAssistantToken) >= 0)
+    t.chat = ChatFormat::DeepSeekV3;
 }
 
 std::unique_ptr<Tokenizer::Impl> parse_root(const json& root, const json* config) {

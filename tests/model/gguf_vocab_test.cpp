@@ -272,5 +272,18 @@ TEST(TokenizerConfig, ReadsSpecialsBosAndTheChatTemplateBesideTokenizerJson) {
   EXPECT_THROW(Tokenizer::from_json(json_text(v, kLlama3SplitRegex), "{not json"), Error);
 }
 
+// A V4.1 folder with a tokenizer_config.json (real HF checkpoints have one) keeps MODEL.md
+// §11's chat format, named by its template or not.
+TEST(TokenizerConfig, AV41FolderKeepsTheDeepSeekChatFormat) {
+  std::ifstream in(std::string(TROUPE_TEST_DATA) + "/v41-tiny-seed7/tokenizer.json");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  json config = {{"bos_token", std::string(kBosToken)}, {"eos_token", std::string(kEosToken)}};
+  const Tokenizer plain = Tokenizer::from_json(text, config.dump());
+  EXPECT_EQ(plain.chat_format(), ChatFormat::DeepSeekV3);
+  EXPECT_EQ(plain.render_chat({{"user", "hi"}}, true), render_chat({{"user", "hi"}}, true));
+  config["chat_template"] = "{{ bos_token }}{{'<｜User｜>' + c}}{{'<｜Assistant｜>'}}";
+  EXPECT_EQ(Tokenizer::from_json(text, config.dump()).chat_format(), ChatFormat::DeepSeekV3);
+}
+
 }  // namespace
 }  // namespace troupe::model
