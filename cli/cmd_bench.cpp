@@ -111,7 +111,7 @@ void check_positions(const model::ServingShape& m, int64_t tokens, const std::st
 int bench_forward_dep(const Args& a, const bench::ForwardBenchShape& shape) {
   const std::vector<int64_t> ranks = int_list(a, "dep", "1,2,4", 1);
   kernels::set_num_threads(threads_flag(a));
-  auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false);
+  auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false, forward_options(a));
   check_fits(shape, m->config);
   std::printf("troupe bench forward --dep: model %s\n", m->dir.c_str());
   std::printf("batch %lld, context %lld, new tokens %lld, threads %d (shared out over the ranks)\n",
@@ -149,7 +149,7 @@ int bench_forward_speculative(const Args& a) {
   s.new_tokens = at_least(a, "new-tokens", s.new_tokens, 2);
   s.adaptive = a.has("adaptive");
   kernels::set_num_threads(threads_flag(a));
-  auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false);
+  auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false, forward_options(a));
   std::unique_ptr<DraftModel> draft;  // --adaptive: the DSpark rows, when there is a draft
   if (s.adaptive && m->config.num_nextn_predict_layers > 0) draft = load_draft(*m);
   check_positions(m->config, s.context + s.new_tokens, "--context + --new-tokens");
@@ -176,7 +176,7 @@ int bench_forward_speculative(const Args& a) {
 
 int bench_forward(const CommandArgs& argv) {
   Args a(argv,
-         {"model", "batch", "context", "new-tokens", "repeats", "threads", "dep", "batches",
+         {"model", "expert-precision", "batch", "context", "new-tokens", "repeats", "threads", "dep", "batches",
           "acceptance", "num-speculative", "kv-budget-mb"},
          {"speculative", "adaptive"});
   no_positional(a);
@@ -185,7 +185,7 @@ int bench_forward(const CommandArgs& argv) {
   if (a.has("dep")) return bench_forward_dep(a, shape);
   const int threads = threads_flag(a);
 
-  auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false);
+  auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false, forward_options(a));
   check_fits(shape, m->config);
   kernels::set_num_threads(threads);
   const bench::MachineLimits limits = bench::measure_limits(/*quick=*/true);
@@ -293,7 +293,7 @@ std::vector<int64_t> int_list(const Args& a, const char* flag, const char* fallb
 
 int bench_engine(const CommandArgs& argv) {
   Args a(argv,
-         {"model", "batch", "context", "new-tokens", "cached-prefix", "decode-steps", "repeats",
+         {"model", "expert-precision", "batch", "context", "new-tokens", "cached-prefix", "decode-steps", "repeats",
           "threads", "kv-budget-mb", "block-size", "prefix-replay", "snapshots", "decoder"},
          {});
   no_positional(a);
@@ -310,7 +310,7 @@ int bench_engine(const CommandArgs& argv) {
   config.prefix_snapshots = snapshot_modes(a, /*allow_both=*/false).front();
   const std::vector<DecoderMode> decoders = decoder_modes(a);
 
-  auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false);
+  auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false, forward_options(a));
   check_budget(m->config, config);
   // Every request's prompt and its output tokens must have positions.
   check_positions(m->config, s.cached_prefix + s.new_tokens + 1,
@@ -414,7 +414,7 @@ TierFlags tier_flags(const Args& a, int64_t kv_budget_bytes) {
 
 int bench_replay(const CommandArgs& argv) {
   Args a(argv,
-         {"model", "conversations", "turns", "system-len", "user-len", "output-len", "max-running",
+         {"model", "expert-precision", "conversations", "turns", "system-len", "user-len", "output-len", "max-running",
           "kv-budget-mb", "block-size", "prefix-replay", "snapshots", "seed", "threads", "tiers",
           "kv-offload-mb", "kv-disk-mb", "kv-disk-dir"},
          {});
@@ -428,7 +428,7 @@ int bench_replay(const CommandArgs& argv) {
   const std::vector<bool> snapshots = snapshot_modes(a, /*allow_both=*/true);
   const TierFlags tiers = tier_flags(a, config.kv_budget_bytes);
 
-  auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false);
+  auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false, forward_options(a));
   check_budget(m->config, config);
   w.max_token_id = static_cast<int32_t>(m->config.vocab_size);
   check_positions(m->config, w.planned_prompt_len(w.turns - 1) + w.output_len,
@@ -669,7 +669,7 @@ int bench_dp_sync(const CommandArgs& argv) {
 
 int bench_mirror_lag(const CommandArgs& argv) {
   Args a(argv,
-         {"model", "ranks", "requests", "prompt-len", "max-tokens", "lags", "seed", "threads",
+         {"model", "expert-precision", "ranks", "requests", "prompt-len", "max-tokens", "lags", "seed", "threads",
           "kv-budget-mb", "block-size"},
          {});
   no_positional(a);
@@ -684,7 +684,7 @@ int bench_mirror_lag(const CommandArgs& argv) {
   c.engine = engine_flags(a, c.requests);
   const int threads = threads_flag(a);
 
-  auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false);
+  auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false, forward_options(a));
   check_budget(m->config, c.engine);
   check_positions(m->config, c.prompt_len + c.max_tokens, "--prompt-len + --max-tokens");
   kernels::set_num_threads(threads);

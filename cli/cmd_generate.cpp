@@ -62,7 +62,7 @@ kernels::SamplingParams sampling_from(const Args& a) {
 void generate_speculative(const LoadedModel& m, const std::vector<int32_t>& prompt, int64_t n,
                           bool ignore_eos) {
   const model::DsparkWeights dw = model::bind_dspark_weights(m.checkpoint, m.config);
-  const model::Forward forward(m.config, m.weights, &dw);
+  const model::Forward forward(m.config, m.weights, &dw, m.forward->options());
   const model::DsparkDraft draft(m.config, m.weights, dw);
   model::SequenceState state = model::SequenceState::empty(m.config);
   const model::SpeculativeResult r = model::speculative_greedy(forward, draft, state, prompt, n);
@@ -194,7 +194,7 @@ void generate_engine_speculative(const LoadedModel& m, const std::vector<int32_t
 
 int run_generate(const CommandArgs& argv) {
   Args a(argv,
-         {"model", "prompt", "tokens", "max-tokens", "temperature", "top-k", "top-p", "min-p",
+         {"model", "expert-precision", "prompt", "tokens", "max-tokens", "temperature", "top-k", "top-p", "min-p",
           "seed", "speculative-config"},
          {"ignore-eos", "speculative"});
   const int64_t max_tokens = a.get_int("max-tokens", 32);
@@ -208,7 +208,7 @@ int run_generate(const CommandArgs& argv) {
   const runtime::SpeculativeConfig spec =  // checked before the model loads
       runtime::parse_speculative_config(a.get_or("speculative-config", ""));
 
-  auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/true);
+  auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/true, forward_options(a));
   std::vector<int32_t> next = m->tokenizer->encode(*prompt, /*add_bos=*/true);
   const int64_t room = m->config.max_position_embeddings - static_cast<int64_t>(next.size());
   if (room < 1) TROUPE_FAIL("prompt of " << next.size() << " tokens does not fit the context");

@@ -53,13 +53,13 @@ int logits_gguf(const std::string& path, const std::vector<int32_t>& tokens, boo
 }  // namespace
 
 int run_logits(const CommandArgs& argv) {
-  Args a(argv, {"model", "tokens"}, {"all-positions", "replay"});
+  Args a(argv, {"model", "tokens", "expert-precision"}, {"all-positions", "replay"});
   const auto tokens_arg = a.get("tokens");
   if (!tokens_arg) TROUPE_FAIL("--tokens 1,2,3 is required");
   const std::vector<int32_t> tokens = parse_token_ids(*tokens_arg);
   if (model::is_gguf_path(a.get_or("model", "")))
     return logits_gguf(*a.get("model"), tokens, a.has("all-positions"), a.has("replay"));
-  auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false);
+  auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false, forward_options(a));
   model::SequenceState state = model::SequenceState::empty(m->config);
   const bool replay = a.has("replay");
   if (replay && a.has("all-positions"))

@@ -20,7 +20,16 @@ void warn_random_weights() {
   });
 }
 
-std::unique_ptr<LoadedModel> load_model(const std::string& dir_arg, bool need_tokenizer) {
+model::ForwardOptions forward_options(const Args& a) {
+  model::ForwardOptions o;
+  const std::string p = a.get_or("expert-precision", "f32");
+  if (p == "int8") o.expert_precision = kernels::GemmPrecision::Int8;
+  else if (p != "f32") TROUPE_FAIL("--expert-precision must be f32 or int8, got '" << p << "'");
+  return o;
+}
+
+std::unique_ptr<LoadedModel> load_model(const std::string& dir_arg, bool need_tokenizer,
+                                        model::ForwardOptions options) {
   std::string dir = dir_arg;
   if (dir.empty()) {
     dir = model::builtin_tiny_model_dir();
@@ -33,7 +42,7 @@ std::unique_ptr<LoadedModel> load_model(const std::string& dir_arg, bool need_to
       model::Checkpoint::open(dir), {}, nullptr, nullptr});
   model::validate_checkpoint(m->checkpoint, m->config);
   m->weights = model::bind_weights(m->checkpoint, m->config);
-  m->forward = std::make_unique<model::Forward>(m->config, m->weights);
+  m->forward = std::make_unique<model::Forward>(m->config, m->weights, nullptr, options);
   const fs::path tok = fs::path(dir) / "tokenizer.json";
   if (fs::exists(tok)) {
     m->tokenizer = std::make_unique<model::Tokenizer>(model::Tokenizer::load(tok.string()));
@@ -51,7 +60,7 @@ std::unique_ptr<DraftModel> load_draft(const LoadedModel& m) {
     TROUPE_FAIL("speculative-config: method \"dspark\" needs the checkpoint's DSpark draft "
                 "(mtp.* tensors, MODEL.md 8): " << e.what());
   }
-  d->forward = std::make_unique<model::Forward>(m.config, m.weights, &d->weights);
+  d->forward = std::make_unique<model::Forward>(m.config, m.weights, &d->weights, m.forward->options());
   d->draft = std::make_unique<model::DsparkDraft>(m.config, m.weights, d->weights);
   d->drafter = std::make_unique<runtime::DsparkDrafter>(*d->draft);
   return d;

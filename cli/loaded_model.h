@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "cli/args.h"
 #include "model/config.h"
 #include "model/dspark_draft.h"
 #include "model/forward.h"
@@ -26,7 +27,11 @@ struct LoadedModel {
 
 // Loads and validates; with an empty dir uses the built-in tiny model and says once on
 // stderr that its weights are random (warn_random_weights).
-std::unique_ptr<LoadedModel> load_model(const std::string& dir, bool need_tokenizer);
+std::unique_ptr<LoadedModel> load_model(const std::string& dir, bool need_tokenizer,
+                                        model::ForwardOptions options = {});
+// --expert-precision f32|int8 of a command's flags (model::ForwardOptions); a bad value
+// throws troupe::Error naming the flag.
+model::ForwardOptions forward_options(const Args& a);
 void warn_random_weights();  // once per process, on stderr
 
 // The checkpoint's DSpark draft (MODEL.md §8) ready for the engine: a target Forward that

@@ -19,7 +19,9 @@ void say(const std::string& line) {
 std::unique_ptr<ServedModel> load_serving_model(const config::ServeConfig& cfg) {
   say("loading model " + (cfg.model.empty() ? std::string("(built-in tiny model)") : cfg.model));
   const auto t0 = std::chrono::steady_clock::now();
-  auto model = load_served_model(cfg.model, /*need_tokenizer=*/true);
+  model::ForwardOptions options;
+  options.expert_precision = cfg.expert_precision;
+  auto model = load_served_model(cfg.model, /*need_tokenizer=*/true, options);
   char took[32];
   std::snprintf(took, sizeof took, "%.2f s",
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

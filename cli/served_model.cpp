@@ -23,13 +23,17 @@ LoadedModel& ServedModel::v41_only(const std::string& feature) const {
   return *v41;
 }
 
-std::unique_ptr<ServedModel> load_served_model(const std::string& path, bool need_tokenizer) {
+std::unique_ptr<ServedModel> load_served_model(const std::string& path, bool need_tokenizer,
+                                               model::ForwardOptions options) {
   auto m = std::make_unique<ServedModel>();
   m->path = path;
   if (model::is_gguf_path(path)) {
+    if (options.expert_precision != kernels::GemmPrecision::F32)
+      TROUPE_FAIL("expert-precision int8 is for a DeepSeek-V4.1 checkpoint's FP4 experts; "
+                  << path << " is a .gguf model (its q8_0 / q4_0 weights already run on int8)");
     m->llama = model::LlamaModel::load(path, need_tokenizer);
   } else {
-    m->v41 = load_model(path, need_tokenizer);
+    m->v41 = load_model(path, need_tokenizer, options);
     m->path = m->v41->dir;  // the built-in tiny model's folder when path is empty
   }
   return m;

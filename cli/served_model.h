@@ -27,6 +27,9 @@ struct ServedModel {
   LoadedModel& v41_only(const std::string& feature) const;
 };
 
-std::unique_ptr<ServedModel> load_served_model(const std::string& path, bool need_tokenizer);
+// options: a V4.1 model's (model::ForwardOptions); a .gguf model refuses any but the
+// defaults, naming the option.
+std::unique_ptr<ServedModel> load_served_model(const std::string& path, bool need_tokenizer,
+                                               model::ForwardOptions options = {});
 
 }  // namespace troupe::cli

@@ -13,6 +13,7 @@
 #include <map>
 #include <string>
 
+#include "kernels/gemm.h"
 #include "runtime/engine.h"
 #include "runtime/eplb/eplb_planner.h"
 
@@ -76,6 +77,9 @@ struct ServeConfig {
   bool clip_prefix = false;    // full compute: far prompt chunks run one decoder row
   runtime::PrefixReplay prefix_replay = runtime::PrefixReplay::Exact;  // executor.h
   int64_t threads = 0;         // kernel threads; 0: all hardware threads
+  // The MoE experts' GEMMs (model::ForwardOptions): F32 is MODEL.md's numerics; Int8 runs
+  // FP4 experts on int8 dot products (docs/model-notes.md has its measured tolerance).
+  kernels::GemmPrecision expert_precision = kernels::GemmPrecision::F32;
   // vLLM's --speculative-config JSON ({"method": "dspark", "num_speculative_tokens": 3});
   // empty: off. Parsed by runtime::parse_speculative_config (errors name the JSON key).
   std::string speculative_config;

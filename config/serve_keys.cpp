@@ -217,6 +217,11 @@ std::vector<ConfigKey> make_keys() {
       {{"exact", PrefixReplay::Exact}, {"window", PrefixReplay::Window}},
       "how a prefix hit rebuilds SWA windows: exact (a hit equals a cold run) or window (W tokens)"));
   k.push_back(int_key("threads", &S::threads, 0, 4096, "kernel threads; 0: all hardware threads"));
+  k.push_back(choice_key<kernels::GemmPrecision>(
+      "expert-precision", &S::expert_precision,
+      {{"f32", kernels::GemmPrecision::F32}, {"int8", kernels::GemmPrecision::Int8}},
+      "MoE expert GEMMs: f32 (MODEL.md's numerics) or int8 (FP4 experts on int8 dot products "
+      "with q8_0 activations: faster decode, tolerance in docs/model-notes.md)"));
   k.push_back(string_key("speculative-config", &S::speculative_config, true,
                          "speculative decoding as JSON, e.g. {\"method\": \"dspark\", "
                          "\"num_speculative_tokens\": 3}; empty: off"));

@@ -4,7 +4,9 @@
 // behind GemmPrecision::Bf16, which callers opt into explicitly. GGUF block weights
 // (WeightFormat::Q8_0 / Q4_0) are the exception: their GEMM quantizes x to q8_0 per
 // 32-column block and multiplies on int8 dot products, as llama.cpp does
-// (kernels/ggml_blocks.h), whatever the precision.
+// (kernels/ggml_blocks.h), whatever the precision. GemmPrecision::Int8 runs FP4 weights
+// the same way (llama.cpp's MXFP4 numerics): 2 · E2M1 is an integer in [-12, 12], so a
+// weight block is exactly int8 codes times 2^(e - 128), and only x is rounded.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +18,8 @@ namespace troupe::kernels {
 enum class GemmPrecision : uint8_t {
   F32,   // exact f32 products (the model's defined numerics)
   Bf16,  // activations rounded to bf16, f32 accumulation (faster, documented tolerance)
+  Int8,  // FP4 weights: activations quantized to q8_0 per 32 columns, int8 dot products
+         // (kernels/ggml_blocks.h); every other format runs exactly as F32. CPU only.
 };
 
 struct GemmParams {
@@ -29,12 +33,19 @@ struct GemmParams {
   GemmPrecision precision = GemmPrecision::F32;
 };
 
+// FP4 weights under GemmPrecision::Int8.
+inline bool fp4_on_int8(const GemmParams& p) {
+  return p.precision == GemmPrecision::Int8 && p.w.format == WeightFormat::FP4;
+}
+// Whether the call quantizes x to q8_0 and multiplies on int8 (ref::gemm_q8, cpu::gemm_q8).
+inline bool q8_activations(const GemmParams& p) { return is_ggml_block(p.w.format) || fp4_on_int8(p); }
+
 // Validated, dispatched entry (kernels/dispatch.cpp picks the backend).
 void gemm(const GemmParams& p);
 
 namespace ref {
 void gemm(const GemmParams& p);
-void gemm_q8(const GemmParams& p);  // the Q8_0 / Q4_0 definition (ref::gemm calls it)
+void gemm_q8(const GemmParams& p);  // the q8_activations() definition (ref::gemm calls it)
 }  // namespace ref
 namespace cpu { void gemm(const GemmParams& p); }
 namespace cuda { void gemm(const GemmParams& p); }

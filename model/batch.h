@@ -28,6 +28,8 @@ struct Batch {
   // (layer Ne under bounded replay stores only [P, E) and the tail, MODEL.md §6.2).
   scratch_vector<int64_t> store_window_from;
   const TraceFn* trace = nullptr;
+  // The MoE experts' GEMM precision (ForwardOptions; F32 unless the caller opted in).
+  kernels::GemmPrecision expert_precision = kernels::GemmPrecision::F32;
 
   int64_t seqs() const { return static_cast<int64_t>(states.size()); }
   int64_t rows_of(int64_t s) const { return begin[s + 1] - begin[s]; }

@@ -94,6 +94,7 @@ Batch Batch::subset(const scratch_vector<int64_t>& kept) const {
   Batch b;
   b.states = states;
   b.trace = trace;
+  b.expert_precision = expert_precision;
   b.begin.assign(1, 0);
   size_t i = 0;
   for (int64_t s = 0; s < seqs(); ++s) {
@@ -123,8 +124,8 @@ void Batch::record_ints(const char* name, int64_t layer, const int32_t* data, in
 }
 
 Forward::Forward(const ModelConfig& config, const ModelWeights& weights,
-                 const DsparkWeights* dspark)
-    : cfg_(config), w_(weights), dspark_(dspark), engram_(engram_hash_tables(config)),
+                 const DsparkWeights* dspark, ForwardOptions options)
+    : cfg_(config), w_(weights), dspark_(dspark), options_(options), engram_(engram_hash_tables(config)),
       shape_(config) {
   const kernels::YarnScaling none;
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
@@ -165,7 +166,7 @@ scratch_vector<int64_t> decoder_rows(std::span<SequenceInput> inputs, const Batc
 
 void Forward::run_idle(RoutedExperts& routed) const {
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l)
-    routed.run(RoutedBatch::none(cfg_, w_.layers[l].ffn, l, cfg_.top_k));
+    routed.run(RoutedBatch::none(cfg_, w_.layers[l].ffn, l, cfg_.top_k, options_.expert_precision));
 }
 
 std::vector<std::vector<float>> Forward::run(std::span<SequenceInput> inputs,
@@ -181,6 +182,7 @@ void Forward::run(std::span<SequenceInput> inputs, std::vector<std::vector<float
   const ModelConfig& c = cfg_;
   const int64_t H = c.hidden_size, hc = c.hc_mult;
   Batch b = make_batch(inputs, trace);
+  b.expert_precision = options_.expert_precision;
   scratch_vector<float> X = embed(c, w_, b);
   scratch_vector<float> pre(b.rows * hc, 0.0f);
   for (int64_t r = 0; r < b.rows; ++r) pre[r * hc] = 1.0f;

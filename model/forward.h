@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/gemm.h"
 #include "model/batch_forward.h"
 #include "model/config.h"
 #include "model/engram_hash.h"
@@ -20,12 +21,20 @@
 
 namespace troupe::model {
 
+// How a Forward computes, beyond MODEL.md: F32 everywhere is the model's definition;
+// expert_precision = GemmPrecision::Int8 runs the MoE experts' FP4 GEMMs on int8 dot
+// products with q8_0 activations (kernels/gemm.h; llama.cpp's MXFP4 numerics), the
+// faster path MODEL.md §5 allows, with its tolerance measured in docs/model-notes.md.
+struct ForwardOptions {
+  kernels::GemmPrecision expert_precision = kernels::GemmPrecision::F32;
+};
+
 class Forward final : public BatchForward {
  public:
   // dspark: the draft weights, needed only to compute DSpark target features F[p] for
   // states that keep them (SequenceState::enable_features, MODEL.md §8).
   Forward(const ModelConfig& config, const ModelWeights& weights,
-          const DsparkWeights* dspark = nullptr);
+          const DsparkWeights* dspark = nullptr, ForwardOptions options = {});
 
   // Runs the batch; returns per sequence its logits, [rows, V] flattened (rows = 1 or
   // the number of new tokens). Bad input (empty tokens, ids out of range, positions
@@ -48,11 +57,13 @@ class Forward final : public BatchForward {
   const ModelConfig& config() const { return cfg_; }
   const ServingShape& shape() const override { return shape_; }
   const ModelWeights& weights() const { return w_; }
+  const ForwardOptions& options() const { return options_; }
 
  private:
   const ModelConfig& cfg_;
   const ModelWeights& w_;
   const DsparkWeights* dspark_;
+  ForwardOptions options_;
   std::vector<std::vector<double>> rope_freqs_;  // [L] per layer
   EngramHashTables engram_;
   ServingShape shape_;

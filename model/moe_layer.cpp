@@ -42,9 +42,10 @@ void moe_layer(const ModelConfig& c, const MoeWeights& w, int64_t layer, const B
   e.experts_count = 1;
   e.top_k = 1;
   e.swiglu_limit = 0.0f;
+  e.precision = b.expert_precision;
   kernels::moe_experts(e);
   if (routed != nullptr) {
-    routed->run({&c, &w, layer, x, rows, pick.data(), weight.data(), kE, out});
+    routed->run({&c, &w, layer, x, rows, pick.data(), weight.data(), kE, out, b.expert_precision});
     return;
   }
   e.pick = pick.data();

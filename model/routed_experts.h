@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/gemm.h"
 #include "model/config.h"
 #include "model/weights.h"
 
@@ -39,11 +40,16 @@ struct RoutedBatch {
   const float* weight = nullptr;    // [rows, top_k] routing weights
   int64_t top_k = 0;
   float* out = nullptr;             // [rows, H] += Σ_k weight · Expert_pick(x), k ascending
+  // The experts' GEMM precision (model::ForwardOptions); every rank of a group runs the
+  // same engine options, so the rows a rank computes for others use its own.
+  kernels::GemmPrecision precision = kernels::GemmPrecision::F32;
 
   // No rows: how a rank with nothing to run joins a layer's exchange.
   static RoutedBatch none(const ModelConfig& c, const MoeWeights& w, int64_t layer,
-                          int64_t top_k) {
+                          int64_t top_k,
+                          kernels::GemmPrecision precision = kernels::GemmPrecision::F32) {
     RoutedBatch b;
+    b.precision = precision;
     b.config = &c;
     b.weights = &w;
     b.layer = layer;

@@ -5,7 +5,9 @@
 //   exp_w2 [5120 x 2304]  FP4 routed expert w2
 // at decode M = 1, 4, 16 (judged against DRAM bandwidth: decode streams each weight
 // once per step and the model's weights never fit in cache) and prefill M = 512, 2048
-// (4096 under --full), in f32 and bf16 precision (judged against the matching peak).
+// (4096 under --full), in f32 and bf16 precision (judged against the matching peak),
+// and FP4 decode also in int8 precision (GemmPrecision::Int8: q8_0 activations, int8 dot
+// products; judged against DRAM like every decode case).
 // Decode cases rotate over enough copies of the weights (>= 128 MiB) that every call
 // reads them from DRAM rather than the 32 MiB L3. Every case runs on each CPU path
 // (avx512, avx2, portable: the name's last part) so they read side by side; a path the
@@ -119,6 +121,10 @@ void run_case(State& s, const Shape& sh, WeightFormat f, int64_t m, GemmPrecisio
   });
 }
 
+const char* precision_name(GemmPrecision p) {
+  return p == GemmPrecision::Bf16 ? "bf16" : p == GemmPrecision::Int8 ? "int8" : "f32";
+}
+
 const bool registered = [] {
   const std::vector<Shape> shapes = {
       {"wq_a",
@@ -133,14 +139,15 @@ const bool registered = [] {
   for (const Shape& sh : shapes)
     for (WeightFormat f : sh.formats)
       for (int64_t m : {1, 4, 16, 512, 2048, 4096})
-        for (GemmPrecision prec : {GemmPrecision::F32, GemmPrecision::Bf16}) {
-          if (m <= 16 && prec == GemmPrecision::Bf16) continue;  // decode: f32 only
+        for (GemmPrecision prec : {GemmPrecision::F32, GemmPrecision::Bf16, GemmPrecision::Int8}) {
+          if (m <= 16 && prec == GemmPrecision::Bf16) continue;  // decode: f32 and int8
+          if (prec == GemmPrecision::Int8 && (m > 16 || f != WeightFormat::FP4)) continue;
           char mm[16];
           std::snprintf(mm, sizeof mm, "m%04lld", static_cast<long long>(m));
           for (kernels::CpuPath path :
                {kernels::CpuPath::Avx512, kernels::CpuPath::Avx2, kernels::CpuPath::Portable}) {
             const std::string name = std::string("gemm/") + sh.name + "/" + kernels::to_string(f) +
-                                     "/" + mm + (prec == GemmPrecision::Bf16 ? "/bf16/" : "/f32/") +
+                                     "/" + mm + "/" + precision_name(prec) + "/" +
                                      kernels::to_string(path);
             add(name, [sh, f, m, prec, path](State& s) { run_case(s, sh, f, m, prec, path); });
           }

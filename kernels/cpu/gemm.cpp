@@ -98,7 +98,7 @@ void gemm_portable(const GemmParams& p) {
 }
 
 void gemm(const GemmParams& p) {
-  if (is_ggml_block(p.w.format)) return gemm_q8(p, best_q_kernel());
+  if (q8_activations(p)) return gemm_q8(p, best_q_kernel());
   switch (active_cpu_path()) {
     case CpuPath::Avx512:
       return gemm_avx512(p, cpu_features().avx512bf16);

@@ -10,6 +10,7 @@
 #include "kernels/cpu/gemm_weight_src.h"
 #include "kernels/dispatch.h"
 #include "kernels/parallel.h"
+#include "kernels/quant.h"
 
 namespace troupe::kernels::cpu {
 namespace {
@@ -57,6 +58,13 @@ inline float stored_scale(const uint8_t* blk) {
 }
 
 // Σ over one block, in int32; the compiler vectorises the 32-wide loops.
+inline int32_t dot_fp4(const uint8_t* codes, const int8_t* xq) {
+  int32_t s = 0;
+  for (int i = 0; i < 16; ++i)
+    s += int32_t(kFp4Int8[codes[i] & 0xF]) * xq[2 * i] + int32_t(kFp4Int8[codes[i] >> 4]) * xq[2 * i + 1];
+  return s;
+}
+
 inline int32_t dot_q8_0(const uint8_t* blk, const int8_t* xq) {
   const int8_t* wq = reinterpret_cast<const int8_t*>(blk + 2);
   int32_t s = 0;
@@ -75,6 +83,15 @@ inline int32_t dot_q4_0(const uint8_t* blk, const int8_t* xq) {
 
 }  // namespace
 
+const float* fp4_int8_scales() {
+  static const float* table = [] {
+    static float t[256];
+    for (int c = 0; c < 256; ++c) t[c] = 0.5f * ue8m0_decode(static_cast<uint8_t>(c));
+    return t;
+  }();
+  return table;
+}
+
 void quantize_rows_q8(const float* x, int64_t m, int64_t k, int64_t ldx, int8_t* q, float* d,
                       int32_t* off, int32_t* sum) {
   const int64_t blocks = k / kQBlock;
@@ -86,7 +103,9 @@ void quantize_rows_q8(const float* x, int64_t m, int64_t k, int64_t ldx, int8_t*
 // One weight row at a time, every activation row against it while it is in L1.
 void gemm_q8_range_portable(const QGemmArgs& a, int64_t n0, int64_t n1) {
   const int64_t blocks = a.x.k / kQBlock;
-  const int64_t bb = a.format == WeightFormat::Q8_0 ? kQ8_0Bytes : kQ4_0Bytes;
+  const bool fp4 = a.format == WeightFormat::FP4;
+  const int64_t bb = fp4 ? kQBlock / 2 : a.format == WeightFormat::Q8_0 ? kQ8_0Bytes : kQ4_0Bytes;
+  const float* fp4_scale = a.scale_value;
   for (int64_t n = n0; n < n1; ++n) {
     const uint8_t* row = a.w + n * a.row_bytes;
     for (int64_t m = 0; m < a.x.m; ++m) {
@@ -95,6 +114,10 @@ void gemm_q8_range_portable(const QGemmArgs& a, int64_t n0, int64_t n1) {
       float s = 0;
       for (int64_t b = 0; b < blocks; ++b) {
         const uint8_t* blk = row + b * bb;
+        if (fp4) {
+          s += fp4_scale[a.scale[n * blocks + b]] * xd[b] * float(dot_fp4(blk, xq + b * kQBlock));
+          continue;
+        }
         const int32_t dot = a.format == WeightFormat::Q8_0 ? dot_q8_0(blk, xq + b * kQBlock)
                                                            : dot_q4_0(blk, xq + b * kQBlock);
         s += stored_scale(blk) * xd[b] * float(dot);
@@ -146,8 +169,10 @@ void gemm_q8(const GemmParams& p, QGemmKernel kernel) {
   const GemmShape sh = gemm_shape(p);
   if (gemm_trivial(p, sh)) return;
   const int64_t blocks = sh.k / kQBlock;
-  const bool packed = kernel == QGemmKernel::Avx512VnniPacked ||
-                      (kernel == QGemmKernel::Avx512Vnni && sh.m >= kPackedMinRows);
+  const bool fp4 = p.w.format == WeightFormat::FP4;
+  // The packed kernel has no FP4 panels (Int8 FP4 is for decode: M <= 64).
+  const bool packed = !fp4 && (kernel == QGemmKernel::Avx512VnniPacked ||
+                               (kernel == QGemmKernel::Avx512Vnni && sh.m >= kPackedMinRows));
   // The packed kernel wants the block sums, the others (Q4_0) the per-lane offsets.
   const bool q4_off = !packed && p.w.format == WeightFormat::Q4_0;
   // One scratch buffer: q [m, k], then d [m, blocks], then off [m, blocks, 8] or sum
@@ -174,13 +199,16 @@ void gemm_q8(const GemmParams& p, QGemmKernel kernel) {
   });
   a.format = p.w.format;
   a.w = static_cast<const uint8_t*>(p.w.data);
-  a.row_bytes = ggml_row_bytes(p.w.format, sh.k);
+  a.scale = fp4 ? p.w.scale : nullptr;
+  a.scale_value = fp4_int8_scales();
+  a.row_bytes = fp4 ? sh.k / 2 : ggml_row_bytes(p.w.format, sh.k);
   a.y = p.y;
   a.ldy = sh.ldy;
   a.accumulate = p.accumulate;
   void (*range)(const QGemmArgs&, int64_t, int64_t) = gemm_q8_range_portable;
   if (packed) range = gemm_q8_range_avx512_packed;
-  else if (kernel == QGemmKernel::Avx512Vnni) range = gemm_q8_range_avx512;
+  else if (kernel == QGemmKernel::Avx512Vnni || kernel == QGemmKernel::Avx512VnniPacked)
+    range = gemm_q8_range_avx512;
   else if (kernel == QGemmKernel::Avx2) range = gemm_q8_range_avx2;
   // A thread's columns come in multiples of 4 (the widest tile's weight rows; the packed
   // kernel's panels are 32 wide).

@@ -1,5 +1,5 @@
-// cpu::gemm_q8: the Q8_0 / Q4_0 GEMM of kernels/ggml_blocks.h on int8 dot products, for
-// cpu::gemm. The activations are quantized once per call (portable C++, checked bit for
+// cpu::gemm_q8: the Q8_0 / Q4_0 GEMM of kernels/ggml_blocks.h on int8 dot products, and
+// FP4 weights the same way under GemmPrecision::Int8 (kernels/gemm.h), for cpu::gemm. The activations are quantized once per call (portable C++, checked bit for
 // bit against ref::quantize_row_q8), then threads take disjoint output-column ranges
 // and run one of three range kernels, picked in gemm_q8() by CPU features:
 //
@@ -7,7 +7,9 @@
 //   AVX2          vpmaddubsw + vpmaddwd, one block per ymm (gemm_q8_avx2.cpp)
 //   portable      plain loops the compiler vectorises     (gemm_q8.cpp)
 //
-// With M >= kPackedMinRows (a prefill) the AVX-512 VNNI kernel is the packed one
+// FP4 blocks become int8 by a 16-entry table (2 · E2M1: 0, 1, 2, 3, 4, 6, 8, 12 and their
+// negatives; vpshufb in the SIMD kernels), their scale 2^(e - 128), and then run as
+// Q8_0 blocks do. With M >= kPackedMinRows (a prefill) the AVX-512 VNNI kernel is the packed one
 // (gemm_q8_packed_avx512.cpp): each thread repacks 32 weight rows at a time into a panel
 // of 16-column x 4-byte interleaved u8 chunks, and 6 x 32 register tiles run vpdpbusd
 // with the activation bytes broadcast; its f32 steps are the reference's (bit for bit).
@@ -28,8 +30,11 @@ namespace troupe::kernels::cpu {
 
 struct QGemmArgs {
   Q8Rows x;                  // quantized activations [m, k] (off set for Q4_0)
-  WeightFormat format;       // Q8_0 or Q4_0
-  const uint8_t* w;          // weight blocks, row r at w + r * row_bytes
+  WeightFormat format;       // Q8_0, Q4_0 or FP4
+  const uint8_t* w;          // weight blocks (FP4: packed E2M1 codes), row r at w + r * row_bytes
+  const uint8_t* scale;      // FP4: UE8M0 codes [n, k / 32]; else null (scales are inline)
+  const float* scale_value;  // FP4: fp4_int8_scales(), looked up once per call (a call in
+                             // a tile's loop would spill every vector register)
   int64_t row_bytes;
   float* y;                  // [m, n], row stride ldy
   int64_t ldy;
@@ -42,6 +47,12 @@ struct QGemmArgs {
 void quantize_rows_q8(const float* x, int64_t m, int64_t k, int64_t ldx, int8_t* q, float* d,
                       int32_t* off, int32_t* sum = nullptr);
 
+// 2 · E2M1(code) for the 16 FP4 codes (bit 3 the sign; code 8 is -0 -> 0), and
+// 2^(e - 127) / 2 for the 256 UE8M0 codes (e = 255: NaN), the factors of an FP4 block
+// on int8: E2M1(c) · 2^(e - 127) = kFp4Int8[c] · fp4_int8_scales()[e], exactly.
+inline constexpr int8_t kFp4Int8[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+const float* fp4_int8_scales();
+
 // Rows from which the AVX-512 VNNI kernel switches to the packed one.
 constexpr int64_t kPackedMinRows = 16;
 
@@ -49,7 +60,7 @@ constexpr int64_t kPackedMinRows = 16;
 void gemm_q8_range_portable(const QGemmArgs& a, int64_t n0, int64_t n1);
 void gemm_q8_range_avx2(const QGemmArgs& a, int64_t n0, int64_t n1);    // AVX2+FMA+F16C
 void gemm_q8_range_avx512(const QGemmArgs& a, int64_t n0, int64_t n1);  // + BW/VL/VNNI
-void gemm_q8_range_avx512_packed(const QGemmArgs& a, int64_t n0, int64_t n1);  // needs x.sum
+void gemm_q8_range_avx512_packed(const QGemmArgs& a, int64_t n0, int64_t n1);  // needs x.sum; no FP4
 
 // Avx512Vnni takes the packed kernel from kPackedMinRows rows; Avx512VnniPacked takes it
 // at any M (for tests; best_q_kernel() never returns it).

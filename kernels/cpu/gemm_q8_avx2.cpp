@@ -2,7 +2,8 @@
 // vpmaddubsw (u8 x s8 -> pairs of int16) and vpmaddwd by ones (-> int32 lanes), the
 // block's dw · dx applied to the 8 lanes in f32. Q8_0 weights are signed, so the
 // unsigned operand is |w| and x takes w's sign (vpsignb); Q4_0 nibbles are already
-// unsigned and the -8 offset enters per lane from the quantizer's off.
+// unsigned and the -8 offset enters per lane from the quantizer's off. FP4 codes become
+// signed int8 weights by table (fp4_block_s8) and then run as Q8_0.
 // Saturation: |w| <= 128 and |x| <= 127 give pair sums <= 32512 < 32767.
 #include <immintrin.h>
 
@@ -15,7 +16,9 @@ namespace {
 template <WeightFormat F>
 struct Avx2Tile {
   static constexpr int kM = 4, kN = 2;
-  static constexpr int64_t kBlockBytes = F == WeightFormat::Q8_0 ? kQ8_0Bytes : kQ4_0Bytes;
+  static constexpr bool kSigned = F != WeightFormat::Q4_0;  // w is s8: x takes its sign
+  static constexpr int64_t kBlockBytes =
+      F == WeightFormat::Q8_0 ? kQ8_0Bytes : F == WeightFormat::Q4_0 ? kQ4_0Bytes : kQBlock / 2;
 
   template <int MR, int NR>
   static void run(const QGemmArgs& a, int64_t m0, int64_t n0) {
@@ -29,6 +32,12 @@ struct Avx2Tile {
       float dw[NR];
       for (int r = 0; r < NR; ++r) {
         const uint8_t* blk = a.w + (n0 + r) * a.row_bytes + b * kBlockBytes;
+        if constexpr (F == WeightFormat::FP4) {
+          dw[r] = fp4_scale_at(a, n0 + r, b);
+          wsign[r] = fp4_block_s8(blk);
+          wu[r] = _mm256_sign_epi8(wsign[r], wsign[r]);
+          continue;
+        }
         dw[r] = half_at(blk);
         if constexpr (F == WeightFormat::Q8_0) {
           wsign[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
@@ -45,7 +54,7 @@ struct Avx2Tile {
         const float dx = a.x.d[row * blocks + b];
         for (int r = 0; r < NR; ++r) {
           __m256i s;
-          if constexpr (F == WeightFormat::Q8_0) {
+          if constexpr (kSigned) {
             s = _mm256_madd_epi16(_mm256_maddubs_epi16(wu[r], _mm256_sign_epi8(x, wsign[r])), ones);
           } else {
             const __m256i off = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.x.off + (row * blocks + b) * 8));

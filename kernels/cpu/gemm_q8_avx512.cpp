@@ -3,7 +3,8 @@
 // summed per int32 lane), each half's dw · dx applied in f32. Q8_0: the unsigned operand
 // is x + 128 (x xor 0x80) and the accumulator starts at -128 · Σw per lane, made once per
 // weight block, so Σ (x + 128)·w - 128 Σw = Σ x·w; Q4_0: the nibbles are the unsigned
-// operand and the accumulator starts at the quantizer's per-lane -8 · Σx (off). An odd
+// operand and the accumulator starts at the quantizer's per-lane -8 · Σx (off); FP4: the
+// codes become s8 weights by table (fp4_block_s8) and run as Q8_0. An odd
 // last block runs with the upper half zero (masked loads, zero scales).
 #include <immintrin.h>
 
@@ -26,21 +27,32 @@ inline __m512 halves(float lo, float hi) {
 template <WeightFormat F>
 struct Avx512Tile {
   static constexpr int kM = 4, kN = 4;
-  static constexpr int64_t kBlockBytes = F == WeightFormat::Q8_0 ? kQ8_0Bytes : kQ4_0Bytes;
+  static constexpr bool kSigned = F != WeightFormat::Q4_0;  // s8 weights, x + 128 unsigned
+  static constexpr int64_t kBlockBytes =
+      F == WeightFormat::Q8_0 ? kQ8_0Bytes : F == WeightFormat::Q4_0 ? kQ4_0Bytes : kQBlock / 2;
 
-  // The weight operand of blocks b (and b + 1 when pair) of one weight row (Q8_0: s8;
-  // Q4_0: the u8 nibbles), its scales, and (Q8_0) the lanes' -128 · Σw.
-  static void load_weight(const uint8_t* blk, bool pair, __m512i& wu, __m512& dw, __m512i& bias) {
+  // The weight operand of blocks b (and b + 1 when pair) of weight row n (Q8_0, FP4: s8;
+  // Q4_0: the u8 nibbles), its scales, and (s8) the lanes' -128 · Σw.
+  static void load_weight(const QGemmArgs& a, int64_t n, int64_t b, bool pair, __m512i& wu,
+                          __m512& dw, __m512i& bias) {
+    const uint8_t* blk = a.w + n * a.row_bytes + b * kBlockBytes;
     const uint8_t* next = blk + kBlockBytes;
-    dw = halves(half_at(blk), pair ? half_at(next) : 0.0f);
-    if constexpr (F == WeightFormat::Q8_0) {
-      const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
-      const __m256i hi = pair ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(next + 2))
-                              : _mm256_setzero_si256();
+    if constexpr (kSigned) {
+      __m256i lo, hi = _mm256_setzero_si256();
+      if constexpr (F == WeightFormat::FP4) {
+        dw = halves(fp4_scale_at(a, n, b), pair ? fp4_scale_at(a, n, b + 1) : 0.0f);
+        lo = fp4_block_s8(blk);
+        if (pair) hi = fp4_block_s8(next);
+      } else {
+        dw = halves(half_at(blk), pair ? half_at(next) : 0.0f);
+        lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+        if (pair) hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(next + 2));
+      }
       wu = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
       const __m512i sum128 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(char(0x80)), wu);
       bias = _mm512_sub_epi32(_mm512_setzero_si512(), sum128);
     } else {
+      dw = halves(half_at(blk), pair ? half_at(next) : 0.0f);
       const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
       const __m128i hi = pair ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(next + 2))
                               : _mm_setzero_si128();
@@ -66,12 +78,12 @@ struct Avx512Tile {
       __m512 dw[NR];
       __m512i bias[NR];
       for (int r = 0; r < NR; ++r)
-        load_weight(a.w + (n0 + r) * a.row_bytes + b * kBlockBytes, pair, wu[r], dw[r], bias[r]);
+        load_weight(a, n0 + r, b, pair, wu[r], dw[r], bias[r]);
       for (int i = 0; i < MR; ++i) {
         const int64_t row = m0 + i;
         const int8_t* xq = a.x.q + row * a.x.k + b * kQBlock;
         __m512i x = pair ? _mm512_loadu_si512(xq) : _mm512_maskz_loadu_epi8(0xFFFFFFFFull, xq);
-        if constexpr (F == WeightFormat::Q8_0) x = _mm512_xor_si512(x, _mm512_set1_epi8(char(0x80)));
+        if constexpr (kSigned) x = _mm512_xor_si512(x, _mm512_set1_epi8(char(0x80)));
         const float* xd = a.x.d + row * blocks + b;
         const __m512 dx = halves(xd[0], pair ? xd[1] : 0.0f);
         __m512i init = _mm512_setzero_si512();
@@ -81,7 +93,7 @@ struct Avx512Tile {
         }
         for (int r = 0; r < NR; ++r) {
           __m512i s;
-          if constexpr (F == WeightFormat::Q8_0) {
+          if constexpr (kSigned) {
             s = _mm512_dpbusd_epi32(bias[r], x, wu[r]);
           } else {
             s = _mm512_dpbusd_epi32(init, wu[r], x);

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/gemm_q8.h"
+
 namespace troupe::kernels::cpu {
 namespace {
 
@@ -17,6 +19,22 @@ inline float half_at(const uint8_t* blk) {
   uint16_t h;
   std::memcpy(&h, blk, 2);
   return _cvtsh_ss(h);
+}
+
+// The f32 scale of FP4 block b of weight row `row` (kernels/cpu/gemm_q8.h).
+inline float fp4_scale_at(const QGemmArgs& a, int64_t row, int64_t b) {
+  return a.scale_value[a.scale[row * (a.x.k / 32) + b]];
+}
+
+// One FP4 block's 16 code bytes as 32 int8 weights in column order (even column in
+// the low nibble): [columns 0..15 | 16..31] in the two 128-bit halves.
+inline __m256i fp4_block_s8(const uint8_t* codes) {
+  const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kFp4Int8));
+  const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes));
+  const __m128i low4 = _mm_set1_epi8(0x0F);
+  const __m128i even = _mm_shuffle_epi8(table, _mm_and_si128(c, low4));
+  const __m128i odd = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(c, 4), low4));
+  return _mm256_set_m128i(_mm_unpackhi_epi8(even, odd), _mm_unpacklo_epi8(even, odd));
 }
 
 // The 8 lanes summed in a fixed order.

@@ -56,7 +56,8 @@ struct TileWalk {
 template <template <WeightFormat> class Tile>
 void run_tiles(const QGemmArgs& a, int64_t n0, int64_t n1) {
   if (a.format == WeightFormat::Q8_0) TileWalk<Tile<WeightFormat::Q8_0>>::run(a, n0, n1);
-  else TileWalk<Tile<WeightFormat::Q4_0>>::run(a, n0, n1);
+  else if (a.format == WeightFormat::Q4_0) TileWalk<Tile<WeightFormat::Q4_0>>::run(a, n0, n1);
+  else TileWalk<Tile<WeightFormat::FP4>>::run(a, n0, n1);
 }
 
 }  // namespace troupe::kernels::cpu

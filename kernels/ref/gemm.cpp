@@ -11,7 +11,7 @@
 namespace troupe::kernels::ref {
 
 void gemm(const GemmParams& p) {
-  if (is_ggml_block(p.w.format)) return gemm_q8(p);
+  if (q8_activations(p)) return gemm_q8(p);
   const int64_t m_rows = p.m, n_cols = p.w.rows, k_len = p.w.cols;
   const int64_t ldx = p.ldx ? p.ldx : k_len, ldy = p.ldy ? p.ldy : n_cols;
   std::vector<float> x(static_cast<size_t>(m_rows * k_len));

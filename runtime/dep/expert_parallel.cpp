@@ -162,6 +162,7 @@ void ExpertParallel::run(const model::RoutedBatch& b) {
   p.inter = b.config->moe_intermediate_size;
   p.experts_count = S;
   p.swiglu_limit = static_cast<float>(b.config->swiglu_limit);
+  p.precision = b.precision;
   kernels::moe_expert_rows(p);
   times_.experts_s += seconds_since(t);
 

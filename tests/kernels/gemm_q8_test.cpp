@@ -3,6 +3,8 @@
 //   - the CPU activation quantizer bit for bit against ref::quantize_row_q8 (ties, zero
 //     blocks, subnormal scales), and its per-lane Q4_0 offsets against their definition;
 //   - ref::gemm_q8 against a double evaluation of the definition written here;
+//   - FP4 weights under GemmPrecision::Int8 in the same tests (and against the exact
+//     F32 GEMM where x needs no rounding);
 //   - every CPU kernel (portable, AVX2, AVX-512 VNNI; one test instance each, a kernel
 //     the CPU lacks is skipped with the reason) against ref::gemm_q8 on a table of
 //     awkward shapes, with poisoned outputs, sentinel guards and NaN row padding in x.
@@ -20,6 +22,7 @@
 #include "kernels/dispatch.h"
 #include "kernels/gemm.h"
 #include "kernels/ggml_blocks.h"
+#include "kernels/quant.h"
 #include "model/gguf_dequant.h"
 
 namespace troupe::kernels {
@@ -55,6 +58,41 @@ std::vector<uint8_t> random_blocks(WeightFormat f, int64_t rows, int64_t cols, s
     for (int64_t i = 2; i < bb; ++i) blk[i] = uint8_t(rng());
   }
   return out;
+}
+
+// A random weight of a format on q8_0 activations: Q8_0 / Q4_0 blocks as above, or FP4
+// (GemmPrecision::Int8): packed E2M1 codes and UE8M0 scales around 2^-5, a few 2^-127
+// (the f32 subnormal code 0).
+struct TestWeight {
+  WeightFormat format;
+  int64_t n, k;
+  std::vector<uint8_t> data, scale;
+  WeightView view() const { return {format, n, k, data.data(), scale.empty() ? nullptr : scale.data()}; }
+  GemmPrecision precision() const { return format == WeightFormat::FP4 ? GemmPrecision::Int8 : GemmPrecision::F32; }
+  // [n, k] as f32 (the GGUF decoders of model/gguf_dequant; FP4 decoded here from
+  // MODEL.md §3: even column in the low nibble).
+  std::vector<float> dense() const {
+    std::vector<float> w(static_cast<size_t>(n * k));
+    if (format != WeightFormat::FP4) {
+      model::dequantize_ggml(format == WeightFormat::Q8_0 ? model::GgmlType::Q8_0 : model::GgmlType::Q4_0,
+                             data.data(), n * k, w.data());
+      return w;
+    }
+    for (int64_t i = 0; i < n * k; ++i) {
+      const uint8_t code = i % 2 ? data[i / 2] >> 4 : data[i / 2] & 0xF;
+      w[i] = e2m1_decode(code) * ue8m0_decode(scale[i / 32]);
+    }
+    return w;
+  }
+};
+
+TestWeight random_weight(WeightFormat f, int64_t n, int64_t k, std::mt19937& rng) {
+  if (f != WeightFormat::FP4) return {f, n, k, random_blocks(f, n, k, rng), {}};
+  TestWeight w{f, n, k, std::vector<uint8_t>(static_cast<size_t>(n * k / 2)),
+               std::vector<uint8_t>(static_cast<size_t>(n * k / 32))};
+  for (uint8_t& c : w.data) c = uint8_t(rng());
+  for (size_t b = 0; b < w.scale.size(); ++b) w.scale[b] = b % 13 == 7 ? 0 : uint8_t(118 + rng() % 8);
+  return w;
 }
 
 TEST(GgmlBlocks, RowDequantizationIsTheGgufDefinition) {
@@ -114,11 +152,9 @@ TEST(GemmQ8, CpuQuantizerIsTheReferenceBitForBit) {
 
 // The definition in double: x quantized here (f32 arithmetic as defined, the half
 // rounding of the scale by model::f32_to_f16), weights by model::dequantize_ggml.
-std::vector<double> definition(WeightFormat f, const std::vector<uint8_t>& blocks, int64_t n,
-                               const std::vector<float>& x, int64_t m, int64_t k) {
-  std::vector<float> w(n * k);
-  model::dequantize_ggml(f == WeightFormat::Q8_0 ? model::GgmlType::Q8_0 : model::GgmlType::Q4_0,
-                         blocks.data(), n * k, w.data());
+std::vector<double> definition(const TestWeight& tw, const std::vector<float>& x, int64_t m) {
+  const int64_t n = tw.n, k = tw.k;
+  const std::vector<float> w = tw.dense();
   std::vector<double> xq(m * k);
   for (int64_t i = 0; i < m * k / 32; ++i) {
     float amax = 0;
@@ -135,11 +171,9 @@ std::vector<double> definition(WeightFormat f, const std::vector<uint8_t>& block
 }
 
 // Σ |w·xq| per output: the scale of any summation order's rounding error.
-std::vector<double> magnitudes(WeightFormat f, const std::vector<uint8_t>& blocks, int64_t n,
-                               const std::vector<float>& x, int64_t m, int64_t k) {
-  std::vector<float> w(n * k), ax(x.size());
-  model::dequantize_ggml(f == WeightFormat::Q8_0 ? model::GgmlType::Q8_0 : model::GgmlType::Q4_0,
-                         blocks.data(), n * k, w.data());
+std::vector<double> magnitudes(const TestWeight& tw, const std::vector<float>& x, int64_t m) {
+  const int64_t n = tw.n, k = tw.k;
+  const std::vector<float> w = tw.dense();
   std::vector<double> mag(m * n, 0.0);
   for (int64_t r = 0; r < m; ++r)
     for (int64_t c = 0; c < n; ++c)
@@ -149,19 +183,20 @@ std::vector<double> magnitudes(WeightFormat f, const std::vector<uint8_t>& block
 
 TEST(GemmQ8, ReferenceIsTheDefinition) {
   std::mt19937 rng(11);
-  for (WeightFormat f : {WeightFormat::Q8_0, WeightFormat::Q4_0}) {
+  for (WeightFormat f : {WeightFormat::Q8_0, WeightFormat::Q4_0, WeightFormat::FP4}) {
     const int64_t m = 4, n = 7, k = 160;
-    const std::vector<uint8_t> blocks = random_blocks(f, n, k, rng);
+    const TestWeight tw = random_weight(f, n, k, rng);
     const std::vector<float> x = awkward_activations(m, k, 13);
     std::vector<float> y(m * n, NAN);
     GemmParams p;
     p.x = x.data();
-    p.w = {f, n, k, blocks.data(), nullptr};
+    p.w = tw.view();
+    p.precision = tw.precision();
     p.y = y.data();
     p.m = m;
-    ref::gemm_q8(p);
-    const std::vector<double> want = definition(f, blocks, n, x, m, k);
-    const std::vector<double> mag = magnitudes(f, blocks, n, x, m, k);
+    ref::gemm(p);
+    const std::vector<double> want = definition(tw, x, m);
+    const std::vector<double> mag = magnitudes(tw, x, m);
     for (int64_t i = 0; i < m * n; ++i)
       EXPECT_NEAR(y[i], want[i], 1e-5 * mag[i] + 1e-30) << to_string(f) << " output " << i;
   }
@@ -185,6 +220,11 @@ const Case kCases[] = {
     // Packed-kernel edges: 6-row tiles plus a remainder, a 16-wide panel edge, 48 columns.
     {WeightFormat::Q8_0, 23, 48, 128, 3, 2, true}, {WeightFormat::Q4_0, 41, 79, 320, 0, 5},
     {WeightFormat::Q8_0, 64, 16, 64},     {WeightFormat::Q4_0, 19, 1, 32, 1, 0, true},
+    // FP4 under GemmPrecision::Int8: odd block counts, tile edges, decode widths.
+    {WeightFormat::FP4, 1, 1, 32},        {WeightFormat::FP4, 1, 37, 96, 5, 3},
+    {WeightFormat::FP4, 3, 5, 160, 0, 0, true}, {WeightFormat::FP4, 16, 33, 256},
+    {WeightFormat::FP4, 17, 70, 192, 32, 1, true}, {WeightFormat::FP4, 4, 300, 1024},
+    {WeightFormat::FP4, 70, 9, 64},
 };
 
 std::string case_str(const Case& c) {
@@ -199,7 +239,8 @@ constexpr cpu::QGemmKernel kKernels[] = {cpu::QGemmKernel::Portable, cpu::QGemmK
 
 // The packed kernel (any M on Avx512VnniPacked, M >= kPackedMinRows on Avx512Vnni) adds
 // the blocks in the reference's order with the reference's f32 steps: bit for bit.
-bool bit_exact(cpu::QGemmKernel k, int64_t m) {
+bool bit_exact(cpu::QGemmKernel k, int64_t m, WeightFormat f) {
+  if (f == WeightFormat::FP4) return false;  // no packed FP4 kernel
   return k == cpu::QGemmKernel::Avx512VnniPacked ||
          (k == cpu::QGemmKernel::Avx512Vnni && m >= cpu::kPackedMinRows);
 }
@@ -219,7 +260,7 @@ TEST_P(GemmQ8Kernel, EveryCaseMatchesTheReference) {
     SCOPED_TRACE(case_str(c));
     std::mt19937 rng(seed++);
     const int64_t ldx = c.k + c.x_pad, ldy = c.n + c.y_pad;
-    const std::vector<uint8_t> blocks = random_blocks(c.format, c.n, c.k, rng);
+    const TestWeight tw = random_weight(c.format, c.n, c.k, rng);
     const std::vector<float> dense = awkward_activations(c.m, c.k, seed);
     std::vector<float> x(c.m * ldx, NAN);  // NaN padding: a read past K poisons y
     for (int64_t r = 0; r < c.m; ++r) std::copy_n(dense.data() + r * c.k, c.k, x.data() + r * ldx);
@@ -229,7 +270,8 @@ TEST_P(GemmQ8Kernel, EveryCaseMatchesTheReference) {
       for (int64_t j = 0; j < c.n; ++j) y0[r * ldy + j] = c.accumulate ? uni(rng) : NAN;
     GemmParams p;
     p.x = x.data();
-    p.w = {c.format, c.n, c.k, blocks.data(), nullptr};
+    p.w = tw.view();
+    p.precision = tw.precision();
     p.m = c.m;
     p.ldx = ldx;
     p.ldy = ldy;
@@ -239,7 +281,7 @@ TEST_P(GemmQ8Kernel, EveryCaseMatchesTheReference) {
     ref::gemm_q8(p);
     p.y = got.data();
     cpu::gemm_q8(p, kernel());
-    const std::vector<double> mag = magnitudes(c.format, blocks, c.n, dense, c.m, c.k);
+    const std::vector<double> mag = magnitudes(tw, dense, c.m);
     int failures = 0;
     for (int64_t r = 0; r < c.m + 1; ++r)
       for (int64_t j = 0; j < ldy; ++j) {
@@ -250,7 +292,7 @@ TEST_P(GemmQ8Kernel, EveryCaseMatchesTheReference) {
           continue;
         }
         const double tol = 1e-5 * (mag[r * c.n + j] + (c.accumulate ? std::fabs(y0[i]) : 0.0)) + 1e-30;
-        if (bit_exact(kernel(), c.m)) {
+        if (bit_exact(kernel(), c.m, c.format)) {
           if (std::bit_cast<uint32_t>(got[i]) != std::bit_cast<uint32_t>(want[i]) && failures++ < 5)
             ADD_FAILURE() << "y(" << r << ", " << j << ") = " << got[i] << ", ref " << want[i] << " (bits differ)";
           continue;
@@ -268,6 +310,32 @@ INSTANTIATE_TEST_SUITE_P(Kernels, GemmQ8Kernel, ::testing::Range(0, 4),
                            for (char& ch : s) ch = ch == '-' ? '_' : ch;
                            return s;
                          });
+
+// FP4 on int8 changes only x: when every activation block is already a q8_0 block
+// (d = amax / 127 a half, x = d · q), the dispatched Int8 GEMM equals the exact F32 one
+// (ref::gemm, weights by dequantize_rows) up to summation order.
+TEST(GemmQ8, Fp4OnInt8IsExactForActivationsThatAreQ8Blocks) {
+  std::mt19937 rng(29);
+  const int64_t m = 5, n = 19, k = 256;
+  const TestWeight tw = random_weight(WeightFormat::FP4, n, k, rng);
+  std::vector<float> x(m * k);
+  for (int64_t b = 0; b < m * k / 32; ++b) {
+    const float d = f16_decode(f16_encode(0.01f * float(1 + b % 7)));
+    for (int i = 0; i < 32; ++i) x[b * 32 + i] = d * float(i == 3 ? 127 : int(rng() % 255) - 127);
+  }
+  std::vector<float> exact(m * n), int8(m * n);
+  GemmParams p;
+  p.x = x.data();
+  p.w = tw.view();
+  p.m = m;
+  p.y = exact.data();
+  ref::gemm(p);
+  p.precision = GemmPrecision::Int8;
+  p.y = int8.data();
+  gemm(p);
+  const std::vector<double> mag = magnitudes(tw, x, m);
+  for (int64_t i = 0; i < m * n; ++i) EXPECT_NEAR(int8[i], exact[i], 1e-5 * mag[i] + 1e-30) << "output " << i;
+}
 
 // The dispatched entry follows the CPU path cap: TROUPE_CPU / ScopedCpuPath.
 TEST(GemmQ8, DispatchFollowsTheCpuPath) {
