@@ -200,6 +200,7 @@ int run_generate(const CommandArgs& argv) {
   const int64_t max_tokens = a.get_int("max-tokens", 32);
   if (max_tokens < 1 || max_tokens > 1'000'000) TROUPE_FAIL("--max-tokens must be in [1, 1000000]");
   const kernels::SamplingParams sampling = sampling_from(a);
+  const model::ForwardOptions options = forward_options(a);
   if (model::is_gguf_path(a.get_or("model", "")))
     return generate_gguf(*a.get("model"), a, max_tokens, sampling);
   if (a.has("tokens")) TROUPE_FAIL("--tokens is for .gguf models; give --prompt TEXT");
@@ -208,7 +209,7 @@ int run_generate(const CommandArgs& argv) {
   const runtime::SpeculativeConfig spec =  // checked before the model loads
       runtime::parse_speculative_config(a.get_or("speculative-config", ""));
 
-  auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/true, forward_options(a));
+  auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/true, options);
   std::vector<int32_t> next = m->tokenizer->encode(*prompt, /*add_bos=*/true);
   const int64_t room = m->config.max_position_embeddings - static_cast<int64_t>(next.size());
   if (room < 1) TROUPE_FAIL("prompt of " << next.size() << " tokens does not fit the context");

@@ -57,9 +57,10 @@ int run_logits(const CommandArgs& argv) {
   const auto tokens_arg = a.get("tokens");
   if (!tokens_arg) TROUPE_FAIL("--tokens 1,2,3 is required");
   const std::vector<int32_t> tokens = parse_token_ids(*tokens_arg);
+  const model::ForwardOptions options = forward_options(a);
   if (model::is_gguf_path(a.get_or("model", "")))
     return logits_gguf(*a.get("model"), tokens, a.has("all-positions"), a.has("replay"));
-  auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false, forward_options(a));
+  auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false, options);
   model::SequenceState state = model::SequenceState::empty(m->config);
   const bool replay = a.has("replay");
   if (replay && a.has("all-positions"))

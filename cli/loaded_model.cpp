@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "kernels/check.h"
+#include "model/llama_model.h"
 #include "model/tensor_spec.h"
 #include "model/tiny_checkpoint.h"
 
@@ -25,7 +26,14 @@ model::ForwardOptions forward_options(const Args& a) {
   const std::string p = a.get_or("expert-precision", "f32");
   if (p == "int8") o.expert_precision = kernels::GemmPrecision::Int8;
   else if (p != "f32") TROUPE_FAIL("--expert-precision must be f32 or int8, got '" << p << "'");
+  check_forward_options(a.get_or("model", ""), o);
   return o;
+}
+
+void check_forward_options(const std::string& path, const model::ForwardOptions& options) {
+  if (model::is_gguf_path(path) && options.expert_precision != kernels::GemmPrecision::F32)
+    TROUPE_FAIL("expert-precision int8 is for a DeepSeek-V4.1 checkpoint's FP4 experts; "
+                << path << " is a .gguf model (its q8_0 / q4_0 weights already run on int8)");
 }
 
 std::unique_ptr<LoadedModel> load_model(const std::string& dir_arg, bool need_tokenizer,

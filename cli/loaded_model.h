@@ -29,9 +29,12 @@ struct LoadedModel {
 // stderr that its weights are random (warn_random_weights).
 std::unique_ptr<LoadedModel> load_model(const std::string& dir, bool need_tokenizer,
                                         model::ForwardOptions options = {});
-// --expert-precision f32|int8 of a command's flags (model::ForwardOptions); a bad value
-// throws troupe::Error naming the flag.
+// --expert-precision f32|int8 of a command's flags (model::ForwardOptions); a bad value,
+// or int8 for a --model .gguf file, throws troupe::Error naming the flag.
 model::ForwardOptions forward_options(const Args& a);
+// Throws troupe::Error when `options` are not the defaults and `path` is a .gguf model
+// (the options are V4.1's).
+void check_forward_options(const std::string& path, const model::ForwardOptions& options);
 void warn_random_weights();  // once per process, on stderr
 
 // The checkpoint's DSpark draft (MODEL.md §8) ready for the engine: a target Forward that

@@ -28,9 +28,7 @@ std::unique_ptr<ServedModel> load_served_model(const std::string& path, bool nee
   auto m = std::make_unique<ServedModel>();
   m->path = path;
   if (model::is_gguf_path(path)) {
-    if (options.expert_precision != kernels::GemmPrecision::F32)
-      TROUPE_FAIL("expert-precision int8 is for a DeepSeek-V4.1 checkpoint's FP4 experts; "
-                  << path << " is a .gguf model (its q8_0 / q4_0 weights already run on int8)");
+    check_forward_options(path, options);
     m->llama = model::LlamaModel::load(path, need_tokenizer);
   } else {
     m->v41 = load_model(path, need_tokenizer, options);

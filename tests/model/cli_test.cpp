@@ -30,6 +30,31 @@ TEST(Cli, LogitsMatchGoldenForEveryPosition) {
     EXPECT_LE(testing::relative_l2(rows[p].data(), want[p]), 1e-2) << p;
 }
 
+// --expert-precision int8 reaches the forward: the printed logits are the in-process
+// Int8 Forward's (to print precision), not the f32 ones.
+TEST(Cli, LogitsWithInt8ExpertsAreTheInt8Forwards) {
+  const std::vector<int32_t> tokens = testing::random_tokens(12, 9);
+  std::string list;
+  for (size_t i = 0; i < tokens.size(); ++i) list += (i ? "," : "") + std::to_string(tokens[i]);
+  const RunResult r = run_troupe("logits --model " + testing::golden_dir() +
+                                 " --expert-precision int8 --tokens " + list);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto row = nlohmann::json::parse(r.out)["logits"][0].get<std::vector<float>>();
+  const auto& g = testing::golden_model();
+  auto last_logits = [&](kernels::GemmPrecision p) {
+    ForwardOptions o;
+    o.expert_precision = p;
+    const Forward f(g.config, g.weights, nullptr, o);
+    SequenceState st = SequenceState::empty(g.config);
+    SequenceInput in{&st, tokens, false};
+    const auto out = f.run({&in, 1})[0];
+    return std::vector<double>(out.begin(), out.end());
+  };
+  ASSERT_EQ(row.size(), size_t(g.config.vocab_size));
+  EXPECT_LE(testing::relative_l2(row.data(), last_logits(kernels::GemmPrecision::Int8)), 1e-6);
+  EXPECT_GT(testing::relative_l2(row.data(), last_logits(kernels::GemmPrecision::F32)), 1e-4);
+}
+
 TEST(Cli, LogitsReplayMatchesGoldenReplay) {
   const auto j = testing::read_json(testing::golden_dir() + "/logits-100-replay.json");
   const auto tokens = j["tokens"].get<std::vector<int32_t>>();
@@ -66,6 +91,7 @@ TEST(Cli, BadInputExitsWithAClearError) {
       {"generate" + model + " --prompt hi --temperature abc", "expects a number"},
       {"generate" + model + " --prompt hi --top-p 2", "top_p"},
       {"generate" + model + " --bogus 1", "unknown flag"},
+      {"logits" + model + " --tokens 1,2 --expert-precision fp16", "--expert-precision must be"},
       {"nosuchcommand", "unknown command"},
   };
   for (const auto& c : cases) {

@@ -97,6 +97,7 @@ TEST(GgufCli, BadFilesAndFlagsExit2WithAMessage) {
       {"generate --model " + dir.file("m.gguf") + " --prompt hi", "has no tokenizer"},
       {"generate --model " + dir.file("m.gguf"), "give one of --prompt TEXT or --tokens"},
       {"generate --tokens 1,2", "--tokens is for .gguf models"},
+      {"logits --model " + dir.file("m.gguf") + " --tokens 1 --expert-precision int8", "is a .gguf model"},
   });
 }
 

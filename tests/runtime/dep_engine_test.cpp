@@ -73,7 +73,8 @@ TEST(RankChoice, TheRankHoldingANamedSavedPrefixWinsWhateverTheLoads) {
 // Sequences spread over R ranks, one forward pass each on its own thread
 // (support/dep_rank_forward.h); returns each sequence's logits (every position).
 std::vector<std::vector<float>> dep_forward(const std::vector<Ids>& prompts, int ranks,
-                                            bool own_copies) {
+                                            bool own_copies,
+                                            const model::Forward* forward = nullptr) {
   const auto& g = golden_model();
   InProcessGroup group(ranks);
   auto placement = std::make_shared<const eplb::ExpertPlacement>(eplb::ep_default_placement(
@@ -83,7 +84,8 @@ std::vector<std::vector<float>> dep_forward(const std::vector<Ids>& prompts, int
   std::vector<std::thread> threads;
   for (int r = 0; r < ranks; ++r)
     threads.emplace_back([&, r] {
-      auto mine = testing::dep_rank_forward(g, group.communicator(r), placement, prompts, own_copies);
+      auto mine =
+          testing::dep_rank_forward(g, group.communicator(r), placement, prompts, own_copies, forward);
       std::lock_guard lock(mu);
       for (auto& [i, l] : mine) logits[i] = std::move(l);
     });
@@ -102,6 +104,30 @@ TEST(DepForward, LogitsEqualOneRankBitForBit) {
   for (int ranks : {1, 2, 3, 4})  // 4: one rank has no sequence and joins idle
     for (bool own : {false, true}) {
       const auto got = dep_forward(prompts, ranks, own);
+      for (size_t i = 0; i < prompts.size(); ++i)
+        EXPECT_TRUE(got[i] == want[i]) << "R = " << ranks << ", sequence " << i << ", copies " << own;
+    }
+}
+
+// Int8 experts (ForwardOptions): a rank's expert rows come out the same whatever other
+// rows share its GEMM (q8_0 per row, each output's blocks summed in one order), so DEP-R
+// still equals one rank bit for bit; an idle rank computes others' rows at Int8 too.
+TEST(DepForward, Int8ExpertsEqualOneRankBitForBit) {
+  const auto& g = golden_model();
+  model::ForwardOptions o;
+  o.expert_precision = kernels::GemmPrecision::Int8;
+  const model::Forward int8(g.config, g.weights, nullptr, o);
+  const std::vector<Ids> prompts = {random_tokens(29, 4), random_tokens(3, 5), random_tokens(41, 6)};
+  std::vector<model::SequenceState> states;
+  for (size_t i = 0; i < prompts.size(); ++i) states.push_back(model::SequenceState::empty(g.config));
+  std::vector<model::SequenceInput> in;
+  for (size_t i = 0; i < prompts.size(); ++i) in.push_back({&states[i], prompts[i], true});
+  const auto want = int8.run(in);
+  const auto f32 = dep_forward(prompts, 1, false);
+  EXPECT_FALSE(f32[0] == want[0]) << "the Int8 option did not change the logits";
+  for (int ranks : {2, 4})
+    for (bool own : {false, true}) {
+      const auto got = dep_forward(prompts, ranks, own, &int8);
       for (size_t i = 0; i < prompts.size(); ++i)
         EXPECT_TRUE(got[i] == want[i]) << "R = " << ranks << ", sequence " << i << ", copies " << own;
     }

@@ -3,7 +3,8 @@
 // `comm` (own_copies: over its own copy of its slots' weights, as the engines do), and
 // returns each of its sequences' logits (every position), by sequence index. A rank
 // without a sequence joins the exchanges idle. Shared by the in-process test and the UCX
-// peer processes (tests/ucx_peer/), so both run the very same code per rank.
+// peer processes (tests/ucx_peer/), so both run the very same code per rank. forward: the
+// golden model's own Forward unless given (e.g. one with other ForwardOptions).
 #pragma once
 
 #include <map>
@@ -18,7 +19,9 @@ namespace troupe::testing {
 inline std::map<size_t, std::vector<float>> dep_rank_forward(
     const GoldenModel& g, runtime::Communicator& comm,
     std::shared_ptr<const runtime::eplb::ExpertPlacement> placement,
-    const std::vector<std::vector<int32_t>>& prompts, bool own_copies) {
+    const std::vector<std::vector<int32_t>>& prompts, bool own_copies,
+    const model::Forward* forward = nullptr) {
+  const model::Forward& f = forward != nullptr ? *forward : *g.forward;
   const int r = comm.rank(), ranks = comm.size();
   runtime::ExpertParallel experts(comm, std::move(placement),
                                   own_copies ? runtime::target_moe_layers(g.weights)
@@ -32,10 +35,10 @@ inline std::map<size_t, std::vector<float>> dep_rank_forward(
   experts.begin_step();
   std::map<size_t, std::vector<float>> logits;
   if (in.empty()) {
-    g.forward->run_idle(experts);
+    f.run_idle(experts);
     return logits;
   }
-  const auto out = g.forward->run(in, nullptr, &experts);
+  const auto out = f.run(in, nullptr, &experts);
   for (size_t k = 0; k < mine.size(); ++k) logits[mine[k]] = out[k];
   return logits;
 }
