@@ -34,11 +34,16 @@ struct LlamaLayerWeights {
   LlamaMatrix wk;                  // [KV * hd, D]
   LlamaMatrix wv;                  // [KV * hd, D]
   LlamaMatrix wo;                  // [D, H * hd]
+  std::vector<float> bq, bk, bv;   // [H * hd], [KV * hd], [KV * hd] (qkv_bias), else empty
   std::vector<float> ffn_norm;   // [D]
   // Dense MLP: [F, D], [F, D], [D, F]. MoE: experts stacked, expert e = rows [e*F, (e+1)*F)
   // of gate/up ([E * F, D]) and rows [e*D, (e+1)*D) of down ([E * D, F]).
   LlamaMatrix gate, up, down;
   LlamaMatrix router;              // [E, D] (MoE only)
+  // qwen2moe's shared expert: [Fs, D], [Fs, D], [D, Fs], and its gate's row [D] (the
+  // expert's output is scaled by sigmoid(shared_gate_inp · ffn_in)); empty otherwise.
+  LlamaMatrix shared_gate, shared_up, shared_down;
+  std::vector<float> shared_gate_inp;
 };
 
 struct LlamaWeights {
@@ -53,6 +58,7 @@ struct LlamaWeights {
 // Every tensor the config needs, with its exact shape (views into f's mapping: f must
 // outlive the weights); the error names the tensor, the
 // shape expected and the shape found. A missing output.weight means tied embeddings.
+// A bias troupe does not apply (attn_output.bias, output.bias) is an error, not ignored.
 LlamaWeights load_llama_weights(const GgufFile& f, const LlamaConfig& c);
 
 }  // namespace troupe::model
