@@ -19,14 +19,14 @@ int64_t ServedModel::max_positions() const { return forward().shape().max_positi
 LoadedModel& ServedModel::v41_only(const std::string& feature) const {
   if (!v41)
     TROUPE_FAIL(feature << " needs a DeepSeek-V4.1 checkpoint; " << path
-                        << " is a LLaMA-family .gguf model");
+                        << " is a LLaMA-family model");
   return *v41;
 }
 
 std::unique_ptr<ServedModel> load_served_model(const std::string& path, bool need_tokenizer) {
   auto m = std::make_unique<ServedModel>();
   m->path = path;
-  if (model::is_gguf_path(path)) {
+  if (model::is_llama_family_path(path)) {
     m->llama = model::LlamaModel::load(path, need_tokenizer);
   } else {
     m->v41 = load_model(path, need_tokenizer);

@@ -328,6 +328,28 @@ def gguf():
     write("gguf", "qwen2moe-f32", gguf_llama(0, 4, 1, experts=4, arch="qwen2moe"))
 
 
+def hf_config():
+    """config.json of HF LLaMA-family folders (model/hf_llama_config.h)."""
+    llama = {"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 2,
+             "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 96,
+             "vocab_size": 300, "max_position_embeddings": 128, "rms_norm_eps": 1e-5,
+             "rope_theta": 500000.0, "bos_token_id": 1, "eos_token_id": [2, 3],
+             "rope_scaling": None, "tie_word_embeddings": False, "hidden_act": "silu"}
+    write("hf_config", "llama.json", json.dumps(llama, indent=1))
+    mixtral = dict(llama, architectures=["MixtralForCausalLM"], num_local_experts=8,
+                   num_experts_per_tok=2, sliding_window=64)
+    write("hf_config", "mixtral.json", json.dumps(mixtral))
+    qwen2 = dict(llama, architectures=["Qwen2ForCausalLM"], use_sliding_window=False,
+                 sliding_window=4096, tie_word_embeddings=True)
+    write("hf_config", "qwen2.json", json.dumps(qwen2))
+    moe = dict(qwen2, architectures=["Qwen2MoeForCausalLM"], num_experts=60, num_experts_per_tok=4,
+               moe_intermediate_size=32, shared_expert_intermediate_size=128, norm_topk_prob=False,
+               decoder_sparse_step=1, mlp_only_layers=[])
+    write("hf_config", "qwen2moe.json", json.dumps(moe))
+    write("hf_config", "gemma.json", json.dumps(dict(llama, architectures=["GemmaForCausalLM"])))
+    write("hf_config", "scaled.json", json.dumps(dict(llama, rope_scaling={"rope_type": "llama3", "factor": 8.0})))
+
+
 M64 = (1 << 64) - 1
 P1, P2, P3, P4 = (0x9e3779b185ebca87, 0xc2b2ae3d27d4eb4f, 0x165667b19e3779f9,
                   0x85ebca77c2b2ae63)
@@ -452,5 +474,5 @@ def kv_handoff():
 if __name__ == "__main__":
     for make in (openai_body, http_request, tcp_frame, serve_config, safetensors,
                  tokenizer_json, expert_loads_json, gguf, kv_block_file, cluster_config,
-                 peer_wire, kv_pin_index, kv_handoff):
+                 peer_wire, kv_pin_index, kv_handoff, hf_config):
         make()

@@ -184,8 +184,7 @@ void LlamaForward::ffn_block(const LlamaLayerWeights& lw, Vec& x) const {
   const Vec ffn_in = normed(x, T, D, lw.ffn_norm, cfg_.rms_eps);
   const int64_t E = cfg_.is_moe() ? cfg_.experts : 1, top_k = cfg_.is_moe() ? cfg_.experts_used : 1;
   std::vector<kernels::ExpertWeights> experts(static_cast<size_t>(E));
-  for (int64_t e = 0; e < E; ++e)
-    experts[e] = {lw.gate.slice(e * F, F), lw.up.slice(e * F, F), lw.down.slice(e * D, D)};
+  for (int64_t e = 0; e < E; ++e) experts[e] = lw.expert(e, F, D);
   // A dense MLP is one expert every row picks with weight 1 (1·y is y exactly).
   std::vector<int32_t> pick(static_cast<size_t>(T * top_k), 0);
   Vec weight(static_cast<size_t>(T * top_k), 1.0f);

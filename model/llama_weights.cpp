@@ -121,6 +121,12 @@ LlamaLayerWeights read_layer(const GgufFile& f, const LlamaConfig& c, int64_t l)
 
 kernels::WeightView LlamaMatrix::slice(int64_t r0, int64_t n) const { return row_slice(full, r0, n); }
 
+kernels::ExpertWeights LlamaLayerWeights::expert(int64_t e, int64_t F, int64_t D) const {
+  if (!expert_gate.empty())
+    return {expert_gate[size_t(e)].view(), expert_up[size_t(e)].view(), expert_down[size_t(e)].view()};
+  return {gate.slice(e * F, F), up.slice(e * F, F), down.slice(e * D, D)};
+}
+
 LlamaWeights load_llama_weights(const GgufFile& f, const LlamaConfig& c) {
   LlamaWeights w;
   w.token_embd = read_matrix(f, "token_embd.weight", c.vocab_size, c.dim);

@@ -96,7 +96,7 @@ TEST(GgufCli, BadFilesAndFlagsExit2WithAMessage) {
       {"logits --model " + dir.file("m.gguf") + " --tokens 1 --replay", "--replay"},
       {"generate --model " + dir.file("m.gguf") + " --prompt hi", "has no tokenizer"},
       {"generate --model " + dir.file("m.gguf"), "give one of --prompt TEXT or --tokens"},
-      {"generate --tokens 1,2", "--tokens is for .gguf models"},
+      {"generate --tokens 1,2", "--tokens is for LLaMA-family models"},
   });
 }
 
