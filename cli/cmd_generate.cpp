@@ -1,7 +1,7 @@
 // `troupe generate`: prompt -> streamed text on stdout, on --model DIR or the
-// built-in tiny model. Prefill once, then one decode step per token. A .gguf --model
-// (LLaMA family) takes --prompt (its embedded SentencePiece-style vocabulary) or --tokens
-// (then prints the generated token ids).
+// built-in tiny model. Prefill once, then one decode step per token. A LLaMA-family
+// --model (.gguf file or HF folder) takes --prompt (its vocabulary) or --tokens (then
+// prints the generated token ids).
 #include <algorithm>
 #include <cstdio>
 #include <functional>
@@ -99,7 +99,7 @@ int32_t sample_token(const float* logits, int64_t vocab, const kernels::Sampling
   return token;
 }
 
-// A .gguf model (LLaMA family) through the Engine (paged KV, the serving path): --prompt
+// A LLaMA-family model (.gguf file or HF folder) through the Engine (paged KV, the serving path): --prompt
 // TEXT through the file's vocabulary streams text; --tokens 1,2,3
 // prints the generated ids, comma-separated.
 int generate_gguf(const std::string& path, const Args& a, int64_t max_tokens,
@@ -107,7 +107,7 @@ int generate_gguf(const std::string& path, const Args& a, int64_t max_tokens,
   if (a.has("speculative") || a.has("speculative-config"))
     TROUPE_FAIL("speculative decoding needs a DeepSeek-V4.1 model with a DSpark draft");
   if (a.has("prompt") == a.has("tokens"))
-    TROUPE_FAIL("give one of --prompt TEXT or --tokens 1,2,3 with a .gguf model");
+    TROUPE_FAIL("give one of --prompt TEXT or --tokens 1,2,3 with a LLaMA-family model");
   const auto m = model::LlamaModel::load(path, /*need_tokenizer=*/a.has("prompt"));
   const std::vector<int32_t> prompt =
       a.has("prompt") ? m->tokenizer->encode(*a.get("prompt"), /*add_bos=*/true)
@@ -201,9 +201,9 @@ int run_generate(const CommandArgs& argv) {
   if (max_tokens < 1 || max_tokens > 1'000'000) TROUPE_FAIL("--max-tokens must be in [1, 1000000]");
   const kernels::SamplingParams sampling = sampling_from(a);
   const model::ForwardOptions options = forward_options(a);
-  if (model::is_gguf_path(a.get_or("model", "")))
+  if (model::is_llama_family_path(a.get_or("model", "")))
     return generate_gguf(*a.get("model"), a, max_tokens, sampling);
-  if (a.has("tokens")) TROUPE_FAIL("--tokens is for .gguf models; give --prompt TEXT");
+  if (a.has("tokens")) TROUPE_FAIL("--tokens is for LLaMA-family models (.gguf, HF folders); give --prompt TEXT");
   const auto prompt = a.get("prompt");
   if (!prompt) TROUPE_FAIL("--prompt TEXT is required");
   const runtime::SpeculativeConfig spec =  // checked before the model loads

@@ -38,10 +38,10 @@ void print_logits_json(const std::vector<int32_t>& tokens, const std::string& po
   std::fwrite(out.data(), 1, out.size(), stdout);
 }
 
-// A .gguf model (LLaMA family): full compute only.
+// A LLaMA-family model (.gguf file or HF folder): full compute only.
 int logits_gguf(const std::string& path, const std::vector<int32_t>& tokens, bool all_positions,
                 bool replay) {
-  if (replay) TROUPE_FAIL("--replay is for V4.1 models; a .gguf model computes every position");
+  if (replay) TROUPE_FAIL("--replay is for V4.1 models; a LLaMA-family model computes every position");
   const auto m = model::LlamaModel::load(path);
   model::LlamaState state = model::LlamaState::empty(m->config);
   const auto logits = m->forward->run(state, tokens, all_positions);
@@ -58,7 +58,7 @@ int run_logits(const CommandArgs& argv) {
   if (!tokens_arg) TROUPE_FAIL("--tokens 1,2,3 is required");
   const std::vector<int32_t> tokens = parse_token_ids(*tokens_arg);
   const model::ForwardOptions options = forward_options(a);
-  if (model::is_gguf_path(a.get_or("model", "")))
+  if (model::is_llama_family_path(a.get_or("model", "")))
     return logits_gguf(*a.get("model"), tokens, a.has("all-positions"), a.has("replay"));
   auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false, options);
   model::SequenceState state = model::SequenceState::empty(m->config);

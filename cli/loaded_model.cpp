@@ -31,9 +31,9 @@ model::ForwardOptions forward_options(const Args& a) {
 }
 
 void check_forward_options(const std::string& path, const model::ForwardOptions& options) {
-  if (model::is_gguf_path(path) && options.expert_precision != kernels::GemmPrecision::F32)
+  if (model::is_llama_family_path(path) && options.expert_precision != kernels::GemmPrecision::F32)
     TROUPE_FAIL("expert-precision int8 is for a DeepSeek-V4.1 checkpoint's FP4 experts; "
-                << path << " is a .gguf model (its q8_0 / q4_0 weights already run on int8)");
+                << path << " is a LLaMA-family model (its q8_0 / q4_0 weights run on int8 anyway)");
 }
 
 std::unique_ptr<LoadedModel> load_model(const std::string& dir_arg, bool need_tokenizer,

@@ -30,10 +30,10 @@ struct LoadedModel {
 std::unique_ptr<LoadedModel> load_model(const std::string& dir, bool need_tokenizer,
                                         model::ForwardOptions options = {});
 // --expert-precision f32|int8 of a command's flags (model::ForwardOptions); a bad value,
-// or int8 for a --model .gguf file, throws troupe::Error naming the flag.
+// or int8 for a LLaMA-family --model, throws troupe::Error naming the flag.
 model::ForwardOptions forward_options(const Args& a);
-// Throws troupe::Error when `options` are not the defaults and `path` is a .gguf model
-// (the options are V4.1's).
+// Throws troupe::Error when `options` are not the defaults and `path` is a LLaMA-family
+// model (.gguf or HF folder; the options are V4.1's).
 void check_forward_options(const std::string& path, const model::ForwardOptions& options);
 void warn_random_weights();  // once per process, on stderr
 

@@ -19,7 +19,7 @@ int64_t ServedModel::max_positions() const { return forward().shape().max_positi
 LoadedModel& ServedModel::v41_only(const std::string& feature) const {
   if (!v41)
     TROUPE_FAIL(feature << " needs a DeepSeek-V4.1 checkpoint; " << path
-                        << " is a LLaMA-family .gguf model");
+                        << " is a LLaMA-family model");
   return *v41;
 }
 
@@ -27,7 +27,7 @@ std::unique_ptr<ServedModel> load_served_model(const std::string& path, bool nee
                                                model::ForwardOptions options) {
   auto m = std::make_unique<ServedModel>();
   m->path = path;
-  if (model::is_gguf_path(path)) {
+  if (model::is_llama_family_path(path)) {
     check_forward_options(path, options);
     m->llama = model::LlamaModel::load(path, need_tokenizer);
   } else {

@@ -1,5 +1,7 @@
 // The model an engine command serves: a DeepSeek-V4.1 folder (or the built-in tiny model)
-// or a LLaMA-family .gguf file, chosen by the path (model::is_gguf_path). The engine and
+// or a LLaMA-family model (a .gguf file or an HF folder whose config.json names a LLaMA,
+// Mistral, Mixtral, Qwen2 or Qwen2-MoE class), chosen by the path
+// (model::is_llama_family_path). The engine and
 // the APIs see only what both provide: a BatchForward, a TextTokenizer and the positions.
 #pragma once
 
@@ -17,7 +19,7 @@ namespace troupe::cli {
 struct ServedModel {
   std::string path;                          // as given ("" for the built-in tiny model)
   std::unique_ptr<LoadedModel> v41;          // a V4.1 folder, else null
-  std::unique_ptr<model::LlamaModel> llama;  // a .gguf file, else null
+  std::unique_ptr<model::LlamaModel> llama;  // a LLaMA-family model, else null
 
   const model::BatchForward& forward() const;
   const model::TextTokenizer* tokenizer() const;  // null when the model has none

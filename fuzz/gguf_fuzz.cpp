@@ -1,7 +1,8 @@
 // GGUF files (model/gguf): the bytes are a whole .gguf file, parsed in place. A file that
 // parses has every tensor dequantized end to end (the header checks promise each lies
-// inside the bytes, whole blocks), and then goes through the LLaMA config and weight
-// loader (shapes checked against metadata before anything is allocated). Its vocabulary,
+// inside the bytes, whole blocks), and then goes through the LLaMA-family config (`llama`,
+// `qwen2`, `qwen2moe` keys) and weight loader (shapes checked against metadata before
+// anything is allocated). Its vocabulary,
 // when it has one, becomes a Tokenizer that encodes a text with specials in it, decodes
 // the ids back and renders a chat in the file's template family.
 // Contract: a bad file is a troupe::Error; any other exception is a finding.

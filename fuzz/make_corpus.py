@@ -270,8 +270,9 @@ def gguf_file(kvs, tensors, align=32):
     return out + b"\0" * ((-len(out)) % align) + data
 
 
-def gguf_llama(t, block_bytes, block, experts=0):
-    """A 1-layer LLaMA (D 32, F 32, 2 heads, vocab 8) with matrices of ggml type t."""
+def gguf_llama(t, block_bytes, block, experts=0, arch="llama"):
+    """A 1-layer LLaMA (D 32, F 32, 2 heads, vocab 8) with matrices of ggml type t; arch
+    "qwen2" adds q/k/v biases, "qwen2moe" those and a shared expert (F 32) with its gate."""
     def mat(name, rows, cols, planes=0):
         ne = [cols, rows] + ([planes] if planes else [])
         n = rows * cols * max(planes, 1)
@@ -279,18 +280,26 @@ def gguf_llama(t, block_bytes, block, experts=0):
                     for i in range(n // block * block_bytes))
         return (name, ne, t, raw)
     f32 = lambda name, n: (name, [n], 0, struct.pack(f"<{n}f", *([1.0] * n)))
-    kvs = [("general.architecture", 8, "llama"), ("llama.context_length", 4, 16),
-           ("llama.embedding_length", 4, 32), ("llama.block_count", 4, 1),
-           ("llama.feed_forward_length", 4, 32), ("llama.attention.head_count", 4, 2),
-           ("llama.attention.head_count_kv", 4, 1), ("llama.rope.freq_base", 6, 10000.0),
-           ("llama.attention.layer_norm_rms_epsilon", 6, 1e-5),
+    a = arch
+    kvs = [("general.architecture", 8, arch), (f"{a}.context_length", 4, 16),
+           (f"{a}.embedding_length", 4, 32), (f"{a}.block_count", 4, 1),
+           (f"{a}.feed_forward_length", 4, 32), (f"{a}.attention.head_count", 4, 2),
+           (f"{a}.attention.head_count_kv", 4, 1), (f"{a}.rope.freq_base", 6, 10000.0),
+           (f"{a}.attention.layer_norm_rms_epsilon", 6, 1e-5),
            ("tokenizer.ggml.tokens", 9, (8, [f"t{i}" for i in range(8)]))]
     ts = [mat("token_embd.weight", 8, 32), f32("output_norm.weight", 32),
           f32("blk.0.attn_norm.weight", 32), mat("blk.0.attn_q.weight", 32, 32),
           mat("blk.0.attn_k.weight", 16, 32), mat("blk.0.attn_v.weight", 16, 32),
           mat("blk.0.attn_output.weight", 32, 32), f32("blk.0.ffn_norm.weight", 32)]
+    if arch != "llama":
+        ts += [f32("blk.0.attn_q.bias", 32), f32("blk.0.attn_k.bias", 16), f32("blk.0.attn_v.bias", 16)]
+    if arch == "qwen2moe":
+        kvs += [(f"{a}.expert_feed_forward_length", 4, 32),
+                (f"{a}.expert_shared_feed_forward_length", 4, 32)]
+        ts += [f32("blk.0.ffn_gate_inp_shexp.weight", 32), mat("blk.0.ffn_gate_shexp.weight", 32, 32),
+               mat("blk.0.ffn_up_shexp.weight", 32, 32), mat("blk.0.ffn_down_shexp.weight", 32, 32)]
     if experts:
-        kvs += [("llama.expert_count", 4, experts), ("llama.expert_used_count", 4, 2)]
+        kvs += [(f"{a}.expert_count", 4, experts), (f"{a}.expert_used_count", 4, 2)]
         ts += [("blk.0.ffn_gate_inp.weight", [32, experts], 0, b"\0" * 128 * experts),
                mat("blk.0.ffn_gate_exps.weight", 32, 32, experts),
                mat("blk.0.ffn_up_exps.weight", 32, 32, experts),
@@ -315,6 +324,30 @@ def gguf():
         [("bf16", [4], 30, b"\x80\x3f" * 4), ("mxfp4", [32], 39, b"\x7f" + b"\x21" * 16)],
         align=64))
     write("gguf", "truncated", gguf_llama(8, 34, 32)[:700])
+    write("gguf", "qwen2-q8_0", gguf_llama(8, 34, 32, arch="qwen2"))
+    write("gguf", "qwen2moe-f32", gguf_llama(0, 4, 1, experts=4, arch="qwen2moe"))
+
+
+def hf_config():
+    """config.json of HF LLaMA-family folders (model/hf_llama_config.h)."""
+    llama = {"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 2,
+             "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 96,
+             "vocab_size": 300, "max_position_embeddings": 128, "rms_norm_eps": 1e-5,
+             "rope_theta": 500000.0, "bos_token_id": 1, "eos_token_id": [2, 3],
+             "rope_scaling": None, "tie_word_embeddings": False, "hidden_act": "silu"}
+    write("hf_config", "llama.json", json.dumps(llama, indent=1))
+    mixtral = dict(llama, architectures=["MixtralForCausalLM"], num_local_experts=8,
+                   num_experts_per_tok=2, sliding_window=64)
+    write("hf_config", "mixtral.json", json.dumps(mixtral))
+    qwen2 = dict(llama, architectures=["Qwen2ForCausalLM"], use_sliding_window=False,
+                 sliding_window=4096, tie_word_embeddings=True)
+    write("hf_config", "qwen2.json", json.dumps(qwen2))
+    moe = dict(qwen2, architectures=["Qwen2MoeForCausalLM"], num_experts=60, num_experts_per_tok=4,
+               moe_intermediate_size=32, shared_expert_intermediate_size=128, norm_topk_prob=False,
+               decoder_sparse_step=1, mlp_only_layers=[])
+    write("hf_config", "qwen2moe.json", json.dumps(moe))
+    write("hf_config", "gemma.json", json.dumps(dict(llama, architectures=["GemmaForCausalLM"])))
+    write("hf_config", "scaled.json", json.dumps(dict(llama, rope_scaling={"rope_type": "llama3", "factor": 8.0})))
 
 
 M64 = (1 << 64) - 1
@@ -441,5 +474,5 @@ def kv_handoff():
 if __name__ == "__main__":
     for make in (openai_body, http_request, tcp_frame, serve_config, safetensors,
                  tokenizer_json, expert_loads_json, gguf, kv_block_file, cluster_config,
-                 peer_wire, kv_pin_index, kv_handoff):
+                 peer_wire, kv_pin_index, kv_handoff, hf_config):
         make()

@@ -22,13 +22,14 @@ void cluster_config(const uint8_t* data, size_t size);
 void peer_wire(const uint8_t* data, size_t size);
 void kv_pin_index(const uint8_t* data, size_t size);
 void kv_handoff(const uint8_t* data, size_t size);
+void hf_config(const uint8_t* data, size_t size);
 
 struct Target {
   std::string_view name;  // also the folder under fuzz/corpus and fuzz/regressions
   Entry entry;
 };
 
-inline constexpr std::array<Target, 13> kTargets{{
+inline constexpr std::array<Target, 14> kTargets{{
     {"http_request", http_request},
     {"openai_body", openai_body},
     {"tcp_frame", tcp_frame},
@@ -42,6 +43,7 @@ inline constexpr std::array<Target, 13> kTargets{{
     {"peer_wire", peer_wire},
     {"kv_pin_index", kv_pin_index},
     {"kv_handoff", kv_handoff},
+    {"hf_config", hf_config},
 }};
 
 }  // namespace troupe::fuzz

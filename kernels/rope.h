@@ -1,7 +1,9 @@
 // Rotary embedding of MODEL.md §5: rotates only the last Dr channels of each
 // vector, pairs (b+2i, b+2i+1) with b = n - Dr, angle φ_i = f64(p)·f_i computed in
 // f64, cos/sin rounded to f32. Frequencies f_i (f64) include YaRN when the layer
-// uses it; rope_frequencies() builds them.
+// uses it; rope_frequencies() builds them. With `neox` the pairs are
+// (b+i, b+i+Dr/2) instead (GPT-NeoX / HF rotate_half, ggml's NEOX mode: Qwen2 and HF
+// checkpoints), with the same angles and arithmetic per pair.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +31,7 @@ struct RopeParams {
   int64_t per_position = 1;           // consecutive vectors sharing one position (heads)
   const double* freqs = nullptr;      // [Dr/2]
   bool inverse = false;               // φ = -f64(p)·f_i
+  bool neox = false;                  // pairs (i, i + Dr/2), not (2i, 2i + 1)
 };
 void rope(const RopeParams& p);
 

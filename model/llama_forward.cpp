@@ -66,10 +66,37 @@ void causal_attention(const float* q, std::span<const float* const> krows,
   });
 }
 
+// rows[t, :] += bias for each of the rows (a no-op for an empty bias).
+template <class V>
+void add_bias(V& rows, const Vec& bias) {
+  if (bias.empty()) return;
+  const size_t n = bias.size();
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] += bias[i % n];
+}
+
+// out += Σ_k weight · Expert_pick(x) over T rows (kernels::moe_experts; a dense MLP or a
+// shared expert is one expert).
+void run_experts(const Vec& x, int64_t T, int64_t D, int64_t inter,
+                 const std::vector<kernels::ExpertWeights>& experts, int64_t top_k,
+                 const std::vector<int32_t>& pick, const Vec& weight, Vec& out) {
+  kernels::MoeExpertsParams mp;
+  mp.x = x.data();
+  mp.pick = pick.data();
+  mp.weight = weight.data();
+  mp.experts = experts.data();
+  mp.out = out.data();
+  mp.m = T;
+  mp.hidden = D;
+  mp.inter = inter;
+  mp.experts_count = static_cast<int64_t>(experts.size());
+  mp.top_k = top_k;
+  kernels::moe_experts(mp);
+}
+
 }  // namespace
 
 void route_softmax_topk(const float* logits, int64_t experts, int64_t k, int32_t* pick,
-                        float* weight) {
+                        float* weight, bool renormalize) {
   std::vector<int32_t> order(static_cast<size_t>(experts));
   std::iota(order.begin(), order.end(), 0);
   std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
@@ -81,6 +108,10 @@ void route_softmax_topk(const float* logits, int64_t experts, int64_t k, int32_t
     pick[i] = order[static_cast<size_t>(i)];
     weight[i] = std::exp(logits[pick[i]] - mx);
     sum += weight[i];
+  }
+  if (!renormalize) {  // the softmax's denominator over every expert
+    sum = 0;
+    for (int64_t e = 0; e < experts; ++e) sum += std::exp(logits[e] - mx);
   }
   for (int64_t i = 0; i < k; ++i) weight[i] /= sum;
 }
@@ -108,7 +139,8 @@ ServingShape llama_serving_shape(const LlamaConfig& c) {
   s.kv_bytes_per_token = double(c.layers * s.rows.ckv.bytes());
   // A -1 names the family in the disk tier's tag, apart from every V4.1 shape.
   s.tag_head = {-1, c.vocab_size, c.dim, c.layers, c.heads, c.kv_heads, c.head_dim,
-                c.ffn_dim, c.experts, c.experts_used};
+                c.ffn_dim, c.experts, c.experts_used, int64_t(c.arch), c.shared_ffn_dim,
+                c.rope_neox, c.qkv_bias};
   return s;
 }
 
@@ -127,12 +159,15 @@ void LlamaForward::attention_block(const LlamaLayerWeights& lw, int64_t layer,
   const Vec attn_in = normed(x, T, cfg_.dim, lw.attn_norm, cfg_.rms_eps);
   auto q = linear(attn_in.data(), T, lw.wq.view());  // [T, H, hd]
   auto k = linear(attn_in.data(), T, lw.wk.view());  // [T, KV, hd]
-  const auto v = linear(attn_in.data(), T, lw.wv.view());
+  auto v = linear(attn_in.data(), T, lw.wv.view());
+  add_bias(q, lw.bq);
+  add_bias(k, lw.bk);
+  add_bias(v, lw.bv);
   std::vector<int64_t> positions(static_cast<size_t>(T));
   for (const Segment& sg : segs)
     std::iota(positions.begin() + sg.row, positions.begin() + sg.row + sg.count, sg.start);
-  rope_rows(q.data(), T * H, hd, hd, positions.data(), H, rope_freqs_);
-  rope_rows(k.data(), T * KV, hd, hd, positions.data(), KV, rope_freqs_);
+  rope_rows(q.data(), T * H, hd, hd, positions.data(), H, rope_freqs_, false, cfg_.rope_neox);
+  rope_rows(k.data(), T * KV, hd, hd, positions.data(), KV, rope_freqs_, false, cfg_.rope_neox);
   Vec attn(static_cast<size_t>(T * H * hd));
   std::vector<const float*> krows, vrows;
   for (const Segment& sg : segs) {
@@ -149,8 +184,7 @@ void LlamaForward::ffn_block(const LlamaLayerWeights& lw, Vec& x) const {
   const Vec ffn_in = normed(x, T, D, lw.ffn_norm, cfg_.rms_eps);
   const int64_t E = cfg_.is_moe() ? cfg_.experts : 1, top_k = cfg_.is_moe() ? cfg_.experts_used : 1;
   std::vector<kernels::ExpertWeights> experts(static_cast<size_t>(E));
-  for (int64_t e = 0; e < E; ++e)
-    experts[e] = {lw.gate.slice(e * F, F), lw.up.slice(e * F, F), lw.down.slice(e * D, D)};
+  for (int64_t e = 0; e < E; ++e) experts[e] = lw.expert(e, F, D);
   // A dense MLP is one expert every row picks with weight 1 (1·y is y exactly).
   std::vector<int32_t> pick(static_cast<size_t>(T * top_k), 0);
   Vec weight(static_cast<size_t>(T * top_k), 1.0f);
@@ -158,20 +192,22 @@ void LlamaForward::ffn_block(const LlamaLayerWeights& lw, Vec& x) const {
     const auto router_logits = linear(ffn_in.data(), T, lw.router.view());  // [T, E]
     for (int64_t t = 0; t < T; ++t)
       route_softmax_topk(router_logits.data() + t * E, E, top_k, pick.data() + t * top_k,
-                         weight.data() + t * top_k);
+                         weight.data() + t * top_k, cfg_.renormalize_topk);
   }
-  kernels::MoeExpertsParams mp;
-  mp.x = ffn_in.data();
-  mp.pick = pick.data();
-  mp.weight = weight.data();
-  mp.experts = experts.data();
-  mp.out = x.data();
-  mp.m = T;
-  mp.hidden = D;
-  mp.inter = F;
-  mp.experts_count = E;
-  mp.top_k = top_k;
-  kernels::moe_experts(mp);
+  run_experts(ffn_in, T, D, F, experts, top_k, pick, weight, x);
+  if (cfg_.has_shared_expert()) shared_expert(lw, ffn_in, x);
+}
+
+// qwen2moe's shared expert: one more expert every row takes, weighted by its gate
+// sigmoid(ffn_in · w_gate_shexp) (llama.cpp: silu(g) / g).
+void LlamaForward::shared_expert(const LlamaLayerWeights& lw, const Vec& ffn_in, Vec& x) const {
+  const int64_t D = cfg_.dim, T = static_cast<int64_t>(ffn_in.size()) / D;
+  Vec gate(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t)
+    gate[t] = 1.0f / (1.0f + std::exp(-dot(ffn_in.data() + t * D, lw.shared_gate_inp.data(), D)));
+  const std::vector<kernels::ExpertWeights> shared{
+      {lw.shared_gate.view(), lw.shared_up.view(), lw.shared_down.view()}};
+  run_experts(ffn_in, T, D, cfg_.shared_ffn_dim, shared, 1, std::vector<int32_t>(size_t(T), 0), gate, x);
 }
 
 void LlamaForward::store_kv(const Segment& sg, int64_t layer, const float* k, const float* v,

@@ -3,15 +3,18 @@
 //   x = token_embd[tokens]
 //   per layer l:
 //     attn_in  = RMSNorm(x, attn_norm)
-//     q, k, v  = attn_in · Wqᵀ, Wkᵀ, Wvᵀ;  RoPE(q), RoPE(k) on adjacent pairs (ggml's "normal"
-//                mode), θ = llama.rope.freq_base
+//     q, k, v  = attn_in · Wqᵀ, Wkᵀ, Wvᵀ (+ bq, bk, bv: qwen2*);  RoPE(q), RoPE(k) on
+//                adjacent pairs (ggml's "normal" mode; qwen2*: pairs (i, i + hd/2), NEOX
+//                mode), θ = <arch>.rope.freq_base
 //     attn     = causal softmax(q·kᵀ / sqrt(hd)) · v, query head h reads kv head h / (H / KV)
 //     x       += attn · Woᵀ
 //     ffn_in   = RMSNorm(x, ffn_norm)
 //     dense:  x += Wdown · (silu(Wgate · ffn_in) ⊙ Wup · ffn_in)
 //     MoE:    router logits = Wr · ffn_in; the top-k experts (ties -> lower index), weights =
 //             softmax over the k selected logits (= llama.cpp's softmax over all, then
-//             renormalised over the selected); x += Σ weight_e · Expert_e(ffn_in)
+//             renormalised over the selected; qwen2moe: the softmax over all experts at
+//             the k, not renormalised); x += Σ weight_e · Expert_e(ffn_in)
+//             qwen2moe also: x += sigmoid(ffn_in · w_gate_shexp) · SharedExpert(ffn_in)
 //   logits = RMSNorm(x, output_norm) · Woutᵀ (Wout = token_embd when tied)
 //
 // The same layers run a sequence's K and V from a contiguous LlamaState (run, decode: the
@@ -85,6 +88,8 @@ class LlamaForward final : public BatchForward {
   void attention_block(const LlamaLayerWeights& lw, int64_t layer, std::span<const Segment> segs,
                        std::vector<float>& x) const;
   void ffn_block(const LlamaLayerWeights& lw, std::vector<float>& x) const;
+  void shared_expert(const LlamaLayerWeights& lw, const std::vector<float>& ffn_in,
+                     std::vector<float>& x) const;
 
   const LlamaConfig& cfg_;
   const LlamaWeights& w_;
@@ -92,9 +97,10 @@ class LlamaForward final : public BatchForward {
   ServingShape shape_;
 };
 
-// Mixtral routing of one row: the k largest logits (ties -> lower expert) and the softmax
-// over them. pick[k], weight[k].
+// Routing of one row: the k largest logits (ties -> lower expert) and their weights: the
+// softmax over the k (Mixtral; renormalize), or the softmax over all experts taken at the
+// k (qwen2moe). pick[k], weight[k].
 void route_softmax_topk(const float* logits, int64_t experts, int64_t k, int32_t* pick,
-                        float* weight);
+                        float* weight, bool renormalize = true);
 
 }  // namespace troupe::model

@@ -3,31 +3,61 @@
 #include <filesystem>
 
 #include "kernels/check.h"
+#include "model/hf_llama_config.h"
 
 namespace troupe::model {
+namespace {
+
+// The vocabulary of the model at path (its GGUF metadata, or the folder's tokenizer.json
+// with tokenizer_config.json), checked against the model's size.
+std::unique_ptr<Tokenizer> tokenizer_of(const LlamaModel& m, const std::string& path) {
+  std::unique_ptr<Tokenizer> t;
+  if (m.file) {
+    if (!m.file->find("tokenizer.ggml.model"))
+      TROUPE_FAIL(path << ": the file has no tokenizer (tokenizer.ggml.model is missing)");
+    t = std::make_unique<Tokenizer>(Tokenizer::from_gguf(*m.file));
+  } else {
+    const std::filesystem::path json = std::filesystem::path(path) / "tokenizer.json";
+    if (!std::filesystem::exists(json)) TROUPE_FAIL("model folder '" << path << "' has no tokenizer.json");
+    t = std::make_unique<Tokenizer>(Tokenizer::load(json.string()));
+  }
+  // HF checkpoints pad the embedding past the tokenizer's ids (Qwen2: 151936 rows for
+  // 151665 tokens), so there a smaller vocabulary is fine; a GGUF file's is exact.
+  const bool fits = m.file ? t->vocab_size() == m.config.vocab_size : t->vocab_size() <= m.config.vocab_size;
+  if (!fits)
+    TROUPE_FAIL(path << ": the tokenizer has " << t->vocab_size() << " tokens, the model "
+                     << m.config.vocab_size);
+  return t;
+}
+
+}  // namespace
 
 std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, bool need_tokenizer) {
-  GgufFile f = GgufFile::open(path);
-  LlamaConfig c = llama_config_from_gguf(f);
-  LlamaWeights w = load_llama_weights(f, c);
-  auto m = std::unique_ptr<LlamaModel>(new LlamaModel{std::move(f), c, std::move(w), nullptr, nullptr});
+  auto m = std::unique_ptr<LlamaModel>(new LlamaModel{});
+  if (is_gguf_path(path)) {
+    m->file.emplace(GgufFile::open(path));
+    m->config = llama_config_from_gguf(*m->file);
+    m->weights = load_llama_weights(*m->file, m->config);
+  } else {
+    m->config = llama_config_from_hf(path);
+    m->checkpoint.emplace(Checkpoint::open(path));
+    m->weights = load_llama_weights(*m->checkpoint, m->config);
+  }
   m->forward = std::make_unique<LlamaForward>(m->config, m->weights);
   try {
-    if (!m->file.find("tokenizer.ggml.model"))
-      TROUPE_FAIL(path << ": the file has no tokenizer (tokenizer.ggml.model is missing)");
-    m->tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_gguf(m->file));
-    if (m->tokenizer->vocab_size() != m->config.vocab_size)
-      TROUPE_FAIL(path << ": the tokenizer has " << m->tokenizer->vocab_size() << " tokens, the model "
-                       << m->config.vocab_size);
+    m->tokenizer = tokenizer_of(*m, path);
   } catch (const Error&) {
     if (need_tokenizer) throw;
-    m->tokenizer.reset();
   }
   return m;
 }
 
 bool is_gguf_path(const std::string& path) {
   return std::filesystem::path(path).extension() == ".gguf";
+}
+
+bool is_llama_family_path(const std::string& path) {
+  return is_gguf_path(path) || is_hf_llama_dir(path);
 }
 
 }  // namespace troupe::model

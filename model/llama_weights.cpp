@@ -67,6 +67,20 @@ LlamaMatrix read_matrix(const GgufFile& f, const std::string& name, int64_t rows
   return m;
 }
 
+// qwen2moe's shared expert and its gate; the gate's row is [D] in llama.cpp's loader, which
+// also takes a [D, 1] tensor (the HF [1, D] weight written as it is).
+void read_shared_expert(const GgufFile& f, const LlamaConfig& c, const std::string& p,
+                        LlamaLayerWeights& w) {
+  const int64_t D = c.dim, Fs = c.shared_ffn_dim;
+  w.shared_gate = read_matrix(f, p + "ffn_gate_shexp.weight", Fs, D);
+  w.shared_up = read_matrix(f, p + "ffn_up_shexp.weight", Fs, D);
+  w.shared_down = read_matrix(f, p + "ffn_down_shexp.weight", D, Fs);
+  const std::string gate = p + "ffn_gate_inp_shexp.weight";
+  const GgufTensor* t = f.find_tensor(gate);
+  const bool column = t && t->ne == std::vector<int64_t>{D, 1};
+  w.shared_gate_inp = read_f32(f, gate, column ? std::vector<int64_t>{D, 1} : std::vector<int64_t>{D});
+}
+
 LlamaLayerWeights read_layer(const GgufFile& f, const LlamaConfig& c, int64_t l) {
   const std::string p = "blk." + std::to_string(l) + ".";
   const int64_t D = c.dim, F = c.ffn_dim, Q = c.heads * c.head_dim, KV = c.kv_heads * c.head_dim;
@@ -76,6 +90,14 @@ LlamaLayerWeights read_layer(const GgufFile& f, const LlamaConfig& c, int64_t l)
   w.wk = read_matrix(f, p + "attn_k.weight", KV, D);
   w.wv = read_matrix(f, p + "attn_v.weight", KV, D);
   w.wo = read_matrix(f, p + "attn_output.weight", D, Q);
+  if (c.qkv_bias) {
+    w.bq = read_f32(f, p + "attn_q.bias", {Q});
+    w.bk = read_f32(f, p + "attn_k.bias", {KV});
+    w.bv = read_f32(f, p + "attn_v.bias", {KV});
+  }
+  if (f.find_tensor(p + "attn_output.bias"))
+    TROUPE_FAIL(f.source() << ": tensor '" << p << "attn_output.bias' is not supported (troupe adds "
+                           "q/k/v biases only)");
   w.ffn_norm = read_f32(f, p + "ffn_norm.weight", {D});
   if (!c.is_moe()) {
     w.gate = read_matrix(f, p + "ffn_gate.weight", F, D);
@@ -91,6 +113,7 @@ LlamaLayerWeights read_layer(const GgufFile& f, const LlamaConfig& c, int64_t l)
   w.gate = read_matrix(f, p + "ffn_gate_exps.weight", F, D, E);
   w.up = read_matrix(f, p + "ffn_up_exps.weight", F, D, E);
   w.down = read_matrix(f, p + "ffn_down_exps.weight", D, F, E);
+  if (c.has_shared_expert()) read_shared_expert(f, c, p, w);
   return w;
 }
 
@@ -98,10 +121,18 @@ LlamaLayerWeights read_layer(const GgufFile& f, const LlamaConfig& c, int64_t l)
 
 kernels::WeightView LlamaMatrix::slice(int64_t r0, int64_t n) const { return row_slice(full, r0, n); }
 
+kernels::ExpertWeights LlamaLayerWeights::expert(int64_t e, int64_t F, int64_t D) const {
+  if (!expert_gate.empty())
+    return {expert_gate[size_t(e)].view(), expert_up[size_t(e)].view(), expert_down[size_t(e)].view()};
+  return {gate.slice(e * F, F), up.slice(e * F, F), down.slice(e * D, D)};
+}
+
 LlamaWeights load_llama_weights(const GgufFile& f, const LlamaConfig& c) {
   LlamaWeights w;
   w.token_embd = read_matrix(f, "token_embd.weight", c.vocab_size, c.dim);
   w.output_norm = read_f32(f, "output_norm.weight", {c.dim});
+  if (f.find_tensor("output.bias"))
+    TROUPE_FAIL(f.source() << ": tensor 'output.bias' is not supported (no bias on the logits)");
   if (f.find_tensor("output.weight")) w.output = read_matrix(f, "output.weight", c.vocab_size, c.dim);
   w.layers.reserve(static_cast<size_t>(c.layers));
   for (int64_t l = 0; l < c.layers; ++l) w.layers.push_back(read_layer(f, c, l));

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/moe.h"
 #include "kernels/weights.h"
 #include "model/llama_config.h"
 
@@ -34,11 +35,22 @@ struct LlamaLayerWeights {
   LlamaMatrix wk;                  // [KV * hd, D]
   LlamaMatrix wv;                  // [KV * hd, D]
   LlamaMatrix wo;                  // [D, H * hd]
+  std::vector<float> bq, bk, bv;   // [H * hd], [KV * hd], [KV * hd] (qkv_bias), else empty
   std::vector<float> ffn_norm;   // [D]
   // Dense MLP: [F, D], [F, D], [D, F]. MoE: experts stacked, expert e = rows [e*F, (e+1)*F)
   // of gate/up ([E * F, D]) and rows [e*D, (e+1)*D) of down ([E * D, F]).
   LlamaMatrix gate, up, down;
+  // An HF folder's experts are separate tensors: expert e is expert_gate[e] [F, D],
+  // expert_up[e] [F, D], expert_down[e] [D, F] (gate, up, down then empty).
+  std::vector<LlamaMatrix> expert_gate, expert_up, expert_down;
   LlamaMatrix router;              // [E, D] (MoE only)
+  // qwen2moe's shared expert: [Fs, D], [Fs, D], [D, Fs], and its gate's row [D] (the
+  // expert's output is scaled by sigmoid(shared_gate_inp · ffn_in)); empty otherwise.
+  LlamaMatrix shared_gate, shared_up, shared_down;
+  std::vector<float> shared_gate_inp;
+
+  // Expert e's matrices (a dense MLP is expert 0): F the expert width, D the model's.
+  kernels::ExpertWeights expert(int64_t e, int64_t F, int64_t D) const;
 };
 
 struct LlamaWeights {
@@ -53,6 +65,13 @@ struct LlamaWeights {
 // Every tensor the config needs, with its exact shape (views into f's mapping: f must
 // outlive the weights); the error names the tensor, the
 // shape expected and the shape found. A missing output.weight means tied embeddings.
+// A bias troupe does not apply (attn_output.bias, output.bias) is an error, not ignored.
 LlamaWeights load_llama_weights(const GgufFile& f, const LlamaConfig& c);
+
+class Checkpoint;
+// The same from an HF folder's safetensors (transformers' tensor names; F32 and BF16 in
+// place, F16 as an f32 copy; model/hf_llama_weights.cpp). A missing lm_head.weight means
+// tied embeddings.
+LlamaWeights load_llama_weights(const Checkpoint& ck, const LlamaConfig& c);
 
 }  // namespace troupe::model

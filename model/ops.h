@@ -51,7 +51,8 @@ inline void rms_norm_rows(float* x, int64_t rows, int64_t n, const std::vector<f
 // vectors share positions[i].
 inline void rope_rows(float* x, int64_t count, int64_t n, int64_t rope_dim,
                       const int64_t* positions, int64_t per_position,
-                      const std::vector<double>& freqs, bool inverse = false) {
+                      const std::vector<double>& freqs, bool inverse = false,
+                      bool neox = false) {
   kernels::RopeParams p;
   p.x = x;
   p.count = count;
@@ -61,6 +62,7 @@ inline void rope_rows(float* x, int64_t count, int64_t n, int64_t rope_dim,
   p.per_position = per_position;
   p.freqs = freqs.data();
   p.inverse = inverse;
+  p.neox = neox;
   kernels::rope(p);
 }
 

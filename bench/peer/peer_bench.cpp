@@ -9,6 +9,7 @@
 
 #include "bench/common/limits.h"
 #include "bench/common/stats.h"
+#include "kernels/check.h"
 #include "kernels/parallel.h"
 #include "kernels/sampling.h"
 #include "model/gguf.h"
@@ -27,7 +28,7 @@ constexpr int64_t kPromptTokens = 16;  // before the tg and batched-decode figur
 double active_bytes_per_token(const LlamaModel& m) {
   double bytes = 0;
   const double expert_share = m.config.is_moe() ? double(m.config.experts_used) / double(m.config.experts) : 1.0;
-  for (const model::GgufTensor& t : m.file.tensors()) {
+  for (const model::GgufTensor& t : m.file->tensors()) {
     if (t.name == "token_embd.weight") {
       bytes += double(t.nbytes) / double(t.rows());
       if (m.weights.tied_output()) bytes += double(t.nbytes);
@@ -48,7 +49,7 @@ double flops_per_token(const LlamaModel& m) {
 
 double weight_bytes(const LlamaModel& m) {
   double bytes = 0;
-  for (const model::GgufTensor& t : m.file.tensors()) bytes += double(t.nbytes);
+  for (const model::GgufTensor& t : m.file->tensors()) bytes += double(t.nbytes);
   return bytes;
 }
 
@@ -123,6 +124,7 @@ std::vector<int32_t> peer_tokens(int64_t count, int64_t vocab) {
 
 void run_peer_troupe(const PeerRunConfig& c) {
   kernels::set_num_threads(c.threads);
+  if (!model::is_gguf_path(c.model)) TROUPE_FAIL("bench peer: --model must be a .gguf file (llama.cpp reads it too)");
   const std::unique_ptr<LlamaModel> m = LlamaModel::load(c.model);
   const double pp_s = time_prefill(*m, c), tg_s = time_generation(*m, c);
   std::printf("{\"engine\":\"troupe\",\"model\":\"%s\",\"threads\":%d,\"pp\":%lld,\"tg\":%lld,"

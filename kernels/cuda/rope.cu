@@ -20,9 +20,11 @@ __global__ void rope_pairs(RopeParams p, int64_t ld) {
   double sd, cd;
   sincos(phi, &sd, &cd);
   const float c = static_cast<float>(cd), s = static_cast<float>(sd);
-  const float a = x[2 * i], b = x[2 * i + 1];
-  x[2 * i] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
-  x[2 * i + 1] = __fadd_rn(__fmul_rn(a, s), __fmul_rn(b, c));
+  // The pair (2i, 2i+1), or (i, i + Dr/2) in NEOX mode.
+  const int64_t ia = p.neox ? i : 2 * i, ib = p.neox ? i + half : 2 * i + 1;
+  const float a = x[ia], b = x[ib];
+  x[ia] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
+  x[ib] = __fadd_rn(__fmul_rn(a, s), __fmul_rn(b, c));
 }
 
 }  // namespace

@@ -76,11 +76,12 @@ void softmax_case(DeviceContext& dev, Report& rep, int64_t rows, int64_t n, int6
 }
 
 void rope_case(DeviceContext& dev, Report& rep, int64_t groups, int64_t per_position, int64_t n,
-               int64_t rope_dim, int64_t pad, bool yarn, bool inverse, uint32_t seed) {
+               int64_t rope_dim, int64_t pad, bool yarn, bool inverse, uint32_t seed,
+               bool neox = false) {
   char name[128];
-  std::snprintf(name, sizeof name, "rope groups=%ld heads=%ld n=%ld dr=%ld pad=%ld%s%s",
+  std::snprintf(name, sizeof name, "rope groups=%ld heads=%ld n=%ld dr=%ld pad=%ld%s%s%s",
                 long(groups), long(per_position), long(n), long(rope_dim), long(pad),
-                yarn ? " yarn" : "", inverse ? " inverse" : "");
+                yarn ? " yarn" : "", inverse ? " inverse" : "", neox ? " neox" : "");
   rep.begin_case(name);
   const int64_t count = groups * per_position, ld = n + pad;
   std::vector<float> x = normal((count + 1) * ld, seed);
@@ -94,6 +95,7 @@ void rope_case(DeviceContext& dev, Report& rep, int64_t groups, int64_t per_posi
   kernels::RopeParams p;
   p.count = count, p.n = n, p.ld = ld, p.rope_dim = rope_dim, p.per_position = per_position;
   p.inverse = inverse;
+  p.neox = neox;
   p.x = want.data(), p.positions = pos.data(), p.freqs = freqs.data();
   kernels::ref::rope(p);
   auto dx = upload(dev, x);
@@ -122,6 +124,8 @@ void check_norm_rope(DeviceContext& dev, Report& rep) {
   rope_case(dev, rep, 3, 8, 512, 64, 0, true, true, seed++);
   rope_case(dev, rep, 7, 2, 130, 2, 6, false, false, seed++);  // padded, one pair
   rope_case(dev, rep, 2, 64, 192, 64, 0, true, false, seed++);
+  rope_case(dev, rep, 3, 8, 512, 128, 0, false, false, seed++, /*neox=*/true);  // Qwen2
+  rope_case(dev, rep, 7, 2, 130, 64, 6, false, true, seed++, /*neox=*/true);
 }
 
 }  // namespace troupe::cuda_check

@@ -99,6 +99,26 @@ TEST_P(RopeHandWorked, Values) {
   }
 }
 
+// NEOX mode rotates channel i with channel i + Dr/2 (inside the last Dr channels).
+TEST_P(RopeHandWorked, NeoxPairsAreHalfADimensionApart) {
+  const double freqs[] = {1.0, 0.5};
+  for (const auto& v : variants(rope)) {
+    // n = 6, Dr = 4: channels 0,1 untouched; pairs (2,4) by 1·p and (3,5) by 0.5·p.
+    std::vector<float> x = {5, 6, 1, 0, 0, 2};
+    const int64_t pos = 2;
+    v.run({.x = x.data(), .count = 1, .n = 6, .rope_dim = 4, .positions = &pos, .freqs = freqs,
+           .neox = true});
+    const float c1 = static_cast<float>(std::cos(2.0)), s1 = static_cast<float>(std::sin(2.0));
+    const float c2 = static_cast<float>(std::cos(1.0)), s2 = static_cast<float>(std::sin(1.0));
+    EXPECT_EQ(x[0], 5.0f) << v.name;
+    EXPECT_EQ(x[1], 6.0f) << v.name;
+    EXPECT_EQ(x[2], c1) << v.name;       // (1, 0) by angle 2
+    EXPECT_EQ(x[4], s1) << v.name;
+    EXPECT_EQ(x[3], -2 * s2) << v.name;  // (0, 2) by angle 1
+    EXPECT_EQ(x[5], 2 * c2) << v.name;
+  }
+}
+
 TEST_P(RopeHandWorked, AngleIsF64AtLargePositions) {
   // φ = 1e6·f in f64, then cos/sin rounded to f32. An f32 angle would be off by
   // up to 0.03 rad at this position, far outside one f32 ulp of cos.
@@ -115,13 +135,16 @@ TEST_P(RopeHandWorked, AngleIsF64AtLargePositions) {
 struct RopeCase {
   int64_t groups, per_position, n, rope_dim, pad;
   bool inverse;
+  bool neox = false;
 };
 
 TEST_P(RopeFastPaths, MatchReference) {
   const RopeCase cases[] = {{1, 1, 32, 32, 0, false},   {3, 4, 64, 32, 1, true},
                             {17, 1, 128, 32, 0, false}, {2, 64, 512, 64, 0, true},
                             {5, 3, 96, 32, 7, false},   {31, 2, 64, 64, 0, false},
-                            {1, 17, 34, 2, 0, true},    {33, 1, 512, 64, 16, false}};
+                            {1, 17, 34, 2, 0, true},    {33, 1, 512, 64, 16, false},
+                            {3, 4, 64, 32, 1, true, true}, {5, 3, 96, 32, 7, false, true},
+                            {1, 17, 34, 2, 0, false, true}, {2, 64, 512, 64, 0, false, true}};
   const auto freqs32 = rope_frequencies(160000.0, 32, {.factor = 4, .original_max_position = 256});
   const auto freqs64 = rope_frequencies(10000.0, 64, {});
   const std::vector<double> freqs2 = {0.3};
@@ -146,7 +169,8 @@ TEST_P(RopeFastPaths, MatchReference) {
                           .positions = pos.data(),
                           .per_position = c.per_position,
                           .freqs = freqs,
-                          .inverse = c.inverse};
+                          .inverse = c.inverse,
+                          .neox = c.neox};
     std::vector<float> want = x;
     RopeParams p = base;
     p.x = want.data();

@@ -96,8 +96,8 @@ TEST(GgufCli, BadFilesAndFlagsExit2WithAMessage) {
       {"logits --model " + dir.file("m.gguf") + " --tokens 1 --replay", "--replay"},
       {"generate --model " + dir.file("m.gguf") + " --prompt hi", "has no tokenizer"},
       {"generate --model " + dir.file("m.gguf"), "give one of --prompt TEXT or --tokens"},
-      {"generate --tokens 1,2", "--tokens is for .gguf models"},
-      {"logits --model " + dir.file("m.gguf") + " --tokens 1 --expert-precision int8", "is a .gguf model"},
+      {"generate --tokens 1,2", "--tokens is for LLaMA-family models"},
+      {"logits --model " + dir.file("m.gguf") + " --tokens 1 --expert-precision int8", "is a LLaMA-family model"},
   });
 }
 

@@ -1,6 +1,8 @@
 // The LLaMA forward (model/llama_forward) on random-weight GGUF files the test writes, in
-// every stored type, dense and Mixtral-style MoE, tied and untied output: logits and
-// greedy tokens against the plain double reference of support/llama_ref.h.
+// every stored type, dense and Mixtral-style MoE, tied and untied output, and the Qwen2
+// architectures (qwen2: q/k/v biases, NEOX RoPE, GQA; qwen2moe: 8 experts top-2 without
+// renormalisation, plus a sigmoid-gated shared expert): logits and greedy tokens against
+// the plain double reference of support/llama_ref.h.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -27,9 +29,10 @@ struct Case {
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 TinyLlamaSpec spec(GgmlType type, bool tied = false, int64_t experts = 0, int64_t top_k = 0,
-                   uint32_t seed = 1) {
+                   uint32_t seed = 1, LlamaArch arch = LlamaArch::Llama) {
   TinyLlamaSpec s;
   s.type = type, s.tied = tied, s.experts = experts, s.top_k = top_k, s.seed = seed;
+  s.arch = arch;
   return s;
 }
 
@@ -42,6 +45,11 @@ const Case kCases[] = {
     {"MoeF32Top2of4", spec(GgmlType::F32, false, 4, 2, 6)},
     {"MoeQ8_0Top2of8", spec(GgmlType::Q8_0, false, 8, 2, 7)},
     {"MoeQ4_0Top3of4", spec(GgmlType::Q4_0, true, 4, 3, 8)},
+    {"Qwen2F32", spec(GgmlType::F32, false, 0, 0, 9, LlamaArch::Qwen2)},
+    {"Qwen2Q8_0Tied", spec(GgmlType::Q8_0, true, 0, 0, 10, LlamaArch::Qwen2)},
+    {"Qwen2MoeF32Top2of8", spec(GgmlType::F32, false, 8, 2, 11, LlamaArch::Qwen2Moe)},
+    {"Qwen2MoeQ8_0Top2of8", spec(GgmlType::Q8_0, false, 8, 2, 12, LlamaArch::Qwen2Moe)},
+    {"Qwen2MoeBF16Top3of4", spec(GgmlType::BF16, true, 4, 3, 13, LlamaArch::Qwen2Moe)},
 };
 
 // Relative tolerance on logits. Q8_0 / Q4_0 GEMMs quantize their input to q8_0 (the
@@ -191,6 +199,19 @@ TEST(LlamaForward, RoutingPicksTheLargestLogitsAndSoftmaxesThem) {
   const double z = 2 * std::exp(0.0) + std::exp(-1.0);
   EXPECT_NEAR(weight[0], 1 / z, 1e-6);
   EXPECT_NEAR(weight[2], std::exp(-1.0) / z, 1e-6);
+}
+
+// qwen2moe's routing: the same picks, weights the softmax over all five logits.
+TEST(LlamaForward, QwenRoutingKeepsTheSoftmaxOverAllExperts) {
+  const float logits[5] = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f};
+  int32_t pick[2];
+  float weight[2];
+  route_softmax_topk(logits, 5, 2, pick, weight, /*renormalize=*/false);
+  EXPECT_EQ(pick[0], 1);
+  EXPECT_EQ(pick[1], 3);
+  const double z = std::exp(-1.5) + 2 + std::exp(-3.0) + std::exp(-1.0);
+  EXPECT_NEAR(weight[0], 1 / z, 1e-6);
+  EXPECT_NEAR(weight[1], 1 / z, 1e-6);
 }
 
 // Missing or misshapen tensors name the tensor and both shapes.

@@ -3,7 +3,8 @@
 // of a text prompt (encoded with the file's tokenizer) and of token ids, greedy and n = 2,
 // give the tokens of LlamaForward's own one-sequence run; chat is refused with a reason
 // for a file without a chat template, and rendered in the template's family for one with
-// (Llama-2's: its "<s>" written in the text is the bos token).
+// (Llama-2's: its "<s>" written in the text is the bos token). A qwen2 file (biases,
+// NEOX RoPE) serves the same way.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -20,12 +21,14 @@ namespace {
 using nlohmann::json;
 
 
-// The file the suite serves; with_template: a Llama-2 chat template in its metadata.
-std::string write_model(bool with_template) {
+// The file the suite serves; with_template: a Llama-2 chat template in its metadata;
+// qwen2: a dense `qwen2` file instead of a Mixtral-style one.
+std::string write_model(bool with_template, bool qwen2 = false) {
   static test::TempDir* dir = new test::TempDir;  // lives as long as the suites' daemons
   TinyLlamaSpec s;
   s.type = model::GgmlType::Q8_0;
   s.experts = 4, s.top_k = 2, s.seed = 31;
+  if (qwen2) s.arch = model::LlamaArch::Qwen2, s.experts = 0, s.top_k = 0, s.seed = 32;
   s.vocab = 3 + 256 + 9;
   s.context = 256;
   s.more_metadata = [with_template](model::GgufWriter& w) {
@@ -35,7 +38,8 @@ std::string write_model(bool with_template) {
                    "{% for m in messages %}{{ bos_token + '[INST] ' }}{% if loop.first %}<<SYS>>"
                    "{% endif %}{{ m['content'] + ' [/INST]' }}{% endfor %}");
   };
-  const std::string path = dir->file(with_template ? "chat-llama.gguf" : "tiny-llama.gguf");
+  const std::string path =
+      dir->file(qwen2 ? "tiny-qwen2.gguf" : with_template ? "chat-llama.gguf" : "tiny-llama.gguf");
   write_tiny_llama(s, path);
   return path;
 }
@@ -50,10 +54,16 @@ const std::string& chat_model_path() {
   return path;
 }
 
+const std::string& qwen2_model_path() {
+  static const std::string path = write_model(false, true);
+  return path;
+}
+
 // LlamaForward's greedy tokens after `prompt`, one sequence on its contiguous state (the
-// two files' weights are the same).
-std::vector<int32_t> reference(const std::vector<int32_t>& prompt, int64_t n) {
-  const auto m = model::LlamaModel::load(model_path());
+// llama files' weights are the same).
+std::vector<int32_t> reference(const std::vector<int32_t>& prompt, int64_t n,
+                               const std::string& path = model_path()) {
+  const auto m = model::LlamaModel::load(path);
   model::LlamaState s = model::LlamaState::empty(m->config);
   std::vector<float> logits = m->forward->run(s, prompt, false);
   std::vector<int32_t> out;
@@ -139,6 +149,32 @@ TEST_F(ServeGgufChat, ChatIsRenderedInTheFilesTemplateFamily) {
   EXPECT_EQ(body["prompt_token_ids"].get<std::vector<int32_t>>(), ids);  // chat: at the top level
   EXPECT_EQ(body["choices"][0]["token_ids"].get<std::vector<int32_t>>(), reference(ids, 6));
   EXPECT_EQ(body["usage"]["prompt_tokens"], int64_t(ids.size()));
+}
+
+class ServeGgufQwen2 : public DaemonSuite<ServeGgufQwen2> {
+ public:
+  static std::vector<std::string> daemon_args() {
+    return {qwen2_model_path(), "--port", "0", "--tcp-port", "0", "--max-num-batched-tokens", "16"};
+  }
+};
+
+TEST_F(ServeGgufQwen2, CompletionsAreTheForwardsGreedyTokens) {
+  const auto m = model::LlamaModel::load(qwen2_model_path(), true);
+  ASSERT_EQ(m->config.arch, model::LlamaArch::Qwen2);
+  const std::string prompt = "cab abc ab bc ca";
+  const std::vector<int32_t> ids = m->tokenizer->encode(prompt, m->tokenizer->adds_bos());
+  for (int round = 0; round < 2; ++round) {  // the second one hits the prefix cache
+    const HttpResponse r = post("/v1/completions",
+                                json{{"prompt", prompt}, {"max_tokens", 10}, {"temperature", 0},
+                                     {"ignore_eos", true}, {"return_token_ids", true}}
+                                    .dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json body = json::parse(r.body);
+    EXPECT_EQ(body["choices"][0]["prompt_token_ids"].get<std::vector<int32_t>>(), ids);
+    EXPECT_EQ(body["choices"][0]["token_ids"].get<std::vector<int32_t>>(),
+              reference(ids, 10, qwen2_model_path()))
+        << "round " << round;
+  }
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // cache holds its f32 [K | V] rows (model::llama_serving_shape), and a mixed batch
 // (different prompt lengths, chunked prefill, prefix-cache hits, n > 1, logprobs) gives
 // the greedy tokens and logprobs of LlamaForward's own one-sequence run on a contiguous
-// LlamaState, for a dense and a Mixtral-style MoE file the test writes.
+// LlamaState, for a dense and a Mixtral-style MoE file the test writes, and a qwen2 and a
+// qwen2moe one (biases, NEOX RoPE, the shared expert on the paged path).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -29,9 +30,10 @@ struct Case {
 };
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
-testing::TinyLlamaSpec spec(model::GgmlType type, int64_t experts, int64_t top_k, uint32_t seed) {
+testing::TinyLlamaSpec spec(model::GgmlType type, int64_t experts, int64_t top_k, uint32_t seed,
+                            model::LlamaArch arch = model::LlamaArch::Llama) {
   testing::TinyLlamaSpec s;
-  s.type = type, s.experts = experts, s.top_k = top_k, s.seed = seed;
+  s.type = type, s.experts = experts, s.top_k = top_k, s.seed = seed, s.arch = arch;
   s.context = 256;
   return s;
 }
@@ -39,6 +41,8 @@ testing::TinyLlamaSpec spec(model::GgmlType type, int64_t experts, int64_t top_k
 const Case kCases[] = {
     {"DenseF32", spec(model::GgmlType::F32, 0, 0, 21)},
     {"MoeQ8_0Top2of8", spec(model::GgmlType::Q8_0, 8, 2, 22)},
+    {"Qwen2F32", spec(model::GgmlType::F32, 0, 0, 23, model::LlamaArch::Qwen2)},
+    {"Qwen2MoeQ8_0Top2of8", spec(model::GgmlType::Q8_0, 8, 2, 24, model::LlamaArch::Qwen2Moe)},
 };
 
 std::vector<int32_t> random_prompt(int64_t n, uint32_t seed, int64_t vocab) {

@@ -1,7 +1,10 @@
 // A plain reference of the LLaMA architecture (double loops, full recompute of every
-// position, no KV cache) and the small random-weight GGUF files the tests write for it.
-// The reference follows llama.cpp's formulation where troupe's differs in form: MoE
-// routing is a softmax over all experts, top-k, then renormalised over the k.
+// position, no KV cache) and the small random-weight GGUF files the tests write for it,
+// with Qwen2's pieces (q/k/v biases, NEOX RoPE) and Qwen2-MoE's (routing weights not
+// renormalised, a shared expert behind a sigmoid gate). The reference follows
+// llama.cpp's formulation where troupe's differs in form: MoE routing is a softmax over
+// all experts, top-k, then (Mixtral) renormalised over the k; the shared expert's gate is
+// silu(g) / g.
 #pragma once
 
 #include <algorithm>
@@ -52,13 +55,18 @@ struct RefMatrix {
 
 struct RefLayer {
   DVec attn_norm, ffn_norm;
+  DVec bq, bk, bv;  // empty: no bias
   RefMatrix wq, wk, wv, wo, router;
   std::vector<RefMatrix> gate, up, down;  // one per expert (one for a dense MLP)
+  RefMatrix sh_gate, sh_up, sh_down;      // the shared expert (qwen2moe)
+  DVec sh_gate_inp;                       // [D]; empty: no shared expert
 };
 
 struct RefLlama {
   int64_t V = 0, D = 0, L = 0, F = 0, H = 0, KV = 0, hd = 0, E = 0, K = 0;
   double theta = 10000, eps = 1e-5;
+  bool neox = false;         // RoPE pairs (i, i + hd/2)
+  bool renormalize = true;   // routing weights renormalised over the k picked
   RefMatrix embd, output;  // output = embd when tied
   DVec output_norm;
   std::vector<RefLayer> layers;
@@ -73,13 +81,15 @@ inline DVec ref_rms_norm(const DVec& x, const DVec& w, double eps) {
   return y;
 }
 
-// Adjacent pairs (2i, 2i + 1) of each head rotate by pos * theta^(-2i / hd).
-inline void ref_rope(DVec& x, int64_t heads, int64_t hd, int64_t pos, double theta) {
+// Adjacent pairs (2i, 2i + 1) of each head rotate by pos * theta^(-2i / hd); with neox
+// (GPT-NeoX / HF rotate_half) the pairs are (i, i + hd/2), same angles.
+inline void ref_rope(DVec& x, int64_t heads, int64_t hd, int64_t pos, double theta,
+                     bool neox = false) {
   for (int64_t h = 0; h < heads; ++h)
     for (int64_t i = 0; i < hd / 2; ++i) {
       const double a = double(pos) * std::pow(theta, -2.0 * double(i) / double(hd));
-      double& x0 = x[h * hd + 2 * i];
-      double& x1 = x[h * hd + 2 * i + 1];
+      double& x0 = x[h * hd + (neox ? i : 2 * i)];
+      double& x1 = x[h * hd + (neox ? i + hd / 2 : 2 * i + 1)];
       const double r0 = x0 * std::cos(a) - x1 * std::sin(a), r1 = x0 * std::sin(a) + x1 * std::cos(a);
       x0 = r0;
       x1 = r1;
@@ -104,13 +114,25 @@ inline DVec ref_ffn(const RefLlama& m, const RefLayer& l, const DVec& x) {
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return p[a] > p[b]; });
   double picked = 0;
   for (int64_t k = 0; k < m.K; ++k) picked += p[order[k]];
+  if (!m.renormalize) picked = 1;  // qwen2moe: the softmax's own probabilities
   DVec y(x.size(), 0.0);
   for (int64_t k = 0; k < m.K; ++k) {
     const int e = order[k];
     const DVec o = ref_swiglu_expert(l.gate[e], l.up[e], l.down[e], x);
     for (size_t i = 0; i < y.size(); ++i) y[i] += p[e] / picked * o[i];
   }
+  if (!l.sh_gate_inp.empty()) {
+    double g = 0;
+    for (size_t i = 0; i < x.size(); ++i) g += l.sh_gate_inp[i] * x[i];
+    const double gate = g / (1.0 + std::exp(-g)) / g;  // silu(g) / g, as llama.cpp
+    const DVec o = ref_swiglu_expert(l.sh_gate, l.sh_up, l.sh_down, x);
+    for (size_t i = 0; i < y.size(); ++i) y[i] += gate * o[i];
+  }
   return y;
+}
+
+inline void ref_add(DVec& x, const DVec& bias) {
+  for (size_t i = 0; i < bias.size(); ++i) x[i] += bias[i];
 }
 
 // Logits of every position of tokens, [T][V].
@@ -126,8 +148,11 @@ inline std::vector<DVec> ref_llama_logits(const RefLlama& m, const std::vector<i
       q[t] = l.wq.apply(h);
       k[t] = l.wk.apply(h);
       v[t] = l.wv.apply(h);
-      ref_rope(q[t], m.H, m.hd, t, m.theta);
-      ref_rope(k[t], m.KV, m.hd, t, m.theta);
+      ref_add(q[t], l.bq);
+      ref_add(k[t], l.bk);
+      ref_add(v[t], l.bv);
+      ref_rope(q[t], m.H, m.hd, t, m.theta, m.neox);
+      ref_rope(k[t], m.KV, m.hd, t, m.theta, m.neox);
     }
     for (int64_t t = 0; t < T; ++t) {
       DVec attn(static_cast<size_t>(m.H * m.hd), 0.0);
@@ -157,13 +182,16 @@ inline std::vector<DVec> ref_llama_logits(const RefLlama& m, const std::vector<i
 
 // --- the test files ---------------------------------------------------------------------
 struct TinyLlamaSpec {
+  model::LlamaArch arch = model::LlamaArch::Llama;  // qwen2*: q/k/v biases and NEOX RoPE
   model::GgmlType type = model::GgmlType::F32;  // every matrix and the embedding; norms F32
   bool tied = false;                            // no output.weight
   int64_t experts = 0, top_k = 0;               // > 0: Mixtral-style stacked experts
+  int64_t shared_ffn = 128;                     // qwen2moe: the shared expert's width
   uint32_t seed = 1;
   int64_t vocab = 80, dim = 64, layers = 2, ffn = 96, heads = 4, kv_heads = 2, context = 64;
   double theta = 10000.0;
   std::function<void(model::GgufWriter&)> more_metadata;  // e.g. a tokenizer
+  std::string drop_tensor;  // a tensor left out of the file (tests of a missing one)
 };
 
 // A SentencePiece-style vocabulary for test files (`troupe serve` and --prompt need one):
@@ -228,12 +256,21 @@ inline RefLlama write_tiny_llama(const TinyLlamaSpec& s, const std::string& path
   RefLlama m;
   m.V = s.vocab, m.D = s.dim, m.L = s.layers, m.F = s.ffn, m.H = s.heads, m.KV = s.kv_heads;
   m.hd = s.dim / s.heads, m.E = s.experts, m.K = s.top_k, m.theta = s.theta, m.eps = 1e-5;
+  const bool qwen = s.arch != model::LlamaArch::Llama, shared = s.arch == model::LlamaArch::Qwen2Moe;
+  m.neox = qwen;
+  m.renormalize = !qwen;
   model::GgufWriter w;
   model::LlamaConfig c;
+  c.arch = s.arch;
+  c.shared_ffn_dim = shared ? s.shared_ffn : 0;
   c.vocab_size = s.vocab, c.dim = s.dim, c.layers = s.layers, c.ffn_dim = s.ffn, c.heads = s.heads;
   c.kv_heads = s.kv_heads, c.head_dim = m.hd, c.context_length = s.context, c.rope_base = s.theta;
   c.experts = s.experts, c.experts_used = s.top_k;
   model::write_llama_config(c, "troupe-test-tiny-llama", w);
+  auto put = [&](const std::string& name, model::GgmlType type, std::vector<int64_t> ne,
+                 const std::vector<float>& v) {
+    if (name != s.drop_tensor) w.add_tensor(name, type, std::move(ne), v);
+  };
   w.set_u32("tokenizer.ggml.bos_token_id", 1);
   w.set_u32("tokenizer.ggml.eos_token_id", 2);
   if (s.more_metadata) s.more_metadata(w);
@@ -241,7 +278,7 @@ inline RefLlama write_tiny_llama(const TinyLlamaSpec& s, const std::string& path
     const std::vector<float> v = random(rows * cols * planes, 1.0 / std::sqrt(double(cols)));
     std::vector<int64_t> ne{cols, rows};
     if (planes > 1 || name.find("_exps") != std::string::npos) ne.push_back(planes);
-    w.add_tensor(name, s.type, ne, v);
+    put(name, s.type, ne, v);
     const DVec stored = ref_stored(s.type, v);
     const bool q8 = s.type == model::GgmlType::Q8_0 || s.type == model::GgmlType::Q4_0;
     std::vector<RefMatrix> out;
@@ -251,7 +288,12 @@ inline RefLlama write_tiny_llama(const TinyLlamaSpec& s, const std::string& path
   };
   auto norm = [&](const std::string& name) {
     const std::vector<float> v = random(s.dim, 0.5, 1.0);
-    w.add_tensor(name, model::GgmlType::F32, {s.dim}, v);
+    put(name, model::GgmlType::F32, {s.dim}, v);
+    return DVec(v.begin(), v.end());
+  };
+  auto f32_vector = [&](const std::string& name, int64_t n, double scale) {  // a bias, a gate row
+    const std::vector<float> v = random(n, scale);
+    put(name, model::GgmlType::F32, {n}, v);
     return DVec(v.begin(), v.end());
   };
   m.embd = matrix("token_embd.weight", s.vocab, s.dim)[0];
@@ -265,6 +307,11 @@ inline RefLlama write_tiny_llama(const TinyLlamaSpec& s, const std::string& path
     L.wk = matrix(p + "attn_k.weight", s.kv_heads * m.hd, s.dim)[0];
     L.wv = matrix(p + "attn_v.weight", s.kv_heads * m.hd, s.dim)[0];
     L.wo = matrix(p + "attn_output.weight", s.dim, s.heads * m.hd)[0];
+    if (qwen) {  // biases of about a projection's size, so a wrong add shows
+      L.bq = f32_vector(p + "attn_q.bias", s.heads * m.hd, 0.5);
+      L.bk = f32_vector(p + "attn_k.bias", s.kv_heads * m.hd, 0.5);
+      L.bv = f32_vector(p + "attn_v.bias", s.kv_heads * m.hd, 0.5);
+    }
     L.ffn_norm = norm(p + "ffn_norm.weight");
     if (s.experts == 0) {
       L.gate = matrix(p + "ffn_gate.weight", s.ffn, s.dim);
@@ -273,11 +320,17 @@ inline RefLlama write_tiny_llama(const TinyLlamaSpec& s, const std::string& path
     } else {
       // The router in F32 (as llama.cpp's converters keep it) and scaled so routing is decisive.
       const std::vector<float> r = random(s.experts * s.dim, 4.0 / std::sqrt(double(s.dim)));
-      w.add_tensor(p + "ffn_gate_inp.weight", model::GgmlType::F32, {s.dim, s.experts}, r);
+      put(p + "ffn_gate_inp.weight", model::GgmlType::F32, {s.dim, s.experts}, r);
       L.router = {s.experts, s.dim, DVec(r.begin(), r.end())};
       L.gate = matrix(p + "ffn_gate_exps.weight", s.ffn, s.dim, s.experts);
       L.up = matrix(p + "ffn_up_exps.weight", s.ffn, s.dim, s.experts);
       L.down = matrix(p + "ffn_down_exps.weight", s.dim, s.ffn, s.experts);
+    }
+    if (shared) {  // the gate's logits around ±2: sigmoids well away from 0 and 1
+      L.sh_gate_inp = f32_vector(p + "ffn_gate_inp_shexp.weight", s.dim, 4.0 / std::sqrt(double(s.dim)));
+      L.sh_gate = matrix(p + "ffn_gate_shexp.weight", s.shared_ffn, s.dim)[0];
+      L.sh_up = matrix(p + "ffn_up_shexp.weight", s.shared_ffn, s.dim)[0];
+      L.sh_down = matrix(p + "ffn_down_shexp.weight", s.dim, s.shared_ffn)[0];
     }
     m.layers.push_back(std::move(L));
   }
