@@ -24,7 +24,8 @@ inline float round_even(float v) {
 
 // Same definition as ref::quantize_row_q8, written apart on purpose (a vectorisable
 // rounding, the Q4_0 lane offsets): the test holds it to the reference bit for bit.
-void quantize_row(const float* x, int64_t k, int8_t* q, float* d, int32_t* off, int32_t* sum) {
+void quantize_row(const float* x, int64_t k, int8_t* q, float* d, int32_t* off, int32_t* sum,
+                  bool fp4_order) {
   for (int64_t b = 0; b < k / kQBlock; ++b) {
     const float* xb = x + b * kQBlock;
     float amax = 0;
@@ -38,6 +39,11 @@ void quantize_row(const float* x, int64_t k, int8_t* q, float* d, int32_t* off, 
     const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
     int8_t* qb = q + b * kQBlock;
     for (int i = 0; i < kQBlock; ++i) qb[i] = int8_t(round_even(xb[i] * inv));
+    if (fp4_order) {  // [even columns | odd columns]: the FP4 codes' low and high nibbles
+      int8_t t[kQBlock];
+      for (int i = 0; i < kQBlock / 2; ++i) t[i] = qb[2 * i], t[kQBlock / 2 + i] = qb[2 * i + 1];
+      std::memcpy(qb, t, kQBlock);
+    }
     d[b] = f16_decode(f16_encode(scale));
     if (sum != nullptr) {
       int32_t t = 0;
@@ -93,11 +99,11 @@ const float* fp4_int8_scales() {
 }
 
 void quantize_rows_q8(const float* x, int64_t m, int64_t k, int64_t ldx, int8_t* q, float* d,
-                      int32_t* off, int32_t* sum) {
+                      int32_t* off, int32_t* sum, bool fp4_order) {
   const int64_t blocks = k / kQBlock;
   for (int64_t r = 0; r < m; ++r)
     quantize_row(x + r * ldx, k, q + r * k, d + r * blocks, off ? off + r * blocks * 8 : nullptr,
-                 sum ? sum + r * blocks : nullptr);
+                 sum ? sum + r * blocks : nullptr, fp4_order);
 }
 
 // One weight row at a time, every activation row against it while it is in L1.
@@ -195,7 +201,8 @@ void gemm_q8(const GemmParams& p, QGemmKernel kernel) {
   // Rows split between the pool's threads (each row's bytes are the same either way).
   parallel_for(sh.m, std::max<int64_t>(1, (int64_t{1} << 14) / sh.k), [&](int64_t r0, int64_t r1) {
     quantize_rows_q8(p.x + r0 * sh.ldx, r1 - r0, sh.k, sh.ldx, q + r0 * sh.k, d + r0 * blocks,
-                     off ? off + r0 * blocks * 8 : nullptr, sum ? sum + r0 * blocks : nullptr);
+                     off ? off + r0 * blocks * 8 : nullptr, sum ? sum + r0 * blocks : nullptr,
+                     fp4 && kernel != QGemmKernel::Portable);
   });
   a.format = p.w.format;
   a.w = static_cast<const uint8_t*>(p.w.data);

@@ -9,7 +9,8 @@
 //
 // FP4 blocks become int8 by a 16-entry table (2 · E2M1: 0, 1, 2, 3, 4, 6, 8, 12 and their
 // negatives; vpshufb in the SIMD kernels), their scale 2^(e - 128), and then run as
-// Q8_0 blocks do. With M >= kPackedMinRows (a prefill) the AVX-512 VNNI kernel is the packed one
+// Q8_0 blocks do; the SIMD kernels take the activations in fp4_order (below), so a
+// block's nibbles need no interleaving. With M >= kPackedMinRows (a prefill) the AVX-512 VNNI kernel is the packed one
 // (gemm_q8_packed_avx512.cpp): each thread repacks 32 weight rows at a time into a panel
 // of 16-column x 4-byte interleaved u8 chunks, and 6 x 32 register tiles run vpdpbusd
 // with the activation bytes broadcast; its f32 steps are the reference's (bit for bit).
@@ -43,9 +44,10 @@ struct QGemmArgs {
 
 // Quantizes x [m, k] (row stride ldx) to q [m, k], d [m, k / 32], when off is not null
 // off [m, k / 32, 8], and when sum is not null sum [m, k / 32] (kernels/ggml_blocks.h's
-// Q8Rows). On the calling thread.
+// Q8Rows). fp4_order: each block's q stored as [even columns | odd columns], the order
+// the SIMD kernels unpack FP4 codes in (low nibbles, then high). On the calling thread.
 void quantize_rows_q8(const float* x, int64_t m, int64_t k, int64_t ldx, int8_t* q, float* d,
-                      int32_t* off, int32_t* sum = nullptr);
+                      int32_t* off, int32_t* sum = nullptr, bool fp4_order = false);
 
 // 2 · E2M1(code) for the 16 FP4 codes (bit 3 the sign; code 8 is -0 -> 0), and
 // 2^(e - 127) / 2 for the 256 UE8M0 codes (e = 255: NaN), the factors of an FP4 block

@@ -26,15 +26,13 @@ inline float fp4_scale_at(const QGemmArgs& a, int64_t row, int64_t b) {
   return a.scale_value[a.scale[row * (a.x.k / 32) + b]];
 }
 
-// One FP4 block's 16 code bytes as 32 int8 weights in column order (even column in
-// the low nibble): [columns 0..15 | 16..31] in the two 128-bit halves.
+// One FP4 block's 16 code bytes as 32 int8 weights in fp4_order (kernels/cpu/gemm_q8.h):
+// [even columns (low nibbles) | odd columns (high nibbles)] in the two 128-bit halves.
 inline __m256i fp4_block_s8(const uint8_t* codes) {
-  const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kFp4Int8));
+  const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kFp4Int8)));
   const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes));
-  const __m128i low4 = _mm_set1_epi8(0x0F);
-  const __m128i even = _mm_shuffle_epi8(table, _mm_and_si128(c, low4));
-  const __m128i odd = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(c, 4), low4));
-  return _mm256_set_m128i(_mm_unpackhi_epi8(even, odd), _mm_unpacklo_epi8(even, odd));
+  const __m256i nibbles = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(c, 4), c), _mm256_set1_epi8(0x0F));
+  return _mm256_shuffle_epi8(table, nibbles);
 }
 
 // The 8 lanes summed in a fixed order.
