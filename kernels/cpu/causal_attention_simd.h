@@ -171,41 +171,65 @@ void store_chunk(float* x, int64_t c, int64_t hd, typename S::V v) {
   else S::store_part(x + d, v, hd - d);
 }
 
-// lg[h·kDecodeKeys + j] = scale · q_h · K_j for HB heads from h0, j < n.
+// lg[h·kDecodeKeys + j] = scale · q_h · K_j for HB heads from h0, j < n; two keys at a
+// time (2·HB independent FMA chains), the second of an odd tail repeating the first.
 template <class S, int HB>
 void decode_logits(const float* q, int64_t h0, int64_t hd, const float* const* krows,
                    int64_t off, int64_t n, float scale, float* lg) {
+  constexpr int KB = 2;
   const int64_t chunks = (hd + S::W - 1) / S::W;
-  for (int64_t j = 0; j < n; ++j) {
-    const float* k = krows[j] + off;
-    typename S::V acc[HB];
-    unroll<HB>([&](auto h) { acc[h] = S::zero(); });
+  for (int64_t j = 0; j < n; j += KB) {
+    const float* k[KB];
+    unroll<KB>([&](auto b) { k[b] = krows[std::min<int64_t>(j + b, n - 1)] + off; });
+    typename S::V acc[KB][HB];
+    unroll<KB>([&](auto b) { unroll<HB>([&](auto h) { acc[b][h] = S::zero(); }); });
     for (int64_t c = 0; c < chunks; ++c) {
-      const typename S::V kc = load_chunk<S>(k, c, hd);
-      unroll<HB>([&](auto h) { acc[h] = S::fma(load_chunk<S>(q + (h0 + h) * hd, c, hd), kc, acc[h]); });
+      typename S::V kc[KB];
+      unroll<KB>([&](auto b) { kc[b] = load_chunk<S>(k[b], c, hd); });
+      unroll<HB>([&](auto h) {
+        const typename S::V qc = load_chunk<S>(q + (h0 + h) * hd, c, hd);
+        unroll<KB>([&](auto b) { acc[b][h] = S::fma(qc, kc[b], acc[b][h]); });
+      });
     }
-    unroll<HB>([&](auto h) { lg[(h0 + h) * kDecodeKeys + j] = S::hsum(acc[h]) * scale; });
+    unroll<KB>([&](auto b) {
+      if (j + b < n)
+        unroll<HB>([&](auto h) { lg[(h0 + h) * kDecodeKeys + j + b] = S::hsum(acc[b][h]) * scale; });
+    });
   }
 }
 
-// o_h = o_h · c_h + Σ_{j<n} lg[h][j] · V_j for HB heads from h0.
+// o_h[CH chunks from ch] = o_h · c_h + Σ_{j<n} lg[h][j] · V_j for HB heads from h0:
+// HB·CH accumulators, each V chunk loaded once for all the heads.
+template <class S, int HB, int CH>
+void decode_accumulate_block(const float* lg, int64_t h0, int64_t hd, const float* const* vrows,
+                             int64_t off, int64_t n, int64_t ch, const float* c, float* o) {
+  typename S::V acc[HB][CH];
+  unroll<HB>([&](auto h) {
+    unroll<CH>([&](auto e) {
+      acc[h][e] = S::mul(load_chunk<S>(o + (h0 + h) * hd, ch + e, hd), S::set1(c[h0 + h]));
+    });
+  });
+  for (int64_t j = 0; j < n; ++j) {
+    typename S::V vc[CH];
+    unroll<CH>([&](auto e) { vc[e] = load_chunk<S>(vrows[j] + off, ch + e, hd); });
+    unroll<HB>([&](auto h) {
+      const typename S::V w = S::set1(lg[(h0 + h) * kDecodeKeys + j]);
+      unroll<CH>([&](auto e) { acc[h][e] = S::fma(w, vc[e], acc[h][e]); });
+    });
+  }
+  unroll<HB>([&](auto h) {
+    unroll<CH>([&](auto e) { store_chunk<S>(o + (h0 + h) * hd, ch + e, hd, acc[h][e]); });
+  });
+}
+
 template <class S, int HB>
 void decode_accumulate(const float* lg, int64_t h0, int64_t hd, const float* const* vrows,
                        int64_t off, int64_t n, const float* c, float* o) {
   const int64_t chunks = (hd + S::W - 1) / S::W;
-  for (int64_t ch = 0; ch < chunks; ++ch) {
-    typename S::V acc[HB];
-    unroll<HB>([&](auto h) {
-      acc[h] = S::mul(load_chunk<S>(o + (h0 + h) * hd, ch, hd), S::set1(c[h0 + h]));
-    });
-    for (int64_t j = 0; j < n; ++j) {
-      const typename S::V vc = load_chunk<S>(vrows[j] + off, ch, hd);
-      unroll<HB>([&](auto h) {
-        acc[h] = S::fma(S::set1(lg[(h0 + h) * kDecodeKeys + j]), vc, acc[h]);
-      });
-    }
-    unroll<HB>([&](auto h) { store_chunk<S>(o + (h0 + h) * hd, ch, hd, acc[h]); });
-  }
+  int64_t ch = 0;
+  for (; ch + 4 <= chunks; ch += 4)
+    decode_accumulate_block<S, HB, 4>(lg, h0, hd, vrows, off, n, ch, c, o);
+  for (; ch < chunks; ++ch) decode_accumulate_block<S, HB, 1>(lg, h0, hd, vrows, off, n, ch, c, o);
 }
 
 // Online-softmax step of one head over lg[0, n): the tail up to a whole vector is -inf
