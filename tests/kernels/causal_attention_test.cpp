@@ -157,9 +157,10 @@ TEST(CausalAttention, RejectsBadParams) {
 }
 
 // The softmax's e^x of each path over a dense sweep of [-110, 0] and a sparser one up
-// to 88, against std::exp in double. Measured on this machine (all three paths alike):
-// at most 2 ulp where the result is a normal f32, at most 1 unit of 2^-149 where it is
-// subnormal; -inf and anything below -104 give 0, NaN stays NaN.
+// to 88, against std::exp in double. Measured on this machine (AMD EPYC, 2026-12-05; the
+// three paths give the same values): at most 0.92 ulp where the result is a normal f32
+// (asserted: 1 ulp), at most 0.83·2^-149 where it is subnormal (asserted: 2^-149);
+// -inf and anything below -104 give 0, NaN stays NaN.
 class CausalAttentionExp : public testing::ImplTest {};
 
 const cpu::CausalAttentionKernels& kernels_of(CpuPath path) {
@@ -171,7 +172,7 @@ const cpu::CausalAttentionKernels& kernels_of(CpuPath path) {
   return cpu::portable_causal_attention_kernels();
 }
 
-TEST_P(CausalAttentionExp, WithinTwoUlpOfStdExp) {
+TEST_P(CausalAttentionExp, WithinOneUlpOfStdExp) {
   const auto& k = kernels_of(GetParam().path);
   std::vector<float> x;
   for (int64_t i = 0; i <= 4'000'000; ++i) x.push_back(-110.0f * float(i) / 4e6f);
@@ -186,7 +187,7 @@ TEST_P(CausalAttentionExp, WithinTwoUlpOfStdExp) {
     if (want >= std::numeric_limits<float>::min()) {
       const double ulp = std::ldexp(1.0, std::ilogb(float(want)) - 23);
       worst_ulp = std::max(worst_ulp, err / ulp);
-      ASSERT_LE(err / ulp, 2.0) << "x=" << x[i] << " got " << y[i] << " want " << want;
+      ASSERT_LE(err / ulp, 1.0) << "x=" << x[i] << " got " << y[i] << " want " << want;
     } else {
       worst_sub = std::max(worst_sub, err / std::ldexp(1.0, -149));
       ASSERT_LE(err, std::ldexp(1.0, -149)) << "x=" << x[i] << " got " << y[i] << " want " << want;
