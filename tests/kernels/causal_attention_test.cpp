@@ -37,7 +37,7 @@ SeqData make_seq(int64_t tokens, int64_t start, int64_t H, int64_t KV, int64_t h
   SeqData s{tokens, start, testing::random_normal(tokens * H * hd, seed), {}, {}, {}, {}};
   const int64_t keys = start + tokens, row = 2 * KV * hd;
   s.pool = testing::random_normal(keys * row, seed + 1);
-  std::vector<int64_t> slot(size_t(keys));
+  std::vector<int64_t> slot(static_cast<size_t>(keys));
   std::iota(slot.begin(), slot.end(), 0);
   std::shuffle(slot.begin(), slot.end(), std::mt19937(seed + 2));
   for (int64_t j = 0; j < keys; ++j) {
