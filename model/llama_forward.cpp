@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "kernels/causal_attention.h"
 #include "kernels/check.h"
 #include "kernels/moe.h"
 #include "kernels/parallel.h"
@@ -20,50 +21,6 @@ Vec normed(const Vec& x, int64_t rows, int64_t n, const Vec& weight, float eps) 
   Vec out = x;
   rms_norm_rows(out.data(), rows, n, weight, eps);
   return out;
-}
-
-// Eight partial sums in a fixed order: vectorisable without -ffast-math.
-float dot(const float* a, const float* b, int64_t n) {
-  float part[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) part[j] += a[i + j] * b[i + j];
-  for (int j = 0; i + j < n; ++j) part[j] += a[i + j] * b[i + j];
-  return ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7]));
-}
-
-// Causal GQA attention over the cache (the shared attention kernel, MODEL.md §5.3, has
-// K = V, so LLaMA's separate V goes through this loop until a GQA kernel exists),
-// threaded over (position, head). q [T, H, hd] for positions start..; krows[j] / vrows[j]
-// the [KV, hd] K / V of position j < start + T (contiguous or paged alike); out [T, H, hd].
-void causal_attention(const float* q, std::span<const float* const> krows,
-                      std::span<const float* const> vrows, int64_t start, int64_t T, int64_t H,
-                      int64_t KV, int64_t hd, float* out) {
-  std::fill_n(out, T * H * hd, 0.0f);
-  const int64_t group = H / KV;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  // (position, head) items per chunk: ~64K multiply-adds over the longest rows' keys.
-  const int64_t min_chunk = std::max<int64_t>(1, 65536 / ((start + T) * hd));
-  kernels::parallel_for(T * H, min_chunk, [&](int64_t i0, int64_t i1) {
-    Vec score(static_cast<size_t>(start + T));
-    for (int64_t i = i0; i < i1; ++i) {
-      const int64_t t = i / H, h = i % H, g = h / group, keys = start + t + 1;
-      const float* qh = q + i * hd;
-      float mx = -INFINITY;
-      for (int64_t j = 0; j < keys; ++j) {
-        score[j] = dot(qh, krows[j] + g * hd, hd) * scale;
-        mx = std::max(mx, score[j]);
-      }
-      float sum = 0;
-      for (int64_t j = 0; j < keys; ++j) sum += score[j] = std::exp(score[j] - mx);
-      float* oh = out + i * hd;
-      for (int64_t j = 0; j < keys; ++j) {
-        const float pj = score[j] / sum;
-        const float* vj = vrows[j] + g * hd;
-        for (int64_t d = 0; d < hd; ++d) oh[d] += pj * vj[d];
-      }
-    }
-  });
 }
 
 // rows[t, :] += bias for each of the rows (a no-op for an empty bias).
@@ -169,12 +126,17 @@ void LlamaForward::attention_block(const LlamaLayerWeights& lw, int64_t layer,
   rope_rows(q.data(), T * H, hd, hd, positions.data(), H, rope_freqs_, false, cfg_.rope_neox);
   rope_rows(k.data(), T * KV, hd, hd, positions.data(), KV, rope_freqs_, false, cfg_.rope_neox);
   Vec attn(static_cast<size_t>(T * H * hd));
-  std::vector<const float*> krows, vrows;
-  for (const Segment& sg : segs) {
-    store_kv(sg, layer, k.data() + sg.row * KV * hd, v.data() + sg.row * KV * hd, krows, vrows);
-    causal_attention(q.data() + sg.row * H * hd, krows, vrows, sg.start, sg.count, H, KV, hd,
-                     attn.data() + sg.row * H * hd);
+  // All segments in one call, so a decode step of many sequences fills every thread.
+  std::vector<std::vector<const float*>> krows(segs.size()), vrows(segs.size());
+  std::vector<kernels::CausalAttentionSeq> seqs;
+  for (size_t i = 0; i < segs.size(); ++i) {
+    const Segment& sg = segs[i];
+    store_kv(sg, layer, k.data() + sg.row * KV * hd, v.data() + sg.row * KV * hd, krows[i], vrows[i]);
+    seqs.push_back({q.data() + sg.row * H * hd, krows[i].data(), vrows[i].data(),
+                    attn.data() + sg.row * H * hd, sg.count, sg.start});
   }
+  kernels::causal_attention({seqs.data(), static_cast<int64_t>(seqs.size()), H, KV, hd,
+                             1.0f / std::sqrt(static_cast<float>(hd))});
   const auto attn_out = linear(attn.data(), T, lw.wo.view());
   for (size_t i = 0; i < x.size(); ++i) x[i] += attn_out[i];
 }

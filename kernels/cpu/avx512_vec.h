@@ -14,8 +14,8 @@
 #include <immintrin.h>
 
 #include <cstdint>
-#include <type_traits>
-#include <utility>
+
+#include "kernels/cpu/unroll.h"
 
 namespace troupe::kernels::cpu::avx512 {
 
@@ -24,17 +24,7 @@ inline __mmask16 first_lanes(int64_t n) {
   return static_cast<__mmask16>((1u << n) - 1u);
 }
 
-// Calls f(integral_constant<int, i>) for i = 0..N-1, unrolled at compile time.
-// Register-blocked kernels index their accumulator arrays through it: when such
-// a loop is left to the optimizer, GCC 12 keeps the array in memory and stores
-// every accumulator on each iteration, which halved the attention kernels' speed.
-template <int N, class F>
-inline void unroll(F&& f) {
-  [&]<int... I>(std::integer_sequence<int, I...>) {
-    (f(std::integral_constant<int, I>{}), ...);
-  }
-  (std::make_integer_sequence<int, N>{});
-}
+using cpu::unroll;
 
 // Horizontal sum / max by halving (a fixed tree order). Written out instead of
 // _mm512_reduce_*_ps, whose GCC 12 expansion trips -Wuninitialized.
