@@ -20,6 +20,7 @@
 #include "bench/kernels/bench.h"
 #include "kernels/dispatch.h"
 #include "kernels/gemm.h"
+#include "kernels/ggml_blocks.h"
 
 namespace troupe::bench {
 namespace {
@@ -41,7 +42,7 @@ uint64_t splitmix64(uint64_t& s) {
   return z ^ (z >> 31);
 }
 
-// Random codes for one stored matrix: values in [-1, 1) for F32/BF16, any non-NaN
+// Random codes for one stored matrix: values in [-1, 1) for F32/BF16/F16, any non-NaN
 // E4M3 byte, any FP4 nibble, scale codes 110..135.
 struct StoredWeight {
   std::vector<uint8_t> data, scale;
@@ -49,12 +50,15 @@ struct StoredWeight {
   StoredWeight(WeightFormat f, int64_t n, int64_t k) {
     uint64_t s = 42;
     auto unit = [&] { return static_cast<float>(splitmix64(s) >> 40) * 0x1p-23f - 1.0f; };
-    if (f == WeightFormat::F32 || f == WeightFormat::BF16) {
+    if (f == WeightFormat::F32 || f == WeightFormat::BF16 || f == WeightFormat::F16) {
       const int64_t width = f == WeightFormat::F32 ? 4 : 2;
       data.resize(n * k * width);
       for (int64_t i = 0; i < n * k; ++i) {
         const float v = unit();
-        std::memcpy(&data[i * width], reinterpret_cast<const char*>(&v) + 4 - width, width);
+        const uint16_t h = kernels::f16_encode(v);
+        const void* src = f == WeightFormat::F16 ? static_cast<const void*>(&h)
+                                                 : reinterpret_cast<const char*>(&v) + 4 - width;
+        std::memcpy(&data[i * width], src, width);
       }
       return;
     }
@@ -124,8 +128,8 @@ const bool registered = [] {
       {"wq_a",
        1280,
        5120,
-       {WeightFormat::F32, WeightFormat::BF16, WeightFormat::FP8, WeightFormat::FP4,
-        WeightFormat::ROWFP8}},
+       {WeightFormat::F32, WeightFormat::BF16, WeightFormat::F16, WeightFormat::FP8,
+        WeightFormat::FP4, WeightFormat::ROWFP8}},
       {"wo_b", 5120, 1024, {WeightFormat::FP8}},
       {"exp_w1", 2304, 5120, {WeightFormat::FP4}},
       {"exp_w2", 5120, 2304, {WeightFormat::FP4}},
