@@ -80,7 +80,7 @@ GEMM_INLINE Block32 load_block(const WeightSrc& s, int64_t r, int64_t kb, __mmas
         _mm512_maskz_loadu_epi16(valid, reinterpret_cast<const uint16_t*>(row) + kb));
   } else if constexpr (F == WeightFormat::F16) {
     // Two 16-half loads rather than one of 32 and an extract: no shuffle port.
-    // vcvtph2ps is exact, subnormal halves included (tested: GemmPath.F16DecodesEveryCode).
+    // vcvtph2ps is exact, subnormal halves included (GemmPath.F16DecodesEveryCodeExactly).
     const uint16_t* p = reinterpret_cast<const uint16_t*>(row) + kb;
     return {_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(static_cast<__mmask16>(valid), p)),
             _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(static_cast<__mmask16>(valid >> 16), p + 16))};
