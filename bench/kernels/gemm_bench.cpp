@@ -1,5 +1,5 @@
 // GEMM benchmarks on real V4.1-Flash shapes ([N out x K in], MODEL.md §2):
-//   wq_a   [1280 x 5120]  every weight format (FP8 in the checkpoint)
+//   wq_a   [1280 x 5120]  every weight format (FP8 in the checkpoint; F16 as GGUF f16 files)
 //   wo_b   [5120 x 1024]  FP8 (one o-group's slice of wo_b's input width)
 //   exp_w1 [2304 x 5120]  FP4 routed expert w1/w3
 //   exp_w2 [5120 x 2304]  FP4 routed expert w2
