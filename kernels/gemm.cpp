@@ -21,7 +21,7 @@ void validate(const GemmParams& p) {
   const bool scaled = w.format == WeightFormat::FP8 || w.format == WeightFormat::FP4 ||
                       w.format == WeightFormat::ROWFP8;
   TROUPE_CHECK(scaled || is_ggml_block(w.format) || w.format == WeightFormat::F32 ||
-                   w.format == WeightFormat::BF16,
+                   w.format == WeightFormat::BF16 || w.format == WeightFormat::F16,
                "gemm: unknown weight format ", static_cast<int>(w.format));
   if (w.format == WeightFormat::FP4 || w.format == WeightFormat::ROWFP8 || is_ggml_block(w.format))
     TROUPE_CHECK(w.cols % 32 == 0, "gemm: w.cols (", w.cols, ") must be a multiple of 32 for ",

@@ -9,14 +9,15 @@
 
 namespace troupe::kernels {
 
+// Bit moves, no library call: dequantize_rows decodes every F16 weight through here
+// (the portable GEMM path and the reference), so it must be cheap as well as exact.
 float f16_decode(uint16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000u) << 16;
-  const int exp = (h >> 10) & 0x1F;
-  const uint32_t mant = h & 0x3FFu;
-  if (exp == 0x1F) return std::bit_cast<float>(sign | 0x7F800000u | (mant << 13));
-  // Normal: (1024 + mant) · 2^(exp - 25); subnormal (exp 0): mant · 2^-24. Both exact.
-  const float mag = exp == 0 ? std::ldexp(float(mant), -24) : std::ldexp(float(1024 + mant), exp - 25);
-  return std::bit_cast<float>(sign | std::bit_cast<uint32_t>(mag));
+  const uint32_t exp = (h >> 10) & 0x1Fu, mant = h & 0x3FFu;
+  if (exp == 0x1F) return std::bit_cast<float>(sign | 0x7F800000u | (mant << 13));  // inf, NaN
+  // Subnormal (exp 0): mant · 2^-24, an exact product; +-0 keeps its sign.
+  if (exp == 0) return std::bit_cast<float>(sign | std::bit_cast<uint32_t>(float(mant) * 0x1p-24f));
+  return std::bit_cast<float>(sign | ((exp + (127 - 15)) << 23) | (mant << 13));  // rebias
 }
 
 uint16_t f16_encode(float x) {

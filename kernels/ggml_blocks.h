@@ -24,6 +24,7 @@ constexpr int64_t kQBlock = 32;        // values per block
 constexpr int64_t kQ8_0Bytes = 34;     // bytes per q8_0 block
 constexpr int64_t kQ4_0Bytes = 18;     // bytes per q4_0 block
 
+// IEEE half codecs: the blocks' scales, and WeightFormat::F16 weights (kernels/weights.h).
 float f16_decode(uint16_t h);   // exact
 uint16_t f16_encode(float x);   // RNE; overflow -> inf; NaN stays NaN
 

@@ -18,6 +18,8 @@ const char* to_string(WeightFormat f) {
       return "F32";
     case WeightFormat::BF16:
       return "BF16";
+    case WeightFormat::F16:
+      return "F16";
     case WeightFormat::FP8:
       return "FP8";
     case WeightFormat::FP4:
@@ -37,6 +39,7 @@ int64_t data_bytes(const WeightView& w) {
     case WeightFormat::F32:
       return w.rows * w.cols * 4;
     case WeightFormat::BF16:
+    case WeightFormat::F16:
       return w.rows * w.cols * 2;
     case WeightFormat::FP8:
     case WeightFormat::ROWFP8:
@@ -54,6 +57,7 @@ int64_t scale_bytes(const WeightView& w) {
   switch (w.format) {
     case WeightFormat::F32:
     case WeightFormat::BF16:
+    case WeightFormat::F16:
     case WeightFormat::Q8_0:
     case WeightFormat::Q4_0:
       return 0;
@@ -150,6 +154,11 @@ void dequant_bf16_row(const WeightView& w, int64_t r, float* out) {
   for (int64_t c = 0; c < w.cols; ++c) out[c] = bf16_decode(q[c]);
 }
 
+void dequant_f16_row(const WeightView& w, int64_t r, float* out) {
+  const uint16_t* q = static_cast<const uint16_t*>(w.data) + r * w.cols;
+  for (int64_t c = 0; c < w.cols; ++c) out[c] = f16_decode(q[c]);
+}
+
 void dequant_ggml_row(const WeightView& w, int64_t r, float* out) {
   const uint8_t* row = static_cast<const uint8_t*>(w.data) + r * ggml_row_bytes(w.format, w.cols);
   if (w.format == WeightFormat::Q8_0) dequant_q8_0_row(row, w.cols, out);
@@ -173,6 +182,9 @@ void dequantize_rows(const WeightView& w, int64_t r0, int64_t n, float* out) {
       break;
     case WeightFormat::BF16:
       row_fn = dequant_bf16_row;
+      break;
+    case WeightFormat::F16:
+      row_fn = dequant_f16_row;
       break;
     case WeightFormat::FP8:
       row_fn = dequant_fp8_row;

@@ -10,6 +10,7 @@ namespace troupe::kernels {
 enum class WeightFormat : uint8_t {
   F32,     // float [rows, cols]
   BF16,    // uint16 [rows, cols]
+  F16,     // IEEE half [rows, cols], no scale (GGUF f16 tensors, read in place)
   FP8,     // E4M3 [rows, cols] + UE8M0 scale [ceil(rows/32), ceil(cols/32)] (32x32 blocks)
   FP4,     // packed E2M1 [rows, cols/2] + UE8M0 scale [rows, cols/32]
   ROWFP8,  // E4M3 [rows, cols] + UE8M0 scale [rows, cols/32]
@@ -28,7 +29,7 @@ struct WeightView {
 };
 
 // Bytes of a view's codes and of its UE8M0 scales as stored (the layouts above; 0 scale
-// bytes for F32 and BF16), e.g. to copy a weight into memory of its own.
+// bytes for F32, BF16 and F16), e.g. to copy a weight into memory of its own.
 int64_t data_bytes(const WeightView& w);
 int64_t scale_bytes(const WeightView& w);
 // Bytes copy_weight uses: the codes, then the scales, each padded to 64 bytes (so copies

@@ -44,12 +44,16 @@ LlamaMatrix read_matrix(const GgufFile& f, const std::string& name, int64_t rows
   LlamaMatrix m;
   m.full.rows = rows * (planes > 0 ? planes : 1);
   m.full.cols = cols;
-  // F32 and BF16 in place: GGUF's alignment (>= 1, a power of two) may be below 4, so an
-  // F32 tensor is only read in place when its bytes are float-aligned.
-  const bool f32_in_place = t.type == GgmlType::F32 && reinterpret_cast<uintptr_t>(t.data) % 4 == 0;
-  const bool bf16_in_place = t.type == GgmlType::BF16 && reinterpret_cast<uintptr_t>(t.data) % 2 == 0;
-  if (f32_in_place || bf16_in_place) {
-    m.full.format = f32_in_place ? kernels::WeightFormat::F32 : kernels::WeightFormat::BF16;
+  // F32, BF16 and F16 in place: GGUF's alignment (>= 1, a power of two) may be below an
+  // element's size, so a tensor is only read in place when its bytes are element-aligned
+  // (else widened to an owned f32 copy below, exactly).
+  const auto aligned = [&](uintptr_t a) { return reinterpret_cast<uintptr_t>(t.data) % a == 0; };
+  const bool f32_in_place = t.type == GgmlType::F32 && aligned(4);
+  const bool half_in_place = (t.type == GgmlType::BF16 || t.type == GgmlType::F16) && aligned(2);
+  if (f32_in_place || half_in_place) {
+    m.full.format = f32_in_place                ? kernels::WeightFormat::F32
+                    : t.type == GgmlType::BF16 ? kernels::WeightFormat::BF16
+                                               : kernels::WeightFormat::F16;
     m.full.data = t.data;
     return m;
   }

@@ -1,8 +1,9 @@
 // A LLaMA-family model's weights from a GGUF file (tensor names are llama.cpp's), bound
-// for the kernels. F32, BF16, Q8_0 and Q4_0 matrices stay in the file's mapping (the GEMM
-// reads those formats; q8_0 / q4_0 on int8 dot products, kernels/ggml_blocks.h); F16 and
-// MXFP4 are dequantized once at load time to an owned f32 copy (exactly,
-// model/gguf_dequant.h), so they cost 4 bytes per parameter in memory.
+// for the kernels. F32, BF16, F16, Q8_0 and Q4_0 matrices stay in the file's mapping (the
+// GEMM reads those formats; q8_0 / q4_0 on int8 dot products, kernels/ggml_blocks.h);
+// MXFP4 (and an F32 / BF16 / F16 tensor the file placed off its element alignment) is
+// dequantized once at load time to an owned f32 copy (exactly, model/gguf_dequant.h), so
+// it costs 4 bytes per parameter in memory.
 #pragma once
 
 #include <cstdint>
@@ -17,11 +18,11 @@ namespace troupe::model {
 
 class GgufFile;
 
-// A row-major matrix [rows, cols] (GGUF ne = [cols, rows]): F32, BF16, Q8_0 or Q4_0 in the
-// mapping, or an owned f32 copy of an F16 or MXFP4 tensor.
+// A row-major matrix [rows, cols] (GGUF ne = [cols, rows]): F32, BF16, F16, Q8_0 or Q4_0
+// in the mapping, or an owned f32 copy of an MXFP4 (or misaligned) tensor.
 struct LlamaMatrix {
   std::vector<float> owned;  // empty when the view points into the mapping
-  kernels::WeightView full;  // F32, BF16, Q8_0 or Q4_0
+  kernels::WeightView full;  // F32, BF16, F16, Q8_0 or Q4_0
   int64_t rows() const { return full.rows; }
   bool empty() const { return full.data == nullptr; }
   kernels::WeightView view() const { return full; }

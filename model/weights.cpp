@@ -244,6 +244,7 @@ WeightView row_slice(const WeightView& w, int64_t r0, int64_t n) {
       s.data = static_cast<const float*>(w.data) + r0 * w.cols;
       break;
     case WeightFormat::BF16:
+    case WeightFormat::F16:
       s.data = static_cast<const uint16_t*>(w.data) + r0 * w.cols;
       break;
     case WeightFormat::FP8:

@@ -1,5 +1,5 @@
 // GEMM benchmarks on real V4.1-Flash shapes ([N out x K in], MODEL.md §2):
-//   wq_a   [1280 x 5120]  every weight format (FP8 in the checkpoint)
+//   wq_a   [1280 x 5120]  every weight format (FP8 in the checkpoint; F16 as GGUF f16 files)
 //   wo_b   [5120 x 1024]  FP8 (one o-group's slice of wo_b's input width)
 //   exp_w1 [2304 x 5120]  FP4 routed expert w1/w3
 //   exp_w2 [5120 x 2304]  FP4 routed expert w2
@@ -22,6 +22,7 @@
 #include "bench/kernels/bench.h"
 #include "kernels/dispatch.h"
 #include "kernels/gemm.h"
+#include "kernels/ggml_blocks.h"
 
 namespace troupe::bench {
 namespace {
@@ -43,7 +44,7 @@ uint64_t splitmix64(uint64_t& s) {
   return z ^ (z >> 31);
 }
 
-// Random codes for one stored matrix: values in [-1, 1) for F32/BF16, any non-NaN
+// Random codes for one stored matrix: values in [-1, 1) for F32/BF16/F16, any non-NaN
 // E4M3 byte, any FP4 nibble, scale codes 110..135.
 struct StoredWeight {
   std::vector<uint8_t> data, scale;
@@ -51,12 +52,15 @@ struct StoredWeight {
   StoredWeight(WeightFormat f, int64_t n, int64_t k) {
     uint64_t s = 42;
     auto unit = [&] { return static_cast<float>(splitmix64(s) >> 40) * 0x1p-23f - 1.0f; };
-    if (f == WeightFormat::F32 || f == WeightFormat::BF16) {
+    if (f == WeightFormat::F32 || f == WeightFormat::BF16 || f == WeightFormat::F16) {
       const int64_t width = f == WeightFormat::F32 ? 4 : 2;
       data.resize(n * k * width);
       for (int64_t i = 0; i < n * k; ++i) {
         const float v = unit();
-        std::memcpy(&data[i * width], reinterpret_cast<const char*>(&v) + 4 - width, width);
+        const uint16_t h = kernels::f16_encode(v);
+        const void* src = f == WeightFormat::F16 ? static_cast<const void*>(&h)
+                                                 : reinterpret_cast<const char*>(&v) + 4 - width;
+        std::memcpy(&data[i * width], src, width);
       }
       return;
     }
@@ -130,8 +134,8 @@ const bool registered = [] {
       {"wq_a",
        1280,
        5120,
-       {WeightFormat::F32, WeightFormat::BF16, WeightFormat::FP8, WeightFormat::FP4,
-        WeightFormat::ROWFP8}},
+       {WeightFormat::F32, WeightFormat::BF16, WeightFormat::F16, WeightFormat::FP8,
+        WeightFormat::FP4, WeightFormat::ROWFP8}},
       {"wo_b", 5120, 1024, {WeightFormat::FP8}},
       {"exp_w1", 2304, 5120, {WeightFormat::FP4}},
       {"exp_w2", 5120, 2304, {WeightFormat::FP4}},

@@ -1,7 +1,8 @@
 // cpu::gemm: the AVX-512 (kernels/cpu/gemm_avx512.cpp), AVX2+FMA (gemm_avx2.cpp) or
-// portable path (the blocked loops below), per active_cpu_path(); GGUF block weights
-// go to cpu::gemm_q8 (kernels/cpu/gemm_q8.h). All thread over output
-// columns, so every y element is computed by one thread in a fixed order.
+// portable path (the blocked loops below), per active_cpu_path(); F16 weights take the
+// AVX2 path only with F16C; GGUF block weights go to cpu::gemm_q8 (kernels/cpu/gemm_q8.h).
+// All thread over output columns, so every y element is computed by one thread in a
+// fixed order.
 #include <vector>
 
 #include "kernels/cpu/gemm_internal.h"
@@ -46,7 +47,7 @@ WeightSrc weight_src(const WeightView& w) {
   const int64_t k = w.cols;
   int64_t row_bytes = k, scale_ld = k / 32;
   if (w.format == WeightFormat::F32) row_bytes = 4 * k;
-  if (w.format == WeightFormat::BF16) row_bytes = 2 * k;
+  if (w.format == WeightFormat::BF16 || w.format == WeightFormat::F16) row_bytes = 2 * k;
   if (w.format == WeightFormat::FP4) row_bytes = k / 2;
   if (w.format == WeightFormat::FP8) scale_ld = (k + 31) / 32;
   return {static_cast<const uint8_t*>(w.data),
@@ -103,6 +104,9 @@ void gemm(const GemmParams& p) {
     case CpuPath::Avx512:
       return gemm_avx512(p, cpu_features().avx512bf16);
     case CpuPath::Avx2:
+      // F16 weights decode with F16C's vcvtph2ps, which every AVX2 CPU known has but
+      // AVX2 does not imply (nor does TROUPE_CPU=avx2 check it).
+      if (p.w.format == WeightFormat::F16 && !cpu_features().f16c) return gemm_portable(p);
       return gemm_avx2(p);
     case CpuPath::Portable:
       return gemm_portable(p);

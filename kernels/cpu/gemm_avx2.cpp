@@ -23,7 +23,8 @@
 // pattern times 2^120·scale (as gemm_blocks_avx512.h explains); BF16 by a shift. Two
 // 16-bit (or 4-bit) values share a 32-bit lane, so these formats yield even and odd
 // columns apart ("pairs" order below) and the activations are permuted to match; a dot
-// product does not care about the order of its terms.
+// product does not care about the order of its terms. F16 by F16C's vcvtph2ps (exact),
+// which widens 8 halves in order: F32's natural order, so F16 sums as F32 weights do.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -51,7 +52,7 @@ constexpr int64_t kChunkCols = 1024;     // columns of one buffered panel row (4
 constexpr int64_t kPrefetchBytes = 512;  // FP8 direct decode: how far ahead of the loads
 
 // 32 columns as four vectors, in the format's order:
-//   natural (F32): v[0] = columns 0..7, v[1] = 8..15, v[2] = 16..23, v[3] = 24..31
+//   natural (F32, F16): v[0] = columns 0..7, v[1] = 8..15, v[2] = 16..23, v[3] = 24..31
 //   pairs (BF16, FP8, ROWFP8, FP4): v[0] = even columns of 0..15, v[1] = odd columns of
 //           0..15, v[2] = even of 16..31, v[3] = odd of 16..31
 struct Vec32 {
@@ -59,7 +60,7 @@ struct Vec32 {
 };
 
 constexpr bool pairs_order(WeightFormat f) {
-  return f != WeightFormat::F32;
+  return f != WeightFormat::F32 && f != WeightFormat::F16;
 }
 
 // Stored bytes per 32 columns.
@@ -68,6 +69,7 @@ constexpr int64_t block_bytes(WeightFormat f) {
     case WeightFormat::F32:
       return 128;
     case WeightFormat::BF16:
+    case WeightFormat::F16:
       return 64;
     case WeightFormat::FP4:
       return 16;
@@ -131,6 +133,9 @@ AVX2_INLINE Vec32 load_block(const WeightSrc& s, int64_t r, int64_t kb, __m256i&
     const __m256i h0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     const __m256i h1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32));
     b = {{bf16_even(h0), bf16_odd(h0), bf16_even(h1), bf16_odd(h1)}};
+  } else if constexpr (F == WeightFormat::F16) {
+    for (int i = 0; i < 4; ++i)
+      b.v[i] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * i)));
   } else if constexpr (F == WeightFormat::FP4) {
     const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     const __m128i low4 = _mm_set1_epi8(0x0F);
@@ -408,6 +413,8 @@ void run_format(const Plan& pl, WeightFormat f, int64_t nb, int64_t ne) {
       return run_range<WeightFormat::F32>(pl, nb, ne);
     case WeightFormat::BF16:
       return run_range<WeightFormat::BF16>(pl, nb, ne);
+    case WeightFormat::F16:
+      return run_range<WeightFormat::F16>(pl, nb, ne);
     case WeightFormat::FP8:
       return run_range<WeightFormat::FP8>(pl, nb, ne);
     case WeightFormat::FP4:

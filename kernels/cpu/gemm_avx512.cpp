@@ -354,6 +354,8 @@ void with_format(WeightFormat f, Fn&& fn) {
       return fn(std::integral_constant<WF, WF::F32>{});
     case WF::BF16:
       return fn(std::integral_constant<WF, WF::BF16>{});
+    case WF::F16:
+      return fn(std::integral_constant<WF, WF::F16>{});
     case WF::FP8:
       return fn(std::integral_constant<WF, WF::FP8>{});
     case WF::FP4:
@@ -387,11 +389,13 @@ void gemm_avx512(const GemmParams& p, bool use_bf16_dot) {
   if (gemm_trivial(p, sh)) return;
   const bool bf16 = p.precision == GemmPrecision::Bf16;
   // Memory-bound decode gains nothing from bf16 dots: f32 FMAs on the rounded x are the
-  // same Bf16 definition. F32-format weights are not bf16 values and Bf16 rounds only
-  // activations, so they also take f32 FMAs, as does a CPU without AVX512_BF16.
+  // same Bf16 definition. F32- and F16-format weights are not bf16 values and Bf16
+  // rounds only activations, so they also take f32 FMAs, as does a CPU without
+  // AVX512_BF16.
+  const bool bf16_weights = p.w.format != WeightFormat::F32 && p.w.format != WeightFormat::F16;
   if (sh.m <= kDirectMaxM) {
     run<F32Dot>(p, sh, bf16, true);
-  } else if (bf16 && use_bf16_dot && p.w.format != WeightFormat::F32) {
+  } else if (bf16 && use_bf16_dot && bf16_weights) {
     run<Bf16Dot>(p, sh, true, false);
   } else {
     run<F32Dot>(p, sh, bf16, false);

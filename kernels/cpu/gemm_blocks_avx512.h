@@ -5,7 +5,8 @@
 // Each format yields its 32 columns in the order that is cheapest to decode, and the
 // activations are permuted the same way (ColOrder, used by prepare_x), so every dot
 // product is unchanged - it does not care about the order of its terms:
-//   Natural (F32)  lo = columns 0..15, hi = 16..31
+//   Natural (F32, F16)  lo = columns 0..15, hi = 16..31 (vcvtph2ps widens 16 halves in
+//           order, so F16 decodes into F32's order and sums as F32 weights do)
 //   EvenOdd (BF16, FP8, ROWFP8, FP4)  lo = even columns 0, 2, .., 30; hi = odd columns.
 //           Two 16-bit (or 4-bit) values share each 32-bit lane, so a shift or a mask
 //           splits them without a shuffle (shuffles are the scarce ports on Zen 4).
@@ -28,7 +29,7 @@ namespace troupe::kernels::cpu::gemm_blocks {
 enum class ColOrder : uint8_t { Natural, EvenOdd };
 
 constexpr ColOrder col_order(WeightFormat f) {
-  return f == WeightFormat::F32 ? ColOrder::Natural : ColOrder::EvenOdd;
+  return f == WeightFormat::F32 || f == WeightFormat::F16 ? ColOrder::Natural : ColOrder::EvenOdd;
 }
 
 struct Block32 {
@@ -77,6 +78,12 @@ GEMM_INLINE Block32 load_block(const WeightSrc& s, int64_t r, int64_t kb, __mmas
   } else if constexpr (F == WeightFormat::BF16) {
     return bf16x32_to_f32(
         _mm512_maskz_loadu_epi16(valid, reinterpret_cast<const uint16_t*>(row) + kb));
+  } else if constexpr (F == WeightFormat::F16) {
+    // Two 16-half loads rather than one of 32 and an extract: no shuffle port.
+    // vcvtph2ps is exact, subnormal halves included (GemmPath.F16DecodesEveryCodeExactly).
+    const uint16_t* p = reinterpret_cast<const uint16_t*>(row) + kb;
+    return {_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(static_cast<__mmask16>(valid), p)),
+            _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(static_cast<__mmask16>(valid >> 16), p + 16))};
   } else if constexpr (F == WeightFormat::FP4) {
     const float sc = s.ue8m0[s.scale[r * s.scale_ld + kb / 32]];
     const __m512 table = _mm512_mul_ps(_mm512_loadu_ps(s.e2m1), _mm512_set1_ps(sc));
@@ -117,7 +124,7 @@ GEMM_INLINE void store_block(float* o, Block32 b) {
 }
 
 // bf16 copy of a block whose values are already bf16 values (weights of every format
-// but F32; activations after round_to_bf16), so the conversion is exact.
+// but F32 and F16; activations after round_to_bf16), so the conversion is exact.
 GEMM_INLINE void store_block(uint16_t* o, Block32 b) {
   _mm512_store_si512(o, (__m512i)_mm512_cvtne2ps_pbh(b.hi, b.lo));
 }

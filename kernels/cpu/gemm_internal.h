@@ -34,12 +34,13 @@ void gemm_portable(const GemmParams& p);
 
 // AVX-512 (F/BW/VL/DQ) path. use_bf16_dot: run GemmPrecision::Bf16 with vdpbf16ps
 // (needs AVX512_BF16); when false, Bf16 runs f32 FMAs on bf16-rounded activations,
-// which is the same definition (weights are exact in bf16 except F32-format weights,
-// which Bf16 never rounds; see gemm_avx512.cpp).
+// which is the same definition (weights are exact in bf16 except F32- and F16-format
+// weights, which Bf16 never rounds; see gemm_avx512.cpp).
 void gemm_avx512(const GemmParams& p, bool use_bf16_dot);
 
-// AVX2+FMA path (call only when cpu_features().has_avx2()): f32 FMAs for both
-// precisions (Bf16 rounds x to bf16 first, the same definition).
+// AVX2+FMA path (call only when cpu_features().has_avx2(), and for F16 weights only
+// when cpu_features().f16c too): f32 FMAs for both precisions (Bf16 rounds x to bf16
+// first, the same definition).
 void gemm_avx2(const GemmParams& p);
 
 }  // namespace troupe::kernels::cpu

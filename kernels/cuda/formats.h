@@ -1,7 +1,8 @@
 // MODEL.md §3 decoders as host/device functions built from bits, for the CUDA kernels:
 // no lookup table in device memory, no branch on the code except NaN and subnormals.
-// kernels/quant.h holds the definitions; tests/kernels/cuda_host_test.cpp checks these
-// against them for every code on the CPU, so the device runs the same values.
+// kernels/quant.h (kernels/ggml_blocks.h for halves) holds the definitions;
+// tests/kernels/cuda_host_test.cpp checks these against them for every code on the CPU,
+// so the device runs the same values.
 #pragma once
 
 #include <cstdint>
@@ -51,6 +52,15 @@ TROUPE_HD inline float bf16_value(uint16_t bits) {
   return float_from_bits(static_cast<uint32_t>(bits) << 16);
 }
 
+// IEEE half: s eeeee mmmmmmmmmm, bias 15; e = 0 is subnormal (m · 2^-24); e = 31 inf/NaN.
+TROUPE_HD inline float f16_value(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
+  if (e == 0x1F) return float_from_bits(sign | 0x7F800000u | (m << 13));
+  if (e == 0) return float_from_bits(sign | bits_from_float(static_cast<float>(m) * 0x1p-24f));
+  return float_from_bits(sign | ((e + 112u) << 23) | (m << 13));  // 2^(e-15) · 1.m
+}
+
 // bf16 round-to-nearest-even of x back in f32 (GemmPrecision::Bf16 activations); NaN
 // stays a quiet NaN, as kernels/quant.cpp's bf16_encode.
 TROUPE_HD inline float round_to_bf16(float x) {
@@ -67,6 +77,8 @@ TROUPE_HD inline float weight_at(const WeightView& w, int64_t r, int64_t c) {
       return static_cast<const float*>(w.data)[r * w.cols + c];
     case WeightFormat::BF16:
       return bf16_value(static_cast<const uint16_t*>(w.data)[r * w.cols + c]);
+    case WeightFormat::F16:
+      return f16_value(static_cast<const uint16_t*>(w.data)[r * w.cols + c]);
     case WeightFormat::FP8: {
       const uint8_t q = static_cast<const uint8_t*>(w.data)[r * w.cols + c];
       return e4m3_value(q) * ue8m0_value(w.scale[(r / 32) * ((w.cols + 31) / 32) + c / 32]);

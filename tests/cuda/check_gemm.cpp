@@ -88,8 +88,8 @@ void run_case(DeviceContext& dev, Report& rep, const Case& c, uint32_t seed) {
 }  // namespace
 
 void check_gemm(DeviceContext& dev, Report& rep) {
-  const WeightFormat all[] = {WeightFormat::F32, WeightFormat::BF16, WeightFormat::FP8,
-                              WeightFormat::FP4, WeightFormat::ROWFP8};
+  const WeightFormat all[] = {WeightFormat::F32, WeightFormat::BF16, WeightFormat::F16,
+                              WeightFormat::FP8, WeightFormat::FP4, WeightFormat::ROWFP8};
   uint32_t seed = 100;
   // Decode (m <= 8) and tiled (m > 8) shapes; n not a multiple of 8 or 64; k one block,
   // many blocks, and more blocks than a warp has lanes.

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "kernels/check.h"
+#include "kernels/ggml_blocks.h"
 #include "kernels/quant.h"
 #include "kernels/weights.h"
 
@@ -19,9 +20,10 @@ HostWeight make_weight(WeightFormat f, int64_t rows, int64_t cols, uint32_t seed
       std::memcpy(h.data.data(), w.data(), h.data.size());
       break;
     case WeightFormat::BF16:
+    case WeightFormat::F16:
       h.data.resize(w.size() * 2);
       for (size_t i = 0; i < w.size(); ++i) {
-        const uint16_t b = kernels::bf16_encode(w[i]);
+        const uint16_t b = f == WeightFormat::BF16 ? kernels::bf16_encode(w[i]) : kernels::f16_encode(w[i]);
         std::memcpy(&h.data[i * 2], &b, 2);
       }
       break;

@@ -19,6 +19,7 @@
 #include "kernels/cuda/moe_plan.h"
 #include "kernels/exec_context.h"
 #include "kernels/gemm.h"
+#include "kernels/ggml_blocks.h"
 #include "kernels/quant.h"
 
 namespace troupe::kernels {
@@ -37,6 +38,8 @@ TEST(CudaFormats, EveryCodeDecodesAsTheReference) {
     EXPECT_TRUE(same(cuda::e2m1_value(uint8_t(c)), e2m1_decode(uint8_t(c)))) << "e2m1 " << c;
   for (uint32_t b = 0; b < 65536; b += 7)
     EXPECT_TRUE(same(cuda::bf16_value(uint16_t(b)), bf16_decode(uint16_t(b)))) << "bf16 " << b;
+  for (uint32_t h = 0; h < 65536; ++h)
+    ASSERT_TRUE(same(cuda::f16_value(uint16_t(h)), f16_decode(uint16_t(h)))) << "f16 " << h;
 }
 
 TEST(CudaFormats, Bf16RoundingMatchesTheEncoder) {
@@ -56,8 +59,9 @@ TEST(CudaFormats, WeightAtMatchesDequantizeRows) {
   std::vector<float> w(rows * cols);
   for (float& v : w) v = d(rng);
   std::vector<uint8_t> q(rows * cols), s(rows * cols);
-  std::vector<uint16_t> b(rows * cols);
+  std::vector<uint16_t> b(rows * cols), h(rows * cols);
   for (size_t i = 0; i < w.size(); ++i) b[i] = bf16_encode(w[i]);
+  for (size_t i = 0; i < w.size(); ++i) h[i] = f16_encode(w[i]);
   const auto check = [&](WeightView v) {
     std::vector<float> want(rows * cols);
     dequantize_rows(v, 0, rows, want.data());
@@ -68,6 +72,7 @@ TEST(CudaFormats, WeightAtMatchesDequantizeRows) {
   };
   check({WeightFormat::F32, rows, cols, w.data(), nullptr});
   check({WeightFormat::BF16, rows, cols, b.data(), nullptr});
+  check({WeightFormat::F16, rows, cols, h.data(), nullptr});
   quantize_weight_fp8(w.data(), rows, cols, q.data(), s.data());
   check({WeightFormat::FP8, rows, cols, q.data(), s.data()});
   quantize_weight_rowfp8(w.data(), rows, cols, q.data(), s.data());

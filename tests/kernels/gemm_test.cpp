@@ -19,8 +19,10 @@
 #include "kernels/check.h"
 #include "kernels/cpu/gemm_internal.h"
 #include "kernels/dispatch.h"
+#include "kernels/ggml_blocks.h"
 #include "kernels/parallel.h"
 #include "kernels/quant.h"
+#include "model/gguf_dequant.h"
 
 namespace troupe::kernels {
 namespace {
@@ -29,6 +31,8 @@ constexpr float kSentinel = -12345.5f;
 
 // A stored weight with random codes (MODEL.md §2 layouts). Scale codes 110..135 keep
 // values within f32 normals; E4M3 NaN codes are avoided except where a test wants them.
+// F16 mixes in the awkward halves (signed zeros, subnormals, the smallest normal, and
+// rarely ±65504, whose size would otherwise dominate every tolerance).
 struct TestWeight {
   WeightFormat format;
   int64_t rows, cols;
@@ -77,6 +81,18 @@ TestWeight random_weight(WeightFormat f, int64_t rows, int64_t cols, std::mt1993
         std::memcpy(&w.data[i * 2], &v, 2);
       }
       break;
+    case WeightFormat::F16: {
+      constexpr uint16_t kSmall[] = {0x0000, 0x8000, 0x0001, 0x8001, 0x03FF, 0x83FF, 0x0400, 0x8200};
+      w.data.resize(n * 2);
+      for (int64_t i = 0; i < n; ++i) {
+        const int pick = byte(rng);
+        uint16_t v = f16_encode(uni(rng));
+        if (pick < 16) v = kSmall[pick % 8];
+        if (pick == 255) v = byte(rng) % 2 ? 0x7BFF : 0xFBFF;
+        std::memcpy(&w.data[i * 2], &v, 2);
+      }
+      break;
+    }
     case WeightFormat::FP4:
       w.data.resize(n / 2);
       for (auto& b : w.data) b = static_cast<uint8_t>(byte(rng));
@@ -126,6 +142,21 @@ class GemmPath : public ::testing::TestWithParam<int> {
 
 std::string path_name(const ::testing::TestParamInfo<int>& info) {
   return kPaths[info.param].name;
+}
+
+// The AVX2 kernels decode F16 with F16C, which AVX2+FMA does not imply (cpu::gemm sends
+// F16 to the portable path on such a CPU).
+bool runs_f16(const Path& p) {
+  return p.isa != CpuPath::Avx2 || cpu_features().f16c;
+}
+constexpr const char* kNoF16c = "this CPU lacks F16C (F16 weights run on the portable path)";
+
+// The formats whose weights are f32 values the paths multiply in f32.
+std::vector<WeightFormat> formats_for(const Path& p) {
+  std::vector<WeightFormat> f{WeightFormat::F32, WeightFormat::BF16, WeightFormat::FP8,
+                              WeightFormat::FP4, WeightFormat::ROWFP8};
+  if (runs_f16(p)) f.insert(f.begin() + 2, WeightFormat::F16);
+  return f;
 }
 
 struct Case {
@@ -241,10 +272,13 @@ TEST_P(GemmPath, HandWorkedSmall) {
   // y = x·Wᵀ with x = [[1, 2], [3, 4]] and W = [[1, 0], [0, 1], [1, 1]] (3 outputs).
   const std::vector<float> x{1, 2, 3, 4};
   const std::vector<float> wf{1, 0, 0, 1, 1, 1};
-  std::vector<uint16_t> wb;
+  std::vector<uint16_t> wb, wh;
   for (float v : wf) wb.push_back(bf16_encode(v));
-  for (const WeightView& w : {WeightView{WeightFormat::F32, 3, 2, wf.data(), nullptr},
-                              WeightView{WeightFormat::BF16, 3, 2, wb.data(), nullptr}}) {
+  for (float v : wf) wh.push_back(v == 1 ? 0x3C00 : 0x0000);  // IEEE half 1.0 and 0.0
+  std::vector<WeightView> views{WeightView{WeightFormat::F32, 3, 2, wf.data(), nullptr},
+                                WeightView{WeightFormat::BF16, 3, 2, wb.data(), nullptr}};
+  if (runs_f16(path)) views.push_back(WeightView{WeightFormat::F16, 3, 2, wh.data(), nullptr});
+  for (const WeightView& w : views) {
     {
       std::vector<float> y(6, NAN);
       GemmParams p;
@@ -253,7 +287,7 @@ TEST_P(GemmPath, HandWorkedSmall) {
       p.y = y.data();
       p.m = 2;
       path.run(p);
-      EXPECT_EQ(y, (std::vector<float>{1, 2, 3, 3, 4, 7})) << path.name;
+      EXPECT_EQ(y, (std::vector<float>{1, 2, 3, 3, 4, 7})) << path.name << " " << to_string(w.format);
       p.accumulate = true;
       path.run(p);
       EXPECT_EQ(y, (std::vector<float>{2, 4, 6, 6, 8, 14})) << path.name << " accumulate";
@@ -333,6 +367,73 @@ TEST_P(GemmPath, Fp4DecodesEveryCodeExactly) {
   }
 }
 
+// Every IEEE half code, one per weight row, in column r % 48 (so every lane of a block
+// and the ragged tail of K = 48 decode it); x rows are all ones and every other weight
+// is +0, so y[.][r] is exactly the code's value: subnormals, ±65504, ±inf (NaN codes
+// give NaN), against model/gguf_dequant's independent decoder, through the direct
+// (M = 1, 3), blocked decode (M = 5) and prefill (M = 20) loops, in both precisions
+// (x = 1 is a bf16 value). (A sum starting from +0 turns -0 into +0, as ref does; the
+// sign of zero is checked on dequantize_rows in weight_format_test.cpp.)
+TEST_P(GemmPath, F16DecodesEveryCodeExactly) {
+  const Path& path = this->path();
+  if (!runs_f16(path)) GTEST_SKIP() << path.name << ": " << kNoF16c;
+  constexpr int64_t kRows = 65536, kCols = 48;
+  std::vector<uint16_t> w(kRows * kCols, 0);
+  for (int64_t r = 0; r < kRows; ++r) w[r * kCols + r % kCols] = static_cast<uint16_t>(r);
+  for (int64_t m : {1, 3, 5, 20})
+    for (GemmPrecision prec : {GemmPrecision::F32, GemmPrecision::Bf16}) {
+      const std::vector<float> x(kCols * m, 1.0f);
+      std::vector<float> y(kRows * m, kSentinel);
+      GemmParams p;
+      p.x = x.data();
+      p.w = {WeightFormat::F16, kRows, kCols, w.data(), nullptr};
+      p.y = y.data();
+      p.m = m;
+      p.precision = prec;
+      path.run(p);
+      int failures = 0;
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t r = 0; r < kRows; ++r) {
+          const float want = model::f16_to_f32(static_cast<uint16_t>(r)), got = y[i * kRows + r];
+          const bool ok = std::isnan(want) ? std::isnan(got) : got == want;
+          if (!ok && failures++ < 5)
+            ADD_FAILURE() << path.name << " m=" << m << " code 0x" << std::hex << r << std::dec
+                          << ": " << got << ", want " << want;
+        }
+    }
+}
+
+// F16 -> f32 is exact and every path decodes F16 into F32's column order, so an F16
+// weight gives, bit for bit, what the same path gives for its widened f32 copy: the
+// direct, blocked decode and prefill loops (M = 1, 3, 16, 64, 512), K and N off the
+// tile sizes (and K across several buffered blocks), both precisions, accumulating or
+// not. (On AVX-512 Bf16 keeps F16 weights, like F32 ones, off vdpbf16ps: they are not
+// bf16 values.) ref::gemm sums in another order (k ascending, one accumulator), so
+// against it the result is within kF32Tol, as for every format.
+TEST_P(GemmPath, F16EqualsItsWidenedF32BitForBit) {
+  if (!runs_f16(path())) GTEST_SKIP() << path().name << ": " << kNoF16c;
+  uint32_t seed = 3000;
+  for (int64_t m : {1, 3, 16, 64, 512})
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{37, 100}, {70, 2080}, {5, 17}}) {
+      if (m == 512 && k > 1000) continue;  // the prefill loop is covered by k = 100, 17
+      Case c{WeightFormat::F16, m, n, k, seed % 3 == 0 ? 5 : 0, seed % 2 ? 3 : 0, seed % 4 == 1,
+             seed % 5 >= 3 ? GemmPrecision::Bf16 : GemmPrecision::F32};
+      SCOPED_TRACE(c.str());
+      const Problem half = make_problem(c, seed++);
+      Problem widened = half;
+      widened.c.format = widened.w.format = WeightFormat::F32;
+      const std::vector<float> values = half.w.dequantized();
+      widened.w.data.resize(values.size() * 4);
+      std::memcpy(widened.w.data.data(), values.data(), widened.w.data.size());
+      std::vector<float> y_half = half.y0, y_f32 = widened.y0;
+      path().run(half.params(y_half.data()));
+      path().run(widened.params(y_f32.data()));
+      ASSERT_EQ(std::memcmp(y_half.data(), y_f32.data(), y_half.size() * 4), 0);
+      // ... and so within the F32 paths' reordering tolerance of ref::gemm.
+      expect_close(half, magnitudes(half), y_half, run_ref(half), kF32Tol, path().name);
+    }
+}
+
 // --- the grid ---------------------------------------------------------------------------
 
 class GemmGrid : public GemmPath {};
@@ -365,6 +466,10 @@ TEST_P(GemmGrid, F32MatchesRef) {
 TEST_P(GemmGrid, BF16MatchesRef) {
   check_grid(path(), WeightFormat::BF16);
 }
+TEST_P(GemmGrid, F16MatchesRef) {
+  if (!runs_f16(path())) GTEST_SKIP() << path().name << ": " << kNoF16c;
+  check_grid(path(), WeightFormat::F16);
+}
 TEST_P(GemmGrid, FP8MatchesRef) {
   check_grid(path(), WeightFormat::FP8);
 }
@@ -379,8 +484,7 @@ TEST_P(GemmGrid, ROWFP8MatchesRef) {
 // several k blocks must add up, in decode (M <= 16) and prefill order.
 TEST_P(GemmPath, LongKSpansSeveralBlocks) {
   uint32_t seed = 500;
-  for (WeightFormat f : {WeightFormat::F32, WeightFormat::BF16, WeightFormat::FP8,
-                         WeightFormat::FP4, WeightFormat::ROWFP8})
+  for (WeightFormat f : formats_for(path()))
     for (int64_t m : {1, 17})
       for (int64_t k : {1056, 4160}) {
         Case c{f, m, 9, k};
@@ -425,8 +529,7 @@ TEST_P(GemmPath, EmptyK) {
 TEST_P(GemmPath, Bf16PrecisionWithinStatedBoundOfF32) {
   const Path& path = this->path();
   uint32_t seed = 77;
-  for (WeightFormat f : {WeightFormat::F32, WeightFormat::BF16, WeightFormat::FP8,
-                         WeightFormat::FP4, WeightFormat::ROWFP8})
+  for (WeightFormat f : formats_for(path))
     for (int64_t m : {1, 5, 40}) {
       Case c{f, m, 70, 320};
       SCOPED_TRACE(c.str());
@@ -472,8 +575,7 @@ TEST_P(GemmPath, ResultsDoNotDependOnThreadCount) {
 // sum is a serving bug: a request's logits would change with the requests beside it,
 // and sampled tokens with them.)
 TEST_P(GemmPath, RowsDoNotDependOnTheBatch) {
-  for (WeightFormat f : {WeightFormat::F32, WeightFormat::BF16, WeightFormat::FP8,
-                         WeightFormat::FP4, WeightFormat::ROWFP8})
+  for (WeightFormat f : formats_for(path()))
     for (bool acc : {false, true}) {
       Case c{f, 40, 37, 2080};
       c.accumulate = acc;

@@ -1,5 +1,6 @@
-// Stored weight formats of MODEL.md §2: dequantize_rows for all five formats and
-// the checkpoint-writer quantizers, against the §3 definitions in quant_ref.h.
+// Stored weight formats of MODEL.md §2 (and GGUF's IEEE half): dequantize_rows for the
+// unquantized-or-scaled formats and the checkpoint-writer quantizers, against the §3
+// definitions in quant_ref.h (IEEE half: its definition written out below).
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -42,6 +43,12 @@ struct StoredWeight {
       case WeightFormat::BF16:
         return std::bit_cast<float>(static_cast<uint32_t>(data[2 * k] | data[2 * k + 1] << 8)
                                     << 16);
+      case WeightFormat::F16: {  // IEEE 754 binary16: bias 15, 10 fraction bits
+        const int h = data[2 * k] | data[2 * k + 1] << 8, e = (h >> 10) & 31, f = h & 1023;
+        const double sign = (h & 0x8000) ? -1 : 1;
+        if (e == 31) return f ? std::nan("") : sign * INFINITY;
+        return sign * (e == 0 ? std::ldexp(f, -24) : std::ldexp(1024 + f, e - 25));
+      }
       case WeightFormat::FP8:
       case WeightFormat::ROWFP8: {
         const int code = data[k];
@@ -64,6 +71,7 @@ int64_t data_bytes(WeightFormat f, int64_t rows, int64_t cols) {
     case WeightFormat::F32:
       return rows * cols * 4;
     case WeightFormat::BF16:
+    case WeightFormat::F16:
       return rows * cols * 2;
     case WeightFormat::FP4:
       return rows * cols / 2;
@@ -118,7 +126,8 @@ TEST(WeightDequant, AllFormatsAndRowRanges) {
     int64_t rows, cols;
   };
   const Case cases[] = {
-      {WeightFormat::F32, 3, 17},  {WeightFormat::BF16, 5, 33},   {WeightFormat::FP8, 1, 1},
+      {WeightFormat::F32, 3, 17},  {WeightFormat::BF16, 5, 33},   {WeightFormat::F16, 4, 1000},
+      {WeightFormat::F16, 1, 1},   {WeightFormat::F16, 7, 45},    {WeightFormat::FP8, 1, 1},
       {WeightFormat::FP8, 33, 47}, {WeightFormat::FP8, 70, 96},   {WeightFormat::FP4, 3, 32},
       {WeightFormat::FP4, 17, 96}, {WeightFormat::ROWFP8, 1, 32}, {WeightFormat::ROWFP8, 33, 64},
   };
@@ -149,6 +158,17 @@ TEST(WeightDequant, HandWorkedValues) {
   dequantize_rows(bf.view(), 0, 1, out.data());
   EXPECT_EQ(out[0], 1.0f);
   EXPECT_EQ(out[1], -2.0f);
+  // F16 [1, 6]: 1, -2, 65504 (max finite), 2^-24 (smallest subnormal), -0, -inf.
+  StoredWeight half{WeightFormat::F16, 1, 6, {0x00, 0x3C, 0x00, 0xC0, 0xFF, 0x7B, 0x01, 0x00,
+                                              0x00, 0x80, 0x00, 0xFC}, {}};
+  dequantize_rows(half.view(), 0, 1, out.data());
+  EXPECT_EQ(out[0], 1.0f);
+  EXPECT_EQ(out[1], -2.0f);
+  EXPECT_EQ(out[2], 65504.0f);
+  EXPECT_EQ(out[3], 0x1p-24f);
+  EXPECT_TRUE(same_bits(out[4], -0.0f));
+  EXPECT_EQ(out[5], -INFINITY);
+  EXPECT_STREQ(to_string(WeightFormat::F16), "F16");
 }
 
 TEST(WeightDequant, RejectsBadArguments) {

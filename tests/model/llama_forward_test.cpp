@@ -12,6 +12,7 @@
 
 #include "kernels/check.h"
 #include "kernels/sampling.h"
+#include "kernels/weights.h"
 #include "model/llama_model.h"
 #include "model/temp_dir.h"
 #include "support/llama_ref.h"
@@ -172,8 +173,56 @@ TEST_P(LlamaForwardTest, BatchedDecodeEqualsOneSequenceAtATime) {
   EXPECT_THROW(model_->forward->decode(ptrs, std::vector<int32_t>{1, 2}), Error);
 }
 
+// Every matrix type the GEMM reads stays in the file's mapping in its own format (the
+// default alignment of 32 keeps every tensor element-aligned): no owned f32 copy.
+TEST_P(LlamaForwardTest, MatricesStayInTheMappingInTheirStoredFormat) {
+  kernels::WeightFormat want = kernels::WeightFormat::F32;
+  switch (GetParam().spec.type) {
+    case GgmlType::F16: want = kernels::WeightFormat::F16; break;
+    case GgmlType::BF16: want = kernels::WeightFormat::BF16; break;
+    case GgmlType::Q8_0: want = kernels::WeightFormat::Q8_0; break;
+    case GgmlType::Q4_0: want = kernels::WeightFormat::Q4_0; break;
+    default: break;
+  }
+  const LlamaWeights& w = model_->weights;
+  for (const LlamaMatrix* m : {&w.token_embd, &w.layers[0].wq, &w.layers[1].down}) {
+    EXPECT_EQ(m->view().format, want) << kernels::to_string(m->view().format);
+    EXPECT_TRUE(m->owned.empty());
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Files, LlamaForwardTest, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// GGUF's alignment may be 1: an F16 tensor at an odd address cannot be read as uint16_t,
+// so the loader widens it to f32 instead. Two files whose data sections start one byte
+// apart (a metadata string one byte longer) put every tensor at an even address in one
+// and an odd one in the other; both give the reference's logits.
+TEST(LlamaForward, MisalignedF16TensorsAreWidenedAlignedOnesStayInPlace) {
+  int odd_files = 0;
+  for (const char* pad : {"x", "xy"}) {
+    SCOPED_TRACE(pad);
+    test::TempDir dir;
+    TinyLlamaSpec s = spec(GgmlType::F16, false, 0, 0, 2);
+    s.more_metadata = [pad](GgufWriter& w) {
+      w.set_u32("general.alignment", 1);
+      w.set_string("troupe.test.pad", pad);
+    };
+    const testing::RefLlama ref = testing::write_tiny_llama(s, dir.file("m.gguf"));
+    const auto m = LlamaModel::load(dir.file("m.gguf"));
+    const bool odd = reinterpret_cast<uintptr_t>(m->file.find_tensor("blk.0.attn_q.weight")->data) % 2;
+    odd_files += odd;
+    const LlamaMatrix& wq = m->weights.layers[0].wq;
+    EXPECT_EQ(wq.view().format, odd ? kernels::WeightFormat::F32 : kernels::WeightFormat::F16);
+    EXPECT_EQ(wq.owned.empty(), !odd);
+    const std::vector<int32_t> tokens{1, 17, 42, 5};
+    LlamaState st = LlamaState::empty(m->config);
+    const std::vector<float> got = m->forward->run(st, tokens, /*all_logits=*/false);
+    const DVec want = testing::ref_llama_logits(ref, tokens).back();
+    EXPECT_LE(max_abs_diff(got.data(), want), tolerance(s) * max_abs(want));
+  }
+  EXPECT_EQ(odd_files, 1);
+}
 
 TEST(LlamaForward, BadInputIsAnErrorBeforeTheStateChanges) {
   test::TempDir dir;
