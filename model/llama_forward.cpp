@@ -23,6 +23,16 @@ Vec normed(const Vec& x, int64_t rows, int64_t n, const Vec& weight, float eps) 
   return out;
 }
 
+// Eight partial sums in a fixed order: vectorisable without -ffast-math.
+float dot(const float* a, const float* b, int64_t n) {
+  float part[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) part[j] += a[i + j] * b[i + j];
+  for (int j = 0; i + j < n; ++j) part[j] += a[i + j] * b[i + j];
+  return ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7]));
+}
+
 // rows[t, :] += bias for each of the rows (a no-op for an empty bias).
 template <class V>
 void add_bias(V& rows, const Vec& bias) {

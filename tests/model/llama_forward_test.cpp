@@ -210,7 +210,7 @@ TEST(LlamaForward, MisalignedF16TensorsAreWidenedAlignedOnesStayInPlace) {
     };
     const testing::RefLlama ref = testing::write_tiny_llama(s, dir.file("m.gguf"));
     const auto m = LlamaModel::load(dir.file("m.gguf"));
-    const bool odd = reinterpret_cast<uintptr_t>(m->file.find_tensor("blk.0.attn_q.weight")->data) % 2;
+    const bool odd = reinterpret_cast<uintptr_t>(m->file->find_tensor("blk.0.attn_q.weight")->data) % 2;
     odd_files += odd;
     const LlamaMatrix& wq = m->weights.layers[0].wq;
     EXPECT_EQ(wq.view().format, odd ? kernels::WeightFormat::F32 : kernels::WeightFormat::F16);
