@@ -1,6 +1,7 @@
 // A LLaMA-family model's weights from an HF folder's safetensors (transformers' names:
 // model.layers.N.self_attn.q_proj.weight, ...), bound as the GGUF loader binds them:
-// F32 and BF16 matrices in place in the mapping, F16 as an owned f32 copy (exact).
+// F32, BF16 and F16 matrices in place in the mapping (an element-misaligned one, possible
+// only in a hand-made file, as an owned f32 copy: exact).
 // HF q/k rows are in rotate_half order: the config has rope_neox, so no permutation.
 #include <cstdint>
 #include <string>
@@ -32,8 +33,10 @@ LlamaMatrix read_matrix(const Checkpoint& ck, const std::string& name, int64_t r
   m.full.rows = rows;
   m.full.cols = cols;
   const auto at = reinterpret_cast<uintptr_t>(t.data);
-  if ((t.dtype == DType::F32 && at % 4 == 0) || (t.dtype == DType::BF16 && at % 2 == 0)) {
-    m.full.format = t.dtype == DType::F32 ? kernels::WeightFormat::F32 : kernels::WeightFormat::BF16;
+  if ((t.dtype == DType::F32 && at % 4 == 0) || (t.dtype != DType::F32 && at % 2 == 0)) {
+    m.full.format = t.dtype == DType::F32    ? kernels::WeightFormat::F32
+                    : t.dtype == DType::BF16 ? kernels::WeightFormat::BF16
+                                             : kernels::WeightFormat::F16;
     m.full.data = t.data;
     return m;
   }

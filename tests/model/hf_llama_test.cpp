@@ -68,6 +68,12 @@ TEST_P(HfLlamaTest, LogitsEqualTheGgufFilesAndTheReference) {
   EXPECT_TRUE(hf->config.rope_neox);
   EXPECT_EQ(hf->config.arch, GetParam().arch);
   EXPECT_EQ(hf->weights.tied_output(), GetParam().tied);
+  // Each float dtype stays in the mapping in its own format (this folder's tensors sit at
+  // element-aligned addresses).
+  const kernels::WeightFormat stored = GetParam().dtype == DType::F32    ? kernels::WeightFormat::F32
+                                       : GetParam().dtype == DType::BF16 ? kernels::WeightFormat::BF16
+                                                                         : kernels::WeightFormat::F16;
+  EXPECT_EQ(hf->weights.layers[0].wq.view().format, stored);
   const std::vector<int32_t> tokens{1, 17, 42, 5, 79, 0, 33, 33, 8, 61, 12, 200, 271};
   LlamaState a = LlamaState::empty(gguf->config), b = LlamaState::empty(hf->config);
   const std::vector<float> want = gguf->forward->run(a, tokens, true), got = hf->forward->run(b, tokens, true);
