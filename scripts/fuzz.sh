@@ -20,7 +20,7 @@ while [ $# -gt 0 ]; do
 done
 [ ${#targets[@]} -eq 0 ] && targets=(http_request openai_body tcp_frame serve_config safetensors
                                     tokenizer_json expert_loads_json gguf kv_block_file cluster_config
-                                    peer_wire kv_pin_index kv_handoff)
+                                    peer_wire kv_pin_index kv_handoff hf_config)
 
 "$root/scripts/install-deps.sh" --fuzz
 export CCACHE_DIR=${CCACHE_DIR:-$root/.cache/ccache}
