@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "fuzz/targets.h"
+#include "support/test_paths.h"
 
 namespace troupe::fuzz {
 

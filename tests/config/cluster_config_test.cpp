@@ -15,6 +15,7 @@
 #include "kernels/check.h"
 #include "support/error_of.h"
 #include "model/temp_dir.h"
+#include "support/test_paths.h"
 
 namespace troupe::config {
 namespace {

@@ -17,6 +17,7 @@
 #include "support/error_of.h"
 #include "kernels/parallel.h"
 #include "model/temp_dir.h"
+#include "support/test_paths.h"
 
 namespace troupe::config {
 

@@ -5,6 +5,7 @@
 
 #include "kernels/check.h"
 #include "model/tokenizer.h"
+#include "support/test_paths.h"
 
 namespace troupe::model {
 namespace {

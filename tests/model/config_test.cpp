@@ -10,6 +10,7 @@
 
 #include "kernels/check.h"
 #include "tests/model/temp_dir.h"
+#include "support/test_paths.h"
 
 namespace troupe::model {
 namespace {

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "model/safetensors.h"
+#include "support/test_paths.h"
 
 namespace troupe::model {
 namespace {

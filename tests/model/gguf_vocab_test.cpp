@@ -19,6 +19,7 @@
 #include "model/pre_split.h"
 #include "model/tokenizer.h"
 #include "temp_dir.h"
+#include "support/test_paths.h"
 
 namespace troupe::model {
 namespace {

@@ -18,6 +18,7 @@
 #include "support/hf_llama_dir.h"
 #include "support/llama_ref.h"
 #include "support/run_troupe.h"
+#include "support/test_paths.h"
 
 namespace troupe::model {
 namespace {

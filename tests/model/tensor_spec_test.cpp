@@ -16,6 +16,7 @@
 #include "kernels/check.h"
 #include "model/engram_hash.h"
 #include "tests/model/temp_dir.h"
+#include "support/test_paths.h"
 
 namespace troupe::model {
 namespace {

@@ -16,6 +16,7 @@
 #include "model/byte_level.h"
 #include "model/pre_split.h"
 #include "model/utf8.h"
+#include "support/test_paths.h"
 
 namespace troupe::model {
 namespace {

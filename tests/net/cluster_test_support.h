@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "net/http_test_client.h"
+#include "support/test_paths.h"
 
 namespace troupe::testing {
 

@@ -10,6 +10,7 @@
 
 #include "net/http_raw.h"
 #include "net/http_test_client.h"
+#include "support/test_paths.h"
 
 namespace troupe::testing {
 namespace {

@@ -25,6 +25,7 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include "support/test_paths.h"
 
 extern char** environ;
 

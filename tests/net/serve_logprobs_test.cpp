@@ -9,6 +9,7 @@
 
 #include "net/http_test_client.h"
 #include "support/plain_forward.h"
+#include "support/test_paths.h"
 
 namespace troupe::testing {
 namespace {

@@ -9,6 +9,7 @@
 
 #include "net/http_test_client.h"
 #include "support/prometheus_text.h"
+#include "support/test_paths.h"
 
 namespace troupe::testing {
 namespace {

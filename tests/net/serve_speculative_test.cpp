@@ -12,6 +12,7 @@
 #include "runtime/golden_engine_config.h"
 #include "support/golden.h"
 #include "support/prometheus_text.h"
+#include "support/test_paths.h"
 
 namespace troupe::testing {
 namespace {

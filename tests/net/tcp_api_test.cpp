@@ -23,6 +23,7 @@
 #include "net/tcp_test_client.h"
 #include "support/prometheus_text.h"
 #include "support/run_troupe.h"
+#include "support/test_paths.h"
 
 namespace troupe::testing {
 namespace {

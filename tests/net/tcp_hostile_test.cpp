@@ -29,6 +29,7 @@
 #include "net/tcp/server.h"
 #include "net/tcp_test_client.h"
 #include "support/golden.h"
+#include "support/test_paths.h"
 
 namespace troupe::testing {
 namespace {

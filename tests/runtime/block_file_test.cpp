@@ -10,6 +10,7 @@
 #include <iterator>
 
 #include "runtime/kv_cache/block_hash.h"
+#include "support/test_paths.h"
 
 namespace troupe::runtime {
 namespace {

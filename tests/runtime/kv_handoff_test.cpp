@@ -24,6 +24,7 @@
 #include "runtime/golden_engine_config.h"
 #include "runtime/kv_transfer/kv_handoff_wire.h"
 #include "support/golden.h"
+#include "support/test_paths.h"
 
 namespace troupe::runtime {
 namespace {

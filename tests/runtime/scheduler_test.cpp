@@ -15,6 +15,7 @@
 
 #include "kernels/check.h"
 #include "model/tokenizer.h"
+#include "support/test_paths.h"
 
 namespace troupe::runtime {
 namespace {

@@ -11,6 +11,7 @@
 #include "model/tokenizer.h"
 #include "runtime/request.h"
 #include "runtime/stop_checker.h"
+#include "support/test_paths.h"
 
 namespace troupe::runtime {
 namespace {

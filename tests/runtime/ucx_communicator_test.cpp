@@ -32,6 +32,7 @@
 #include "support/dep_rank_forward.h"
 #include "ucx_peer/payload.h"
 #include "ucx_peer/peer_prompts.h"
+#include "support/test_paths.h"
 
 extern char** environ;
 

@@ -25,6 +25,7 @@
 #include "model/safetensors.h"
 #include "model/tokenizer.h"
 #include "model/weights.h"
+#include "support/test_paths.h"
 
 namespace troupe::testing {
 

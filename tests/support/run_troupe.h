@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <string>
 #include <vector>
+#include "support/test_paths.h"
 
 namespace troupe::testing {
 
