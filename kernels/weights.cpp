@@ -80,6 +80,7 @@ WeightView copy_weight(const WeightView& w, std::byte* dst) {
                "copy_weight: a ", to_string(w.format), " weight without its bytes");
   TROUPE_CHECK(reinterpret_cast<uintptr_t>(dst) % 64 == 0, "copy_weight: dst is not 64-byte aligned");
   WeightView c = w;
+  c.groups = nullptr;  // a regrouped copy stays with the original
   if (data > 0) {
     std::memcpy(dst, w.data, static_cast<size_t>(data));
     c.data = dst;

@@ -26,6 +26,9 @@ struct WeightView {
   int64_t cols = 0;               // in features
   const void* data = nullptr;     // layout per format above, row-major
   const uint8_t* scale = nullptr; // UE8M0 codes (FP8, FP4, ROWFP8), else null
+  // Q8_0 / Q4_0 only: the same matrix regrouped 16 rows at a time (kernels/q8_row_groups.h)
+  // for the AVX-512 VNNI decode kernel, or null. `data` stays the GGUF layout either way.
+  const uint8_t* groups = nullptr;
 };
 
 // Bytes of a view's codes and of its UE8M0 scales as stored (the layouts above; 0 scale

@@ -1,9 +1,13 @@
 #include "model/llama_weights.h"
 
+#include <sys/mman.h>
+
 #include <cstdint>
+#include <cstdlib>
 #include <sstream>
 
 #include "kernels/check.h"
+#include "kernels/q8_row_groups.h"
 #include "model/gguf.h"
 #include "model/gguf_dequant.h"
 #include "model/weights.h"
@@ -121,6 +125,40 @@ LlamaLayerWeights read_layer(const GgufFile& f, const LlamaConfig& c, int64_t l)
   return w;
 }
 
+// Every Q8_0 / Q4_0 matrix a GEMM multiplies, regrouped (kernels/q8_row_groups.h) into
+// one anonymous mapping on 2 MiB pages that `w` owns, when this process's GEMM reads row
+// groups (AVX-512 VNNI). The GGUF bytes stay where they are for the other paths and the
+// embedding lookups. TROUPE_Q8_ROW_GROUPS=0 leaves them out (to measure without them).
+void regroup_q8_matrices(LlamaWeights& w) {
+  if (!kernels::q8_row_groups_used()) return;
+  if (const char* env = std::getenv("TROUPE_Q8_ROW_GROUPS"); env && std::string(env) == "0") return;
+  std::vector<LlamaMatrix*> todo;
+  auto add = [&](LlamaMatrix& m) {
+    if (!m.empty() && kernels::is_ggml_block(m.full.format)) todo.push_back(&m);
+  };
+  if (w.tied_output()) add(w.token_embd);  // the logits' GEMM reads it
+  add(w.output);
+  for (LlamaLayerWeights& l : w.layers)
+    for (LlamaMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down, &l.router,
+                           &l.shared_gate, &l.shared_up, &l.shared_down})
+      add(*m);
+  size_t total = 0;
+  for (const LlamaMatrix* m : todo) total += size_t(kernels::q8_row_groups_bytes(m->full) + 63) / 64 * 64;
+  if (total == 0) return;
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t mapped = (total + kHuge - 1) / kHuge * kHuge;
+  void* addr = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (addr == MAP_FAILED) return;  // the GEMM reads the GGUF blocks instead: same values
+  ::madvise(addr, mapped, MADV_HUGEPAGE);  // advice only: without THP this is plain memory
+  w.row_groups.reset(static_cast<uint8_t*>(addr), [mapped](uint8_t* p) { ::munmap(p, mapped); });
+  uint8_t* next = w.row_groups.get();
+  for (LlamaMatrix* m : todo) {
+    kernels::pack_q8_row_groups(m->full, next);
+    m->full.groups = next;
+    next += (kernels::q8_row_groups_bytes(m->full) + 63) / 64 * 64;
+  }
+}
+
 }  // namespace
 
 kernels::WeightView LlamaMatrix::slice(int64_t r0, int64_t n) const { return row_slice(full, r0, n); }
@@ -140,6 +178,7 @@ LlamaWeights load_llama_weights(const GgufFile& f, const LlamaConfig& c) {
   if (f.find_tensor("output.weight")) w.output = read_matrix(f, "output.weight", c.vocab_size, c.dim);
   w.layers.reserve(static_cast<size_t>(c.layers));
   for (int64_t l = 0; l < c.layers; ++l) w.layers.push_back(read_layer(f, c, l));
+  regroup_q8_matrices(w);
   return w;
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,9 @@ struct LlamaWeights {
   std::vector<float> output_norm;  // [D]
   LlamaMatrix output;              // [V, D]; empty when tied to token_embd
   std::vector<LlamaLayerWeights> layers;
+  // Owns the Q8_0 / Q4_0 matrices' row groups (WeightView::groups, kernels/q8_row_groups.h)
+  // where the loader made them; null otherwise.
+  std::shared_ptr<uint8_t> row_groups;
   bool tied_output() const { return output.empty(); }
   kernels::WeightView output_view() const { return tied_output() ? token_embd.view() : output.view(); }
 };

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "kernels/check.h"
+#include "kernels/q8_row_groups.h"
 #include "kernels/quant.h"
 
 namespace troupe::model {
@@ -264,6 +265,8 @@ WeightView row_slice(const WeightView& w, int64_t r0, int64_t n) {
     case WeightFormat::Q8_0:
     case WeightFormat::Q4_0:
       s.data = static_cast<const uint8_t*>(w.data) + r0 * kernels::ggml_row_bytes(w.format, w.cols);
+      // Row groups start every 16 rows; a slice starting elsewhere reads the GGUF blocks.
+      s.groups = w.groups && r0 % kernels::kGroupRows == 0 ? kernels::q8_row_groups_at(w, r0) : nullptr;
       break;
   }
   return s;

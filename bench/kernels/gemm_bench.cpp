@@ -3,6 +3,7 @@
 //   wo_b   [5120 x 1024]  FP8 (one o-group's slice of wo_b's input width)
 //   exp_w1 [2304 x 5120]  FP4 routed expert w1/w3
 //   exp_w2 [5120 x 2304]  FP4 routed expert w2
+//   ll_w13 [4096 x 1024], ll_w2 [1024 x 4096]  the peer bench's dense LLaMA FFN (f16, q8_0, q4_0)
 // at decode M = 1, 4, 16 (judged against DRAM bandwidth: decode streams each weight
 // once per step and the model's weights never fit in cache) and prefill M = 512, 2048
 // (4096 under --full), in f32 and bf16 precision (judged against the matching peak),
@@ -23,6 +24,7 @@
 #include "kernels/dispatch.h"
 #include "kernels/gemm.h"
 #include "kernels/ggml_blocks.h"
+#include "kernels/q8_row_groups.h"
 
 namespace troupe::bench {
 namespace {
@@ -45,7 +47,8 @@ uint64_t splitmix64(uint64_t& s) {
 }
 
 // Random codes for one stored matrix: values in [-1, 1) for F32/BF16/F16, any non-NaN
-// E4M3 byte, any FP4 nibble, scale codes 110..135.
+// E4M3 byte, any FP4 nibble, scale codes 110..135; q8_0 / q4_0 blocks of random codes
+// with f16 scales near 2^-7.
 struct StoredWeight {
   std::vector<uint8_t> data, scale;
 
@@ -64,6 +67,16 @@ struct StoredWeight {
       }
       return;
     }
+    if (f == WeightFormat::Q8_0 || f == WeightFormat::Q4_0) {  // GGUF blocks: f16 scale, codes
+      const int64_t block = f == WeightFormat::Q8_0 ? kernels::kQ8_0Bytes : kernels::kQ4_0Bytes;
+      data.resize(n * (k / kernels::kQBlock) * block);
+      for (size_t b = 0; b < data.size(); b += block) {
+        const uint16_t d = kernels::f16_encode(0x1p-7f * (1.0f + unit()));
+        std::memcpy(&data[b], &d, 2);
+        for (int64_t i = 2; i < block; ++i) data[b + i] = static_cast<uint8_t>(splitmix64(s));
+      }
+      return;
+    }
     data.resize(f == WeightFormat::FP4 ? n * k / 2 : n * k);
     for (auto& b : data) {
       b = static_cast<uint8_t>(splitmix64(s));
@@ -75,11 +88,20 @@ struct StoredWeight {
   double bytes() const { return static_cast<double>(data.size() + scale.size()); }
 };
 
+// A Q8_0 / Q4_0 weight's row groups (kernels/q8_row_groups.h), as a GGUF loader makes them.
+std::vector<uint8_t> row_groups(const StoredWeight& w, WeightFormat f, int64_t n, int64_t k) {
+  const WeightView v{f, n, k, w.data.data(), nullptr};
+  std::vector<uint8_t> out(static_cast<size_t>(kernels::q8_row_groups_bytes(v)));
+  kernels::pack_q8_row_groups(v, out.data());
+  return out;
+}
+
 // Copies of one weight, enough to stream >= 128 MiB per rotation; the last set built
 // is kept so the cases of one (shape, format) share it (names sort them together).
 struct WeightSet {
   std::string key;
   std::vector<StoredWeight> copies;
+  std::vector<std::vector<uint8_t>> groups;  // each copy's row groups (Q8_0 / Q4_0)
 };
 
 const WeightSet& weights_for(const Shape& sh, WeightFormat f) {
@@ -92,12 +114,15 @@ const WeightSet& weights_for(const Shape& sh, WeightFormat f) {
     StoredWeight first(f, sh.n, sh.k);
     const int copies = static_cast<int>(1 + (double{128 << 20} / first.bytes()));
     cached->copies.assign(static_cast<size_t>(copies), first);
+    if (kernels::is_ggml_block(f))
+      cached->groups.assign(static_cast<size_t>(copies), row_groups(first, f, sh.n, sh.k));
   }
   return *cached;
 }
 
+// groups: a Q8_0 / Q4_0 weight with its row groups (the AVX-512 VNNI decode layout).
 void run_case(State& s, const Shape& sh, WeightFormat f, int64_t m, GemmPrecision prec,
-              kernels::CpuPath path) {
+              kernels::CpuPath path, bool groups) {
   const bool decode = m <= 16;
   if (!kernels::cpu_supports(path)) return s.skip(kernels::missing_reason(path));
   if (m > 2048 && !s.full()) return s.skip("needs --full");
@@ -111,13 +136,18 @@ void run_case(State& s, const Shape& sh, WeightFormat f, int64_t m, GemmPrecisio
   s.shape = "M=" + std::to_string(m) + " N=" + std::to_string(sh.n) + " K=" + std::to_string(sh.k);
   s.flops = 2.0 * m * sh.n * sh.k;
   s.bytes = ws.copies[0].bytes();
-  s.bound = decode ? Bound::Memory : prec == GemmPrecision::Bf16 ? Bound::Bf16 : Bound::Fp32;
+  const bool ggml = f == WeightFormat::Q8_0 || f == WeightFormat::Q4_0;
+  s.bound = decode ? Bound::Memory
+            : ggml ? Bound::Int8
+            : prec == GemmPrecision::Bf16 ? Bound::Bf16 : Bound::Fp32;
   size_t next = 0;
   s.run([&] {
-    const StoredWeight& w = ws.copies[next++ % ws.copies.size()];
+    const size_t copy = next++ % ws.copies.size();
+    const StoredWeight& w = ws.copies[copy];
     kernels::GemmParams p;
     p.x = x.data();
     p.w = WeightView{f, sh.n, sh.k, w.data.data(), w.scale.empty() ? nullptr : w.scale.data()};
+    if (groups) p.w.groups = ws.groups[copy].data();
     p.y = y.data();
     p.m = m;
     p.precision = prec;
@@ -139,6 +169,9 @@ const bool registered = [] {
       {"wo_b", 5120, 1024, {WeightFormat::FP8}},
       {"exp_w1", 2304, 5120, {WeightFormat::FP4}},
       {"exp_w2", 5120, 2304, {WeightFormat::FP4}},
+      // The dense LLaMA of bench/peer (D 1024, F 4096): its FFN's up/gate and down.
+      {"ll_w13", 4096, 1024, {WeightFormat::F16, WeightFormat::Q8_0, WeightFormat::Q4_0}},
+      {"ll_w2", 1024, 4096, {WeightFormat::F16, WeightFormat::Q8_0, WeightFormat::Q4_0}},
   };
   for (const Shape& sh : shapes)
     for (WeightFormat f : sh.formats)
@@ -146,15 +179,21 @@ const bool registered = [] {
         for (GemmPrecision prec : {GemmPrecision::F32, GemmPrecision::Bf16, GemmPrecision::Int8}) {
           if (m <= 16 && prec == GemmPrecision::Bf16) continue;  // decode: f32 and int8
           if (prec == GemmPrecision::Int8 && (m > 16 || f != WeightFormat::FP4)) continue;
+          // q8_0 / q4_0 always run on int8 dot products: one case each, and one more with
+          // the weight's row groups ("groups", read by the AVX-512 VNNI path only).
+          const bool ggml = kernels::is_ggml_block(f);
+          if (ggml && prec != GemmPrecision::F32) continue;
           char mm[16];
           std::snprintf(mm, sizeof mm, "m%04lld", static_cast<long long>(m));
           for (kernels::CpuPath path :
-               {kernels::CpuPath::Avx512, kernels::CpuPath::Avx2, kernels::CpuPath::Portable}) {
-            const std::string name = std::string("gemm/") + sh.name + "/" + kernels::to_string(f) +
-                                     "/" + mm + "/" + precision_name(prec) + "/" +
-                                     kernels::to_string(path);
-            add(name, [sh, f, m, prec, path](State& s) { run_case(s, sh, f, m, prec, path); });
-          }
+               {kernels::CpuPath::Avx512, kernels::CpuPath::Avx2, kernels::CpuPath::Portable})
+            for (bool groups : {false, true}) {
+              if (groups && (!ggml || path != kernels::CpuPath::Avx512)) continue;
+              const std::string name = std::string("gemm/") + sh.name + "/" + kernels::to_string(f) +
+                                       "/" + mm + "/" + (groups ? "groups" : precision_name(prec)) +
+                                       "/" + kernels::to_string(path);
+              add(name, [sh, f, m, prec, path, groups](State& s) { run_case(s, sh, f, m, prec, path, groups); });
+            }
         }
   return true;
 }();

@@ -10,6 +10,7 @@
 #include "kernels/cpu/gemm_weight_src.h"
 #include "kernels/dispatch.h"
 #include "kernels/parallel.h"
+#include "kernels/q8_row_groups.h"
 #include "kernels/quant.h"
 
 namespace troupe::kernels::cpu {
@@ -140,6 +141,7 @@ const char* to_string(QGemmKernel k) {
     case QGemmKernel::Avx2: return "avx2";
     case QGemmKernel::Avx512Vnni: return "avx512-vnni";
     case QGemmKernel::Avx512VnniPacked: return "avx512-vnni-packed";
+    case QGemmKernel::Avx512VnniGroups: return "avx512-vnni-groups";
   }
   return "?";
 }
@@ -150,7 +152,8 @@ bool q_kernel_supported(QGemmKernel k) {
     case QGemmKernel::Portable: return true;
     case QGemmKernel::Avx2: return f.has_avx2() && f.f16c;
     case QGemmKernel::Avx512Vnni:
-    case QGemmKernel::Avx512VnniPacked: return f.has_avx512() && f.avx512vnni && f.f16c;
+    case QGemmKernel::Avx512VnniPacked:
+    case QGemmKernel::Avx512VnniGroups: return f.has_avx512() && f.avx512vnni && f.f16c;
   }
   return false;
 }
@@ -176,21 +179,27 @@ void gemm_q8(const GemmParams& p, QGemmKernel kernel) {
   if (gemm_trivial(p, sh)) return;
   const int64_t blocks = sh.k / kQBlock;
   const bool fp4 = p.w.format == WeightFormat::FP4;
-  // The packed kernel has no FP4 panels (Int8 FP4 is for decode: M <= 64).
-  const bool packed = !fp4 && (kernel == QGemmKernel::Avx512VnniPacked ||
-                               (kernel == QGemmKernel::Avx512Vnni && sh.m >= kPackedMinRows));
-  // The packed kernel wants the block sums, the others (Q4_0) the per-lane offsets.
-  const bool q4_off = !packed && p.w.format == WeightFormat::Q4_0;
+  // The packed and row-group kernels have no FP4 (Int8 FP4 is for decode: M <= 64).
+  const bool groups = !fp4 && p.w.groups != nullptr &&
+                      (kernel == QGemmKernel::Avx512VnniGroups ||
+                       (kernel == QGemmKernel::Avx512Vnni && sh.m <= kGroupsMaxRows));
+  const bool packed = !fp4 && !groups &&
+                      (kernel == QGemmKernel::Avx512VnniPacked || kernel == QGemmKernel::Avx512VnniGroups ||
+                       (kernel == QGemmKernel::Avx512Vnni && sh.m >= kPackedMinRows));
+  // The packed and row-group kernels want the block sums, the others (Q4_0) the per-lane
+  // offsets.
+  const bool sums = packed || groups;
+  const bool q4_off = !sums && p.w.format == WeightFormat::Q4_0;
   // One scratch buffer: q [m, k], then d [m, blocks], then off [m, blocks, 8] or sum
   // [m, blocks].
   const int64_t q_bytes = (sh.m * sh.k + 63) / 64 * 64;
   const int64_t d_bytes = (sh.m * blocks * 4 + 63) / 64 * 64;
-  const int64_t extra = q4_off ? sh.m * blocks * 32 : packed ? sh.m * blocks * 4 : 0;
+  const int64_t extra = q4_off ? sh.m * blocks * 32 : sums ? sh.m * blocks * 4 : 0;
   uint8_t* buf = gemm_x_scratch().get<uint8_t>(q_bytes + d_bytes + extra);
   int8_t* q = reinterpret_cast<int8_t*>(buf);
   float* d = reinterpret_cast<float*>(buf + q_bytes);
   int32_t* off = q4_off ? reinterpret_cast<int32_t*>(buf + q_bytes + d_bytes) : nullptr;
-  int32_t* sum = packed ? reinterpret_cast<int32_t*>(buf + q_bytes + d_bytes) : nullptr;
+  int32_t* sum = sums ? reinterpret_cast<int32_t*>(buf + q_bytes + d_bytes) : nullptr;
   QGemmArgs a;
   a.x.q = q;
   a.x.d = d;
@@ -208,18 +217,27 @@ void gemm_q8(const GemmParams& p, QGemmKernel kernel) {
   a.w = static_cast<const uint8_t*>(p.w.data);
   a.scale = fp4 ? p.w.scale : nullptr;
   a.scale_value = fp4_int8_scales();
+  a.groups = p.w.groups;
   a.row_bytes = fp4 ? sh.k / 2 : ggml_row_bytes(p.w.format, sh.k);
   a.y = p.y;
   a.ldy = sh.ldy;
   a.accumulate = p.accumulate;
   void (*range)(const QGemmArgs&, int64_t, int64_t) = gemm_q8_range_portable;
   if (packed) range = gemm_q8_range_avx512_packed;
-  else if (kernel == QGemmKernel::Avx512Vnni || kernel == QGemmKernel::Avx512VnniPacked)
+  else if (kernel == QGemmKernel::Avx512Vnni || kernel == QGemmKernel::Avx512VnniPacked ||
+           kernel == QGemmKernel::Avx512VnniGroups)
     range = gemm_q8_range_avx512;
   else if (kernel == QGemmKernel::Avx2) range = gemm_q8_range_avx2;
-  // A thread's columns come in multiples of 4 (the widest tile's weight rows; the packed
-  // kernel's panels are 32 wide).
-  parallel_for(sh.n, gemm_min_chunk(sh, packed ? 32 : 4), [&](int64_t n0, int64_t n1) { range(a, n0, n1); });
+  if (groups) {  // threads take whole groups of 16 weight rows
+    const int64_t count = (sh.n + kGroupRows - 1) / kGroupRows;
+    parallel_for(count, gemm_min_chunk(sh, 2 * kGroupRows) / kGroupRows, [&](int64_t g0, int64_t g1) {
+      gemm_q8_groups_avx512(a, g0 * kGroupRows, std::min(sh.n, g1 * kGroupRows));
+    });
+  } else {
+    // A thread's columns come in multiples of 4 (the widest tile's weight rows; the
+    // packed kernel's panels are 32 wide).
+    parallel_for(sh.n, gemm_min_chunk(sh, packed ? 32 : 4), [&](int64_t n0, int64_t n1) { range(a, n0, n1); });
+  }
   gemm_x_scratch().trim(kKeepScratchBytes);
 }
 

@@ -14,6 +14,9 @@
 // (gemm_q8_packed_avx512.cpp): each thread repacks 32 weight rows at a time into a panel
 // of 16-column x 4-byte interleaved u8 chunks, and 6 x 32 register tiles run vpdpbusd
 // with the activation bytes broadcast; its f32 steps are the reference's (bit for bit).
+// Up to kGroupsMaxRows rows, a weight regrouped at load time (WeightView::groups,
+// kernels/q8_row_groups.h) runs the row-group kernel (gemm_q8_groups_avx512.cpp): the same products on the codes
+// as the loader laid them out, no per-call packing, also bit for bit the reference.
 // The quantizer runs on the pool's threads (rows split between them).
 //
 // Each range kernel walks tiles of MR activation rows x NR weight rows
@@ -36,6 +39,7 @@ struct QGemmArgs {
   const uint8_t* scale;      // FP4: UE8M0 codes [n, k / 32]; else null (scales are inline)
   const float* scale_value;  // FP4: fp4_int8_scales(), looked up once per call (a call in
                              // a tile's loop would spill every vector register)
+  const uint8_t* groups;     // the weight's row groups (kernels/q8_row_groups.h), or null
   int64_t row_bytes;
   float* y;                  // [m, n], row stride ldy
   int64_t ldy;
@@ -57,16 +61,24 @@ const float* fp4_int8_scales();
 
 // Rows from which the AVX-512 VNNI kernel switches to the packed one.
 constexpr int64_t kPackedMinRows = 16;
+// Rows up to which it runs the row-group kernel instead, where the weight has row groups
+// (a decode step of up to 64 sequences; measured 1.7-2.7x the packed kernel's speed at
+// M = 16 and level with it at M = 512: docs/kernels-bench.md).
+constexpr int64_t kGroupsMaxRows = 64;
 
 // Output columns [n0, n1) of one call, per path.
 void gemm_q8_range_portable(const QGemmArgs& a, int64_t n0, int64_t n1);
 void gemm_q8_range_avx2(const QGemmArgs& a, int64_t n0, int64_t n1);    // AVX2+FMA+F16C
 void gemm_q8_range_avx512(const QGemmArgs& a, int64_t n0, int64_t n1);  // + BW/VL/VNNI
 void gemm_q8_range_avx512_packed(const QGemmArgs& a, int64_t n0, int64_t n1);  // needs x.sum; no FP4
+// On a.groups (needs x.sum; no FP4); n0 a multiple of 16 (kGroupRows).
+void gemm_q8_groups_avx512(const QGemmArgs& a, int64_t n0, int64_t n1);
 
-// Avx512Vnni takes the packed kernel from kPackedMinRows rows; Avx512VnniPacked takes it
-// at any M (for tests; best_q_kernel() never returns it).
-enum class QGemmKernel : uint8_t { Portable, Avx2, Avx512Vnni, Avx512VnniPacked };
+// Avx512Vnni takes the row-group kernel up to kGroupsMaxRows rows when the weight has
+// row groups, else the packed kernel from kPackedMinRows rows; Avx512VnniPacked takes the
+// packed one and Avx512VnniGroups the row-group one (where the weight has them) at any M
+// (for tests; best_q_kernel() never returns them).
+enum class QGemmKernel : uint8_t { Portable, Avx2, Avx512Vnni, Avx512VnniPacked, Avx512VnniGroups };
 const char* to_string(QGemmKernel k);
 QGemmKernel best_q_kernel();             // for active_cpu_path() and the CPU's features
 bool q_kernel_supported(QGemmKernel k);  // false: missing_q_kernel_reason says why

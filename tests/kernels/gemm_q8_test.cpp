@@ -22,8 +22,10 @@
 #include "kernels/dispatch.h"
 #include "kernels/gemm.h"
 #include "kernels/ggml_blocks.h"
+#include "kernels/q8_row_groups.h"
 #include "kernels/quant.h"
 #include "model/gguf_dequant.h"
+#include "model/weights.h"
 
 namespace troupe::kernels {
 namespace {
@@ -220,6 +222,11 @@ const Case kCases[] = {
     // Packed-kernel edges: 6-row tiles plus a remainder, a 16-wide panel edge, 48 columns.
     {WeightFormat::Q8_0, 23, 48, 128, 3, 2, true}, {WeightFormat::Q4_0, 41, 79, 320, 0, 5},
     {WeightFormat::Q8_0, 64, 16, 64},     {WeightFormat::Q4_0, 19, 1, 32, 1, 0, true},
+    // Row-group edges: one group exactly, a group and a row, two tiles of two groups and
+    // a half, 1..5 activation rows (the 4-row tiles and their remainder).
+    {WeightFormat::Q8_0, 2, 16, 64},      {WeightFormat::Q4_0, 5, 17, 128, 2, 1, true},
+    {WeightFormat::Q8_0, 4, 72, 160, 0, 3, true}, {WeightFormat::Q4_0, 1, 72, 160},
+    {WeightFormat::Q4_0, 3, 31, 1024},    {WeightFormat::Q8_0, 1, 33, 4096, 7, 0},
     // FP4 under GemmPrecision::Int8: odd block counts, tile edges, decode widths.
     {WeightFormat::FP4, 1, 1, 32},        {WeightFormat::FP4, 1, 37, 96, 5, 3},
     {WeightFormat::FP4, 3, 5, 160, 0, 0, true}, {WeightFormat::FP4, 16, 33, 256},
@@ -235,13 +242,15 @@ std::string case_str(const Case& c) {
 
 constexpr cpu::QGemmKernel kKernels[] = {cpu::QGemmKernel::Portable, cpu::QGemmKernel::Avx2,
                                          cpu::QGemmKernel::Avx512Vnni,
-                                         cpu::QGemmKernel::Avx512VnniPacked};
+                                         cpu::QGemmKernel::Avx512VnniPacked,
+                                         cpu::QGemmKernel::Avx512VnniGroups};
 
-// The packed kernel (any M on Avx512VnniPacked, M >= kPackedMinRows on Avx512Vnni) adds
-// the blocks in the reference's order with the reference's f32 steps: bit for bit.
+// The packed kernel (any M on Avx512VnniPacked, M >= kPackedMinRows on Avx512Vnni) and
+// the row-group one (Avx512VnniGroups, given row groups) add the blocks in the
+// reference's order with the reference's f32 steps: bit for bit.
 bool bit_exact(cpu::QGemmKernel k, int64_t m, WeightFormat f) {
   if (f == WeightFormat::FP4) return false;  // no packed FP4 kernel
-  return k == cpu::QGemmKernel::Avx512VnniPacked ||
+  return k == cpu::QGemmKernel::Avx512VnniPacked || k == cpu::QGemmKernel::Avx512VnniGroups ||
          (k == cpu::QGemmKernel::Avx512Vnni && m >= cpu::kPackedMinRows);
 }
 
@@ -279,6 +288,12 @@ TEST_P(GemmQ8Kernel, EveryCaseMatchesTheReference) {
     std::vector<float> want = y0, got = y0;
     p.y = want.data();
     ref::gemm_q8(p);
+    std::vector<uint8_t> groups;  // the row-group kernel's layout of the same weight
+    if (kernel() == cpu::QGemmKernel::Avx512VnniGroups && is_ggml_block(c.format)) {
+      groups.assign(size_t(q8_row_groups_bytes(p.w)), 0xA5);
+      pack_q8_row_groups(p.w, groups.data());
+      p.w.groups = groups.data();
+    }
     p.y = got.data();
     cpu::gemm_q8(p, kernel());
     const std::vector<double> mag = magnitudes(tw, dense, c.m);
@@ -304,7 +319,7 @@ TEST_P(GemmQ8Kernel, EveryCaseMatchesTheReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, GemmQ8Kernel, ::testing::Range(0, 4),
+INSTANTIATE_TEST_SUITE_P(Kernels, GemmQ8Kernel, ::testing::Range(0, 5),
                          [](const ::testing::TestParamInfo<int>& i) {
                            std::string s = to_string(kKernels[i.param]);
                            for (char& ch : s) ch = ch == '-' ? '_' : ch;
@@ -335,6 +350,48 @@ TEST(GemmQ8, Fp4OnInt8IsExactForActivationsThatAreQ8Blocks) {
   gemm(p);
   const std::vector<double> mag = magnitudes(tw, x, m);
   for (int64_t i = 0; i < m * n; ++i) EXPECT_NEAR(int8[i], exact[i], 1e-5 * mag[i] + 1e-30) << "output " << i;
+}
+
+// A loader's regrouped weight through the dispatched kernel, whole and as row slices
+// (model::row_slice: one expert of a stacked tensor): a slice starting on a group keeps
+// the groups and its y is the reference's on the slice's GGUF rows, bit for bit, with the
+// row-group kernel and above kGroupsMaxRows the packed one; a slice starting inside a
+// group reads the GGUF blocks.
+TEST(GemmQ8, RowGroupsFollowRowSlices) {
+  if (!cpu::q_kernel_supported(cpu::QGemmKernel::Avx512Vnni))
+    GTEST_SKIP() << cpu::missing_q_kernel_reason(cpu::QGemmKernel::Avx512Vnni);
+  std::mt19937 rng(5);
+  uint32_t seed = 900;
+  for (WeightFormat f : {WeightFormat::Q8_0, WeightFormat::Q4_0}) {
+    const TestWeight tw = random_weight(f, 80, 96, rng);
+    std::vector<uint8_t> groups(size_t(q8_row_groups_bytes(tw.view())));
+    pack_q8_row_groups(tw.view(), groups.data());
+    WeightView whole = tw.view();
+    whole.groups = groups.data();
+    const std::pair<int64_t, int64_t> slices[] = {{0, 80}, {16, 20}, {32, 48}, {64, 7}, {5, 30}};
+    for (const auto& [r0, n] : slices) {
+      const WeightView s = model::row_slice(whole, r0, n);
+      EXPECT_EQ(s.groups != nullptr, r0 % kGroupRows == 0) << "slice at " << r0;
+      if (s.groups == nullptr) continue;
+      for (int64_t m : {int64_t{1}, int64_t{3}, cpu::kPackedMinRows + 1, cpu::kGroupsMaxRows + 1}) {
+        SCOPED_TRACE(std::string(to_string(f)) + " rows [" + std::to_string(r0) + ", " +
+                     std::to_string(r0 + n) + ") m=" + std::to_string(m));
+        const std::vector<float> x = awkward_activations(m, 96, seed++);
+        GemmParams p;
+        p.x = x.data();
+        p.w = s;
+        p.m = m;
+        std::vector<float> want(size_t(m * n)), got(size_t(m * n), NAN);
+        p.y = want.data();
+        ref::gemm_q8(p);
+        p.y = got.data();
+        cpu::gemm_q8(p, cpu::QGemmKernel::Avx512Vnni);
+        for (int64_t i = 0; i < m * n; ++i)
+          ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+              << "y[" << i << "] = " << got[i] << ", ref " << want[i];
+      }
+    }
+  }
 }
 
 // The dispatched entry follows the CPU path cap: TROUPE_CPU / ScopedCpuPath.

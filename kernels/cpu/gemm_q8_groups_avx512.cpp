@@ -1,0 +1,164 @@
+// The AVX-512 VNNI decode kernel of cpu::gemm_q8 on regrouped Q8_0 / Q4_0 weights
+// (kernels/q8_row_groups.h): lanes are weight rows. Per 32-column block and group of 16
+// rows, each 64-byte chunk of codes meets 4 broadcast activation bytes in one vpdpbusd
+// (4 products into each row's lane); after the block's chunks a lane holds the row's
+// Σ (w + c) · x, c = 128 (Q8_0) or 8 (Q4_0), and starting the lane at -c · Σx (the
+// quantizer's block sum) leaves Σ w · x exactly. The f32 step is the reference's, lane
+// by lane: s += (dw · dx) · float(dot), block after block, no FMA, so the result equals
+// ref::gemm_q8's bit for bit (as the packed prefill kernel's does).
+//
+// A tile is MR <= 4 activation rows x G <= 2 groups (32 weight rows); a thread sweeps
+// its groups two at a time, every activation row against them while they are in L1/L2.
+// Q4_0's low and high nibbles (chunks c and c + 4) go to two accumulators, so a lane's
+// additions form two chains of 4 rather than one of 8.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+
+#include "kernels/cpu/avx512_vec.h"  // also silences GCC 12.2's header warnings (PR 105593)
+#include "kernels/cpu/gemm_q8.h"
+#include "kernels/q8_row_groups.h"
+
+namespace troupe::kernels::cpu {
+namespace {
+
+using avx512::first_lanes;
+using avx512::unroll;
+
+constexpr int kTileRows = 4;
+constexpr int kTileGroups = 2;
+
+inline int32_t load_i32(const int8_t* p) {
+  int32_t v;
+  __builtin_memcpy(&v, p, 4);
+  return v;
+}
+
+template <WeightFormat F>
+struct Layout {
+  static constexpr bool kQ8 = F == WeightFormat::Q8_0;
+  static constexpr int64_t kBlockBytes = kGroupRows * (kQ8 ? kQ8_0Bytes : kQ4_0Bytes);
+  static constexpr int64_t kDataBytes = kBlockBytes - 2 * kGroupRows;  // then 16 f16 scales
+  static constexpr int32_t kShift = kQ8 ? 7 : 3;                        // c = 128 or 8
+};
+
+// y[m0 + i][n + 16g + lane] for rows m0..m0+MR and groups starting at weight row n; only
+// rows below n_end are stored.
+template <WeightFormat F, int MR, int G>
+void tile(const QGemmArgs& a, int64_t m0, int64_t n, int64_t n_end) {
+  using L = Layout<F>;
+  const int64_t blocks = a.x.k / kQBlock;
+  const uint8_t* gp[G];
+  unroll<G>([&](auto g) { gp[g] = a.groups + (n / kGroupRows + g) * blocks * L::kBlockBytes; });
+  const int8_t* xq[MR];
+  const float* xd[MR];
+  const int32_t* xs[MR];
+  unroll<MR>([&](auto i) {
+    xq[i] = a.x.q + (m0 + i) * a.x.k;
+    xd[i] = a.x.d + (m0 + i) * blocks;
+    xs[i] = a.x.sum + (m0 + i) * blocks;
+  });
+  __m512 acc[MR][G];
+  unroll<MR>([&](auto i) { unroll<G>([&](auto g) { acc[i][g] = _mm512_setzero_ps(); }); });
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  for (int64_t b = 0; b < blocks; ++b) {
+    __m512i d0[MR][G], d1[MR][G];
+    unroll<MR>([&](auto i) {
+      const __m512i init = _mm512_set1_epi32(-(xs[i][b] * (1 << L::kShift)));
+      unroll<G>([&](auto g) {
+        d0[i][g] = init;
+        d1[i][g] = _mm512_setzero_si512();
+      });
+    });
+    const int8_t* xb[MR];
+    unroll<MR>([&](auto i) { xb[i] = xq[i] + b * kQBlock; });
+    if constexpr (L::kQ8) {
+      unroll<4>([&](auto c) {  // chunks 2c and 2c + 1 to the two chains
+        __m512i w0[G], w1[G];
+        unroll<G>([&](auto g) {
+          const uint8_t* p = gp[g] + b * L::kBlockBytes + 128 * c;
+          w0[g] = _mm512_loadu_si512(p);
+          w1[g] = _mm512_loadu_si512(p + 64);
+        });
+        unroll<MR>([&](auto i) {
+          const __m512i x0 = _mm512_set1_epi32(load_i32(xb[i] + 8 * c));
+          const __m512i x1 = _mm512_set1_epi32(load_i32(xb[i] + 8 * c + 4));
+          unroll<G>([&](auto g) {
+            d0[i][g] = _mm512_dpbusd_epi32(d0[i][g], w0[g], x0);
+            d1[i][g] = _mm512_dpbusd_epi32(d1[i][g], w1[g], x1);
+          });
+        });
+      });
+    } else {
+      unroll<4>([&](auto c) {  // low nibbles: chunk c; high nibbles: chunk c + 4
+        __m512i lo[G], hi[G];
+        unroll<G>([&](auto g) {
+          const __m512i v = _mm512_loadu_si512(gp[g] + b * L::kBlockBytes + 64 * c);
+          lo[g] = _mm512_and_si512(v, low4);
+          hi[g] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+        });
+        unroll<MR>([&](auto i) {
+          const __m512i xl = _mm512_set1_epi32(load_i32(xb[i] + 4 * c));
+          const __m512i xh = _mm512_set1_epi32(load_i32(xb[i] + 16 + 4 * c));
+          unroll<G>([&](auto g) {
+            d0[i][g] = _mm512_dpbusd_epi32(d0[i][g], lo[g], xl);
+            d1[i][g] = _mm512_dpbusd_epi32(d1[i][g], hi[g], xh);
+          });
+        });
+      });
+    }
+    __m512 dw[G];
+    unroll<G>([&](auto g) {
+      dw[g] = _mm512_cvtph_ps(_mm256_loadu_si256(
+          reinterpret_cast<const __m256i*>(gp[g] + b * L::kBlockBytes + L::kDataBytes)));
+    });
+    unroll<MR>([&](auto i) {
+      const __m512 dx = _mm512_set1_ps(xd[i][b]);
+      unroll<G>([&](auto g) {
+        const __m512i dot = _mm512_add_epi32(d0[i][g], d1[i][g]);
+        __m512 term = _mm512_mul_ps(_mm512_mul_ps(dw[g], dx), _mm512_cvtepi32_ps(dot));
+        // Opaque to the optimiser: this file has -mfma, and GCC would fuse the multiply
+        // into the add (C++ contracts by default), which is not the reference's rounding.
+        asm("" : "+v"(term));
+        acc[i][g] = _mm512_add_ps(acc[i][g], term);
+      });
+    });
+  }
+  unroll<MR>([&](auto i) {
+    float* y = a.y + (m0 + i) * a.ldy + n;
+    unroll<G>([&](auto g) {
+      const int64_t live = std::clamp<int64_t>(n_end - n - kGroupRows * g, 0, kGroupRows);
+      if (live == 0) return;
+      const __mmask16 mask = first_lanes(live);
+      __m512 s = acc[i][g];
+      if (a.accumulate) s = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, y + kGroupRows * g), s);
+      _mm512_mask_storeu_ps(y + kGroupRows * g, mask, s);
+    });
+  });
+}
+
+template <WeightFormat F>
+void run(const QGemmArgs& a, int64_t n0, int64_t n1) {
+  using Fn = void (*)(const QGemmArgs&, int64_t, int64_t, int64_t);
+  static constexpr auto fns = []<int... I>(std::integer_sequence<int, I...>) {
+    return std::array<Fn, sizeof...(I)>{&tile<F, I / kTileGroups + 1, I % kTileGroups + 1>...};
+  }(std::make_integer_sequence<int, kTileRows * kTileGroups>{});
+  for (int64_t n = n0; n < n1; n += kTileGroups * kGroupRows) {
+    const int64_t groups = std::min<int64_t>(kTileGroups, (n1 - n + kGroupRows - 1) / kGroupRows);
+    for (int64_t m = 0; m < a.x.m; m += kTileRows) {
+      const int64_t mr = std::min<int64_t>(kTileRows, a.x.m - m);
+      fns[(mr - 1) * kTileGroups + (groups - 1)](a, m, n, n1);
+    }
+  }
+}
+
+}  // namespace
+
+void gemm_q8_groups_avx512(const QGemmArgs& a, int64_t n0, int64_t n1) {
+  if (a.format == WeightFormat::Q8_0) run<WeightFormat::Q8_0>(a, n0, n1);
+  else run<WeightFormat::Q4_0>(a, n0, n1);
+}
+
+}  // namespace troupe::kernels::cpu

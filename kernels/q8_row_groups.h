@@ -1,0 +1,49 @@
+// Q8_0 / Q4_0 weights regrouped for the AVX-512 VNNI decode kernel: the same values as
+// the GGUF blocks (kernels/ggml_blocks.h), 16 weight rows side by side, so that one zmm
+// of codes against 4 broadcast activation bytes adds 4 products into each of 16 rows'
+// lanes (vpdpbusd), and one load gives the 16 rows' block scales. In the GGUF layout a
+// decode step spends more instructions taking each 18-byte block apart than DRAM needs
+// to deliver it; here a block of 16 rows is 4 (Q4_0) or 8 (Q8_0) loads, a mask and a
+// shift, and one scale conversion.
+//
+// Row group g (rows 16g .. 16g + 15) is blocks · group_block_bytes contiguous bytes,
+// block b after block b - 1; within a block, j the row (0..15), t the byte (0..3):
+//   Q8_0  data[c][j][t], c = 0..7   u8 = q(k) + 128            k = 32b + 4c + t
+//         scale[j]                  f16 bits as stored         (512 + 32 = 544 = 16 · 34)
+//   Q4_0  data[c][j][t], c = 0..3   u8 = n(k) | n(k + 16) << 4, k = 32b + 4c + t, n the
+//                                   stored nibble (q + 8), so the low nibbles are chunks
+//                                   c and the high ones chunks c + 4 of the block
+//         scale[j]                  f16 bits as stored         (256 + 32 = 288 = 16 · 18)
+// Rows past the matrix's last (the last group's padding) have zero codes and scales. The
+// regrouped matrix is therefore exactly as large as the GGUF one, rows rounded up to 16.
+//
+// A WeightView carries it in `groups` beside its GGUF `data` (kernels/weights.h); paths
+// other than AVX-512 VNNI read `data`, so every path computes the same values.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/weights.h"
+
+namespace troupe::kernels {
+
+constexpr int64_t kGroupRows = 16;
+
+// Bytes of one row group's block (544 or 288), and of the whole regrouped matrix.
+int64_t q8_group_block_bytes(WeightFormat f);
+int64_t q8_row_groups_bytes(const WeightView& w);
+
+// Writes w's regrouped copy (q8_row_groups_bytes(w) bytes) to out. w: Q8_0 or Q4_0 in
+// the GGUF layout.
+void pack_q8_row_groups(const WeightView& w, uint8_t* out);
+
+// Whether the GEMM this process runs now reads row groups (AVX-512 VNNI on the active
+// CPU path): a loader regroups its Q8_0 / Q4_0 matrices only then.
+bool q8_row_groups_used();
+
+// The view of rows [r0, r0 + n) of a regrouped matrix's groups: r0 a multiple of 16.
+inline const uint8_t* q8_row_groups_at(const WeightView& w, int64_t r0) {
+  return w.groups + (r0 / kGroupRows) * (w.cols / 32) * q8_group_block_bytes(w.format);
+}
+
+}  // namespace troupe::kernels
