@@ -8,6 +8,7 @@
 
 #include "kernels/check.h"
 #include "kernels/ggml_blocks.h"
+#include "kernels/q8_row_groups.h"
 #include "kernels/quant.h"
 
 namespace troupe::kernels {
@@ -70,8 +71,12 @@ int64_t scale_bytes(const WeightView& w) {
   return 0;
 }
 
+namespace {
+int64_t groups_bytes(const WeightView& w) { return w.groups ? q8_row_groups_bytes(w) : 0; }
+}  // namespace
+
 int64_t copied_bytes(const WeightView& w) {
-  return (data_bytes(w) + 63) / 64 * 64 + (scale_bytes(w) + 63) / 64 * 64;
+  return (data_bytes(w) + 63) / 64 * 64 + (scale_bytes(w) + 63) / 64 * 64 + (groups_bytes(w) + 63) / 64 * 64;
 }
 
 WeightView copy_weight(const WeightView& w, std::byte* dst) {
@@ -80,7 +85,6 @@ WeightView copy_weight(const WeightView& w, std::byte* dst) {
                "copy_weight: a ", to_string(w.format), " weight without its bytes");
   TROUPE_CHECK(reinterpret_cast<uintptr_t>(dst) % 64 == 0, "copy_weight: dst is not 64-byte aligned");
   WeightView c = w;
-  c.groups = nullptr;  // a regrouped copy stays with the original
   if (data > 0) {
     std::memcpy(dst, w.data, static_cast<size_t>(data));
     c.data = dst;
@@ -89,6 +93,12 @@ WeightView copy_weight(const WeightView& w, std::byte* dst) {
     std::byte* s = dst + (data + 63) / 64 * 64;
     std::memcpy(s, w.scale, static_cast<size_t>(scale));
     c.scale = reinterpret_cast<const uint8_t*>(s);
+  }
+  // The row groups too, so a copy runs the same GEMM kernel as the original (bit for bit).
+  if (const int64_t groups = groups_bytes(w); groups > 0) {
+    std::byte* g = dst + (data + 63) / 64 * 64 + (scale + 63) / 64 * 64;
+    std::memcpy(g, w.groups, static_cast<size_t>(groups));
+    c.groups = reinterpret_cast<const uint8_t*>(g);
   }
   return c;
 }

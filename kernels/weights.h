@@ -35,8 +35,9 @@ struct WeightView {
 // bytes for F32, BF16 and F16), e.g. to copy a weight into memory of its own.
 int64_t data_bytes(const WeightView& w);
 int64_t scale_bytes(const WeightView& w);
-// Bytes copy_weight uses: the codes, then the scales, each padded to 64 bytes (so copies
-// placed one after another all start 64-byte aligned).
+// Bytes copy_weight uses: the codes, then the scales, then the row groups where w has
+// them, each padded to 64 bytes (so copies placed one after another all start 64-byte
+// aligned).
 int64_t copied_bytes(const WeightView& w);
 // Copies w's codes and scales into dst (64-byte aligned, copied_bytes(w) long) and
 // returns the view of the copy.

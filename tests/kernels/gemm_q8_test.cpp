@@ -394,6 +394,37 @@ TEST(GemmQ8, RowGroupsFollowRowSlices) {
   }
 }
 
+// copy_weight (an expert-parallel rank's own copy of its experts) keeps the row groups
+// inside the copy, so the copy runs the original's kernel and gives its bits.
+TEST(GemmQ8, ACopyCarriesItsRowGroups) {
+  std::mt19937 rng(6);
+  const TestWeight tw = random_weight(WeightFormat::Q4_0, 40, 128, rng);
+  std::vector<uint8_t> groups(size_t(q8_row_groups_bytes(tw.view())));
+  pack_q8_row_groups(tw.view(), groups.data());
+  WeightView w = tw.view();
+  w.groups = groups.data();
+  EXPECT_EQ(copied_bytes(w), copied_bytes(tw.view()) + int64_t(groups.size() + 63) / 64 * 64);
+  std::vector<std::byte> buf(size_t(copied_bytes(w)) + 64);
+  auto* dst = reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) / 64 * 64);
+  const WeightView c = copy_weight(w, dst);
+  ASSERT_NE(c.groups, nullptr);
+  EXPECT_TRUE(reinterpret_cast<const std::byte*>(c.groups) >= dst &&
+              reinterpret_cast<const std::byte*>(c.groups) + groups.size() <= dst + copied_bytes(w));
+  EXPECT_EQ(std::memcmp(c.groups, groups.data(), groups.size()), 0);
+  const std::vector<float> x = awkward_activations(2, 128, 77);
+  std::vector<float> a(80), b(80);
+  GemmParams p;
+  p.x = x.data();
+  p.m = 2;
+  p.w = w;
+  p.y = a.data();
+  gemm(p);
+  p.w = c;
+  p.y = b.data();
+  gemm(p);
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+}
+
 // The dispatched entry follows the CPU path cap: TROUPE_CPU / ScopedCpuPath.
 TEST(GemmQ8, DispatchFollowsTheCpuPath) {
   {

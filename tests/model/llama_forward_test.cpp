@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/check.h"
+#include "kernels/q8_row_groups.h"
 #include "kernels/sampling.h"
 #include "kernels/weights.h"
 #include "model/llama_model.h"
@@ -189,6 +190,24 @@ TEST_P(LlamaForwardTest, MatricesStayInTheMappingInTheirStoredFormat) {
     EXPECT_EQ(m->view().format, want) << kernels::to_string(m->view().format);
     EXPECT_TRUE(m->owned.empty());
   }
+}
+
+// Where this process's GEMM reads row groups (AVX-512 VNNI), every Q8_0 / Q4_0 matrix a
+// GEMM multiplies carries them, so the logits checks above run the row-group kernel
+// there; the embedding table only when it is the tied output; other formats never.
+TEST_P(LlamaForwardTest, BlockMatricesCarryRowGroupsWhereTheGemmReadsThem) {
+  const TinyLlamaSpec& s = GetParam().spec;
+  const bool blocks = s.type == GgmlType::Q8_0 || s.type == GgmlType::Q4_0;
+  const bool used = blocks && kernels::q8_row_groups_used();
+  const LlamaWeights& w = model_->weights;
+  const LlamaLayerWeights& l = w.layers[0];
+  for (const LlamaMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down})
+    EXPECT_EQ(m->view().groups != nullptr, used);
+  EXPECT_EQ(w.output_view().groups != nullptr, used);
+  EXPECT_EQ(w.token_embd.view().groups != nullptr, used && s.tied);
+  if (s.experts > 0)  // an expert of the stacked tensors keeps them where its rows start a group
+    EXPECT_EQ(l.expert(1, model_->config.ffn_dim, model_->config.dim).w1.groups != nullptr,
+              used && model_->config.ffn_dim % kernels::kGroupRows == 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Files, LlamaForwardTest, ::testing::ValuesIn(kCases),
