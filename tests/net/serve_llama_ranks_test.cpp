@@ -4,14 +4,19 @@
 // two ranks, lockstep steps with DP sync, redundant slots and live EPLB switches):
 // concurrent completions get the greedy tokens of LlamaForward's own one-sequence run.
 // A dense file with --enable-expert-parallel is refused at
-// start-up, naming the flag and the file.
+// start-up, naming the flag and the file. The same Mixtral file as a cluster instance
+// whose two expert-parallel ranks are processes of their own (the exchange over UCX,
+// docs/cluster.md), behind a router: the same tokens.
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "model/temp_dir.h"
+#include "net/cluster_test_support.h"
 #include "net/http_test_client.h"
 #include "support/llama_greedy.h"
 #include "support/llama_ref.h"
@@ -118,6 +123,36 @@ TEST(ServeGgufRanks, ADenseFileWithExpertParallelIsRefusedNamingTheFile) {
   EXPECT_NE(out.find(dense_path()), std::string::npos) << out;
   EXPECT_NE(out.find("no routed experts"), std::string::npos) << out;
 }
+
+#ifdef TROUPE_HAVE_UCX
+TEST(ServeGgufRanks, AMixtralInstanceWithItsRanksInTwoProcesses) {
+  test::TempDir dir;
+  const std::vector<uint16_t> ports = free_ports(3);
+  auto node = [&](const char* name, uint16_t port) {
+    return std::string("  - {name: ") + name + ", host: 127.0.0.1, port: " + std::to_string(port) + "}\n";
+  };
+  const std::string file = dir.file("cluster.yaml");
+  std::ofstream(file) << "cluster-secret: test-cluster-secret-0123\nnodes:\n" + node("router", ports[0]) +
+                             node("rank0", ports[1]) + node("rank1", ports[2]) +
+                             "router: {node: router, http-port: 0, tcp-port: 0}\n"
+                             "instances:\n  - {name: dep2, ranks: [rank0, rank1], threads: 1}\n"
+                             "serve:\n  model: " + mixtral_path() + "\n  max-model-len: 256\n"
+                             "  block-size: 16\n  kv-cache-memory-bytes: 16MiB\n  max-num-seqs: 8\n";
+  auto start = [&](const char* name) {
+    return std::make_unique<Daemon>(std::vector<std::string>{"--config", file, "--node", name});
+  };
+  auto rank1 = start("rank1");
+  auto router = start("router");
+  auto rank0 = start("rank0");
+  const uint16_t port = router->port();
+  ASSERT_NE(port, 0) << router->output();
+  ASSERT_TRUE(router->wait_ready(port, 120s))
+      << health_message(port) << rank0->output() << rank1->output();
+  for (Daemon* d : {rank0.get(), rank1.get()})
+    ASSERT_TRUE(d->wait_output("group formed; serving", 60s)) << d->output();
+  concurrent_completions_are_the_references(port, mixtral_path());
+}
+#endif
 
 }  // namespace
 }  // namespace troupe::testing
