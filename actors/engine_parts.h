@@ -157,14 +157,6 @@ struct RankSetup {
   const runtime::Drafter* drafter = nullptr;  // speculative decoding: the step's drafts
 };
 
-// Expert parallelism is V4.1's (ServingShape::expert_parallel): its placement and the
-// exchange read the V4.1 Forward's config and MoE weights. Throws for any other model.
-inline const model::Forward& v41_forward(const model::BatchForward& f) {
-  const auto* v41 = dynamic_cast<const model::Forward*>(&f);
-  TROUPE_CHECK(v41 != nullptr, "expert parallelism needs a DeepSeek-V4.1 model");
-  return *v41;
-}
-
 rank_actor spawn_rank(caf::actor_system& sys, const model::BatchForward& forward,
                       const runtime::KvCacheConfig& kv, const runtime::ExecutorOptions& options,
                       std::shared_ptr<const runtime::FaultPlan> faults, RankSetup setup = {});

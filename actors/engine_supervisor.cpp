@@ -372,9 +372,9 @@ supervisor_actor::behavior_type supervisor_fun(supervisor_pointer self,
   s.counts = std::move(counts);
   for (int r = 0; r < s.size(); ++r) s.ledgers.push_back(std::make_shared<EngineLedger>());
   if (s.options.expert_parallel) {
-    const model::ModelConfig& m = v41_forward(*forward).config();
+    // The model's MoE layers (V4.1's, or a LLaMA-family MoE's) set the placement.
     s.placement = std::make_shared<const runtime::eplb::ExpertPlacement>(runtime::eplb::ep_default_placement(
-        m.num_hidden_layers, m.n_routed_experts,
+        static_cast<int64_t>(forward->routed_layers().size()), model::routed_expert_count(*forward),
         s.options.member ? s.options.member->size : s.size(), s.options.num_redundant_experts));
     // The draft's MoE expert-parallel too, on its own placement (balanced apart from the
     // target's, MODEL.md §9): the same default layout and redundant count over its experts.
@@ -382,7 +382,8 @@ supervisor_actor::behavior_type supervisor_fun(supervisor_pointer self,
     if (d && !d->moe_layers().empty())
       s.draft_placement = std::make_shared<const runtime::eplb::ExpertPlacement>(
           runtime::eplb::ep_default_placement(
-              static_cast<int64_t>(d->moe_layers().size()), m.dspark_n_routed_experts,
+              static_cast<int64_t>(d->moe_layers().size()),
+              static_cast<int64_t>(d->moe_layers().front()->size()),
               s.options.member ? s.options.member->size : s.size(),
               s.options.num_redundant_experts));
   }
@@ -482,11 +483,10 @@ scheduler_actor spawn_engine(caf::actor_system& sys, const model::BatchForward& 
                options.data_parallel_size);
   TROUPE_CHECK(options.num_redundant_experts == 0 || options.expert_parallel,
                "num-redundant-experts needs enable-expert-parallel");
-  TROUPE_CHECK(!options.expert_parallel || forward.shape().expert_parallel,
-               "enable-expert-parallel: this model's MoE does not run expert-parallel (a "
-               "LLaMA-family model serves without it)");
-  TROUPE_CHECK(!options.expert_parallel || v41_forward(forward).config().n_routed_experts > 0,
-               "enable-expert-parallel: the model has no routed experts");
+  TROUPE_CHECK(!options.expert_parallel ||
+                   (forward.shape().expert_parallel && model::routed_expert_count(forward) > 0),
+               "enable-expert-parallel: the model has no routed experts (a dense model "
+               "serves with data-parallel-size alone)");
   TROUPE_CHECK(!options.eplb.enabled || options.expert_parallel,
                "enable-eplb needs enable-expert-parallel");
   TROUPE_CHECK(options.expert_counts_file.empty() || options.expert_parallel,

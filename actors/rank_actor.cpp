@@ -143,7 +143,7 @@ rank_actor::behavior_type rank_fun(rank_pointer self, const model::BatchForward*
       s.comm = std::move(comm);
       s.ranks = s.comm->size();
       s.experts = std::make_unique<runtime::ExpertParallel>(
-          *s.comm, std::move(placement), model::target_moe_layers(v41_forward(*forward).weights()));
+          *s.comm, std::move(placement), forward->routed_layers());
       if (draft_placement)
         s.draft_experts = std::make_unique<runtime::ExpertParallel>(*s.comm, draft_placement,
                                                                     drafter->moe_layers());

@@ -101,6 +101,11 @@ std::unique_ptr<ServingEngine> start_engine(caf::actor_system& sys, const config
   o.member = std::move(member);
   if (e->engram)
     o.engram_owner = actors::spawn_engram_owner(sys, model.v41->config, model.v41->weights, e->engram);
+  // Said here, where the model's path is known (spawn_engine checks it again).
+  if (o.expert_parallel && model::routed_expert_count(model.forward()) == 0)
+    TROUPE_FAIL("enable-expert-parallel: " << (model.path.empty() ? "the model" : model.path)
+                << " has no routed experts (a dense model); serve it with "
+                   "data-parallel-size alone");
   say_instance_shape(cfg, o);
   if (e->config.speculative.enabled()) {
     e->draft = load_draft(model.v41_only("speculative-config"));

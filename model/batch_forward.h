@@ -12,11 +12,10 @@
 #include <vector>
 
 #include "model/kv_store.h"
+#include "model/routed_experts.h"
 #include "model/serving_shape.h"
 
 namespace troupe::model {
-
-class RoutedExperts;
 
 struct SequenceInput {
   KvStore* state = nullptr;         // extended in place by tokens (SequenceState, or paged)
@@ -61,6 +60,17 @@ class BatchForward {
   virtual void run_idle(RoutedExperts& routed) const = 0;
 
   virtual const ServingShape& shape() const = 0;
+
+  // The routed experts of every MoE layer, in the order run() hands them to a
+  // RoutedExperts (what an expert placement numbers and a rank copies its slots from).
+  // Empty: the model has no MoE layer (shape().expert_parallel is then false).
+  virtual MoeLayers routed_layers() const { return {}; }
 };
+
+// Logical experts per MoE layer (0: none), the same in every layer.
+inline int64_t routed_expert_count(const BatchForward& f) {
+  const MoeLayers layers = f.routed_layers();
+  return layers.empty() ? 0 : static_cast<int64_t>(layers.front()->size());
+}
 
 }  // namespace troupe::model

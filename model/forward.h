@@ -53,6 +53,7 @@ class Forward final : public BatchForward {
   // A step with no tokens on an expert-parallel rank: joins every MoE layer's exchange
   // with zero rows, so the ranks with work never wait for this one (DESIGN.md).
   void run_idle(RoutedExperts& routed) const override;
+  MoeLayers routed_layers() const override { return target_moe_layers(w_); }
 
   const ModelConfig& config() const { return cfg_; }
   const ServingShape& shape() const override { return shape_; }

@@ -200,6 +200,7 @@ LlamaConfig llama_config_from_hf_json(std::string_view text, const std::string& 
   c.rms_eps = static_cast<float>(k.number("rms_norm_eps"));
   c.bos_token_id = k.token_id("bos_token_id");
   c.eos_token_id = k.token_id("eos_token_id");
+  c.tie_word_embeddings = k.boolean_or("tie_word_embeddings", false);
   c.head_dim = c.heads > 0 ? c.dim / c.heads : 0;
   c.rope_neox = true;  // rotate_half: q/k halves, not adjacent pairs (docs/gguf.md)
   c.qkv_bias = cls->arch != LlamaArch::Llama;

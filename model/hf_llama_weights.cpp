@@ -101,7 +101,15 @@ LlamaWeights load_llama_weights(const Checkpoint& ck, const LlamaConfig& c) {
   LlamaWeights w;
   w.token_embd = read_matrix(ck, "model.embed_tokens.weight", c.vocab_size, c.dim);
   w.output_norm = read_vector(ck, "model.norm.weight", {c.dim});
-  if (ck.has("lm_head.weight")) w.output = read_matrix(ck, "lm_head.weight", c.vocab_size, c.dim);
+  // Tied: the embedding is the output matrix (transformers ties it over any lm_head).
+  // Untied without lm_head.weight would be a model with no output layer: never guessed.
+  if (!c.tie_word_embeddings) {
+    if (!ck.has("lm_head.weight"))
+      TROUPE_FAIL("config.json says tie_word_embeddings is false (its default), but the "
+                  "checkpoint has no lm_head.weight; a model tied to its embedding says "
+                  "\"tie_word_embeddings\": true");
+    w.output = read_matrix(ck, "lm_head.weight", c.vocab_size, c.dim);
+  }
   w.layers.reserve(static_cast<size_t>(c.layers));
   for (int64_t l = 0; l < c.layers; ++l) w.layers.push_back(read_layer(ck, c, l));
   return w;

@@ -37,6 +37,10 @@ struct LlamaConfig {
                                  // the softmax over all experts at the k picked (qwen2moe)
   int32_t bos_token_id = -1;  // tokenizer.ggml.bos_token_id, -1 when absent
   int32_t eos_token_id = -1;  // tokenizer.ggml.eos_token_id, -1 when absent
+  // An HF folder's config.json tie_word_embeddings (absent: false, as transformers'
+  // LLaMA-family classes default): true, the logits use embed_tokens; false, the folder
+  // must hold lm_head.weight. A GGUF file has no such key: a missing output.weight is tied.
+  bool tie_word_embeddings = false;
 
   bool is_moe() const { return experts > 0; }
   bool has_shared_expert() const { return shared_ffn_dim > 0; }

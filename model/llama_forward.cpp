@@ -104,6 +104,7 @@ ServingShape llama_serving_shape(const LlamaConfig& c) {
   s.carry_width = c.head_dim;  // never carried (ratio 1): a slot state's carry must be empty
   s.feature_width = c.dim;
   s.kv_bytes_per_token = double(c.layers * s.rows.ckv.bytes());
+  s.expert_parallel = c.is_moe();  // the routed experts spread over ranks (LlamaForward::run)
   // A -1 names the family in the disk tier's tag, apart from every V4.1 shape.
   s.tag_head = {-1, c.vocab_size, c.dim, c.layers, c.heads, c.kv_heads, c.head_dim,
                 c.ffn_dim, c.experts, c.experts_used, int64_t(c.arch), c.shared_ffn_dim,
@@ -117,6 +118,28 @@ LlamaForward::LlamaForward(const LlamaConfig& config, const LlamaWeights& weight
       shape_(llama_serving_shape(config)) {
   TROUPE_CHECK(static_cast<int64_t>(weights.layers.size()) == config.layers,
                "LlamaForward: ", weights.layers.size(), " layers of weights for ", config.layers);
+  const int64_t E = config.is_moe() ? config.experts : 1;
+  for (const LlamaLayerWeights& lw : weights.layers) {
+    ExpertTable& t = experts_.emplace_back();
+    for (int64_t e = 0; e < E; ++e) t.push_back(lw.expert(e, config.ffn_dim, config.dim));
+  }
+}
+
+MoeLayers LlamaForward::routed_layers() const {
+  MoeLayers layers;
+  if (cfg_.is_moe())
+    for (const ExpertTable& t : experts_) layers.push_back(&t);
+  return layers;
+}
+
+RoutedBatch LlamaForward::routed_batch(int64_t layer) const {
+  RoutedBatch b;
+  b.experts = &experts_[size_t(layer)];
+  b.layer = layer;
+  b.top_k = cfg_.experts_used;
+  b.hidden = cfg_.dim;
+  b.inter = cfg_.ffn_dim;
+  return b;  // no SwiGLU clamp, f32 GEMM precision: as run_experts runs them here
 }
 
 void LlamaForward::attention_block(const LlamaLayerWeights& lw, int64_t layer,
@@ -151,12 +174,11 @@ void LlamaForward::attention_block(const LlamaLayerWeights& lw, int64_t layer,
   for (size_t i = 0; i < x.size(); ++i) x[i] += attn_out[i];
 }
 
-void LlamaForward::ffn_block(const LlamaLayerWeights& lw, Vec& x) const {
+void LlamaForward::ffn_block(const LlamaLayerWeights& lw, int64_t layer, Vec& x,
+                             RoutedExperts* routed) const {
   const int64_t T = static_cast<int64_t>(x.size()) / cfg_.dim, D = cfg_.dim, F = cfg_.ffn_dim;
   const Vec ffn_in = normed(x, T, D, lw.ffn_norm, cfg_.rms_eps);
   const int64_t E = cfg_.is_moe() ? cfg_.experts : 1, top_k = cfg_.is_moe() ? cfg_.experts_used : 1;
-  std::vector<kernels::ExpertWeights> experts(static_cast<size_t>(E));
-  for (int64_t e = 0; e < E; ++e) experts[e] = lw.expert(e, F, D);
   // A dense MLP is one expert every row picks with weight 1 (1·y is y exactly).
   std::vector<int32_t> pick(static_cast<size_t>(T * top_k), 0);
   Vec weight(static_cast<size_t>(T * top_k), 1.0f);
@@ -166,7 +188,17 @@ void LlamaForward::ffn_block(const LlamaLayerWeights& lw, Vec& x) const {
       route_softmax_topk(router_logits.data() + t * E, E, top_k, pick.data() + t * top_k,
                          weight.data() + t * top_k, cfg_.renormalize_topk);
   }
-  run_experts(ffn_in, T, D, F, experts, top_k, pick, weight, x);
+  if (routed != nullptr) {  // expert parallel: x += the same sum, from wherever each expert is
+    RoutedBatch b = routed_batch(layer);
+    b.x = ffn_in.data();
+    b.rows = T;
+    b.pick = pick.data();
+    b.weight = weight.data();
+    b.out = x.data();
+    routed->run(b);
+  } else {
+    run_experts(ffn_in, T, D, F, experts_[size_t(layer)], top_k, pick, weight, x);
+  }
   if (cfg_.has_shared_expert()) shared_expert(lw, ffn_in, x);
 }
 
@@ -254,8 +286,8 @@ std::vector<float> LlamaForward::decode(std::span<LlamaState* const> states,
 void LlamaForward::run(std::span<SequenceInput> batch, std::vector<std::vector<float>>& logits,
                        const TraceFn& trace, RoutedExperts* routed) const {
   (void)trace;  // no named intermediates recorded yet
-  TROUPE_CHECK(routed == nullptr, "LlamaForward: a LLaMA-family model runs on one rank "
-               "(no expert parallelism)");
+  TROUPE_CHECK(routed == nullptr || cfg_.is_moe(), "LlamaForward: a dense model has no "
+               "experts to run expert-parallel");
   std::vector<Segment> segs;
   std::vector<int32_t> tokens;
   for (size_t i = 0; i < batch.size(); ++i) {
@@ -272,7 +304,7 @@ void LlamaForward::run(std::span<SequenceInput> batch, std::vector<std::vector<f
   }
   logits.resize(batch.size());
   if (batch.empty()) return;
-  const std::vector<float> all = forward(segs, tokens);
+  const std::vector<float> all = forward(segs, tokens, routed);
   const int64_t V = w_.output_view().rows;
   int64_t row = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
@@ -283,20 +315,22 @@ void LlamaForward::run(std::span<SequenceInput> batch, std::vector<std::vector<f
   }
 }
 
-void LlamaForward::run_idle(RoutedExperts&) const {
-  TROUPE_FAIL("LlamaForward: a LLaMA-family model runs on one rank (no expert parallelism)");
+void LlamaForward::run_idle(RoutedExperts& routed) const {
+  if (!cfg_.is_moe()) TROUPE_FAIL("LlamaForward: a dense model has no experts to run expert-parallel");
+  for (int64_t l = 0; l < cfg_.layers; ++l) routed.run(routed_batch(l));
 }
 
 // The layers on every row of the step; each segment's state grows by its rows.
 std::vector<float> LlamaForward::forward(std::span<const Segment> segs,
-                                         std::span<const int32_t> tokens) const {
+                                         std::span<const int32_t> tokens,
+                                         RoutedExperts* routed) const {
   const int64_t T = static_cast<int64_t>(tokens.size()), D = cfg_.dim;
   Vec x(static_cast<size_t>(T * D));
   for (int64_t t = 0; t < T; ++t)
     kernels::dequantize_rows(w_.token_embd.view(), tokens[t], 1, x.data() + t * D);
   for (int64_t l = 0; l < cfg_.layers; ++l) {
     attention_block(w_.layers[l], l, segs, x);
-    ffn_block(w_.layers[l], x);
+    ffn_block(w_.layers[l], l, x, routed);
   }
   Vec last;  // the rows whose logits are asked for, in segment order
   for (const Segment& sg : segs) {

@@ -41,8 +41,10 @@ struct LlamaState {
 };
 
 // The engine's view of a LLaMA model: every layer holds one f32 global row [K | V]
-// (2 · KV · hd floats) per token, no window rings, no compressor carry; no decoder tail,
-// speculative verify or expert parallelism (V4.1's features: the engine refuses them).
+// (2 · KV · hd floats) per token, no window rings, no compressor carry; no decoder tail or
+// speculative verify (V4.1's features: the engine refuses them). A MoE model (Mixtral,
+// Qwen2-MoE) runs expert-parallel: its routed experts go through the same exchange as
+// V4.1's (runtime/dep/expert_parallel.h); a dense one does not.
 ServingShape llama_serving_shape(const LlamaConfig& c);
 
 class LlamaForward final : public BatchForward {
@@ -61,11 +63,16 @@ class LlamaForward final : public BatchForward {
 
   // The engine's step (BatchForward): each sequence's K and V rows in its KvStore (the
   // paged cache's PagedSequence), appended at positions state->length()... Checks as
-  // run() does, and refuses a decoder tail, a replay or an expert-parallel exchange.
+  // run() does, and refuses a decoder tail or a replay. routed (MoE only): each layer's
+  // routed experts run through it (route -> dispatch -> experts -> combine), the same
+  // bits as here; the router and Qwen2-MoE's shared expert stay on this rank.
   void run(std::span<SequenceInput> batch, std::vector<std::vector<float>>& logits,
            const TraceFn& trace = nullptr, RoutedExperts* routed = nullptr) const override;
-  void run_idle(RoutedExperts& routed) const override;  // throws: no expert parallelism
+  // An expert-parallel rank with no tokens joins every MoE layer's exchange with zero
+  // rows; throws for a dense model.
+  void run_idle(RoutedExperts& routed) const override;
   const ServingShape& shape() const override { return shape_; }
+  MoeLayers routed_layers() const override;
 
   const LlamaConfig& config() const { return cfg_; }
 
@@ -79,7 +86,9 @@ class LlamaForward final : public BatchForward {
     bool all_logits;  // logits of every row, else of the last
   };
   // Logits of the segments' rows, [Σ rows, V] in segment order.
-  std::vector<float> forward(std::span<const Segment> segs, std::span<const int32_t> tokens) const;
+  // routed: where the MoE layers' routed experts run (nullptr: here).
+  std::vector<float> forward(std::span<const Segment> segs, std::span<const int32_t> tokens,
+                             RoutedExperts* routed = nullptr) const;
   // Stores segment sg's new K and V rows of `layer` and points krows / vrows at the
   // rows of positions [0, start + count).
   void store_kv(const Segment& sg, int64_t layer, const float* k, const float* v,
@@ -87,13 +96,19 @@ class LlamaForward final : public BatchForward {
   void check_tokens(std::span<const int32_t> tokens) const;
   void attention_block(const LlamaLayerWeights& lw, int64_t layer, std::span<const Segment> segs,
                        std::vector<float>& x) const;
-  void ffn_block(const LlamaLayerWeights& lw, std::vector<float>& x) const;
+  void ffn_block(const LlamaLayerWeights& lw, int64_t layer, std::vector<float>& x,
+                 RoutedExperts* routed) const;
+  // Layer `layer`'s routed batch with no rows set (the caller sets x, rows, picks, out).
+  RoutedBatch routed_batch(int64_t layer) const;
   void shared_expert(const LlamaLayerWeights& lw, const std::vector<float>& ffn_in,
                      std::vector<float>& x) const;
 
   const LlamaConfig& cfg_;
   const LlamaWeights& w_;
   std::vector<double> rope_freqs_;  // [hd / 2]
+  // [L] each layer's FFN as experts (views into w_): a MoE's E routed experts, or the
+  // dense MLP as one expert every row picks.
+  std::vector<ExpertTable> experts_;
   ServingShape shape_;
 };
 

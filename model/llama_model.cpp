@@ -41,7 +41,11 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, bool need_
   } else {
     m->config = llama_config_from_hf(path);
     m->checkpoint.emplace(Checkpoint::open(path));
-    m->weights = load_llama_weights(*m->checkpoint, m->config);
+    try {
+      m->weights = load_llama_weights(*m->checkpoint, m->config);
+    } catch (const Error& e) {  // the tensor names alone do not say which folder
+      TROUPE_FAIL(path << ": " << e.what());
+    }
   }
   m->forward = std::make_unique<LlamaForward>(m->config, m->weights);
   try {

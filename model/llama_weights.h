@@ -75,8 +75,9 @@ LlamaWeights load_llama_weights(const GgufFile& f, const LlamaConfig& c);
 
 class Checkpoint;
 // The same from an HF folder's safetensors (transformers' tensor names; F32 and BF16 in
-// place, F16 as an f32 copy; model/hf_llama_weights.cpp). A missing lm_head.weight means
-// tied embeddings.
+// place, F16 as `WeightFormat::F16`; model/hf_llama_weights.cpp). config.json's
+// tie_word_embeddings (LlamaConfig) says whether lm_head.weight is read or the embedding
+// is the output; untied without lm_head.weight is an error.
 LlamaWeights load_llama_weights(const Checkpoint& ck, const LlamaConfig& c);
 
 }  // namespace troupe::model

@@ -45,7 +45,13 @@ void moe_layer(const ModelConfig& c, const MoeWeights& w, int64_t layer, const B
   e.precision = b.expert_precision;
   kernels::moe_experts(e);
   if (routed != nullptr) {
-    routed->run({&c, &w, layer, x, rows, pick.data(), weight.data(), kE, out, b.expert_precision});
+    RoutedBatch rb = RoutedBatch::of(c, w, layer, kE, b.expert_precision);
+    rb.x = x;
+    rb.rows = rows;
+    rb.pick = pick.data();
+    rb.weight = weight.data();
+    rb.out = out;
+    routed->run(rb);
     return;
   }
   e.pick = pick.data();

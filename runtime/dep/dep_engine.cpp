@@ -18,15 +18,15 @@ namespace troupe::runtime {
 
 struct DepEngine::Rank {
   // tier_config: this rank's share of the host and disk tiers, in its own disk folder.
-  Rank(const model::Forward& forward, const model::TextTokenizer* tokenizer, const EngineConfig& c,
-       const KvCacheConfig& kv_config, Communicator& comm,
+  Rank(const model::BatchForward& forward, const model::TextTokenizer* tokenizer,
+       const EngineConfig& c, const KvCacheConfig& kv_config, Communicator& comm,
        std::shared_ptr<const eplb::ExpertPlacement> placement, const EngineConfig& tier_config)
       : kv(kv_config),
-        storage(forward.config(), kv_config.block_size, kv_config.num_blocks,
+        storage(forward.shape(), kv_config.block_size, kv_config.num_blocks,
                 kv_config.storage_slots()),
-        tiers(make_tier_storage(forward.config(), tier_config, kv_config)),
-        scheduler(c.scheduler, kv, static_cast<int32_t>(forward.config().eos_token_id), tokenizer),
-        experts(comm, std::move(placement), target_moe_layers(forward.weights())),
+        tiers(make_tier_storage(forward.shape(), tier_config, kv_config)),
+        scheduler(c.scheduler, kv, forward.shape().eos_token_id, tokenizer),
+        experts(comm, std::move(placement), forward.routed_layers()),
         executor(forward, storage, c.executor, &experts),
         pipeline(scheduler, counts, c.async_scheduling ? 2 : 1) {
     if (tiers) attach_disk_tier(kv, *tiers);  // the disk index, rebuilt from its folder
@@ -48,15 +48,17 @@ struct DepEngine::Rank {
   int64_t dummy_steps = 0;
 };
 
-DepEngine::DepEngine(const model::Forward& forward, const model::TextTokenizer* tokenizer,
+DepEngine::DepEngine(const model::BatchForward& forward, const model::TextTokenizer* tokenizer,
                      EngineConfig config, DepConfig dep)
     : config_(config), dep_(dep) {
   TROUPE_CHECK(dep.ranks >= 1, "data-parallel-size must be >= 1, got ", dep.ranks);
-  const model::ModelConfig& m = forward.config();
+  TROUPE_CHECK(forward.shape().expert_parallel,
+               "expert parallelism: the model has no MoE layer whose experts could spread");
   config_ = rank_tier_share(std::move(config_), dep.ranks);  // each rank its own tiers
-  const KvCacheConfig kv = prepare_engine(m, config_);
+  const KvCacheConfig kv = prepare_engine(forward.shape(), config_);
   placement_ = std::make_shared<const eplb::ExpertPlacement>(eplb::ep_default_placement(
-      m.num_hidden_layers, m.n_routed_experts, dep.ranks, dep.num_redundant_experts));
+      static_cast<int64_t>(forward.routed_layers().size()), model::routed_expert_count(forward),
+      dep.ranks, dep.num_redundant_experts));
   group_ = std::make_unique<InProcessGroup>(dep.ranks);
   threads_ = std::make_unique<RankThreads>(dep.ranks);
   if (dep.eplb.enabled)

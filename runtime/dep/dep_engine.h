@@ -16,7 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "model/forward.h"
+#include "model/batch_forward.h"
 #include "runtime/dep/expert_parallel.h"
 #include "runtime/dep/in_process_group.h"
 #include "runtime/dep/rank_threads.h"
@@ -42,8 +42,10 @@ struct DepConfig {
 
 class DepEngine {
  public:
-  DepEngine(const model::Forward& forward, const model::TextTokenizer* tokenizer, EngineConfig config,
-            DepConfig dep);
+  // forward: a MoE model (shape().expert_parallel: V4.1, or a LLaMA-family MoE); its
+  // routed layers set the placement. Throws troupe::Error for a model without one.
+  DepEngine(const model::BatchForward& forward, const model::TextTokenizer* tokenizer,
+            EngineConfig config, DepConfig dep);
   ~DepEngine();
 
   void add_request(RequestId id, std::span<const int32_t> prompt, RequestParams params,

@@ -115,10 +115,12 @@ std::vector<int64_t> ExpertParallel::take_counts() {
 void ExpertParallel::run(const model::RoutedBatch& b) {
   const eplb::ExpertPlacement& pl = *placement_;
   const int R = comm_.size(), me = comm_.rank();
-  const int64_t H = b.config->hidden_size, S = slots_per_rank_;
+  const int64_t H = b.hidden, S = slots_per_rank_;
+  TROUPE_CHECK(b.experts != nullptr && H > 0 && b.inter > 0, "expert parallel: layer ", b.layer,
+               "'s batch has no experts or widths");
   TROUPE_CHECK(b.layer < pl.num_layers, "no placement for MoE layer ", b.layer);
-  TROUPE_CHECK(static_cast<int64_t>(b.weights->experts.size()) == pl.num_logical, "the placement has ",
-               pl.num_logical, " experts, the layer ", b.weights->experts.size());
+  TROUPE_CHECK(static_cast<int64_t>(b.experts->size()) == pl.num_logical, "the placement has ",
+               pl.num_logical, " experts, the layer ", b.experts->size());
 
   auto t = Clock::now();
   // Route: each (token, k) entry to a slot and the slot's rank.
@@ -147,10 +149,10 @@ void ExpertParallel::run(const model::RoutedBatch& b) {
   const int64_t n = static_cast<int64_t>(in.slot.size());
   // This rank's own copy of its slots' experts where it has one of this layer, else the
   // batch's weights in place.
-  const bool own = weights_ && weights_->copies(b.layer, b.weights);
+  const bool own = weights_ && weights_->copies(b.layer, b.experts);
   std::vector<kernels::ExpertWeights> slots(S);
   for (int64_t s = 0; s < S; ++s)
-    slots[s] = own ? weights_->slot(b.layer, s) : b.weights->experts[pl.logical_of(b.layer, me * S + s)];
+    slots[s] = own ? weights_->slot(b.layer, s) : (*b.experts)[pl.logical_of(b.layer, me * S + s)];
   std::vector<float> y(n * H);
   kernels::MoeExpertRowsParams p;
   p.x = in.x.data();
@@ -159,9 +161,9 @@ void ExpertParallel::run(const model::RoutedBatch& b) {
   p.y = y.data();
   p.n = n;
   p.hidden = H;
-  p.inter = b.config->moe_intermediate_size;
+  p.inter = b.inter;
   p.experts_count = S;
-  p.swiglu_limit = static_cast<float>(b.config->swiglu_limit);
+  p.swiglu_limit = b.swiglu_limit;
   p.precision = b.precision;
   kernels::moe_expert_rows(p);
   times_.experts_s += seconds_since(t);

@@ -24,13 +24,13 @@ SlotWeights::SlotWeights(const MoeLayers& layers, const eplb::ExpertPlacement& p
   slots_ = placement.num_physical / ranks;
   views_.reserve(placement.num_layers * slots_);
   for (int64_t l = 0; l < placement.num_layers; ++l) {
-    const model::MoeWeights& moe = *layers[l];
-    TROUPE_CHECK(static_cast<int64_t>(moe.experts.size()) == placement.num_logical,
-                 "slot weights: layer ", l, " has ", moe.experts.size(), " experts, the placement ",
+    const model::ExpertTable& moe = *layers[l];
+    TROUPE_CHECK(static_cast<int64_t>(moe.size()) == placement.num_logical,
+                 "slot weights: layer ", l, " has ", moe.size(), " experts, the placement ",
                  placement.num_logical);
     source_.push_back(&moe);
     for (int64_t s = 0; s < slots_; ++s) {
-      const kernels::ExpertWeights& e = moe.experts[placement.logical_of(l, rank * slots_ + s)];
+      const kernels::ExpertWeights& e = moe[placement.logical_of(l, rank * slots_ + s)];
       views_.push_back({copy_view(e.w1), copy_view(e.w3), copy_view(e.w2)});
     }
   }

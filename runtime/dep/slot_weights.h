@@ -42,10 +42,13 @@ class SlotWeights {
   const kernels::ExpertWeights& slot(int64_t layer, int64_t slot) const {
     return views_[layer * slots_ + slot];
   }
-  // Whether this copy was made from `moe` as layer `layer` (the batch's own weights): a
+  // Whether this copy was made from `moe` as layer `layer` (the batch's own experts): a
   // MoE the copy is not of (a DSpark draft's, say) runs from its own weights.
-  bool copies(int64_t layer, const model::MoeWeights* moe) const {
+  bool copies(int64_t layer, const model::ExpertTable* moe) const {
     return layer >= 0 && layer < static_cast<int64_t>(source_.size()) && source_[layer] == moe;
+  }
+  bool copies(int64_t layer, const model::MoeWeights* moe) const {  // a V4.1 layer's experts
+    return copies(layer, &moe->experts);
   }
   int64_t bytes() const { return bytes_; }
 
@@ -58,7 +61,7 @@ class SlotWeights {
   int64_t slots_ = 0;
   int64_t bytes_ = 0;
   std::vector<kernels::ExpertWeights> views_;           // [L, S] into buffers_
-  std::vector<const model::MoeWeights*> source_;        // [L] what each layer copied
+  std::vector<const model::ExpertTable*> source_;       // [L] what each layer copied
   std::vector<std::unique_ptr<std::byte, AlignedFree>> buffers_;
 };
 

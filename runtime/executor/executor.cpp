@@ -33,8 +33,7 @@ Executor::Executor(const model::BatchForward& forward, PagedKvStorage& storage,
       drafter_(drafter),
       draft_routed_(draft_routed) {
   TROUPE_CHECK(!routed_ || shape_.expert_parallel,
-               "expert parallelism: this model's MoE does not run expert-parallel (a "
-               "LLaMA-family model runs on one rank; DEP needs a DeepSeek-V4.1 checkpoint)");
+               "expert parallelism: this model has no MoE layer to run expert-parallel");
   TROUPE_CHECK(!draft_routed_ || (routed_ && drafter_),
                "executor: an expert-parallel draft needs the target's exchange and a drafter");
 }

@@ -221,5 +221,48 @@ TEST(HfLlamaConfig, AMissingTensorIsNamed) {
   }
 }
 
+// config.json's tie_word_embeddings decides, not the tensors present: false (or absent:
+// transformers' LLaMA-family default) needs lm_head.weight, and a folder without one is an
+// error naming the key, the tensor and the folder, never silently tied; true reads the
+// embedding as the output even when the folder also holds an lm_head.weight.
+TEST(HfLlamaConfig, TieWordEmbeddingsDecidesTheOutputMatrix) {
+  test::TempDir dir;
+  testing::TinyLlamaSpec s;
+  s.arch = LlamaArch::Qwen2, s.seed = 56;
+  const auto ref = testing::write_tiny_llama(s, dir.file("m.gguf"));
+  auto folder = [&](const std::string& name, bool tied, const char* tie_key) {
+    const testing::HfDirSpec spec{LlamaArch::Qwen2, DType::F32, tied, s.context, 0};
+    std::filesystem::create_directory(dir.file(name));
+    testing::write_hf_llama_dir(ref, spec, dir.file(name));
+    nlohmann::json c = testing::hf_config_json(ref, spec);
+    if (tie_key == nullptr) c.erase("tie_word_embeddings");
+    else c["tie_word_embeddings"] = std::string(tie_key) == "true";
+    std::ofstream(dir.file(name) + "/config.json") << c.dump();
+    return dir.file(name);
+  };
+  auto load_error = [](const std::string& path) -> std::string {
+    try {
+      LlamaModel::load(path);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_TRUE(LlamaModel::load(folder("tied", true, "true"))->weights.tied_output());
+  EXPECT_FALSE(LlamaModel::load(folder("untied", false, "false"))->weights.tied_output());
+  EXPECT_FALSE(LlamaModel::load(folder("default", false, nullptr))->weights.tied_output());
+  // The folder holds lm_head.weight, config.json says tied: the embedding, as transformers.
+  EXPECT_TRUE(LlamaModel::load(folder("tied-with-head", false, "true"))->weights.tied_output());
+  for (const char* tie : {"false", static_cast<const char*>(nullptr)}) {
+    const std::string path = folder(tie ? "no-head" : "no-head-no-key", true, tie);
+    const std::string got = load_error(path);
+    for (const std::string& want : {path, std::string("tie_word_embeddings is false"), std::string("lm_head.weight")})
+      EXPECT_NE(got.find(want), std::string::npos) << "want '" << want << "' in '" << got << "'";
+  }
+  const auto r = testing::run_troupe("logits --model " + dir.file("no-head") + " --tokens 1");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find("lm_head.weight"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace troupe::model

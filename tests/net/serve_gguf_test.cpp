@@ -9,10 +9,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/sampling.h"
 #include "model/llama_model.h"
 #include "model/temp_dir.h"
 #include "net/http_test_client.h"
+#include "support/llama_greedy.h"
 #include "support/llama_ref.h"
 
 namespace troupe::testing {
@@ -59,19 +59,10 @@ const std::string& qwen2_model_path() {
   return path;
 }
 
-// LlamaForward's greedy tokens after `prompt`, one sequence on its contiguous state (the
-// llama files' weights are the same).
+// LlamaForward's greedy tokens after `prompt`, one sequence on its contiguous state.
 std::vector<int32_t> reference(const std::vector<int32_t>& prompt, int64_t n,
                                const std::string& path = model_path()) {
-  const auto m = model::LlamaModel::load(path);
-  model::LlamaState s = model::LlamaState::empty(m->config);
-  std::vector<float> logits = m->forward->run(s, prompt, false);
-  std::vector<int32_t> out;
-  for (int64_t i = 0; i < n; ++i) {
-    out.push_back(int32_t(kernels::argmax(logits.data(), m->config.vocab_size)));
-    logits = m->forward->run(s, std::vector<int32_t>{out.back()}, false);
-  }
-  return out;
+  return llama_greedy(path, prompt, n);
 }
 
 class ServeGguf : public DaemonSuite<ServeGguf> {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/forward.h"
 #include "runtime/dep/dep_engine.h"
 #include "runtime/engine.h"
 
