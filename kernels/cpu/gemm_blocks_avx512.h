@@ -56,10 +56,9 @@ GEMM_INLINE Block32 bf16x32_to_f32(__m512i h) {
 // subnormal 2^-6·m/8. NaN codes 0x7F / 0xFF come out finite; their columns are OR-ed
 // into `nan` for the caller to patch.
 GEMM_INLINE Block32 e4m3x32_unscaled(__m256i codes, __mmask32& nan) {
-  // NaN test on the 32 bytes (256-bit ops: one uop each on Zen 4, the widened words' two).
-  const __m256i magnitude = _mm256_set1_epi8(0x7F);
-  nan |= _mm256_cmpeq_epi8_mask(_mm256_and_si256(codes, magnitude), magnitude);
   const __m512i w = _mm512_cvtepi8_epi16(codes);
+  nan |= _mm512_cmpeq_epi16_mask(_mm512_and_si512(w, _mm512_set1_epi16(0x7F)),
+                                 _mm512_set1_epi16(0x7F));
   const __m512i keep = _mm512_set1_epi32(static_cast<int>(0x87F00000u));
   return {_mm512_castsi512_ps(_mm512_and_si512(_mm512_slli_epi32(w, 20), keep)),
           _mm512_castsi512_ps(_mm512_and_si512(_mm512_slli_epi32(w, 4), keep))};
