@@ -178,7 +178,7 @@ int bench_forward(const CommandArgs& argv) {
   Args a(argv,
          {"model", "expert-precision", "batch", "context", "new-tokens", "repeats", "threads", "dep", "batches",
           "acceptance", "num-speculative", "kv-budget-mb"},
-         {"speculative", "adaptive"});
+         {"speculative", "adaptive", "profile"});
   no_positional(a);
   if (a.has("speculative")) return bench_forward_speculative(a);
   const bench::ForwardBenchShape shape = forward_shape(a);
@@ -197,8 +197,9 @@ int bench_forward(const CommandArgs& argv) {
               static_cast<long long>(shape.new_tokens), static_cast<long long>(shape.repeats),
               kernels::num_threads());
   bench::print_limits(limits);
-  const bench::ForwardTimes times = bench::time_forward(*m->forward, shape);
+  const bench::ForwardTimes times = bench::time_forward(*m->forward, shape, a.has("profile"));
   bench::print_forward_table(shape, bench::make_forward_cost_model(m->config), times, limits);
+  if (a.has("profile")) bench::print_op_profile(times);
   return 0;
 }
 

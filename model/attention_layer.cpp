@@ -13,6 +13,7 @@
 #include "kernels/attention.h"
 #include "kernels/check.h"
 #include "model/csa.h"
+#include "model/op_profile.h"
 #include "model/ops.h"
 
 namespace troupe::model {
@@ -175,20 +176,36 @@ void attention_layer(const LayerContext& ctx, const float* x, const Batch& queri
   const int64_t D = c.head_dim, nh = c.num_attention_heads, Dr = c.qk_rope_head_dim;
   const LayerMode mode = c.layer_mode[ctx.layer];
 
-  scratch_vector<float> ql = linear(xq, qb.rows, ctx.w.wq_a);
-  rms_norm_rows(ql.data(), qb.rows, c.q_lora_rank, ctx.w.q_norm, c.rms_norm_eps);
-  scratch_vector<float> q = linear(ql.data(), qb.rows, ctx.w.wq_b);
-  rope_rows(q.data(), qb.rows * nh, D, Dr, qb.pos.data(), nh, ctx.freqs);
-  const ChunkWindow win = window_rows(ctx, x);
-
-  if (mode == LayerMode::Full) run_compressor(ctx, x);
+  scratch_vector<float> ql, q;
+  {
+    ScopedOp op(Op::AttnQuery);
+    ql = linear(xq, qb.rows, ctx.w.wq_a);
+    rms_norm_rows(ql.data(), qb.rows, c.q_lora_rank, ctx.w.q_norm, c.rms_norm_eps);
+    q = linear(ql.data(), qb.rows, ctx.w.wq_b);
+    rope_rows(q.data(), qb.rows * nh, D, Dr, qb.pos.data(), nh, ctx.freqs);
+  }
+  ChunkWindow win;
+  {
+    ScopedOp op(Op::AttnWindow);
+    win = window_rows(ctx, x);
+  }
+  if (mode == LayerMode::Full) {
+    ScopedOp op(Op::Compressor);
+    run_compressor(ctx, x);
+  }
   const LayerContext qctx{c, ctx.w, ctx.layer, ctx.freqs, qb};
-  if (mode == LayerMode::Full || mode == LayerMode::Reindex) run_indexer(qctx, xq, ql.data(), sel);
+  if (mode == LayerMode::Full || mode == LayerMode::Reindex) {
+    ScopedOp op(Op::Indexer);
+    run_indexer(qctx, xq, ql.data(), sel);
+  }
   trace_reuse(ctx, qb, sel);
 
   const int64_t max_keys = c.sliding_window + (mode == LayerMode::Swa ? 0 : c.index_topk);
+  std::optional<ScopedOp> gather_op(std::in_place, Op::AttnGather);
   scratch_vector<std::optional<DecodedRows>> decoded;  // owns what keys point into
   const scratch_vector<const float*> keys = gather_keys(ctx, qb, sel, win, max_keys, decoded);
+  gather_op.reset();
+  std::optional<ScopedOp> core_op(std::in_place, Op::AttnCore);
   scratch_vector<float> o(qb.rows * nh * D);
   kernels::AttentionParams ap;
   ap.q = q.data();
@@ -202,7 +219,12 @@ void attention_layer(const LayerContext& ctx, const float* x, const Batch& queri
   ap.scale = 1.0f / std::sqrt(static_cast<float>(D));
   kernels::attention(ap);
   rope_rows(o.data(), qb.rows * nh, D, Dr, qb.pos.data(), nh, ctx.freqs, /*inverse=*/true);
-  attention_output(c, ctx.w, qb.rows, o.data(), out);
+  core_op.reset();
+  {
+    ScopedOp op(Op::AttnOutput);
+    attention_output(c, ctx.w, qb.rows, o.data(), out);
+  }
+  ScopedOp op(Op::AttnStore);
   store_window(ctx, win);
 }
 

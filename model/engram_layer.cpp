@@ -7,6 +7,7 @@
 
 #include "kernels/weights.h"
 #include "model/ffn_layers.h"
+#include "model/op_profile.h"
 #include "model/ops.h"
 
 namespace troupe::model {
@@ -47,6 +48,7 @@ void engram_layer(const ModelConfig& c, const ModelWeights& mw, const EngramWeig
                   const EngramHashTables& tables, int64_t layer, const Batch& b, float* X) {
   const int64_t H = c.hidden_size, hc = c.hc_mult;
   const int64_t index = c.engram_index(layer);
+  ScopedOp op(Op::Engram);
   const scratch_vector<float> e = lookup_rows(c, mw, w, tables, index, b);
   const scratch_vector<float> kv = linear(e.data(), b.rows, w.wkv);
   const double eps = c.rms_norm_eps;

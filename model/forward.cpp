@@ -15,6 +15,7 @@
 #include "model/dspark_features.h"
 #include "model/ffn_layers.h"
 #include "model/hc.h"
+#include "model/op_profile.h"
 #include "model/ops.h"
 
 namespace troupe::model {
@@ -62,6 +63,7 @@ Batch make_batch(std::span<SequenceInput> inputs, const TraceFn& trace) {
 // X[rows, hc, H] = the token embedding in every stream.
 scratch_vector<float> embed(const ModelConfig& c, const ModelWeights& w, const Batch& b) {
   const int64_t H = c.hidden_size, hc = c.hc_mult;
+  ScopedOp op(Op::Embed);
   scratch_vector<float> X(b.rows * hc * H);
   for (int64_t r = 0; r < b.rows; ++r) {
     float* x = &X[r * hc * H];
@@ -241,6 +243,7 @@ void Forward::run(std::span<SequenceInput> inputs, std::vector<std::vector<float
     in.state->advance(in.tokens.subspan(static_cast<size_t>(replayed)));
     logits[s].clear();
     if (b.rows_of(s) == 0) continue;
+    ScopedOp op(Op::Head);
     const int64_t r1 = b.begin[s + 1];
     const int64_t r0 = inputs[s].all_logits ? b.begin[s] : r1 - 1;
     scratch_vector<float> h((r1 - r0) * H);

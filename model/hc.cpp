@@ -4,6 +4,7 @@
 
 #include "kernels/gemm.h"
 #include "kernels/parallel.h"
+#include "model/op_profile.h"
 
 namespace troupe::model {
 namespace {
@@ -66,6 +67,7 @@ void sinkhorn(float* C, int64_t hc, int64_t iters, float eps) {
 HcMix hc_mix(const ModelConfig& c, const HcMixWeights& w, const float* X, int64_t rows) {
   const int64_t hc = c.hc_mult, n = (2 + hc) * hc;
   const float eps = static_cast<float>(c.hc_eps);
+  ScopedOp op(Op::HcMix);
   scratch_vector<float> m = normalized_projection(c, w.fn, X, rows);
   HcMix mix;
   mix.pre.resize(rows * hc);
@@ -91,6 +93,7 @@ HcMix hc_mix(const ModelConfig& c, const HcMixWeights& w, const float* X, int64_
 
 void hc_premix(const ModelConfig& c, const float* X, const float* pre, int64_t rows, float* out) {
   const int64_t hc = c.hc_mult, H = c.hidden_size;
+  ScopedOp op(Op::HcApply);
   kernels::parallel_for(rows, 1, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       float* o = out + r * H;
@@ -104,6 +107,7 @@ void hc_premix(const ModelConfig& c, const float* X, const float* pre, int64_t r
 
 void hc_expand(const ModelConfig& c, const float* y, const HcMix& mix, int64_t rows, float* X) {
   const int64_t hc = c.hc_mult, H = c.hidden_size;
+  ScopedOp op(Op::HcApply);
   kernels::parallel_for(rows, 1, [&](int64_t r0, int64_t r1) {
     scratch_vector<float> out(hc * H);
     for (int64_t r = r0; r < r1; ++r) {

@@ -1,7 +1,10 @@
 // MoE of MODEL.md §5.5: sqrtsoftplus gate with selection-only bias, top-k routed
 // experts (FP4, clamped SwiGLU) plus the shared expert (FP8, unclamped).
+#include <optional>
+
 #include "kernels/moe.h"
 #include "model/ffn_layers.h"
+#include "model/op_profile.h"
 #include "model/ops.h"
 
 namespace troupe::model {
@@ -10,6 +13,7 @@ void moe_layer(const ModelConfig& c, const MoeWeights& w, int64_t layer, const B
                const float* x, float* out, int64_t top_k, RoutedExperts* routed) {
   const int64_t rows = b.rows, H = c.hidden_size, kE = top_k > 0 ? top_k : c.top_k;
   const int64_t nE = static_cast<int64_t>(w.experts.size());
+  std::optional<ScopedOp> op(std::in_place, Op::MoeGate);
   scratch_vector<float> logits = linear(x, rows, w.gate);
   b.record("moe_gate_logits", layer, logits.data(), nE);
   scratch_vector<int32_t> pick(rows * kE);
@@ -27,6 +31,7 @@ void moe_layer(const ModelConfig& c, const MoeWeights& w, int64_t layer, const B
   kernels::moe_gate(g);
   b.record_ints("moe_pick", layer, pick.data(), kE);
 
+  op.emplace(Op::SharedExpert);
   std::fill(out, out + rows * H, 0.0f);
   scratch_vector<int32_t> shared_pick(rows, 0);
   scratch_vector<float> shared_weight(rows, 1.0f);
@@ -44,6 +49,7 @@ void moe_layer(const ModelConfig& c, const MoeWeights& w, int64_t layer, const B
   e.swiglu_limit = 0.0f;
   e.precision = b.expert_precision;
   kernels::moe_experts(e);
+  op.emplace(Op::RoutedExperts);
   if (routed != nullptr) {
     RoutedBatch rb = RoutedBatch::of(c, w, layer, kE, b.expert_precision);
     rb.x = x;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <random>
 
 #include "bench/common/stats.h"
@@ -42,9 +43,10 @@ double timed_run(const model::Forward& f, std::vector<SequenceInput>& in,
   return now_seconds() - t0;
 }
 
-// One repeat on fresh states: the prefill step, then N decode steps.
+// One repeat on fresh states: the prefill step, then N decode steps (their ops timed
+// into times.decode_ops when profiling).
 void run_repeat(const model::Forward& f, const ForwardBenchShape& s,
-                const std::vector<int32_t>& prompts, ForwardTimes& times) {
+                const std::vector<int32_t>& prompts, bool profile, ForwardTimes& times) {
   std::vector<SequenceState> states(s.batch, SequenceState::empty(f.config()));
   std::vector<SequenceInput> in = prompt_batch(states, prompts, s.context, s.context);
   std::vector<std::vector<float>> logits;
@@ -55,6 +57,8 @@ void run_repeat(const model::Forward& f, const ForwardBenchShape& s,
       next[q] = argmax(logits[q]);
       in[q].tokens = {&next[q], 1};
     }
+    std::optional<model::ScopedOpProfile> ops;
+    if (profile) ops.emplace(times.decode_ops);
     times.decode_s.push_back(timed_run(f, in, logits));
   }
 }
@@ -90,7 +94,7 @@ void print_row(const char* step, int64_t tokens, const std::vector<double>& seco
 
 }  // namespace
 
-ForwardTimes time_forward(const model::Forward& f, const ForwardBenchShape& s) {
+ForwardTimes time_forward(const model::Forward& f, const ForwardBenchShape& s, bool profile) {
   const std::vector<int32_t> prompts = random_prompts(f.config().vocab_size, s);
   {
     std::vector<SequenceState> states(s.batch, SequenceState::empty(f.config()));
@@ -99,7 +103,7 @@ ForwardTimes time_forward(const model::Forward& f, const ForwardBenchShape& s) {
     f.run(warm);
   }
   ForwardTimes times;
-  for (int64_t r = 0; r < s.repeats; ++r) run_repeat(f, s, prompts, times);
+  for (int64_t r = 0; r < s.repeats; ++r) run_repeat(f, s, prompts, profile, times);
   return times;
 }
 
@@ -113,6 +117,26 @@ void print_forward_table(const ForwardBenchShape& s, const ForwardCostModel& cos
             forward_step_cost(cost, {s.batch, 0, s.context}), Bound::Fp32, limits);
   if (s.new_tokens > 0)
     print_row("decode", s.batch, times.decode_s, mean_decode_cost(cost, s), Bound::Memory, limits);
+  std::fflush(stdout);
+}
+
+void print_op_profile(const ForwardTimes& times) {
+  const double steps = static_cast<double>(times.decode_s.size());
+  if (steps == 0) return;
+  double total = 0, timed = 0;
+  for (double t : times.decode_s) total += t;
+  for (double t : times.decode_ops.seconds) timed += t;
+  const double step_ms = total / steps * 1e3;
+  std::printf("\ndecode step by op (mean of %zu steps, %.3f ms):\n\n", times.decode_s.size(),
+              step_ms);
+  std::printf("| op | ms/step | %% of step | spans/step |\n|---|---:|---:|---:|\n");
+  for (int i = 0; i < model::kOpCount; ++i) {
+    const double ms = times.decode_ops.seconds[i] / steps * 1e3;
+    std::printf("| %s | %.3f | %.1f%% | %.1f |\n", model::op_name(static_cast<model::Op>(i)), ms,
+                100 * ms / step_ms, times.decode_ops.calls[i] / steps);
+  }
+  const double other_ms = (total - timed) / steps * 1e3;
+  std::printf("| other | %.3f | %.1f%% | |\n", other_ms, 100 * other_ms / step_ms);
   std::fflush(stdout);
 }
 

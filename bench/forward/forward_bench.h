@@ -11,6 +11,7 @@
 #include "bench/common/limits.h"
 #include "bench/forward/forward_cost.h"
 #include "model/forward.h"
+#include "model/op_profile.h"
 
 namespace troupe::bench {
 
@@ -25,16 +26,24 @@ struct ForwardBenchShape {
 struct ForwardTimes {
   std::vector<double> prefill_s;  // [R] seconds per prefill step
   std::vector<double> decode_s;   // [R·N] seconds per decode step
+  model::OpProfile decode_ops;    // summed over the R·N decode steps (when profiled)
 };
 
 // Runs one untimed warm-up step (faults the mmapped weights in), then the R repeats.
 // Decode feeds each sequence its greedy next token (chosen outside the timed call).
-ForwardTimes time_forward(const model::Forward& forward, const ForwardBenchShape& shape);
+// profile: also time each op of the decode steps (model/op_profile.h) into
+// ForwardTimes::decode_ops.
+ForwardTimes time_forward(const model::Forward& forward, const ForwardBenchShape& shape,
+                          bool profile = false);
 
 // The table: one row per step kind (prefill; decode unless N = 0) with median, min and
 // max time, tokens/s, bytes and FLOPs per step, the achieved rates and the share of the
 // limit each step is judged against (prefill: fp32 FMA peak; decode: DRAM bandwidth).
 void print_forward_table(const ForwardBenchShape& shape, const ForwardCostModel& cost,
                          const ForwardTimes& times, const MachineLimits& limits);
+
+// The decode steps' time per op: ms per step (mean), share of the mean step, spans per
+// step; the remainder (batch setup, norms between ops, the layer loop) as "other".
+void print_op_profile(const ForwardTimes& times);
 
 }  // namespace troupe::bench

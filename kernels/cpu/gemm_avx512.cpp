@@ -183,21 +183,60 @@ void store_tile(const __m128* out, int mr, int nr, float* y, int64_t ldy, bool a
 
 // --- decode, M <= 4: weights dequantized in registers -----------------------------------
 
+// Where a direct tile's four weight rows come from, one 32-column block at a time:
+// F32, BF16, F16 and FP4, each row through load_block.
+template <WeightFormat F>
+struct TileRows {
+  const WeightSrc& s;
+  const int64_t* r;
+  GEMM_INLINE void start_block(int64_t) {}
+  GEMM_INLINE Block32 load(int j, int64_t kb, __mmask32 valid, __mmask32& nan) const {
+    return load_block<F>(s, r[j], kb, valid, nan);
+  }
+};
+
+// FP8 and ROWFP8 rows: load_block's decode and products, with the scalar work that perf
+// showed around the vector ops of decode-sized FP8 GEMMs (address arithmetic, a scale
+// load and branch per row and block) taken out of the loop: row and scale-row
+// addresses once per tile and, for FP8 rows of one 32x32 scale tile (kShared: every
+// tile unless a thread's range starts off a multiple of 4), the block's scale once for
+// the four rows.
+template <WeightFormat F, bool kShared>
+struct E4m3TileRows {
+  static_assert(F == WeightFormat::FP8 || F == WeightFormat::ROWFP8);
+  static_assert(!kShared || F == WeightFormat::FP8);
+  const WeightSrc& s;
+  const uint8_t* row[kNR];
+  const uint8_t* scales[kNR];  // each row's scale codes, one per 32 columns
+  E4m3Scale shared{s, 0};      // kShared: the block's scale
+  E4m3TileRows(const WeightSrc& src, const int64_t* r) : s(src) {
+    for (int j = 0; j < kNR; ++j) {
+      row[j] = s.data + r[j] * s.row_bytes;
+      scales[j] = s.scale + (F == WeightFormat::FP8 ? r[j] / 32 : r[j]) * s.scale_ld;
+    }
+  }
+  GEMM_INLINE void start_block(int64_t kb) {
+    if constexpr (kShared) shared = E4m3Scale(s, scales[0][kb / 32]);
+  }
+  GEMM_INLINE Block32 load(int j, int64_t kb, __mmask32 valid, __mmask32& nan) const {
+    // The E4M3 decode is heavy enough per byte that the hardware prefetcher alone
+    // leaves DRAM idle; 512 bytes ahead per row measured 10-25% faster on one thread
+    // (F32/BF16/FP4 measured no gain or a loss). Prefetches never fault.
+    _mm_prefetch(reinterpret_cast<const char*>(row[j] + kb) + kPrefetchBytes, _MM_HINT_T0);
+    const Block32 b = e4m3x32_unscaled(_mm256_maskz_loadu_epi8(valid, row[j] + kb), nan);
+    if constexpr (kShared) return shared.apply(b);
+    return E4m3Scale(s, scales[j][kb / 32]).apply(b);
+  }
+};
+
 // acc[i][j] += x[i][kb : kb+32] · W[r[j]][kb : kb+32]: each 32-column block of the four
 // weight rows is decoded once into registers and used by all MR activation rows.
-template <WeightFormat F, int MR>
-GEMM_INLINE void direct_step(__m512 (&acc)[MR][kNR], __mmask32 (&nan)[kNR], const WeightSrc& s,
-                             const float* x, int64_t ldx, const int64_t* r, int64_t kb,
-                             __mmask32 valid) {
+template <int MR, class Rows>
+GEMM_INLINE void direct_step(__m512 (&acc)[MR][kNR], __mmask32 (&nan)[kNR], Rows& rows,
+                             const float* x, int64_t ldx, int64_t kb, __mmask32 valid) {
+  rows.start_block(kb);
   for (int j = 0; j < kNR; ++j) {
-    if constexpr (F == WeightFormat::FP8 || F == WeightFormat::ROWFP8) {
-      // The E4M3 decode is heavy enough per byte that the hardware prefetcher alone
-      // leaves DRAM idle; 512 bytes ahead per row measured 10-25% faster on one thread
-      // (F32/BF16/FP4 measured no gain or a loss). Prefetches never fault.
-      _mm_prefetch(reinterpret_cast<const char*>(s.data + r[j] * s.row_bytes + kb) + kPrefetchBytes,
-                   _MM_HINT_T0);
-    }
-    const Block32 w = load_block<F>(s, r[j], kb, valid, nan[j]);
+    const Block32 w = rows.load(j, kb, valid, nan[j]);
     for (int i = 0; i < MR; ++i) {
       acc[i][j] = _mm512_fmadd_ps(_mm512_load_ps(x + i * ldx + kb), w.lo, acc[i][j]);
       acc[i][j] = _mm512_fmadd_ps(_mm512_load_ps(x + i * ldx + kb + 16), w.hi, acc[i][j]);
@@ -210,9 +249,9 @@ GEMM_INLINE void direct_step(__m512 (&acc)[MR][kNR], __mmask32 (&nan)[kNR], cons
 // chunk, reduced per chunk, the chunks' sums added in k order (to y's values first when
 // accumulating). So a row's result does not depend on whether its batch takes this path
 // or the blocked one (tests/kernels/gemm_test.cpp "RowsDoNotDependOnTheBatch").
-template <WeightFormat F, int MR>
-void direct_tile(const WeightSrc& s, const float* x, int64_t ldx, const int64_t* r, int64_t kc,
-                 bool add, __m128* out) {
+template <int MR, class Rows>
+void direct_tile_rows(const WeightSrc& s, Rows rows, const float* x, int64_t ldx, int64_t kc,
+                      bool add, __m128* out) {
   __mmask32 nan[kNR] = {};
   const int64_t k_full = s.k / 32 * 32;
   for (int64_t k0 = 0; k0 < s.k; k0 += kc) {
@@ -222,8 +261,8 @@ void direct_tile(const WeightSrc& s, const float* x, int64_t ldx, const int64_t*
     const int64_t k_end = std::min(s.k, k0 + kc);
     int64_t kb = k0;
     for (; kb < std::min(k_full, k_end); kb += 32)
-      direct_step<F, MR>(acc, nan, s, x, ldx, r, kb, ~__mmask32{0});
-    if (kb < k_end) direct_step<F, MR>(acc, nan, s, x, ldx, r, kb, columns_below(s.k - kb));
+      direct_step<MR>(acc, nan, rows, x, ldx, kb, ~__mmask32{0});
+    if (kb < k_end) direct_step<MR>(acc, nan, rows, x, ldx, kb, columns_below(s.k - kb));
     for (int i = 0; i < MR; ++i) {
       const __m128 chunk = reduce4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
       out[i] = add || k0 > 0 ? _mm_add_ps(out[i], chunk) : chunk;
@@ -233,6 +272,21 @@ void direct_tile(const WeightSrc& s, const float* x, int64_t ldx, const int64_t*
   __mmask8 nan_rows = 0;
   for (int j = 0; j < kNR; ++j) nan_rows |= static_cast<__mmask8>((nan[j] != 0) << j);
   for (int i = 0; i < MR; ++i) out[i] = _mm_mask_mov_ps(out[i], nan_rows, _mm_set1_ps(NAN));
+}
+
+// direct_tile_rows with the format's row source.
+template <WeightFormat F, int MR>
+void direct_tile(const WeightSrc& s, const float* x, int64_t ldx, const int64_t* r, int64_t kc,
+                 bool add, __m128* out) {
+  if constexpr (F == WeightFormat::FP8) {
+    if (r[0] / 32 == r[kNR - 1] / 32)
+      return direct_tile_rows<MR>(s, E4m3TileRows<F, true>(s, r), x, ldx, kc, add, out);
+  }
+  if constexpr (F == WeightFormat::FP8 || F == WeightFormat::ROWFP8) {
+    direct_tile_rows<MR>(s, E4m3TileRows<F, false>(s, r), x, ldx, kc, add, out);
+  } else {
+    direct_tile_rows<MR>(s, TileRows<F>{s, r}, x, ldx, kc, add, out);
+  }
 }
 
 // --- loop nests ---------------------------------------------------------------------------

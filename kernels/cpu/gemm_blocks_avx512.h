@@ -64,6 +64,22 @@ GEMM_INLINE Block32 e4m3x32_unscaled(__m256i codes, __mmask32& nan) {
           _mm512_castsi512_ps(_mm512_and_si512(_mm512_slli_epi32(w, 4), keep))};
 }
 
+// The UE8M0 scale of an E4M3 block, applied to e4m3x32_unscaled's output exactly. Built
+// once per block and scale code, so rows sharing a 32x32 tile look it up once.
+struct E4m3Scale {
+  bool folded;  // one multiply by 2^120·scale: code·scale's one rounding
+  __m512 f;
+  GEMM_INLINE E4m3Scale(const WeightSrc& s, uint8_t code)
+      : folded(code <= kMaxFoldedScale),
+        f(_mm512_set1_ps(code <= kMaxFoldedScale ? s.e4m3_scale[code] : s.ue8m0[code])) {}
+  GEMM_INLINE Block32 apply(Block32 b) const {
+    if (folded) return {_mm512_mul_ps(b.lo, f), _mm512_mul_ps(b.hi, f)};
+    // 2^120·scale would overflow: the exact 2^120 first, then the scale.
+    const __m512 big = _mm512_set1_ps(0x1p120f);
+    return {_mm512_mul_ps(_mm512_mul_ps(b.lo, big), f), _mm512_mul_ps(_mm512_mul_ps(b.hi, big), f)};
+  }
+};
+
 // Columns kb..kb+31 of row r as f32 in col_order(F); columns outside `valid` read as 0
 // (FP4 has whole blocks only: K % 32 == 0). FP8/ROWFP8 NaN codes decode to finite
 // values and set their bit in `nan` (natural column order); callers patch them.
@@ -95,14 +111,8 @@ GEMM_INLINE Block32 load_block(const WeightSrc& s, int64_t r, int64_t kb, __mmas
   } else {  // FP8 (32x32 scale tiles) or ROWFP8 (scale per 32 columns of a row)
     const int64_t scale_row = F == WeightFormat::FP8 ? r / 32 : r;
     const uint8_t code = s.scale[scale_row * s.scale_ld + kb / 32];
-    const Block32 b = e4m3x32_unscaled(_mm256_maskz_loadu_epi8(valid, row + kb), nan);
-    if (code <= kMaxFoldedScale) {  // one multiply by 2^120·scale: code·scale's one rounding
-      const __m512 f = _mm512_set1_ps(s.e4m3_scale[code]);
-      return {_mm512_mul_ps(b.lo, f), _mm512_mul_ps(b.hi, f)};
-    }
-    // 2^120·scale would overflow: the exact 2^120 first, then the scale.
-    const __m512 big = _mm512_set1_ps(0x1p120f), f = _mm512_set1_ps(s.ue8m0[code]);
-    return {_mm512_mul_ps(_mm512_mul_ps(b.lo, big), f), _mm512_mul_ps(_mm512_mul_ps(b.hi, big), f)};
+    const __m256i codes = _mm256_maskz_loadu_epi8(valid, row + kb);
+    return E4m3Scale(s, code).apply(e4m3x32_unscaled(codes, nan));
   }
 }
 

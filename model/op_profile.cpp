@@ -1,0 +1,28 @@
+#include "model/op_profile.h"
+
+namespace troupe::model {
+namespace {
+thread_local OpProfile* t_profile = nullptr;
+}  // namespace
+
+const char* op_name(Op op) {
+  static constexpr const char* kNames[kOpCount] = {
+      "embed",       "engram",        "hc mix",         "hc premix + expand",
+      "attn query",  "attn window",   "compressor",     "indexer",
+      "attn gather", "attn core",     "attn output",    "attn store",
+      "moe gate",    "shared expert", "routed experts", "head"};
+  return kNames[static_cast<int>(op)];
+}
+
+OpProfile* bound_op_profile() {
+  return t_profile;
+}
+
+ScopedOpProfile::ScopedOpProfile(OpProfile& p) : saved_(t_profile) {
+  t_profile = &p;
+}
+ScopedOpProfile::~ScopedOpProfile() {
+  t_profile = saved_;
+}
+
+}  // namespace troupe::model

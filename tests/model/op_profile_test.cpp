@@ -1,0 +1,80 @@
+// `troupe bench forward --profile`'s op marks (model/op_profile.h): a batched decode step
+// of the golden model marks each op as often as MODEL.md's layer schedule says, counted
+// here from the config's layer modes (not from the code that places the marks), and a
+// thread with no profile bound records nothing.
+#include "model/op_profile.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <vector>
+
+#include "support/golden.h"
+
+namespace troupe::testing {
+namespace {
+
+using model::LayerMode;
+using model::Op;
+
+int64_t layers_in(const model::ModelConfig& c, std::initializer_list<LayerMode> modes) {
+  int64_t n = 0;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+    for (LayerMode m : modes) n += c.layer_mode[l] == m;
+  return n;
+}
+
+TEST(OpProfile, ADecodeStepMarksEachOpAsTheLayerScheduleSays) {
+  const GoldenModel& g = golden_model();
+  const model::ModelConfig& c = g.config;
+  std::vector<model::SequenceState> states(2, model::SequenceState::empty(c));
+  const std::vector<int32_t> prompt_a{5, 9, 200, 31, 7}, prompt_b{44, 3, 17};
+  std::vector<model::SequenceInput> in{{&states[0], prompt_a, false},
+                                       {&states[1], prompt_b, false}};
+  g.forward->run(in);  // prefill, unprofiled
+
+  model::OpProfile unbound;  // never bound: stays empty
+  model::OpProfile p;
+  const std::vector<int32_t> next{11, 12};
+  in[0].tokens = {&next[0], 1};
+  in[1].tokens = {&next[1], 1};
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    model::ScopedOpProfile bind(p);
+    ASSERT_EQ(model::bound_op_profile(), &p);
+    g.forward->run(in);
+  }
+  const std::chrono::duration<double> wall = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(model::bound_op_profile(), nullptr);
+
+  const int64_t L = c.num_hidden_layers;
+  const int64_t expected[model::kOpCount] = {
+      1,                                   // embed
+      int64_t(c.engram_layer_ids.size()),  // engram
+      2 * L,                               // hc mix: attention and ffn sites
+      4 * L,                               // premix and expand at both sites
+      L,
+      L,                                                    // attn query, attn window
+      layers_in(c, {LayerMode::Full}),                      // compressor
+      layers_in(c, {LayerMode::Full, LayerMode::Reindex}),  // indexer
+      L,
+      L,
+      L,
+      L,  // attn gather, core, output, store
+      L,
+      L,
+      L,   // moe gate, shared expert, routed experts
+      2};  // head: one per sequence
+  double timed = 0;
+  for (int i = 0; i < model::kOpCount; ++i) {
+    SCOPED_TRACE(model::op_name(static_cast<Op>(i)));
+    EXPECT_EQ(p.calls[i], expected[i]);
+    EXPECT_GE(p.seconds[i], 0.0);
+    timed += p.seconds[i];
+    EXPECT_EQ(unbound.calls[i], 0);
+  }
+  EXPECT_LE(timed, wall.count());  // disjoint spans inside the step
+}
+
+}  // namespace
+}  // namespace troupe::testing
