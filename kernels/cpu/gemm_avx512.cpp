@@ -191,6 +191,12 @@ struct TileRows {
   const int64_t* r;
   GEMM_INLINE void start_block(int64_t) {}
   GEMM_INLINE Block32 load(int j, int64_t kb, __mmask32 valid, __mmask32& nan) const {
+    // F16 rows are short (2 KiB at K = 1024) and their decode is two vcvtph2ps per block:
+    // 512 bytes ahead per row measured 1.15-1.28x at M = 1 (docs/kernels-bench.md), as
+    // for FP8 below.
+    if constexpr (F == WeightFormat::F16)
+      _mm_prefetch(reinterpret_cast<const char*>(s.data + r[j] * s.row_bytes + 2 * kb) + kPrefetchBytes,
+                   _MM_HINT_T0);
     return load_block<F>(s, r[j], kb, valid, nan);
   }
 };
