@@ -1,6 +1,5 @@
 #include "kernels/q8_row_groups.h"
 
-#include <algorithm>
 #include <cstring>
 
 #include "kernels/check.h"

@@ -142,8 +142,10 @@ void regroup_q8_matrices(LlamaWeights& w) {
     for (LlamaMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down, &l.router,
                            &l.shared_gate, &l.shared_up, &l.shared_down})
       add(*m);
+  // Each matrix's share, 64-byte aligned, so the kernel's loads never split a cache line.
+  auto share = [](const LlamaMatrix* m) { return size_t(kernels::q8_row_groups_bytes(m->full) + 63) / 64 * 64; };
   size_t total = 0;
-  for (const LlamaMatrix* m : todo) total += size_t(kernels::q8_row_groups_bytes(m->full) + 63) / 64 * 64;
+  for (const LlamaMatrix* m : todo) total += share(m);
   if (total == 0) return;
   constexpr size_t kHuge = size_t{2} << 20;
   const size_t mapped = (total + kHuge - 1) / kHuge * kHuge;
@@ -155,7 +157,7 @@ void regroup_q8_matrices(LlamaWeights& w) {
   for (LlamaMatrix* m : todo) {
     kernels::pack_q8_row_groups(m->full, next);
     m->full.groups = next;
-    next += (kernels::q8_row_groups_bytes(m->full) + 63) / 64 * 64;
+    next += share(m);
   }
 }
 
