@@ -53,4 +53,16 @@ void gemm(const GemmParams& p) {
   }
 }
 
+void gemm_shared_x(std::span<const GemmParams> ps) {
+  for (const GemmParams& p : ps) {
+    validate(p);
+    TROUPE_CHECK(p.x == ps[0].x && p.m == ps[0].m && p.precision == ps[0].precision &&
+                     (p.ldx ? p.ldx : p.w.cols) == (ps[0].ldx ? ps[0].ldx : ps[0].w.cols) &&
+                     p.w.cols == ps[0].w.cols,
+                 "gemm_shared_x: every GEMM must share x, m, ldx, K and precision");
+  }
+  if (active_backend() == Backend::Cpu) return cpu::gemm_shared_x(ps);
+  for (const GemmParams& p : ps) gemm(p);
+}
+
 }  // namespace troupe::kernels

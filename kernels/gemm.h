@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "kernels/weights.h"
 
@@ -50,12 +51,20 @@ inline bool q8_activations(const GemmParams& p) { return is_ggml_block(p.w.forma
 
 // Validated, dispatched entry (kernels/dispatch.cpp picks the backend).
 void gemm(const GemmParams& p);
+// Several weights against one x: each ps[i].y as gemm(ps[i]) gives it, bit for bit. The
+// ps share x, m, ldx and precision (checked). On the CPU, weights whose GEMM quantizes x
+// (q8_activations) have it quantized once, and one fork-join runs them all (a layer's
+// q, k and v projections; an MLP's gate and up); other backends run them one by one.
+void gemm_shared_x(std::span<const GemmParams> ps);
 
 namespace ref {
 void gemm(const GemmParams& p);
 void gemm_q8(const GemmParams& p);  // the q8_activations() definition (ref::gemm calls it)
 }  // namespace ref
-namespace cpu { void gemm(const GemmParams& p); }
+namespace cpu {
+void gemm(const GemmParams& p);
+void gemm_shared_x(std::span<const GemmParams> ps);
+}  // namespace cpu
 namespace cuda { void gemm(const GemmParams& p); }
 
 }  // namespace troupe::kernels

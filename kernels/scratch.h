@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <new>
+#include <utility>
 #include <vector>
 
 namespace troupe::kernels {
@@ -69,5 +70,31 @@ struct ScratchAllocator {
 
 template <class T>
 using scratch_vector = std::vector<T, ScratchAllocator<T>>;
+
+// The same pool, but elements a resize adds are default-initialised (for float: left as
+// they are, no pass over the memory) instead of zeroed: for buffers a kernel writes in
+// full before anything reads them (a GEMM's y, an expert's activations).
+template <class T>
+struct ScratchAllocatorNoInit {
+  using value_type = T;
+  ScratchAllocatorNoInit() noexcept = default;
+  template <class U>
+  ScratchAllocatorNoInit(const ScratchAllocatorNoInit<U>&) noexcept {}  // NOLINT: rebinding
+  T* allocate(size_t n) { return static_cast<T*>(scratch_allocate(n * sizeof(T))); }
+  void deallocate(T* p, size_t n) noexcept { scratch_deallocate(p, n * sizeof(T)); }
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+  template <class U>
+  bool operator==(const ScratchAllocatorNoInit<U>&) const noexcept { return true; }
+};
+
+template <class T>
+using scratch_buffer = std::vector<T, ScratchAllocatorNoInit<T>>;
 
 }  // namespace troupe::kernels

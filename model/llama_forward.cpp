@@ -147,9 +147,8 @@ void LlamaForward::attention_block(const LlamaLayerWeights& lw, int64_t layer,
   const int64_t T = static_cast<int64_t>(x.size()) / cfg_.dim, H = cfg_.heads, KV = cfg_.kv_heads,
                 hd = cfg_.head_dim;
   const Vec attn_in = normed(x, T, cfg_.dim, lw.attn_norm, cfg_.rms_eps);
-  auto q = linear(attn_in.data(), T, lw.wq.view());  // [T, H, hd]
-  auto k = linear(attn_in.data(), T, lw.wk.view());  // [T, KV, hd]
-  auto v = linear(attn_in.data(), T, lw.wv.view());
+  kernels::scratch_buffer<float> q(T * H * hd), k(T * KV * hd), v(T * KV * hd);  // [T, heads, hd]
+  linear_shared_x(attn_in.data(), T, {{lw.wq.view(), q.data()}, {lw.wk.view(), k.data()}, {lw.wv.view(), v.data()}});
   add_bias(q, lw.bq);
   add_bias(k, lw.bk);
   add_bias(v, lw.bv);
@@ -170,8 +169,14 @@ void LlamaForward::attention_block(const LlamaLayerWeights& lw, int64_t layer,
   }
   kernels::causal_attention({seqs.data(), static_cast<int64_t>(seqs.size()), H, KV, hd,
                              1.0f / std::sqrt(static_cast<float>(hd))});
-  const auto attn_out = linear(attn.data(), T, lw.wo.view());
-  for (size_t i = 0; i < x.size(); ++i) x[i] += attn_out[i];
+  // x += attn · woᵀ: the GEMM adds each output to x (the same f32 sum as adding after).
+  kernels::GemmParams g;
+  g.x = attn.data();
+  g.w = lw.wo.view();
+  g.y = x.data();
+  g.m = T;
+  g.accumulate = true;
+  kernels::gemm(g);
 }
 
 void LlamaForward::ffn_block(const LlamaLayerWeights& lw, int64_t layer, Vec& x,

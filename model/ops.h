@@ -2,9 +2,12 @@
 // as math: linear(x -> y), rms_norm rows, rope rows.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
+#include "kernels/check.h"
 #include "kernels/gemm.h"
 #include "kernels/scratch.h"
 #include "kernels/norm.h"
@@ -25,6 +28,25 @@ inline void linear(const float* x, int64_t rows, const kernels::WeightView& w, f
   g.ldx = ldx;
   g.ldy = ldy;
   kernels::gemm(g);
+}
+
+// y_i[rows, w_i.rows] = x · w_iᵀ for up to four weights over the same x, as linear()
+// gives each; one kernels::gemm_shared_x call (x quantized once for q8_0 / q4_0 weights).
+struct LinearOut {
+  kernels::WeightView w;
+  float* y;
+};
+inline void linear_shared_x(const float* x, int64_t rows, std::initializer_list<LinearOut> outs) {
+  std::array<kernels::GemmParams, 4> ps;
+  TROUPE_CHECK(outs.size() <= ps.size(), "linear_shared_x: at most ", ps.size(), " weights");
+  size_t n = 0;
+  for (const LinearOut& o : outs) {
+    ps[n].x = x;
+    ps[n].w = o.w;
+    ps[n].y = o.y;
+    ps[n++].m = rows;
+  }
+  kernels::gemm_shared_x({ps.data(), n});
 }
 
 inline kernels::scratch_vector<float> linear(const float* x, int64_t rows,

@@ -3,6 +3,7 @@
 // AVX2 path only with F16C; GGUF block weights go to cpu::gemm_q8 (kernels/cpu/gemm_q8.h).
 // All thread over output columns, so every y element is computed by one thread in a
 // fixed order.
+#include <algorithm>
 #include <vector>
 
 #include "kernels/cpu/gemm_internal.h"
@@ -111,6 +112,15 @@ void gemm(const GemmParams& p) {
     case CpuPath::Portable:
       return gemm_portable(p);
   }
+}
+
+void gemm_shared_x(std::span<const GemmParams> ps) {
+  const auto shares_quantized_x = [&](const GemmParams& p) {
+    return q8_activations(p) && (p.w.format == WeightFormat::FP4) == (ps[0].w.format == WeightFormat::FP4);
+  };
+  if (!ps.empty() && std::all_of(ps.begin(), ps.end(), shares_quantized_x))
+    return gemm_q8_shared_x(ps, best_q_kernel());
+  for (const GemmParams& p : ps) cpu::gemm(p);
 }
 
 }  // namespace troupe::kernels::cpu

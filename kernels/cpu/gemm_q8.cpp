@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <span>
 
 #include "kernels/cpu/gemm_internal.h"
 #include "kernels/cpu/gemm_weight_src.h"
@@ -12,6 +13,7 @@
 #include "kernels/parallel.h"
 #include "kernels/q8_row_groups.h"
 #include "kernels/quant.h"
+#include "kernels/scratch.h"
 
 namespace troupe::kernels::cpu {
 namespace {
@@ -174,70 +176,118 @@ QGemmKernel best_q_kernel() {
   return QGemmKernel::Portable;
 }
 
-void gemm_q8(const GemmParams& p, QGemmKernel kernel) {
-  const GemmShape sh = gemm_shape(p);
-  if (gemm_trivial(p, sh)) return;
-  const int64_t blocks = sh.k / kQBlock;
+namespace {
+
+// How one weight of a call runs: the row-group, packed or a per-block range kernel, and
+// the columns a thread takes at a time (the row groups' 16; the packed kernel's 32-wide
+// panels; else the widest tile's 4 weight rows).
+struct QPlan {
+  bool groups = false, packed = false;
+  void (*range)(const QGemmArgs&, int64_t, int64_t) = gemm_q8_range_portable;
+  int64_t unit = 4;
+};
+
+QPlan plan_for(const GemmParams& p, int64_t m, QGemmKernel kernel) {
+  QPlan q;
   const bool fp4 = p.w.format == WeightFormat::FP4;
   // The packed and row-group kernels have no FP4 (Int8 FP4 is for decode: M <= 64).
-  const bool groups = !fp4 && p.w.groups != nullptr &&
-                      (kernel == QGemmKernel::Avx512VnniGroups ||
-                       (kernel == QGemmKernel::Avx512Vnni && sh.m <= kGroupsMaxRows));
-  const bool packed = !fp4 && !groups &&
-                      (kernel == QGemmKernel::Avx512VnniPacked || kernel == QGemmKernel::Avx512VnniGroups ||
-                       (kernel == QGemmKernel::Avx512Vnni && sh.m >= kPackedMinRows));
-  // The packed and row-group kernels want the block sums, the others (Q4_0) the per-lane
-  // offsets.
-  const bool sums = packed || groups;
-  const bool q4_off = !sums && p.w.format == WeightFormat::Q4_0;
-  // One scratch buffer: q [m, k], then d [m, blocks], then off [m, blocks, 8] or sum
-  // [m, blocks].
+  q.groups = !fp4 && p.w.groups != nullptr &&
+             (kernel == QGemmKernel::Avx512VnniGroups ||
+              (kernel == QGemmKernel::Avx512Vnni && m <= kGroupsMaxRows));
+  q.packed = !fp4 && !q.groups &&
+             (kernel == QGemmKernel::Avx512VnniPacked || kernel == QGemmKernel::Avx512VnniGroups ||
+              (kernel == QGemmKernel::Avx512Vnni && m >= kPackedMinRows));
+  if (q.groups) {
+    q.range = gemm_q8_groups_avx512;
+    q.unit = kGroupRows;
+  } else if (q.packed) {
+    q.range = gemm_q8_range_avx512_packed;
+    q.unit = 32;
+  } else if (kernel == QGemmKernel::Avx512Vnni || kernel == QGemmKernel::Avx512VnniPacked ||
+             kernel == QGemmKernel::Avx512VnniGroups) {
+    q.range = gemm_q8_range_avx512;
+  } else if (kernel == QGemmKernel::Avx2) {
+    q.range = gemm_q8_range_avx2;
+  }
+  return q;
+}
+
+}  // namespace
+
+void gemm_q8(const GemmParams& p, QGemmKernel kernel) { gemm_q8_shared_x({&p, 1}, kernel); }
+
+void gemm_q8_shared_x(std::span<const GemmParams> ps, QGemmKernel kernel) {
+  if (ps.empty()) return;
+  const GemmParams& p0 = ps[0];
+  const GemmShape sh = gemm_shape(p0);  // m, k and ldx are every weight's
+  if (sh.m == 0 || sh.k == 0) {
+    for (const GemmParams& p : ps) gemm_trivial(p, gemm_shape(p));
+    return;
+  }
+  const int64_t blocks = sh.k / kQBlock;
+  const bool fp4 = p0.w.format == WeightFormat::FP4;
+  scratch_vector<QPlan> plans(ps.size());
+  bool sums = false, q4_off = false;
+  for (size_t i = 0; i < ps.size(); ++i) {
+    plans[i] = plan_for(ps[i], sh.m, kernel);
+    // The packed and row-group kernels want the block sums, the others (Q4_0) the
+    // per-lane offsets.
+    const bool wants_sums = plans[i].groups || plans[i].packed;
+    sums |= wants_sums;
+    q4_off |= !wants_sums && ps[i].w.format == WeightFormat::Q4_0;
+  }
+  // One scratch buffer: q [m, k], then d [m, blocks], then off [m, blocks, 8], then sum
+  // [m, blocks] (each where some weight wants it).
   const int64_t q_bytes = (sh.m * sh.k + 63) / 64 * 64;
   const int64_t d_bytes = (sh.m * blocks * 4 + 63) / 64 * 64;
-  const int64_t extra = q4_off ? sh.m * blocks * 32 : sums ? sh.m * blocks * 4 : 0;
-  uint8_t* buf = gemm_x_scratch().get<uint8_t>(q_bytes + d_bytes + extra);
+  const int64_t off_bytes = q4_off ? sh.m * blocks * 32 : 0;
+  const int64_t sum_bytes = sums ? sh.m * blocks * 4 : 0;
+  uint8_t* buf = gemm_x_scratch().get<uint8_t>(q_bytes + d_bytes + off_bytes + sum_bytes);
   int8_t* q = reinterpret_cast<int8_t*>(buf);
   float* d = reinterpret_cast<float*>(buf + q_bytes);
   int32_t* off = q4_off ? reinterpret_cast<int32_t*>(buf + q_bytes + d_bytes) : nullptr;
-  int32_t* sum = sums ? reinterpret_cast<int32_t*>(buf + q_bytes + d_bytes) : nullptr;
-  QGemmArgs a;
-  a.x.q = q;
-  a.x.d = d;
-  a.x.off = off;
-  a.x.sum = sum;
-  a.x.m = sh.m;
-  a.x.k = sh.k;
+  int32_t* sum = sums ? reinterpret_cast<int32_t*>(buf + q_bytes + d_bytes + off_bytes) : nullptr;
   // Rows split between the pool's threads (each row's bytes are the same either way).
+  const auto quantize = kernel == QGemmKernel::Portable ? quantize_rows_q8
+                        : kernel == QGemmKernel::Avx2   ? quantize_rows_q8_avx2
+                                                        : quantize_rows_q8_avx512;
   parallel_for(sh.m, std::max<int64_t>(1, (int64_t{1} << 14) / sh.k), [&](int64_t r0, int64_t r1) {
-    quantize_rows_q8(p.x + r0 * sh.ldx, r1 - r0, sh.k, sh.ldx, q + r0 * sh.k, d + r0 * blocks,
-                     off ? off + r0 * blocks * 8 : nullptr, sum ? sum + r0 * blocks : nullptr,
-                     fp4 && kernel != QGemmKernel::Portable);
+    quantize(p0.x + r0 * sh.ldx, r1 - r0, sh.k, sh.ldx, q + r0 * sh.k, d + r0 * blocks,
+             off ? off + r0 * blocks * 8 : nullptr, sum ? sum + r0 * blocks : nullptr,
+             fp4 && kernel != QGemmKernel::Portable);
   });
-  a.format = p.w.format;
-  a.w = static_cast<const uint8_t*>(p.w.data);
-  a.scale = fp4 ? p.w.scale : nullptr;
-  a.scale_value = fp4_int8_scales();
-  a.groups = p.w.groups;
-  a.row_bytes = fp4 ? sh.k / 2 : ggml_row_bytes(p.w.format, sh.k);
-  a.y = p.y;
-  a.ldy = sh.ldy;
-  a.accumulate = p.accumulate;
-  void (*range)(const QGemmArgs&, int64_t, int64_t) = gemm_q8_range_portable;
-  if (packed) range = gemm_q8_range_avx512_packed;
-  else if (kernel == QGemmKernel::Avx512Vnni || kernel == QGemmKernel::Avx512VnniPacked ||
-           kernel == QGemmKernel::Avx512VnniGroups)
-    range = gemm_q8_range_avx512;
-  else if (kernel == QGemmKernel::Avx2) range = gemm_q8_range_avx2;
-  if (groups) {  // threads take whole groups of 16 weight rows
-    const int64_t count = (sh.n + kGroupRows - 1) / kGroupRows;
-    parallel_for(count, gemm_min_chunk(sh, 2 * kGroupRows) / kGroupRows, [&](int64_t g0, int64_t g1) {
-      gemm_q8_groups_avx512(a, g0 * kGroupRows, std::min(sh.n, g1 * kGroupRows));
-    });
-  } else {
-    // A thread's columns come in multiples of 4 (the widest tile's weight rows; the
-    // packed kernel's panels are 32 wide).
-    parallel_for(sh.n, gemm_min_chunk(sh, packed ? 32 : 4), [&](int64_t n0, int64_t n1) { range(a, n0, n1); });
+  scratch_vector<QGemmArgs> args(ps.size());
+  scratch_vector<int64_t> unit_end(ps.size());  // units of weights [0, i]
+  int64_t units = 0;
+  for (size_t i = 0; i < ps.size(); ++i) {
+    const GemmParams& p = ps[i];
+    QGemmArgs& a = args[i];
+    a.x = {q, d, off, sum, sh.m, sh.k};
+    a.format = p.w.format;
+    a.w = static_cast<const uint8_t*>(p.w.data);
+    a.scale = fp4 ? p.w.scale : nullptr;
+    a.scale_value = fp4_int8_scales();
+    a.groups = p.w.groups;
+    a.row_bytes = fp4 ? sh.k / 2 : ggml_row_bytes(p.w.format, sh.k);
+    a.y = p.y;
+    a.ldy = p.ldy ? p.ldy : p.w.rows;
+    a.accumulate = p.accumulate;
+    units += (p.w.rows + plans[i].unit - 1) / plans[i].unit;
+    unit_end[i] = units;
   }
+  // Threads take runs of units across all the weights: one fork-join for the call (the
+  // first weight's chunk size, as a call of its own would take).
+  const int64_t min_units = gemm_min_chunk(sh, plans[0].unit) / plans[0].unit;
+  parallel_for(units, min_units, [&](int64_t u0, int64_t u1) {
+    for (size_t i = 0; i < ps.size() && u0 < u1; ++i) {
+      const int64_t first = i == 0 ? 0 : unit_end[i - 1];
+      if (u0 >= unit_end[i]) continue;
+      const int64_t end = std::min(u1, unit_end[i]);
+      const int64_t unit = plans[i].unit, rows = ps[i].w.rows;
+      plans[i].range(args[i], (u0 - first) * unit, std::min(rows, (end - first) * unit));
+      u0 = end;
+    }
+  });
   gemm_x_scratch().trim(kKeepScratchBytes);
 }
 

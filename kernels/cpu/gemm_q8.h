@@ -1,6 +1,7 @@
 // cpu::gemm_q8: the Q8_0 / Q4_0 GEMM of kernels/ggml_blocks.h on int8 dot products, and
-// FP4 weights the same way under GemmPrecision::Int8 (kernels/gemm.h), for cpu::gemm. The activations are quantized once per call (portable C++, checked bit for
-// bit against ref::quantize_row_q8), then threads take disjoint output-column ranges
+// FP4 weights the same way under GemmPrecision::Int8 (kernels/gemm.h), for cpu::gemm. The activations are quantized once per call (on the
+// kernel's path: portable C++, AVX2 or AVX-512, each checked bit for bit against
+// ref::quantize_row_q8), then threads take disjoint output-column ranges
 // and run one of three range kernels, picked in gemm_q8() by CPU features:
 //
 //   AVX-512 VNNI  vpdpbusd on two blocks per zmm        (gemm_q8_avx512.cpp)
@@ -26,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "kernels/gemm.h"
 #include "kernels/ggml_blocks.h"
@@ -52,6 +54,12 @@ struct QGemmArgs {
 // the SIMD kernels unpack FP4 codes in (low nibbles, then high). On the calling thread.
 void quantize_rows_q8(const float* x, int64_t m, int64_t k, int64_t ldx, int8_t* q, float* d,
                       int32_t* off, int32_t* sum = nullptr, bool fp4_order = false);
+// The same quantizer on AVX-512 (F/BW/DQ) and on AVX2 (+F16C), bit for bit the portable
+// one (the same f32 operations per value); gemm_q8 runs the one of the kernel's path.
+void quantize_rows_q8_avx512(const float* x, int64_t m, int64_t k, int64_t ldx, int8_t* q,
+                             float* d, int32_t* off, int32_t* sum, bool fp4_order);
+void quantize_rows_q8_avx2(const float* x, int64_t m, int64_t k, int64_t ldx, int8_t* q,
+                           float* d, int32_t* off, int32_t* sum, bool fp4_order);
 
 // 2 · E2M1(code) for the 16 FP4 codes (bit 3 the sign; code 8 is -0 -> 0), and
 // 2^(e - 127) / 2 for the 256 UE8M0 codes (e = 255: NaN), the factors of an FP4 block
@@ -86,5 +94,8 @@ const char* missing_q_kernel_reason(QGemmKernel k);
 
 // The whole call on one kernel (cpu::gemm passes best_q_kernel(); tests pick each).
 void gemm_q8(const GemmParams& p, QGemmKernel kernel);
+// Several weights against the same x (ps share x, m, ldx; all FP4 or none): x quantized
+// once, one fork-join over all the weights' columns; each y as gemm_q8 gives it.
+void gemm_q8_shared_x(std::span<const GemmParams> ps, QGemmKernel kernel);
 
 }  // namespace troupe::kernels::cpu

@@ -80,8 +80,8 @@ Routing group_by_expert(const MoeExpertsParams& p) {
   return r;
 }
 
-struct Scratch {
-  scratch_vector<float> xg, a, b;  // [c, H], [c, I], [c, I] for the expert being run
+struct Scratch {  // written in full by the gather and the GEMMs: not zeroed
+  scratch_buffer<float> xg, a, b;  // [c, H], [c, I], [c, I] for the expert being run
 };
 
 // Runs expert e on its grouped rows; writes ys rows [offset[e], offset[e+1]).
@@ -89,27 +89,38 @@ void run_expert(const MoeExpertsParams& p, const Routing& r, int64_t e, Scratch&
   const int64_t row0 = r.offset[e];
   const int64_t c = r.offset[e + 1] - row0;
   if (c == 0) return;
-  s.xg.resize(c * p.hidden);
   s.a.resize(c * p.inter);
   s.b.resize(c * p.inter);
-  for (int64_t i = 0; i < c; ++i) {
-    const int64_t token = r.entry[row0 + i] / p.top_k;
-    std::memcpy(&s.xg[i * p.hidden], p.x + token * p.hidden, p.hidden * sizeof(float));
+  // With one pick per token, an expert every token picked (a dense MLP, a shared expert)
+  // has the tokens in order (the grouping is stable): x is already its rows.
+  const bool all_rows = c == p.m && p.top_k == 1;
+  const float* xg = p.x;
+  if (!all_rows) {
+    s.xg.resize(c * p.hidden);
+    for (int64_t i = 0; i < c; ++i) {
+      const int64_t token = r.entry[row0 + i] / p.top_k;
+      std::memcpy(&s.xg[i * p.hidden], p.x + token * p.hidden, p.hidden * sizeof(float));
+    }
+    xg = s.xg.data();
   }
   const ExpertWeights& w = p.experts[e];
   GemmParams g;
   g.m = c;
   g.precision = p.precision;
-  g.x = s.xg.data();
-  g.w = w.w1;
-  g.y = s.a.data();
-  cpu::gemm(g);
-  g.w = w.w3;
-  g.y = s.b.data();
-  cpu::gemm(g);
-  for (int64_t i = 0; i < c * p.inter; ++i) {
-    s.a[i] = moe_detail::swiglu(s.a[i], s.b[i], p.swiglu_limit);
-  }
+  g.x = xg;
+  GemmParams gate_up[2] = {g, g};  // one call: x quantized once where the GEMM does
+  gate_up[0].w = w.w1;
+  gate_up[0].y = s.a.data();
+  gate_up[1].w = w.w3;
+  gate_up[1].y = s.b.data();
+  cpu::gemm_shared_x(gate_up);
+  // Each value on its own: the threads' split (inline inside an expert-range worker)
+  // changes nothing.
+  float* a = s.a.data();
+  const float* b = s.b.data();
+  parallel_for(c * p.inter, 4096, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) a[i] = moe_detail::swiglu(a[i], b[i], p.swiglu_limit);
+  });
   g.x = s.a.data();
   g.w = w.w2;
   g.y = ys + row0 * p.hidden;
@@ -180,7 +191,7 @@ void moe_combine(const MoeCombineParams& p) {
 
 void moe_experts(const MoeExpertsParams& p) {
   const Routing r = group_by_expert(p);
-  scratch_vector<float> ys(r.entry.size() * p.hidden);
+  scratch_buffer<float> ys(r.entry.size() * p.hidden);  // every row one GEMM's output
   run_all_experts(p, r, ys.data());
   MoeCombineParams c;
   c.out = p.out;
@@ -208,7 +219,7 @@ void moe_expert_rows(const MoeExpertRowsParams& p) {
   e.swiglu_limit = p.swiglu_limit;
   e.precision = p.precision;
   const Routing r = group_by_expert(e);
-  scratch_vector<float> ys(r.entry.size() * p.hidden);
+  scratch_buffer<float> ys(r.entry.size() * p.hidden);
   run_all_experts(e, r, ys.data());
   for (int64_t i = 0; i < p.n; ++i) {
     float* y = p.y + i * p.hidden;

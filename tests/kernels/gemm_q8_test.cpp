@@ -10,6 +10,7 @@
 //     awkward shapes, with poisoned outputs, sentinel guards and NaN row padding in x.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -128,15 +129,39 @@ std::vector<float> awkward_activations(int64_t m, int64_t k, uint32_t seed) {
   return x;
 }
 
-TEST(GemmQ8, CpuQuantizerIsTheReferenceBitForBit) {
-  const int64_t m = 3, k = 160, blocks = k / 32;
-  const std::vector<float> x = awkward_activations(m, k, 7);
+// The portable, AVX2 and AVX-512 quantizers, each where the machine has it.
+struct CpuQuantizer {
+  const char* name;
+  cpu::QGemmKernel path;  // the kernel whose path the quantizer needs
+  void (*fn)(const float*, int64_t, int64_t, int64_t, int8_t*, float*, int32_t*, int32_t*, bool);
+};
+const CpuQuantizer kQuantizers[] = {
+    {"portable", cpu::QGemmKernel::Portable, cpu::quantize_rows_q8},
+    {"avx2", cpu::QGemmKernel::Avx2, cpu::quantize_rows_q8_avx2},
+    {"avx512", cpu::QGemmKernel::Avx512Vnni, cpu::quantize_rows_q8_avx512},
+};
+
+class GemmQ8Quantizer : public ::testing::TestWithParam<int> {
+ protected:
+  const CpuQuantizer& quantizer() const { return kQuantizers[GetParam()]; }
+  void SetUp() override {
+    if (!cpu::q_kernel_supported(quantizer().path))
+      GTEST_SKIP() << quantizer().name << ": " << cpu::missing_q_kernel_reason(quantizer().path);
+  }
+};
+
+// Rows with a stride past k (the GEMM's ldx), several blocks each, the awkward blocks.
+TEST_P(GemmQ8Quantizer, IsTheReferenceBitForBit) {
+  const int64_t m = 5, k = 160, ldx = 200, blocks = k / 32;
+  std::vector<float> x(m * ldx, 1e30f);  // read past k: the amax would show it
+  const std::vector<float> rows = awkward_activations(m, k, 7);
+  for (int64_t r = 0; r < m; ++r) std::copy_n(rows.data() + r * k, k, x.data() + r * ldx);
   std::vector<int8_t> q(m * k), q_ref(m * k);
   std::vector<float> d(m * blocks), d_ref(m * blocks);
   std::vector<int32_t> off(m * blocks * 8), sum(m * blocks);
-  cpu::quantize_rows_q8(x.data(), m, k, k, q.data(), d.data(), off.data(), sum.data());
+  quantizer().fn(x.data(), m, k, ldx, q.data(), d.data(), off.data(), sum.data(), false);
   for (int64_t r = 0; r < m; ++r)
-    ref::quantize_row_q8(x.data() + r * k, k, q_ref.data() + r * k, d_ref.data() + r * blocks);
+    ref::quantize_row_q8(x.data() + r * ldx, k, q_ref.data() + r * k, d_ref.data() + r * blocks);
   EXPECT_EQ(q, q_ref);
   ASSERT_EQ(std::memcmp(d.data(), d_ref.data(), d.size() * 4), 0);
   EXPECT_EQ(q[33], -4) << "x = -3.5 with d = 1 rounds to the even -4";
@@ -151,6 +176,41 @@ TEST(GemmQ8, CpuQuantizerIsTheReferenceBitForBit) {
     ASSERT_EQ(sum[b], want) << "block " << b;
   }
 }
+
+// fp4_order stores each block as [even columns | odd columns] of the reference's bytes,
+// with the scales, lane offsets and sums of the stored order; no lane offsets or sums
+// asked for leaves them unwritten.
+TEST_P(GemmQ8Quantizer, Fp4OrderIsTheReferencesBytesEvenThenOdd) {
+  const int64_t m = 2, k = 128, blocks = k / 32;
+  const std::vector<float> x = awkward_activations(m, k, 11);
+  std::vector<int8_t> q(m * k), q_ref(m * k);
+  std::vector<float> d(m * blocks), d_ref(m * blocks);
+  std::vector<int32_t> off(m * blocks * 8), sum(m * blocks);
+  quantizer().fn(x.data(), m, k, k, q.data(), d.data(), off.data(), sum.data(), true);
+  for (int64_t r = 0; r < m; ++r)
+    ref::quantize_row_q8(x.data() + r * k, k, q_ref.data() + r * k, d_ref.data() + r * blocks);
+  ASSERT_EQ(std::memcmp(d.data(), d_ref.data(), d.size() * 4), 0);
+  for (int64_t b = 0; b < m * blocks; ++b) {
+    int32_t want_sum = 0;
+    for (int i = 0; i < 16; ++i) {
+      ASSERT_EQ(q[b * 32 + i], q_ref[b * 32 + 2 * i]) << "block " << b << " even column " << 2 * i;
+      ASSERT_EQ(q[b * 32 + 16 + i], q_ref[b * 32 + 2 * i + 1]) << "block " << b << " odd column " << 2 * i + 1;
+      want_sum += q_ref[b * 32 + 2 * i] + q_ref[b * 32 + 2 * i + 1];
+    }
+    ASSERT_EQ(sum[b], want_sum) << "block " << b;
+    for (int lane = 0; lane < 8; ++lane) {
+      const int8_t* v = q.data() + b * 32 + 4 * lane;
+      ASSERT_EQ(off[b * 8 + lane], -8 * (v[0] + v[1] + v[2] + v[3]));
+    }
+  }
+  std::vector<int8_t> q2(m * k);
+  std::vector<float> d2(m * blocks);
+  quantizer().fn(x.data(), m, k, k, q2.data(), d2.data(), nullptr, nullptr, true);
+  EXPECT_EQ(q2, q);
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, GemmQ8Quantizer, ::testing::Range(0, 3),
+                         [](const ::testing::TestParamInfo<int>& i) { return std::string(kQuantizers[i.param].name); });
 
 // The definition in double: x quantized here (f32 arithmetic as defined, the half
 // rounding of the scale by model::f32_to_f16), weights by model::dequantize_ggml.
@@ -319,6 +379,71 @@ TEST_P(GemmQ8Kernel, EveryCaseMatchesTheReference) {
   }
 }
 
+// Weights over one x in one call (a layer's q, k, v; an MLP's gate and up): each y is the
+// one its own gemm_q8 call gives on the same kernel, bit for bit, whatever mix of
+// formats, row groups, widths (off the 4 / 16 / 32-column units), accumulation and
+// output strides, at decode and prefill row counts; nothing outside each y is written.
+TEST_P(GemmQ8Kernel, SharedXGivesEachGemmsOwnBits) {
+  struct Out {
+    WeightFormat format;
+    int64_t n;
+    bool groups, accumulate;
+    int64_t y_pad;
+  };
+  const std::vector<std::vector<Out>> calls = {
+      {{WeightFormat::Q8_0, 40, true, false, 0}, {WeightFormat::Q4_0, 17, true, true, 3},
+       {WeightFormat::Q4_0, 72, false, false, 1}},
+      {{WeightFormat::Q4_0, 33, true, false, 0}, {WeightFormat::Q4_0, 33, true, false, 0}},
+      {{WeightFormat::FP4, 37, false, false, 2}, {WeightFormat::FP4, 5, false, true, 0}},
+  };
+  const int64_t k = 160, ldx = k + 7;
+  uint32_t seed = 300;
+  for (const std::vector<Out>& call : calls)
+    for (int64_t m : {int64_t{1}, int64_t{3}, cpu::kPackedMinRows + 1, cpu::kGroupsMaxRows + 6}) {
+      if (call[0].format == WeightFormat::FP4 && m > kInt8MaxRows) continue;
+      SCOPED_TRACE(std::string(to_string(call[0].format)) + " call, m=" + std::to_string(m));
+      std::mt19937 rng(seed++);
+      const std::vector<float> dense = awkward_activations(m, k, seed);
+      std::vector<float> x(m * ldx, NAN);
+      for (int64_t r = 0; r < m; ++r) std::copy_n(dense.data() + r * k, k, x.data() + r * ldx);
+      std::vector<TestWeight> ws;
+      std::vector<std::vector<uint8_t>> groups;
+      std::vector<std::vector<float>> want, got;
+      std::vector<GemmParams> ps;
+      for (const Out& o : call) {
+        ws.push_back(random_weight(o.format, o.n, k, rng));
+        groups.emplace_back(o.groups ? size_t(q8_row_groups_bytes(ws.back().view())) : 0);
+        if (o.groups) pack_q8_row_groups(ws.back().view(), groups.back().data());
+        std::vector<float> y0((m + 1) * (o.n + o.y_pad), kSentinel);
+        std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+        for (int64_t r = 0; r < m; ++r)
+          for (int64_t j = 0; j < o.n; ++j) y0[r * (o.n + o.y_pad) + j] = o.accumulate ? uni(rng) : NAN;
+        want.push_back(y0);
+        got.push_back(y0);
+      }
+      for (size_t i = 0; i < call.size(); ++i) {
+        GemmParams p;
+        p.x = x.data();
+        p.w = ws[i].view();
+        p.w.groups = groups[i].empty() ? nullptr : groups[i].data();
+        p.precision = ws[i].precision();
+        p.m = m;
+        p.ldx = ldx;
+        p.ldy = call[i].n + call[i].y_pad;
+        p.accumulate = call[i].accumulate;
+        p.y = want[i].data();
+        cpu::gemm_q8(p, kernel());
+        p.y = got[i].data();
+        ps.push_back(p);
+      }
+      cpu::gemm_q8_shared_x(ps, kernel());
+      for (size_t i = 0; i < call.size(); ++i)
+        for (size_t j = 0; j < want[i].size(); ++j)
+          ASSERT_EQ(std::bit_cast<uint32_t>(got[i][j]), std::bit_cast<uint32_t>(want[i][j]))
+              << "weight " << i << " y[" << j << "] = " << got[i][j] << ", alone " << want[i][j];
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Kernels, GemmQ8Kernel, ::testing::Range(0, 5),
                          [](const ::testing::TestParamInfo<int>& i) {
                            std::string s = to_string(kKernels[i.param]);
@@ -350,6 +475,44 @@ TEST(GemmQ8, Fp4OnInt8IsExactForActivationsThatAreQ8Blocks) {
   gemm(p);
   const std::vector<double> mag = magnitudes(tw, x, m);
   for (int64_t i = 0; i < m * n; ++i) EXPECT_NEAR(int8[i], exact[i], 1e-5 * mag[i] + 1e-30) << "output " << i;
+}
+
+// The dispatched entry: a call mixing a weight the GEMM quantizes x for with an f32 one
+// runs each as gemm() would (bit for bit); calls that do not share x, m, ldx or K are
+// refused.
+TEST(GemmQ8, SharedXEntryMixesFormatsAndChecksItsCalls) {
+  std::mt19937 rng(8);
+  const int64_t m = 3, k = 96;
+  const TestWeight q4 = random_weight(WeightFormat::Q4_0, 20, k, rng);
+  std::vector<float> f32(size_t(12 * k));
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  for (float& v : f32) v = uni(rng);
+  const std::vector<float> x = awkward_activations(m, k, 21);
+  std::vector<float> want_q(m * 20), want_f(m * 12), got_q(m * 20, NAN), got_f(m * 12, NAN);
+  GemmParams pq, pf;
+  pq.x = pf.x = x.data();
+  pq.m = pf.m = m;
+  pq.w = q4.view();
+  pf.w = {WeightFormat::F32, 12, k, f32.data(), nullptr};
+  pq.y = want_q.data();
+  pf.y = want_f.data();
+  gemm(pq);
+  gemm(pf);
+  pq.y = got_q.data();
+  pf.y = got_f.data();
+  const GemmParams both[] = {pq, pf};
+  gemm_shared_x(both);
+  EXPECT_EQ(0, std::memcmp(got_q.data(), want_q.data(), got_q.size() * 4));
+  EXPECT_EQ(0, std::memcmp(got_f.data(), want_f.data(), got_f.size() * 4));
+  GemmParams other_m = pf;
+  other_m.m = 2;
+  const GemmParams bad_m[] = {pq, other_m};
+  EXPECT_THROW(gemm_shared_x(bad_m), Error);
+  const std::vector<float> x2 = x;
+  GemmParams other_x = pf;
+  other_x.x = x2.data();
+  const GemmParams bad_x[] = {pq, other_x};
+  EXPECT_THROW(gemm_shared_x(bad_x), Error);
 }
 
 // A loader's regrouped weight through the dispatched kernel, whole and as row slices
