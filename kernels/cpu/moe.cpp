@@ -1,6 +1,7 @@
 // Fast CPU MoE. The gate is cheap next to the experts (nE·(exp, log1p, sqrt) per
-// token), so it is threaded over tokens in portable C++; the expert FFN time is all
-// in the GEMMs, which are kernels::cpu::gemm's AVX-512 / portable paths.
+// token), so it is threaded over tokens in portable C++; the expert FFN time is in the
+// GEMMs (kernels::cpu::gemm's paths) and the SwiGLU (kernels/cpu/swiglu.h: vector e^x,
+// within a few ulp of the reference's std::exp).
 //
 // Expert FFN data flow (R = number of non-skipped (token, slot) entries):
 //
@@ -15,6 +16,8 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/swiglu.h"
+#include "kernels/dispatch.h"
 #include "kernels/moe.h"
 #include "kernels/moe_scalar.h"
 #include "kernels/parallel.h"
@@ -119,7 +122,7 @@ void run_expert(const MoeExpertsParams& p, const Routing& r, int64_t e, Scratch&
   float* a = s.a.data();
   const float* b = s.b.data();
   parallel_for(c * p.inter, 4096, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) a[i] = moe_detail::swiglu(a[i], b[i], p.swiglu_limit);
+    swiglu(a + i0, b + i0, i1 - i0, p.swiglu_limit);
   });
   g.x = s.a.data();
   g.w = w.w2;
@@ -166,6 +169,15 @@ void run_all_experts(const MoeExpertsParams& p, const Routing& r, float* ys) {
 }
 
 }  // namespace
+
+void swiglu(float* a, const float* b, int64_t n, float limit) {
+  switch (active_cpu_path()) {
+    case CpuPath::Avx512: return swiglu_avx512(a, b, n, limit);
+    case CpuPath::Avx2: return swiglu_avx2(a, b, n, limit);
+    case CpuPath::Portable: break;
+  }
+  for (int64_t i = 0; i < n; ++i) a[i] = moe_detail::swiglu(a[i], b[i], limit);
+}
 
 void moe_gate(const MoeGateParams& p) {
   parallel_for(p.m, 16, [&](int64_t t0, int64_t t1) {

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -12,7 +14,9 @@
 
 #include "kernels/check.h"
 #include "kernels/dispatch.h"
+#include "kernels/cpu/swiglu.h"
 #include "kernels/moe.h"
+#include "kernels/moe_scalar.h"
 #include "kernels/parallel.h"
 
 namespace troupe::kernels {
@@ -224,6 +228,57 @@ TEST(MoeExperts, ThreadCountDoesNotChangeResult) {
           << name(c) << " threads=" << threads;
     }
     set_num_threads(0);
+  }
+}
+
+// The CPU paths' SwiGLU (kernels/cpu/swiglu.h) against its definition in double: within
+// 4 ulp of the result (e^x rounded once, then a divide and a multiply; 2 subnormal
+// steps), the clamp's NaN choices and the overflow ends as the scalar form has them, a
+// value's bits the same wherever it sits in the range (threads split ranges anywhere),
+// and nearly every value the scalar form's (std::exp) bit for bit.
+TEST(MoeExperts, SwiGluPathsStayWithinUlpsOfTheDefinition) {
+  std::mt19937 rng(17);
+  std::uniform_real_distribution<float> wide(-30.0f, 30.0f);
+  const int64_t n = 1000 + 13;
+  std::vector<float> a0(n), b0(n);
+  for (int64_t i = 0; i < n; ++i) a0[i] = wide(rng), b0[i] = wide(rng) / 4;
+  const float special[] = {0.0f, -0.0f, 1e-30f, -1e-30f, 88.0f, -88.0f, 95.0f, -95.0f, 200.0f, -200.0f,
+                           INFINITY, -INFINITY, NAN};
+  for (int64_t i = 0; i < int64_t(std::size(special)); ++i) a0[i] = special[i], b0[n - 1 - i] = special[i];
+  for (CpuPath path : {CpuPath::Portable, CpuPath::Avx2, CpuPath::Avx512}) {
+    if (!cpu_supports(path)) {
+      std::printf("[ SKIPPED  ] %s: %s\n", to_string(path), missing_reason(path));
+      continue;
+    }
+    ScopedCpuPath sp(path);
+    for (float limit : {0.0f, 7.0f}) {
+      SCOPED_TRACE(std::string(to_string(path)) + " limit=" + std::to_string(limit));
+      std::vector<float> a = a0;
+      cpu::swiglu(a.data(), b0.data(), n, limit);
+      int64_t same = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const float scalar = moe_detail::swiglu(a0[i], b0[i], limit);
+        same += std::bit_cast<uint32_t>(a[i]) == std::bit_cast<uint32_t>(scalar);
+        if (std::isnan(scalar)) {
+          ASSERT_TRUE(std::isnan(a[i])) << "i=" << i << " a=" << a0[i] << " b=" << b0[i];
+          continue;
+        }
+        if (std::isinf(scalar) || scalar == 0.0f) {
+          ASSERT_EQ(a[i], scalar) << "i=" << i << " a=" << a0[i] << " b=" << b0[i];
+          continue;
+        }
+        double x = a0[i], y = b0[i];
+        if (limit > 0) x = std::fmin(x, limit), y = std::fmin(std::fmax(y, -limit), limit);  // fmin: NaN -> the limit
+        const double want = x / (1 + std::exp(-x)) * y;
+        ASSERT_NEAR(a[i], want, 4 * std::fabs(want) * 0x1p-23 + 0x1p-148) << "i=" << i << " a=" << a0[i] << " b=" << b0[i];
+      }
+      EXPECT_GE(same, n - n / 200) << "values equal to the scalar form's bits";
+      // The same values from an offset start: each value's bits unchanged.
+      std::vector<float> shifted = a0;
+      cpu::swiglu(shifted.data() + 3, b0.data() + 3, n - 3, limit);
+      for (int64_t i = 3; i < n; ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(shifted[i]), std::bit_cast<uint32_t>(a[i])) << "i=" << i;
+    }
   }
 }
 
