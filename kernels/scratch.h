@@ -75,13 +75,14 @@ using scratch_vector = std::vector<T, ScratchAllocator<T>>;
 // they are, no pass over the memory) instead of zeroed: for buffers a kernel writes in
 // full before anything reads them (a GEMM's y, an expert's activations).
 template <class T>
-struct ScratchAllocatorNoInit {
-  using value_type = T;
+struct ScratchAllocatorNoInit : ScratchAllocator<T> {
+  template <class U>
+  struct rebind {
+    using other = ScratchAllocatorNoInit<U>;
+  };
   ScratchAllocatorNoInit() noexcept = default;
   template <class U>
   ScratchAllocatorNoInit(const ScratchAllocatorNoInit<U>&) noexcept {}  // NOLINT: rebinding
-  T* allocate(size_t n) { return static_cast<T*>(scratch_allocate(n * sizeof(T))); }
-  void deallocate(T* p, size_t n) noexcept { scratch_deallocate(p, n * sizeof(T)); }
   template <class U>
   void construct(U* p) noexcept {
     ::new (static_cast<void*>(p)) U;
@@ -90,8 +91,6 @@ struct ScratchAllocatorNoInit {
   void construct(U* p, Args&&... args) {
     ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
   }
-  template <class U>
-  bool operator==(const ScratchAllocatorNoInit<U>&) const noexcept { return true; }
 };
 
 template <class T>

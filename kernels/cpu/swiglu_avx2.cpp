@@ -9,15 +9,12 @@ namespace troupe::kernels::cpu {
 namespace {
 
 __m256d exp_pd(__m256d x) {
-  const __m256d k = _mm256_round_pd(_mm256_mul_pd(x, _mm256_set1_pd(1.4426950408889634)),
+  const __m256d k = _mm256_round_pd(_mm256_mul_pd(x, _mm256_set1_pd(swiglu_exp::kLog2e)),
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256d r = _mm256_fnmadd_pd(k, _mm256_set1_pd(6.93147180369123816490e-01), x);
-  r = _mm256_fnmadd_pd(k, _mm256_set1_pd(1.90821492927058770002e-10), r);
-  constexpr double kInvFact[] = {1.0 / 39916800, 1.0 / 3628800, 1.0 / 362880, 1.0 / 40320, 1.0 / 5040,
-                                 1.0 / 720,      1.0 / 120,     1.0 / 24,     1.0 / 6,     0.5,
-                                 1.0,            1.0};
-  __m256d poly = _mm256_set1_pd(kInvFact[0]);
-  for (int i = 1; i < 12; ++i) poly = _mm256_fmadd_pd(poly, r, _mm256_set1_pd(kInvFact[i]));
+  __m256d r = _mm256_fnmadd_pd(k, _mm256_set1_pd(swiglu_exp::kLn2Hi), x);
+  r = _mm256_fnmadd_pd(k, _mm256_set1_pd(swiglu_exp::kLn2Lo), r);
+  __m256d poly = _mm256_set1_pd(swiglu_exp::kExpTaylor[0]);
+  for (int i = 1; i < 12; ++i) poly = _mm256_fmadd_pd(poly, r, _mm256_set1_pd(swiglu_exp::kExpTaylor[i]));
   // k in [-151, 129] after the caller's clamp: 2^k is a normal double, the product exact.
   const __m256i ki = _mm256_cvtepi32_epi64(_mm256_cvtpd_epi32(k));
   const __m256d pow2 = _mm256_castsi256_pd(_mm256_slli_epi64(_mm256_add_epi64(ki, _mm256_set1_epi64x(1023)), 52));

@@ -18,15 +18,12 @@ namespace troupe::kernels::cpu {
 namespace {
 
 __m512d exp_pd(__m512d x) {
-  const __m512d k = _mm512_roundscale_pd(_mm512_mul_pd(x, _mm512_set1_pd(1.4426950408889634)),
+  const __m512d k = _mm512_roundscale_pd(_mm512_mul_pd(x, _mm512_set1_pd(swiglu_exp::kLog2e)),
                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512d r = _mm512_fnmadd_pd(k, _mm512_set1_pd(6.93147180369123816490e-01), x);
-  r = _mm512_fnmadd_pd(k, _mm512_set1_pd(1.90821492927058770002e-10), r);
-  constexpr double kInvFact[] = {1.0 / 39916800, 1.0 / 3628800, 1.0 / 362880, 1.0 / 40320, 1.0 / 5040,
-                                 1.0 / 720,      1.0 / 120,     1.0 / 24,     1.0 / 6,     0.5,
-                                 1.0,            1.0};
-  __m512d poly = _mm512_set1_pd(kInvFact[0]);
-  for (int i = 1; i < 12; ++i) poly = _mm512_fmadd_pd(poly, r, _mm512_set1_pd(kInvFact[i]));
+  __m512d r = _mm512_fnmadd_pd(k, _mm512_set1_pd(swiglu_exp::kLn2Hi), x);
+  r = _mm512_fnmadd_pd(k, _mm512_set1_pd(swiglu_exp::kLn2Lo), r);
+  __m512d poly = _mm512_set1_pd(swiglu_exp::kExpTaylor[0]);
+  for (int i = 1; i < 12; ++i) poly = _mm512_fmadd_pd(poly, r, _mm512_set1_pd(swiglu_exp::kExpTaylor[i]));
   return _mm512_scalef_pd(poly, k);
 }
 
