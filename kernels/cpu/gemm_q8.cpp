@@ -142,6 +142,7 @@ const char* to_string(QGemmKernel k) {
     case QGemmKernel::Avx512Vnni: return "avx512-vnni";
     case QGemmKernel::Avx512VnniPacked: return "avx512-vnni-packed";
     case QGemmKernel::Avx512VnniGroups: return "avx512-vnni-groups";
+    case QGemmKernel::Avx2Groups: return "avx2-groups";
   }
   return "?";
 }
@@ -150,7 +151,8 @@ bool q_kernel_supported(QGemmKernel k) {
   const CpuFeatures& f = cpu_features();
   switch (k) {
     case QGemmKernel::Portable: return true;
-    case QGemmKernel::Avx2: return f.has_avx2() && f.f16c;
+    case QGemmKernel::Avx2:
+    case QGemmKernel::Avx2Groups: return f.has_avx2() && f.f16c;
     case QGemmKernel::Avx512Vnni:
     case QGemmKernel::Avx512VnniPacked:
     case QGemmKernel::Avx512VnniGroups: return f.has_avx512() && f.avx512vnni && f.f16c;
@@ -160,7 +162,7 @@ bool q_kernel_supported(QGemmKernel k) {
 
 const char* missing_q_kernel_reason(QGemmKernel k) {
   if (q_kernel_supported(k)) return "";
-  return k == QGemmKernel::Avx2 ? "this CPU (or TROUPE_CPU) lacks AVX2+FMA+F16C"
+  return k == QGemmKernel::Avx2 || k == QGemmKernel::Avx2Groups ? "this CPU (or TROUPE_CPU) lacks AVX2+FMA+F16C"
                                 : "this CPU (or TROUPE_CPU) lacks AVX-512 F/BW/VL/DQ+VNNI";
 }
 
@@ -180,9 +182,11 @@ void gemm_q8(const GemmParams& p, QGemmKernel kernel) {
   const int64_t blocks = sh.k / kQBlock;
   const bool fp4 = p.w.format == WeightFormat::FP4;
   // The packed and row-group kernels have no FP4 (Int8 FP4 is for decode: M <= 64).
+  const bool avx2 = kernel == QGemmKernel::Avx2 || kernel == QGemmKernel::Avx2Groups;
   const bool groups = !fp4 && p.w.groups != nullptr &&
-                      (kernel == QGemmKernel::Avx512VnniGroups ||
-                       (kernel == QGemmKernel::Avx512Vnni && sh.m <= kGroupsMaxRows));
+                      (kernel == QGemmKernel::Avx512VnniGroups || kernel == QGemmKernel::Avx2Groups ||
+                       ((kernel == QGemmKernel::Avx512Vnni || kernel == QGemmKernel::Avx2) &&
+                        sh.m <= kGroupsMaxRows));
   const bool packed = !fp4 && !groups &&
                       (kernel == QGemmKernel::Avx512VnniPacked || kernel == QGemmKernel::Avx512VnniGroups ||
                        (kernel == QGemmKernel::Avx512Vnni && sh.m >= kPackedMinRows));
@@ -227,11 +231,12 @@ void gemm_q8(const GemmParams& p, QGemmKernel kernel) {
   else if (kernel == QGemmKernel::Avx512Vnni || kernel == QGemmKernel::Avx512VnniPacked ||
            kernel == QGemmKernel::Avx512VnniGroups)
     range = gemm_q8_range_avx512;
-  else if (kernel == QGemmKernel::Avx2) range = gemm_q8_range_avx2;
+  else if (avx2) range = gemm_q8_range_avx2;
   if (groups) {  // threads take whole groups of 16 weight rows
+    const auto group_range = avx2 ? gemm_q8_groups_avx2 : gemm_q8_groups_avx512;
     const int64_t count = (sh.n + kGroupRows - 1) / kGroupRows;
     parallel_for(count, gemm_min_chunk(sh, 2 * kGroupRows) / kGroupRows, [&](int64_t g0, int64_t g1) {
-      gemm_q8_groups_avx512(a, g0 * kGroupRows, std::min(sh.n, g1 * kGroupRows));
+      group_range(a, g0 * kGroupRows, std::min(sh.n, g1 * kGroupRows));
     });
   } else {
     // A thread's columns come in multiples of 4 (the widest tile's weight rows; the
