@@ -184,9 +184,8 @@ void gemm_q8(const GemmParams& p, QGemmKernel kernel) {
   // The packed and row-group kernels have no FP4 (Int8 FP4 is for decode: M <= 64).
   const bool avx2 = kernel == QGemmKernel::Avx2 || kernel == QGemmKernel::Avx2Groups;
   const bool groups = !fp4 && p.w.groups != nullptr &&
-                      (kernel == QGemmKernel::Avx512VnniGroups || kernel == QGemmKernel::Avx2Groups ||
-                       ((kernel == QGemmKernel::Avx512Vnni || kernel == QGemmKernel::Avx2) &&
-                        sh.m <= kGroupsMaxRows));
+                      (avx2 || kernel == QGemmKernel::Avx512VnniGroups ||
+                       (kernel == QGemmKernel::Avx512Vnni && sh.m <= kGroupsMaxRows));
   const bool packed = !fp4 && !groups &&
                       (kernel == QGemmKernel::Avx512VnniPacked || kernel == QGemmKernel::Avx512VnniGroups ||
                        (kernel == QGemmKernel::Avx512Vnni && sh.m >= kPackedMinRows));
