@@ -55,7 +55,10 @@ template <int MR>
 inline void dots_q8(const uint8_t* blk, const int8_t* const* xb, __m256i (&d)[MR][kHalves]) {
   const __m256i ones = _mm256_set1_epi16(1), bias = _mm256_set1_epi8(char(0x80));
   unroll<MR>([&](auto i) { unroll<kHalves>([&](auto h) { d[i][h] = _mm256_setzero_si256(); }); });
-  unroll<8>([&](auto c) {
+  // Loops over the chunks, not unroll<>: unrolled at MR = 4, GCC 12 hoists every chunk's
+  // loads and unpacking and spills them to the stack (16 ymm registers).
+#pragma GCC unroll 1
+  for (int c = 0; c < 8; ++c) {
     __m256i q[kHalves], u[kHalves];
     unroll<kHalves>([&](auto h) {
       q[h] = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * c + 32 * h)), bias);
@@ -68,7 +71,7 @@ inline void dots_q8(const uint8_t* blk, const int8_t* const* xb, __m256i (&d)[MR
         d[i][h] = _mm256_add_epi32(d[i][h], _mm256_madd_epi16(pairs, ones));
       });
     });
-  });
+  }
 }
 
 template <int MR>
@@ -77,7 +80,8 @@ inline void dots_q4(const uint8_t* blk, const int8_t* const* xb, const int32_t* 
   const __m256i ones = _mm256_set1_epi16(1), low4 = _mm256_set1_epi8(0x0F);
   __m256i p[MR][kHalves];  // int16 pair sums of the block's 8 chunks
   unroll<MR>([&](auto i) { unroll<kHalves>([&](auto h) { p[i][h] = _mm256_setzero_si256(); }); });
-  unroll<4>([&](auto c) {  // low nibbles: chunk c; high nibbles: chunk c + 4
+#pragma GCC unroll 1
+  for (int c = 0; c < 4; ++c) {  // (a loop: see dots_q8) low nibbles: chunk c; high: c + 4
     __m256i lo[kHalves], hi[kHalves];
     unroll<kHalves>([&](auto h) {
       const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * c + 32 * h));
@@ -91,7 +95,7 @@ inline void dots_q4(const uint8_t* blk, const int8_t* const* xb, const int32_t* 
                                                              _mm256_maddubs_epi16(hi[h], xh)));
       });
     });
-  });
+  }
   unroll<MR>([&](auto i) {
     const __m256i init = _mm256_set1_epi32(-xs[i][b] * GroupLayout<WeightFormat::Q4_0>::kBias);
     unroll<kHalves>([&](auto h) { d[i][h] = _mm256_add_epi32(init, _mm256_madd_epi16(p[i][h], ones)); });
