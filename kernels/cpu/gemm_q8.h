@@ -65,8 +65,9 @@ constexpr int64_t kPackedMinRows = 16;
 // Rows up to which it runs the row-group kernel instead, where the weight has row groups
 // (a decode step of up to 64 sequences; measured 1.7-2.7x the packed kernel's speed at
 // M = 16 and level with it at M = 512: docs/kernels-bench.md). The AVX2 path has no such
-// bound: its row-group kernel was faster than its per-block tiles at every M measured,
-// 1 to 4096 (1.0-4.5x, docs/kernels-bench.md), so it takes the row groups at any M.
+// bound: its row-group kernel was 1.3-5x faster than its per-block tiles at every M
+// measured from 1 to 2048, and level or faster at 4096 (docs/kernels-bench.md), so it
+// takes the row groups at any M.
 constexpr int64_t kGroupsMaxRows = 64;
 
 // Output columns [n0, n1) of one call, per path.
