@@ -58,6 +58,9 @@ void pack_q8_row_groups(const WeightView& w, uint8_t* out) {
   });
 }
 
-bool q8_row_groups_used() { return cpu::best_q_kernel() == cpu::QGemmKernel::Avx512Vnni; }
+bool q8_row_groups_used() {
+  const cpu::QGemmKernel k = cpu::best_q_kernel();
+  return k == cpu::QGemmKernel::Avx512Vnni || k == cpu::QGemmKernel::Avx2;
+}
 
 }  // namespace troupe::kernels

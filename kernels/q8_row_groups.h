@@ -1,7 +1,8 @@
-// Q8_0 / Q4_0 weights regrouped for the AVX-512 VNNI decode kernel: the same values as
-// the GGUF blocks (kernels/ggml_blocks.h), 16 weight rows side by side, so that one zmm
-// of codes against 4 broadcast activation bytes adds 4 products into each of 16 rows'
-// lanes (vpdpbusd), and one load gives the 16 rows' block scales. In the GGUF layout a
+// Q8_0 / Q4_0 weights regrouped for the AVX-512 VNNI and AVX2 row-group kernels: the same
+// values as the GGUF blocks (kernels/ggml_blocks.h), 16 weight rows side by side, so that
+// one zmm of codes against 4 broadcast activation bytes adds 4 products into each of 16
+// rows' lanes (vpdpbusd; on AVX2 two ymm of 8 rows, vpmaddubsw + vpmaddwd), and one load
+// gives the 16 rows' block scales. In the GGUF layout a
 // decode step spends more instructions taking each 18-byte block apart than DRAM needs
 // to deliver it; here a block of 16 rows is 4 (Q4_0) or 8 (Q8_0) loads, a mask and a
 // shift, and one scale conversion.
@@ -17,8 +18,11 @@
 // Rows past the matrix's last (the last group's padding) have zero codes and scales. The
 // regrouped matrix is therefore exactly as large as the GGUF one, rows rounded up to 16.
 //
-// A WeightView carries it in `groups` beside its GGUF `data` (kernels/weights.h); paths
-// other than AVX-512 VNNI read `data`, so every path computes the same values.
+// A WeightView carries it in `groups` beside its GGUF `data` (kernels/weights.h); the
+// portable path (and AVX-512 VNNI above kGroupsMaxRows rows) reads `data`, so every path
+// computes the same values. One layout serves both ISAs: AVX2 reads a 64-byte chunk as two
+// ymm and turns Q8_0's q + 128 back into q with one xor per ymm
+// (kernels/cpu/gemm_q8_groups_avx2.cpp).
 #pragma once
 
 #include <cstdint>
@@ -37,8 +41,9 @@ int64_t q8_row_groups_bytes(const WeightView& w);
 // the GGUF layout.
 void pack_q8_row_groups(const WeightView& w, uint8_t* out);
 
-// Whether the GEMM this process runs now reads row groups (AVX-512 VNNI on the active
-// CPU path): a loader regroups its Q8_0 / Q4_0 matrices only then.
+// Whether the GEMM this process runs now reads row groups (AVX-512 VNNI or AVX2 on the
+// active CPU path, so TROUPE_CPU=portable says no): a loader regroups its Q8_0 / Q4_0
+// matrices only then.
 bool q8_row_groups_used();
 
 // The view of rows [r0, r0 + n) of a regrouped matrix's groups: r0 a multiple of 16.

@@ -127,7 +127,7 @@ LlamaLayerWeights read_layer(const GgufFile& f, const LlamaConfig& c, int64_t l)
 
 // Every Q8_0 / Q4_0 matrix a GEMM multiplies, regrouped (kernels/q8_row_groups.h) into
 // one anonymous mapping on 2 MiB pages that `w` owns, when this process's GEMM reads row
-// groups (AVX-512 VNNI). The GGUF bytes stay where they are for the other paths and the
+// groups (AVX-512 VNNI or AVX2). The GGUF bytes stay where they are for the other paths and the
 // embedding lookups. TROUPE_Q8_ROW_GROUPS=0 leaves them out (to measure without them).
 void regroup_q8_matrices(LlamaWeights& w) {
   if (!kernels::q8_row_groups_used()) return;

@@ -120,7 +120,7 @@ const WeightSet& weights_for(const Shape& sh, WeightFormat f) {
   return *cached;
 }
 
-// groups: a Q8_0 / Q4_0 weight with its row groups (the AVX-512 VNNI decode layout).
+// groups: a Q8_0 / Q4_0 weight with its row groups (the AVX-512 VNNI and AVX2 decode layout).
 void run_case(State& s, const Shape& sh, WeightFormat f, int64_t m, GemmPrecision prec,
               kernels::CpuPath path, bool groups) {
   const bool decode = m <= 16;
@@ -180,7 +180,7 @@ const bool registered = [] {
           if (m <= 16 && prec == GemmPrecision::Bf16) continue;  // decode: f32 and int8
           if (prec == GemmPrecision::Int8 && (m > 16 || f != WeightFormat::FP4)) continue;
           // q8_0 / q4_0 always run on int8 dot products: one case each, and one more with
-          // the weight's row groups ("groups", read by the AVX-512 VNNI path only).
+          // the weight's row groups ("groups", read by the AVX-512 VNNI and AVX2 paths).
           const bool ggml = kernels::is_ggml_block(f);
           if (ggml && prec != GemmPrecision::F32) continue;
           char mm[16];
@@ -188,7 +188,7 @@ const bool registered = [] {
           for (kernels::CpuPath path :
                {kernels::CpuPath::Avx512, kernels::CpuPath::Avx2, kernels::CpuPath::Portable})
             for (bool groups : {false, true}) {
-              if (groups && (!ggml || path != kernels::CpuPath::Avx512)) continue;
+              if (groups && (!ggml || path == kernels::CpuPath::Portable)) continue;
               const std::string name = std::string("gemm/") + sh.name + "/" + kernels::to_string(f) +
                                        "/" + mm + "/" + (groups ? "groups" : precision_name(prec)) +
                                        "/" + kernels::to_string(path);

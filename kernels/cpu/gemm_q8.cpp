@@ -144,6 +144,7 @@ const char* to_string(QGemmKernel k) {
     case QGemmKernel::Avx512Vnni: return "avx512-vnni";
     case QGemmKernel::Avx512VnniPacked: return "avx512-vnni-packed";
     case QGemmKernel::Avx512VnniGroups: return "avx512-vnni-groups";
+    case QGemmKernel::Avx2Groups: return "avx2-groups";
   }
   return "?";
 }
@@ -152,7 +153,8 @@ bool q_kernel_supported(QGemmKernel k) {
   const CpuFeatures& f = cpu_features();
   switch (k) {
     case QGemmKernel::Portable: return true;
-    case QGemmKernel::Avx2: return f.has_avx2() && f.f16c;
+    case QGemmKernel::Avx2:
+    case QGemmKernel::Avx2Groups: return f.has_avx2() && f.f16c;
     case QGemmKernel::Avx512Vnni:
     case QGemmKernel::Avx512VnniPacked:
     case QGemmKernel::Avx512VnniGroups: return f.has_avx512() && f.avx512vnni && f.f16c;
@@ -162,7 +164,7 @@ bool q_kernel_supported(QGemmKernel k) {
 
 const char* missing_q_kernel_reason(QGemmKernel k) {
   if (q_kernel_supported(k)) return "";
-  return k == QGemmKernel::Avx2 ? "this CPU (or TROUPE_CPU) lacks AVX2+FMA+F16C"
+  return k == QGemmKernel::Avx2 || k == QGemmKernel::Avx2Groups ? "this CPU (or TROUPE_CPU) lacks AVX2+FMA+F16C"
                                 : "this CPU (or TROUPE_CPU) lacks AVX-512 F/BW/VL/DQ+VNNI";
 }
 
@@ -191,14 +193,17 @@ QPlan plan_for(const GemmParams& p, int64_t m, QGemmKernel kernel) {
   QPlan q;
   const bool fp4 = p.w.format == WeightFormat::FP4;
   // The packed and row-group kernels have no FP4 (Int8 FP4 is for decode: M <= 64).
+  const bool avx2 = kernel == QGemmKernel::Avx2 || kernel == QGemmKernel::Avx2Groups;
+  // AVX2 reads the row groups at any M (faster than its per-block tiles everywhere
+  // measured); AVX-512 up to kGroupsMaxRows, then the packed kernel.
   q.groups = !fp4 && p.w.groups != nullptr &&
-             (kernel == QGemmKernel::Avx512VnniGroups ||
+             (avx2 || kernel == QGemmKernel::Avx512VnniGroups ||
               (kernel == QGemmKernel::Avx512Vnni && m <= kGroupsMaxRows));
   q.packed = !fp4 && !q.groups &&
              (kernel == QGemmKernel::Avx512VnniPacked || kernel == QGemmKernel::Avx512VnniGroups ||
               (kernel == QGemmKernel::Avx512Vnni && m >= kPackedMinRows));
   if (q.groups) {
-    q.range = gemm_q8_groups_avx512;
+    q.range = avx2 ? gemm_q8_groups_avx2 : gemm_q8_groups_avx512;
     q.unit = kGroupRows;
   } else if (q.packed) {
     q.range = gemm_q8_range_avx512_packed;
@@ -206,7 +211,7 @@ QPlan plan_for(const GemmParams& p, int64_t m, QGemmKernel kernel) {
   } else if (kernel == QGemmKernel::Avx512Vnni || kernel == QGemmKernel::Avx512VnniPacked ||
              kernel == QGemmKernel::Avx512VnniGroups) {
     q.range = gemm_q8_range_avx512;
-  } else if (kernel == QGemmKernel::Avx2) {
+  } else if (avx2) {
     q.range = gemm_q8_range_avx2;
   }
   return q;
@@ -248,8 +253,9 @@ void gemm_q8_shared_x(std::span<const GemmParams> ps, QGemmKernel kernel) {
   int32_t* off = q4_off ? reinterpret_cast<int32_t*>(buf + q_bytes + d_bytes) : nullptr;
   int32_t* sum = sums ? reinterpret_cast<int32_t*>(buf + q_bytes + d_bytes + off_bytes) : nullptr;
   // Rows split between the pool's threads (each row's bytes are the same either way).
+  const bool avx2 = kernel == QGemmKernel::Avx2 || kernel == QGemmKernel::Avx2Groups;
   const auto quantize = kernel == QGemmKernel::Portable ? quantize_rows_q8
-                        : kernel == QGemmKernel::Avx2   ? quantize_rows_q8_avx2
+                        : avx2                          ? quantize_rows_q8_avx2
                                                         : quantize_rows_q8_avx512;
   parallel_for(sh.m, std::max<int64_t>(1, (int64_t{1} << 14) / sh.k), [&](int64_t r0, int64_t r1) {
     quantize(p0.x + r0 * sh.ldx, r1 - r0, sh.k, sh.ldx, q + r0 * sh.k, d + r0 * blocks,

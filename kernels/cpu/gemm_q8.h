@@ -15,9 +15,10 @@
 // (gemm_q8_packed_avx512.cpp): each thread repacks 32 weight rows at a time into a panel
 // of 16-column x 4-byte interleaved u8 chunks, and 6 x 32 register tiles run vpdpbusd
 // with the activation bytes broadcast; its f32 steps are the reference's (bit for bit).
-// Up to kGroupsMaxRows rows, a weight regrouped at load time (WeightView::groups,
-// kernels/q8_row_groups.h) runs the row-group kernel (gemm_q8_groups_avx512.cpp): the same products on the codes
-// as the loader laid them out, no per-call packing, also bit for bit the reference.
+// A weight regrouped at load time (WeightView::groups, kernels/q8_row_groups.h) runs a
+// row-group kernel, up to kGroupsMaxRows rows on AVX-512 VNNI (gemm_q8_groups_avx512.cpp)
+// and at any M on AVX2 (gemm_q8_groups_avx2.cpp): the same products on the codes as the
+// loader laid them out, no per-call packing, also bit for bit the reference.
 // The quantizer runs on the pool's threads (rows split between them).
 //
 // Each range kernel walks tiles of MR activation rows x NR weight rows
@@ -71,7 +72,10 @@ const float* fp4_int8_scales();
 constexpr int64_t kPackedMinRows = 16;
 // Rows up to which it runs the row-group kernel instead, where the weight has row groups
 // (a decode step of up to 64 sequences; measured 1.7-2.7x the packed kernel's speed at
-// M = 16 and level with it at M = 512: docs/kernels-bench.md).
+// M = 16 and level with it at M = 512: docs/kernels-bench.md). The AVX2 path has no such
+// bound: its row-group kernel was 1.3-5x faster than its per-block tiles at every M
+// measured from 1 to 2048, and level or faster at 4096 (docs/kernels-bench.md), so it
+// takes the row groups at any M.
 constexpr int64_t kGroupsMaxRows = 64;
 
 // Output columns [n0, n1) of one call, per path.
@@ -81,12 +85,15 @@ void gemm_q8_range_avx512(const QGemmArgs& a, int64_t n0, int64_t n1);  // + BW/
 void gemm_q8_range_avx512_packed(const QGemmArgs& a, int64_t n0, int64_t n1);  // needs x.sum; no FP4
 // On a.groups (needs x.sum; no FP4); n0 a multiple of 16 (kGroupRows).
 void gemm_q8_groups_avx512(const QGemmArgs& a, int64_t n0, int64_t n1);
+void gemm_q8_groups_avx2(const QGemmArgs& a, int64_t n0, int64_t n1);  // AVX2+FMA+F16C
 
 // Avx512Vnni takes the row-group kernel up to kGroupsMaxRows rows when the weight has
-// row groups, else the packed kernel from kPackedMinRows rows; Avx512VnniPacked takes the
-// packed one and Avx512VnniGroups the row-group one (where the weight has them) at any M
-// (for tests; best_q_kernel() never returns them).
-enum class QGemmKernel : uint8_t { Portable, Avx2, Avx512Vnni, Avx512VnniPacked, Avx512VnniGroups };
+// row groups, else the packed kernel from kPackedMinRows rows; Avx2 takes its row-group
+// kernel at any M when the weight has row groups, else its per-block tiles.
+// Avx512VnniPacked takes the packed one and Avx512VnniGroups the row-group one (where the
+// weight has them) at any M; Avx2Groups is Avx2, named apart so the kernel tests can say
+// which of its two kernels a case runs (best_q_kernel() never returns these three).
+enum class QGemmKernel : uint8_t { Portable, Avx2, Avx512Vnni, Avx512VnniPacked, Avx512VnniGroups, Avx2Groups };
 const char* to_string(QGemmKernel k);
 QGemmKernel best_q_kernel();             // for active_cpu_path() and the CPU's features
 bool q_kernel_supported(QGemmKernel k);  // false: missing_q_kernel_reason says why

@@ -14,21 +14,17 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
 
 #include "kernels/cpu/avx512_vec.h"  // also silences GCC 12.2's header warnings (PR 105593)
 #include "kernels/cpu/gemm_q8.h"
-#include "kernels/q8_row_groups.h"
+#include "kernels/cpu/gemm_q8_groups_walk.h"
 
 namespace troupe::kernels::cpu {
 namespace {
 
 using avx512::first_lanes;
 using avx512::unroll;
-
-constexpr int kTileRows = 4;
-constexpr int kTileGroups = 2;
 
 inline int32_t load_i32(const int8_t* p) {
   int32_t v;
@@ -37,18 +33,19 @@ inline int32_t load_i32(const int8_t* p) {
 }
 
 template <WeightFormat F>
-struct Layout {
-  static constexpr bool kQ8 = F == WeightFormat::Q8_0;
-  static constexpr int64_t kBlockBytes = kGroupRows * (kQ8 ? kQ8_0Bytes : kQ4_0Bytes);
-  static constexpr int64_t kDataBytes = kBlockBytes - 2 * kGroupRows;  // then 16 f16 scales
-  static constexpr int32_t kShift = kQ8 ? 7 : 3;                        // c = 128 or 8
+struct Avx512GroupTile {
+  static constexpr int kTileRows = 4, kTileGroups = 2;
+
+  // y[m0 + i][n + 16g + lane] for rows m0..m0+MR and groups starting at weight row n;
+  // only rows below n_end are stored.
+  template <int MR, int G>
+  static void run(const QGemmArgs& a, int64_t m0, int64_t n, int64_t n_end);
 };
 
-// y[m0 + i][n + 16g + lane] for rows m0..m0+MR and groups starting at weight row n; only
-// rows below n_end are stored.
-template <WeightFormat F, int MR, int G>
-void tile(const QGemmArgs& a, int64_t m0, int64_t n, int64_t n_end) {
-  using L = Layout<F>;
+template <WeightFormat F>
+template <int MR, int G>
+void Avx512GroupTile<F>::run(const QGemmArgs& a, int64_t m0, int64_t n, int64_t n_end) {
+  using L = GroupLayout<F>;
   const int64_t blocks = a.x.k / kQBlock;
   const uint8_t* gp[G];
   unroll<G>([&](auto g) { gp[g] = a.groups + (n / kGroupRows + g) * blocks * L::kBlockBytes; });
@@ -66,7 +63,7 @@ void tile(const QGemmArgs& a, int64_t m0, int64_t n, int64_t n_end) {
   for (int64_t b = 0; b < blocks; ++b) {
     __m512i d0[MR][G], d1[MR][G];
     unroll<MR>([&](auto i) {
-      const __m512i init = _mm512_set1_epi32(-(xs[i][b] * (1 << L::kShift)));
+      const __m512i init = _mm512_set1_epi32(-xs[i][b] * L::kBias);
       unroll<G>([&](auto g) {
         d0[i][g] = init;
         d1[i][g] = _mm512_setzero_si512();
@@ -139,26 +136,10 @@ void tile(const QGemmArgs& a, int64_t m0, int64_t n, int64_t n_end) {
   });
 }
 
-template <WeightFormat F>
-void run(const QGemmArgs& a, int64_t n0, int64_t n1) {
-  using Fn = void (*)(const QGemmArgs&, int64_t, int64_t, int64_t);
-  static constexpr auto fns = []<int... I>(std::integer_sequence<int, I...>) {
-    return std::array<Fn, sizeof...(I)>{&tile<F, I / kTileGroups + 1, I % kTileGroups + 1>...};
-  }(std::make_integer_sequence<int, kTileRows * kTileGroups>{});
-  for (int64_t n = n0; n < n1; n += kTileGroups * kGroupRows) {
-    const int64_t groups = std::min<int64_t>(kTileGroups, (n1 - n + kGroupRows - 1) / kGroupRows);
-    for (int64_t m = 0; m < a.x.m; m += kTileRows) {
-      const int64_t mr = std::min<int64_t>(kTileRows, a.x.m - m);
-      fns[(mr - 1) * kTileGroups + (groups - 1)](a, m, n, n1);
-    }
-  }
-}
-
 }  // namespace
 
 void gemm_q8_groups_avx512(const QGemmArgs& a, int64_t n0, int64_t n1) {
-  if (a.format == WeightFormat::Q8_0) run<WeightFormat::Q8_0>(a, n0, n1);
-  else run<WeightFormat::Q4_0>(a, n0, n1);
+  run_groups<Avx512GroupTile>(a, n0, n1);
 }
 
 }  // namespace troupe::kernels::cpu

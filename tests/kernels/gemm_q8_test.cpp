@@ -5,7 +5,8 @@
 //   - ref::gemm_q8 against a double evaluation of the definition written here;
 //   - FP4 weights under GemmPrecision::Int8 in the same tests (and against the exact
 //     F32 GEMM where x needs no rounding);
-//   - every CPU kernel (portable, AVX2, AVX-512 VNNI; one test instance each, a kernel
+//   - every CPU kernel (portable, AVX2, AVX-512 VNNI, the packed and row-group ones; one
+//     test instance each, a kernel
 //     the CPU lacks is skipped with the reason) against ref::gemm_q8 on a table of
 //     awkward shapes, with poisoned outputs, sentinel guards and NaN row padding in x.
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -303,14 +305,19 @@ std::string case_str(const Case& c) {
 constexpr cpu::QGemmKernel kKernels[] = {cpu::QGemmKernel::Portable, cpu::QGemmKernel::Avx2,
                                          cpu::QGemmKernel::Avx512Vnni,
                                          cpu::QGemmKernel::Avx512VnniPacked,
-                                         cpu::QGemmKernel::Avx512VnniGroups};
+                                         cpu::QGemmKernel::Avx512VnniGroups,
+                                         cpu::QGemmKernel::Avx2Groups};
+
+bool groups_kernel(cpu::QGemmKernel k) {
+  return k == cpu::QGemmKernel::Avx512VnniGroups || k == cpu::QGemmKernel::Avx2Groups;
+}
 
 // The packed kernel (any M on Avx512VnniPacked, M >= kPackedMinRows on Avx512Vnni) and
-// the row-group one (Avx512VnniGroups, given row groups) add the blocks in the
-// reference's order with the reference's f32 steps: bit for bit.
+// the row-group ones (Avx512VnniGroups, Avx2Groups, given row groups) add the blocks in
+// the reference's order with the reference's f32 steps: bit for bit.
 bool bit_exact(cpu::QGemmKernel k, int64_t m, WeightFormat f) {
-  if (f == WeightFormat::FP4) return false;  // no packed FP4 kernel
-  return k == cpu::QGemmKernel::Avx512VnniPacked || k == cpu::QGemmKernel::Avx512VnniGroups ||
+  if (f == WeightFormat::FP4) return false;  // no packed or row-group FP4 kernel
+  return k == cpu::QGemmKernel::Avx512VnniPacked || groups_kernel(k) ||
          (k == cpu::QGemmKernel::Avx512Vnni && m >= cpu::kPackedMinRows);
 }
 
@@ -349,7 +356,7 @@ TEST_P(GemmQ8Kernel, EveryCaseMatchesTheReference) {
     p.y = want.data();
     ref::gemm_q8(p);
     std::vector<uint8_t> groups;  // the row-group kernel's layout of the same weight
-    if (kernel() == cpu::QGemmKernel::Avx512VnniGroups && is_ggml_block(c.format)) {
+    if (groups_kernel(kernel()) && is_ggml_block(c.format)) {
       groups.assign(size_t(q8_row_groups_bytes(p.w)), 0xA5);
       pack_q8_row_groups(p.w, groups.data());
       p.w.groups = groups.data();
@@ -444,7 +451,7 @@ TEST_P(GemmQ8Kernel, SharedXGivesEachGemmsOwnBits) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, GemmQ8Kernel, ::testing::Range(0, 5),
+INSTANTIATE_TEST_SUITE_P(Kernels, GemmQ8Kernel, ::testing::Range(0, int(std::size(kKernels))),
                          [](const ::testing::TestParamInfo<int>& i) {
                            std::string s = to_string(kKernels[i.param]);
                            for (char& ch : s) ch = ch == '-' ? '_' : ch;
@@ -515,14 +522,21 @@ TEST(GemmQ8, SharedXEntryMixesFormatsAndChecksItsCalls) {
   EXPECT_THROW(gemm_shared_x(bad_x), Error);
 }
 
-// A loader's regrouped weight through the dispatched kernel, whole and as row slices
-// (model::row_slice: one expert of a stacked tensor): a slice starting on a group keeps
-// the groups and its y is the reference's on the slice's GGUF rows, bit for bit, with the
-// row-group kernel and above kGroupsMaxRows the packed one; a slice starting inside a
-// group reads the GGUF blocks.
-TEST(GemmQ8, RowGroupsFollowRowSlices) {
-  if (!cpu::q_kernel_supported(cpu::QGemmKernel::Avx512Vnni))
-    GTEST_SKIP() << cpu::missing_q_kernel_reason(cpu::QGemmKernel::Avx512Vnni);
+// A loader's regrouped weight through each path's kernel (AVX-512 VNNI, AVX2), whole and
+// as row slices (model::row_slice: one expert of a stacked tensor): a slice starting on a
+// group keeps the groups and its y is the reference's on the slice's GGUF rows, bit for
+// bit: the row-group kernel (AVX2 at any M, AVX-512 VNNI up to kGroupsMaxRows) and above
+// that AVX-512 VNNI's packed one. A slice starting inside a group reads the GGUF blocks.
+class RowGroupsPath : public ::testing::TestWithParam<cpu::QGemmKernel> {
+ protected:
+  void SetUp() override {
+    if (!cpu::q_kernel_supported(GetParam()))
+      GTEST_SKIP() << to_string(GetParam()) << ": " << cpu::missing_q_kernel_reason(GetParam());
+  }
+};
+
+TEST_P(RowGroupsPath, RowGroupsFollowRowSlices) {
+  const cpu::QGemmKernel kernel = GetParam();
   std::mt19937 rng(5);
   uint32_t seed = 900;
   for (WeightFormat f : {WeightFormat::Q8_0, WeightFormat::Q4_0}) {
@@ -548,7 +562,7 @@ TEST(GemmQ8, RowGroupsFollowRowSlices) {
         p.y = want.data();
         ref::gemm_q8(p);
         p.y = got.data();
-        cpu::gemm_q8(p, cpu::QGemmKernel::Avx512Vnni);
+        cpu::gemm_q8(p, kernel);
         for (int64_t i = 0; i < m * n; ++i)
           ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
               << "y[" << i << "] = " << got[i] << ", ref " << want[i];
@@ -556,6 +570,14 @@ TEST(GemmQ8, RowGroupsFollowRowSlices) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Paths, RowGroupsPath,
+                         ::testing::Values(cpu::QGemmKernel::Avx512Vnni, cpu::QGemmKernel::Avx2),
+                         [](const ::testing::TestParamInfo<cpu::QGemmKernel>& i) {
+                           std::string s = to_string(i.param);
+                           for (char& ch : s) ch = ch == '-' ? '_' : ch;
+                           return s;
+                         });
 
 // copy_weight (an expert-parallel rank's own copy of its experts) keeps the row groups
 // inside the copy, so the copy runs the original's kernel and gives its bits.
@@ -588,19 +610,23 @@ TEST(GemmQ8, ACopyCarriesItsRowGroups) {
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
 }
 
-// The dispatched entry follows the CPU path cap: TROUPE_CPU / ScopedCpuPath.
+// The dispatched entry follows the CPU path cap: TROUPE_CPU / ScopedCpuPath; so does
+// whether a loader regroups (both SIMD kernels read row groups, the portable one not).
 TEST(GemmQ8, DispatchFollowsTheCpuPath) {
   {
     ScopedCpuPath portable(CpuPath::Portable);
     EXPECT_EQ(cpu::best_q_kernel(), cpu::QGemmKernel::Portable);
+    EXPECT_FALSE(q8_row_groups_used());
   }
   if (cpu_supports(CpuPath::Avx2)) {
     ScopedCpuPath avx2(CpuPath::Avx2);
     EXPECT_EQ(cpu::best_q_kernel(), cpu::QGemmKernel::Avx2);
+    EXPECT_TRUE(q8_row_groups_used());
   }
   if (cpu_supports(CpuPath::Avx512) && cpu_features().avx512vnni) {
     ScopedCpuPath avx512(CpuPath::Avx512);
     EXPECT_EQ(cpu::best_q_kernel(), cpu::QGemmKernel::Avx512Vnni);
+    EXPECT_TRUE(q8_row_groups_used());
   }
 }
 

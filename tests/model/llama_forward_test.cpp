@@ -2,15 +2,19 @@
 // every stored type, dense and Mixtral-style MoE, tied and untied output, and the Qwen2
 // architectures (qwen2: q/k/v biases, NEOX RoPE, GQA; qwen2moe: 8 experts top-2 without
 // renormalisation, plus a sigmoid-gated shared expert): logits and greedy tokens against
-// the plain double reference of support/llama_ref.h.
+// the plain double reference of support/llama_ref.h. The q8_0 / q4_0 files run again with
+// the CPU path capped at AVX2 (loaded and run under ScopedCpuPath), so the AVX2 row-group
+// kernel is checked end to end on a machine that also has AVX-512.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "kernels/check.h"
+#include "kernels/dispatch.h"
 #include "kernels/q8_row_groups.h"
 #include "kernels/sampling.h"
 #include "kernels/weights.h"
@@ -27,6 +31,7 @@ using testing::TinyLlamaSpec;
 struct Case {
   const char* name;
   TinyLlamaSpec spec;
+  std::optional<kernels::CpuPath> cap = std::nullopt;  // the path the model loads and runs on
 };
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
@@ -52,6 +57,9 @@ const Case kCases[] = {
     {"Qwen2MoeF32Top2of8", spec(GgmlType::F32, false, 8, 2, 11, LlamaArch::Qwen2Moe)},
     {"Qwen2MoeQ8_0Top2of8", spec(GgmlType::Q8_0, false, 8, 2, 12, LlamaArch::Qwen2Moe)},
     {"Qwen2MoeBF16Top3of4", spec(GgmlType::BF16, true, 4, 3, 13, LlamaArch::Qwen2Moe)},
+    {"Q8_0Avx2", spec(GgmlType::Q8_0, false, 0, 0, 4), kernels::CpuPath::Avx2},
+    {"Q4_0TiedAvx2", spec(GgmlType::Q4_0, true, 0, 0, 5), kernels::CpuPath::Avx2},
+    {"MoeQ4_0Top3of4Avx2", spec(GgmlType::Q4_0, true, 4, 3, 8), kernels::CpuPath::Avx2},
 };
 
 // Relative tolerance on logits. Q8_0 / Q4_0 GEMMs quantize their input to q8_0 (the
@@ -76,9 +84,14 @@ double max_abs(const DVec& v) {
 class LlamaForwardTest : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
+    if (const auto cap = GetParam().cap) {
+      if (!kernels::cpu_supports(*cap)) GTEST_SKIP() << kernels::missing_reason(*cap);
+      path_.emplace(*cap);  // held through the test: the loader's choices and every kernel
+    }
     ref_ = testing::write_tiny_llama(GetParam().spec, dir_.file("m.gguf"));
     model_ = LlamaModel::load(dir_.file("m.gguf"));
   }
+  std::optional<kernels::ScopedCpuPath> path_;
   test::TempDir dir_;
   testing::RefLlama ref_;
   std::unique_ptr<LlamaModel> model_;
@@ -192,7 +205,7 @@ TEST_P(LlamaForwardTest, MatricesStayInTheMappingInTheirStoredFormat) {
   }
 }
 
-// Where this process's GEMM reads row groups (AVX-512 VNNI), every Q8_0 / Q4_0 matrix a
+// Where this process's GEMM reads row groups (AVX-512 VNNI or AVX2), every Q8_0 / Q4_0 matrix a
 // GEMM multiplies carries them, so the logits checks above run the row-group kernel
 // there; the embedding table only when it is the tied output; other formats never.
 TEST_P(LlamaForwardTest, BlockMatricesCarryRowGroupsWhereTheGemmReadsThem) {
@@ -205,9 +218,10 @@ TEST_P(LlamaForwardTest, BlockMatricesCarryRowGroupsWhereTheGemmReadsThem) {
     EXPECT_EQ(m->view().groups != nullptr, used);
   EXPECT_EQ(w.output_view().groups != nullptr, used);
   EXPECT_EQ(w.token_embd.view().groups != nullptr, used && s.tied);
-  if (s.experts > 0)  // an expert of the stacked tensors keeps them where its rows start a group
+  if (s.experts > 0) {  // an expert of the stacked tensors keeps them where its rows start a group
     EXPECT_EQ(l.expert(1, model_->config.ffn_dim, model_->config.dim).w1.groups != nullptr,
               used && model_->config.ffn_dim % kernels::kGroupRows == 0);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Files, LlamaForwardTest, ::testing::ValuesIn(kCases),

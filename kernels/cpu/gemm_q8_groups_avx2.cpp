@@ -1,0 +1,161 @@
+// The AVX2 decode kernel of cpu::gemm_q8 on regrouped Q8_0 / Q4_0 weights
+// (kernels/q8_row_groups.h), the AVX-512 VNNI one's layout and f32 steps on ymm: a
+// 64-byte chunk of 16 rows x 4 codes is two ymm of 8 rows each, one int32 lane per row.
+// AVX2 has no vpdpbusd; vpmaddubsw (u8 x s8 -> adjacent pairs summed in int16, saturating)
+// then vpmaddwd by ones (-> the 4 products' sum in the row's lane) stands in:
+//
+//   Q8_0  the code q + 128 against x could reach 2 · 255 · 127 in a pair and saturate, so
+//         the code becomes q again (xor 0x80) and the u8 operand is |q| (<= 128) against
+//         x with q's sign (vpsignb): a pair is at most 2 · 128 · 127 = 32512. One
+//         vpmaddwd per chunk; the lane starts at 0.
+//   Q4_0  the nibble q + 8 is already u8: a pair is at most 2 · 15 · 127 = 3810, so the
+//         block's 8 chunks add up in int16 (<= 30480) and one vpmaddwd per block widens
+//         them; the lane starts at -8 · Σx (the quantizer's block sum), as on AVX-512.
+//
+// All integer sums are exact, so a lane holds the block's dot product exactly, and the
+// f32 step is the reference's: s += (dw · dx) · float(dot), no FMA. The result equals
+// ref::gemm_q8's bit for bit.
+//
+// A tile is MR <= 4 activation rows x 1 group (16 weight rows, 2 ymm): 16 ymm registers
+// hold 8 int32 and 8 f32 accumulators at MR = 4, so wider tiles would only spill.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/cpu/avx2_vec.h"
+#include "kernels/cpu/gemm_q8.h"
+#include "kernels/cpu/gemm_q8_groups_walk.h"
+#include "kernels/cpu/unroll.h"
+
+namespace troupe::kernels::cpu {
+namespace {
+
+constexpr int kHalves = 2;  // ymm per group: rows 0..7 and 8..15
+constexpr int64_t kHalfRows = kGroupRows / kHalves;
+
+inline __m256i broadcast_i32(const int8_t* p) {
+  int32_t v;
+  __builtin_memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+template <WeightFormat F>
+struct Avx2GroupTile {
+  static constexpr int kTileRows = 4, kTileGroups = 1;
+
+  // y[m0 + i][n + 8h + lane] for rows m0..m0+MR and the group starting at weight row n;
+  // only rows below n_end are stored.
+  template <int MR, int G>
+  static void run(const QGemmArgs& a, int64_t m0, int64_t n, int64_t n_end);
+};
+
+// One block's exact dot products, lanes = rows: d[i][h] for activation row i and half h.
+template <int MR>
+inline void dots_q8(const uint8_t* blk, const int8_t* const* xb, __m256i (&d)[MR][kHalves]) {
+  const __m256i ones = _mm256_set1_epi16(1), bias = _mm256_set1_epi8(char(0x80));
+  unroll<MR>([&](auto i) { unroll<kHalves>([&](auto h) { d[i][h] = _mm256_setzero_si256(); }); });
+  // Loops over the chunks, not unroll<>: unrolled at MR = 4, GCC 12 hoists every chunk's
+  // loads and unpacking and spills them to the stack (16 ymm registers).
+#pragma GCC unroll 1
+  for (int c = 0; c < 8; ++c) {
+    __m256i q[kHalves], u[kHalves];
+    unroll<kHalves>([&](auto h) {
+      q[h] = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * c + 32 * h)), bias);
+      u[h] = _mm256_abs_epi8(q[h]);  // -128 -> 0x80, read as u8 128
+    });
+    unroll<MR>([&](auto i) {
+      const __m256i x = broadcast_i32(xb[i] + 4 * c);
+      unroll<kHalves>([&](auto h) {
+        const __m256i pairs = _mm256_maddubs_epi16(u[h], _mm256_sign_epi8(x, q[h]));
+        d[i][h] = _mm256_add_epi32(d[i][h], _mm256_madd_epi16(pairs, ones));
+      });
+    });
+  }
+}
+
+template <int MR>
+inline void dots_q4(const uint8_t* blk, const int8_t* const* xb, const int32_t* const* xs, int64_t b,
+                    __m256i (&d)[MR][kHalves]) {
+  const __m256i ones = _mm256_set1_epi16(1), low4 = _mm256_set1_epi8(0x0F);
+  __m256i p[MR][kHalves];  // int16 pair sums of the block's 8 chunks
+  unroll<MR>([&](auto i) { unroll<kHalves>([&](auto h) { p[i][h] = _mm256_setzero_si256(); }); });
+#pragma GCC unroll 1
+  for (int c = 0; c < 4; ++c) {  // (a loop: see dots_q8) low nibbles: chunk c; high: c + 4
+    __m256i lo[kHalves], hi[kHalves];
+    unroll<kHalves>([&](auto h) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * c + 32 * h));
+      lo[h] = _mm256_and_si256(v, low4);
+      hi[h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+    });
+    unroll<MR>([&](auto i) {
+      const __m256i xl = broadcast_i32(xb[i] + 4 * c), xh = broadcast_i32(xb[i] + 16 + 4 * c);
+      unroll<kHalves>([&](auto h) {
+        p[i][h] = _mm256_add_epi16(p[i][h], _mm256_add_epi16(_mm256_maddubs_epi16(lo[h], xl),
+                                                             _mm256_maddubs_epi16(hi[h], xh)));
+      });
+    });
+  }
+  unroll<MR>([&](auto i) {
+    const __m256i init = _mm256_set1_epi32(-xs[i][b] * GroupLayout<WeightFormat::Q4_0>::kBias);
+    unroll<kHalves>([&](auto h) { d[i][h] = _mm256_add_epi32(init, _mm256_madd_epi16(p[i][h], ones)); });
+  });
+}
+
+template <WeightFormat F>
+template <int MR, int G>
+void Avx2GroupTile<F>::run(const QGemmArgs& a, int64_t m0, int64_t n, int64_t n_end) {
+  static_assert(G == 1);
+  using L = GroupLayout<F>;
+  const int64_t blocks = a.x.k / kQBlock;
+  const uint8_t* group = a.groups + (n / kGroupRows) * blocks * L::kBlockBytes;
+  const int8_t* xq[MR];
+  const float* xd[MR];
+  const int32_t* xs[MR];
+  unroll<MR>([&](auto i) {
+    xq[i] = a.x.q + (m0 + i) * a.x.k;
+    xd[i] = a.x.d + (m0 + i) * blocks;
+    xs[i] = a.x.sum + (m0 + i) * blocks;
+  });
+  __m256 acc[MR][kHalves];
+  unroll<MR>([&](auto i) { unroll<kHalves>([&](auto h) { acc[i][h] = _mm256_setzero_ps(); }); });
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* blk = group + b * L::kBlockBytes;
+    const int8_t* xb[MR];
+    unroll<MR>([&](auto i) { xb[i] = xq[i] + b * kQBlock; });
+    __m256i d[MR][kHalves];
+    if constexpr (L::kQ8) dots_q8<MR>(blk, xb, d);
+    else dots_q4<MR>(blk, xb, xs, b, d);
+    __m256 dw[kHalves];
+    unroll<kHalves>([&](auto h) {
+      dw[h] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + L::kDataBytes + 16 * h)));
+    });
+    unroll<MR>([&](auto i) {
+      const __m256 dx = _mm256_set1_ps(xd[i][b]);
+      unroll<kHalves>([&](auto h) {
+        __m256 term = _mm256_mul_ps(_mm256_mul_ps(dw[h], dx), _mm256_cvtepi32_ps(d[i][h]));
+        // Opaque to the optimiser: this file has -mfma, and GCC would fuse the multiply
+        // into the add (C++ contracts by default), which is not the reference's rounding.
+        asm("" : "+x"(term));
+        acc[i][h] = _mm256_add_ps(acc[i][h], term);
+      });
+    });
+  }
+  unroll<MR>([&](auto i) {
+    float* y = a.y + (m0 + i) * a.ldy + n;
+    unroll<kHalves>([&](auto h) {
+      const int64_t live = std::clamp<int64_t>(n_end - n - kHalfRows * h, 0, kHalfRows);
+      if (live == 0) return;
+      const __m256i mask = avx2::first_lanes(live);
+      __m256 s = acc[i][h];
+      if (a.accumulate) s = _mm256_add_ps(_mm256_maskload_ps(y + kHalfRows * h, mask), s);
+      _mm256_maskstore_ps(y + kHalfRows * h, mask, s);
+    });
+  });
+}
+
+}  // namespace
+
+void gemm_q8_groups_avx2(const QGemmArgs& a, int64_t n0, int64_t n1) { run_groups<Avx2GroupTile>(a, n0, n1); }
+
+}  // namespace troupe::kernels::cpu
