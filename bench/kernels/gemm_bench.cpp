@@ -3,6 +3,9 @@
 //   wo_b   [5120 x 1024]  FP8 (one o-group's slice of wo_b's input width)
 //   exp_w1 [2304 x 5120]  FP4 routed expert w1/w3
 //   exp_w2 [5120 x 2304]  FP4 routed expert w2
+//   v41s_w13 [1024 x 2048], v41s_w2 [2048 x 1024]  FP4 experts of /work/v41-small
+//           (make-tiny-model --preset v41-small), also at decode M = 2 and 8: a decode
+//           batch of B gives each active expert ~B·6/64 rows
 //   ll_w13 [4096 x 1024], ll_w2 [1024 x 4096]  the peer bench's dense LLaMA FFN (f16, q8_0, q4_0)
 // at decode M = 1, 4, 16 (judged against DRAM bandwidth: decode streams each weight
 // once per step and the model's weights never fit in cache) and prefill M = 512, 2048
@@ -37,6 +40,7 @@ struct Shape {
   const char* name;
   int64_t n, k;
   std::vector<WeightFormat> formats;
+  std::vector<int64_t> ms = {1, 4, 16, 512, 2048, 4096};  // rows of x
 };
 
 uint64_t splitmix64(uint64_t& s) {
@@ -169,13 +173,15 @@ const bool registered = [] {
       {"wo_b", 5120, 1024, {WeightFormat::FP8}},
       {"exp_w1", 2304, 5120, {WeightFormat::FP4}},
       {"exp_w2", 5120, 2304, {WeightFormat::FP4}},
+      {"v41s_w13", 1024, 2048, {WeightFormat::FP4}, {1, 2, 4, 8, 16}},
+      {"v41s_w2", 2048, 1024, {WeightFormat::FP4}, {1, 2, 4, 8, 16}},
       // The dense LLaMA of bench/peer (D 1024, F 4096): its FFN's up/gate and down.
       {"ll_w13", 4096, 1024, {WeightFormat::F16, WeightFormat::Q8_0, WeightFormat::Q4_0}},
       {"ll_w2", 1024, 4096, {WeightFormat::F16, WeightFormat::Q8_0, WeightFormat::Q4_0}},
   };
   for (const Shape& sh : shapes)
     for (WeightFormat f : sh.formats)
-      for (int64_t m : {1, 4, 16, 512, 2048, 4096})
+      for (int64_t m : sh.ms)
         for (GemmPrecision prec : {GemmPrecision::F32, GemmPrecision::Bf16, GemmPrecision::Int8}) {
           if (m <= 16 && prec == GemmPrecision::Bf16) continue;  // decode: f32 and int8
           if (prec == GemmPrecision::Int8 && (m > 16 || f != WeightFormat::FP4)) continue;

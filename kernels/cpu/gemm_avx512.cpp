@@ -71,19 +71,44 @@ GEMM_INLINE __m128 reduce4(__m512 a, __m512 b, __m512 c, __m512 d) {
       _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), s));
 }
 
+// FP4 weights stream from DRAM one tile of kNR rows at a time, both in the direct tiles
+// and in the decode panels. With the hardware prefetcher alone an expert's
+// [1024 x 2048] streamed at ~10 GB/s on one thread at M = 1 (a third of one thread's
+// DRAM bandwidth): at K = 2048 a tile's four rows are exactly one 4 KiB page, and the
+// prefetcher does not cross pages, so every tile started cold. So while a tile reads
+// row r's columns [kb, kb + 128) (one 64-byte line of codes), it prefetches those of
+// row r + kFp4PrefetchRows, two tiles on, and every 64 scale codes (one line) theirs
+// too. Measured on one thread at M = 1-4 (docs/kernels-bench.md): one tile ahead
+// 2.0-2.3x on a quiet machine, two tiles ahead ~1.4x faster again than one under load
+// (where DRAM latency is longer), three no better. Prefetches never fault; a tile
+// whose target rows lie past the thread's range does not issue them (another thread's
+// rows).
+constexpr int64_t kFp4PrefetchRows = 2 * kNR;
+constexpr int64_t kFp4PrefetchColumns = 128;
+
+GEMM_INLINE void prefetch_fp4(const WeightSrc& s, int64_t r, int64_t kb) {
+  _mm_prefetch(reinterpret_cast<const char*>(s.data + r * s.row_bytes + kb / 2), _MM_HINT_T0);
+  if (kb % (64 * 32) == 0)
+    _mm_prefetch(reinterpret_cast<const char*>(s.scale + r * s.scale_ld + kb / 32), _MM_HINT_T0);
+}
+
 // out[rows_pad, kc] = W[r0 : r0+rows, k0 : k0+kc] in the kernel's element type; rows
 // past `rows` and columns past K are zero, so tiles may read them freely.
+// prefetch_next: FP4 decode panels prefetch the rows kFp4PrefetchRows on (prefetch_fp4).
 template <WeightFormat F, class T>
 void dequant_panel(const WeightSrc& s, int64_t r0, int rows, int rows_pad, int64_t k0, int64_t kc,
-                   T* out) {
+                   bool prefetch_next, T* out) {
   // Whole blocks with constant masks, then the ragged last block of K, if any.
   const int64_t k_end = k0 + kc, k_full = std::min(k_end, s.k / 32 * 32);
   for (int i = 0; i < rows; ++i) {
     T* o = out + i * kc;
     __mmask32 nan = 0;
     int64_t kb = k0;
-    for (; kb < k_full; kb += 32)
+    for (; kb < k_full; kb += 32) {
+      if constexpr (F == WeightFormat::FP4)
+        if (prefetch_next && kb % kFp4PrefetchColumns == 0) prefetch_fp4(s, r0 + i + kFp4PrefetchRows, kb);
       store_block(o + (kb - k0), load_block<F>(s, r0 + i, kb, ~__mmask32{0}, nan));
+    }
     for (; kb < k_end; kb += 32)
       store_block(o + (kb - k0), load_block<F>(s, r0 + i, kb, columns_below(s.k - kb), nan));
     if (nan) [[unlikely]]
@@ -235,6 +260,37 @@ struct E4m3TileRows {
   }
 };
 
+// FP4 rows: load_block's decode (the 16 E2M1 values times the block's power-of-two
+// scale, looked up by vpermps from the nibbles) with the row and scale-row addresses
+// computed once per tile and the table kept in a register; `prefetch`: the rows
+// kFp4PrefetchRows on are fetched ahead (prefetch_fp4).
+struct Fp4TileRows {
+  const WeightSrc& s;
+  const int64_t* r;
+  bool prefetch;
+  const uint8_t* row[kNR];
+  const uint8_t* scales[kNR];  // each row's scale codes, one per 32 columns
+  __m512 table = _mm512_loadu_ps(s.e2m1);
+  Fp4TileRows(const WeightSrc& src, const int64_t* rows, bool prefetch_next)
+      : s(src), r(rows), prefetch(prefetch_next) {
+    for (int j = 0; j < kNR; ++j) {
+      row[j] = s.data + r[j] * s.row_bytes;
+      scales[j] = s.scale + r[j] * s.scale_ld;
+    }
+  }
+  GEMM_INLINE void start_block(int64_t kb) {
+    if (prefetch && kb % kFp4PrefetchColumns == 0)
+      for (int j = 0; j < kNR; ++j) prefetch_fp4(s, r[j] + kFp4PrefetchRows, kb);
+  }
+  GEMM_INLINE Block32 load(int j, int64_t kb, __mmask32, __mmask32&) const {
+    const __m512 t = _mm512_mul_ps(table, _mm512_set1_ps(s.ue8m0[scales[j][kb / 32]]));
+    const __m512i codes =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row[j] + kb / 2)));
+    // vpermps reads only the low 4 index bits: the low nibble, then (after >> 4) the high.
+    return {_mm512_permutexvar_ps(codes, t), _mm512_permutexvar_ps(_mm512_srli_epi32(codes, 4), t)};
+  }
+};
+
 // acc[i][j] += x[i][kb : kb+32] · W[r[j]][kb : kb+32]: each 32-column block of the four
 // weight rows is decoded once into registers and used by all MR activation rows.
 template <int MR, class Rows>
@@ -280,10 +336,13 @@ void direct_tile_rows(const WeightSrc& s, Rows rows, const float* x, int64_t ldx
   for (int i = 0; i < MR; ++i) out[i] = _mm_mask_mov_ps(out[i], nan_rows, _mm_set1_ps(NAN));
 }
 
-// direct_tile_rows with the format's row source.
+// direct_tile_rows with the format's row source; prefetch: FP4 rows prefetch the rows
+// kFp4PrefetchRows on (prefetch_fp4).
 template <WeightFormat F, int MR>
-void direct_tile(const WeightSrc& s, const float* x, int64_t ldx, const int64_t* r, int64_t kc,
-                 bool add, __m128* out) {
+void direct_tile(const WeightSrc& s, const float* x, int64_t ldx, const int64_t* r, bool prefetch,
+                 int64_t kc, bool add, __m128* out) {
+  if constexpr (F == WeightFormat::FP4)
+    return direct_tile_rows<MR>(s, Fp4TileRows(s, r, prefetch), x, ldx, kc, add, out);
   if constexpr (F == WeightFormat::FP8) {
     if (r[0] / 32 == r[kNR - 1] / 32)
       return direct_tile_rows<MR>(s, E4m3TileRows<F, true>(s, r), x, ldx, kc, add, out);
@@ -340,18 +399,19 @@ void run_direct(const Plan& pl, int64_t nb, int64_t ne) {
     for (int64_t i = 0; i < pl.sh.m; ++i)  // accumulating: y's values, added to first as blocks do
       out[i] = pl.accumulate ? _mm_maskz_loadu_ps(mask, pl.y + i * pl.sh.ldy + n0) : _mm_setzero_ps();
     const int64_t kc = kChunkBytes / int64_t{sizeof(float)};  // the blocked path's f32 chunk
+    const bool prefetch = n0 + kFp4PrefetchRows < ne;
     switch (pl.sh.m) {
       case 1:
-        direct_tile<F, 1>(pl.src, xb, pl.kp, r, kc, pl.accumulate, out);
+        direct_tile<F, 1>(pl.src, xb, pl.kp, r, prefetch, kc, pl.accumulate, out);
         break;
       case 2:
-        direct_tile<F, 2>(pl.src, xb, pl.kp, r, kc, pl.accumulate, out);
+        direct_tile<F, 2>(pl.src, xb, pl.kp, r, prefetch, kc, pl.accumulate, out);
         break;
       case 3:
-        direct_tile<F, 3>(pl.src, xb, pl.kp, r, kc, pl.accumulate, out);
+        direct_tile<F, 3>(pl.src, xb, pl.kp, r, prefetch, kc, pl.accumulate, out);
         break;
       default:
-        direct_tile<F, 4>(pl.src, xb, pl.kp, r, kc, pl.accumulate, out);
+        direct_tile<F, 4>(pl.src, xb, pl.kp, r, prefetch, kc, pl.accumulate, out);
         break;
     }
     store_tile(out, static_cast<int>(pl.sh.m), nr, pl.y + n0, pl.sh.ldy, /*add=*/false);
@@ -365,12 +425,13 @@ struct Block {
   int64_t k0;
 };
 
+// prefetch_next: a decode panel whose rows kFp4PrefetchRows on are in the thread's range.
 template <WeightFormat F, class D>
-void run_block(const Plan& pl, const Block& b, typename D::T* wbuf) {
+void run_block(const Plan& pl, const Block& b, bool prefetch_next, typename D::T* wbuf) {
   using T = typename D::T;
   const int64_t kc = std::min(pl.kc, pl.kp - b.k0);
   const int rows_pad = (b.rows + kNR - 1) / kNR * kNR;
-  dequant_panel<F>(pl.src, b.n0, b.rows, rows_pad, b.k0, kc, wbuf);
+  dequant_panel<F>(pl.src, b.n0, b.rows, rows_pad, b.k0, kc, prefetch_next, wbuf);
   const T* xb = static_cast<const T*>(pl.xb);
   const bool add = pl.accumulate || b.k0 > 0;
   for (int64_t m0 = b.m_begin; m0 < b.m_end; m0 += kMR) {
@@ -396,13 +457,13 @@ void run_buffered(const Plan& pl, int64_t nb, int64_t ne) {
   if (pl.decode) {
     for (int64_t n0 = nb; n0 < ne; n0 += pl.panel)
       for (int64_t k0 = 0; k0 < pl.kp; k0 += pl.kc)
-        run_block<F, D>(pl, {0, m, n0, rows(n0), k0}, wbuf);
+        run_block<F, D>(pl, {0, m, n0, rows(n0), k0}, n0 + kFp4PrefetchRows < ne, wbuf);
     return;
   }
   for (int64_t m0 = 0; m0 < m; m0 += kPrefillSlab)
     for (int64_t k0 = 0; k0 < pl.kp; k0 += pl.kc)
       for (int64_t n0 = nb; n0 < ne; n0 += pl.panel)
-        run_block<F, D>(pl, {m0, std::min(m, m0 + kPrefillSlab), n0, rows(n0), k0}, wbuf);
+        run_block<F, D>(pl, {m0, std::min(m, m0 + kPrefillSlab), n0, rows(n0), k0}, false, wbuf);
 }
 
 // Calls fn(std::integral_constant<WeightFormat, f>{}) so loops are compiled per format.

@@ -494,6 +494,31 @@ TEST_P(GemmPath, LongKSpansSeveralBlocks) {
       }
 }
 
+// The FP4 routed experts of a decode step (v41-small: w1 / w3 [1024 x 2048], w2
+// [2048 x 1024]) at the rows a batch of 1-16 gives an expert, through the AVX-512 tiles
+// that prefetch the rows two tiles on: whole ranges, a ragged last tile (N = 1030) and 1,
+// 2 or 3 threads (ranges whose prefetch targets end inside or past them) against ref.
+TEST_P(GemmPath, Fp4ExpertShapesAtDecodeRows) {
+  const std::pair<int64_t, int64_t> shapes[] = {{1024, 2048}, {2048, 1024}, {1030, 2048}};
+  uint32_t seed = 700;
+  for (auto [n, k] : shapes)
+    for (int64_t m : {1, 2, 3, 4, 8, 16}) {
+      Case c{WeightFormat::FP4, m, n, k};
+      c.accumulate = seed % 3 == 0;
+      SCOPED_TRACE(c.str());
+      const Problem pr = make_problem(c, seed++);
+      const std::vector<float> ref = run_ref(pr);
+      const std::vector<double> mag = magnitudes(pr);
+      for (int threads : {1, 2, 3}) {
+        set_num_threads(threads);
+        std::vector<float> y = pr.y0;
+        path().run(pr.params(y.data()));
+        expect_close(pr, mag, y, ref, kF32Tol, path().name + std::string(" threads ") + std::to_string(threads));
+      }
+      set_num_threads(0);
+    }
+}
+
 // M larger than one prefill slab of x rows (516): slabs must cover every row once.
 TEST_P(GemmPath, TallMSpansSeveralSlabs) {
   uint32_t seed = 900;
