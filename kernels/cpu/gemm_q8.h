@@ -1,8 +1,9 @@
 // cpu::gemm_q8: the Q8_0 / Q4_0 GEMM of kernels/ggml_blocks.h on int8 dot products, and
-// FP4 weights the same way under GemmPrecision::Int8 (kernels/gemm.h), for cpu::gemm. The activations are quantized once per call (on the
-// kernel's path: portable C++, AVX2 or AVX-512, each checked bit for bit against
-// ref::quantize_row_q8), then threads take disjoint output-column ranges
-// and run one of three range kernels, picked in gemm_q8() by CPU features:
+// FP4 weights the same way under GemmPrecision::Int8 (kernels/gemm.h), for cpu::gemm. The
+// activations are quantized once per call (on the kernel's path: portable C++, AVX2 or
+// AVX-512, each checked bit for bit against ref::quantize_row_q8; gemm_q8_shared_x once
+// for several weights over the same x), then threads take disjoint output-column ranges
+// and run one of three range kernels, picked per weight by CPU features:
 //
 //   AVX-512 VNNI  vpdpbusd on two blocks per zmm        (gemm_q8_avx512.cpp)
 //   AVX2          vpmaddubsw + vpmaddwd, one block per ymm (gemm_q8_avx2.cpp)
