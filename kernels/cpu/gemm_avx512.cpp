@@ -214,14 +214,18 @@ template <WeightFormat F>
 struct TileRows {
   const WeightSrc& s;
   const int64_t* r;
+  bool prefetch_next = false;  // F16 / BF16: the rows kFp4PrefetchRows on are the thread's
   GEMM_INLINE void start_block(int64_t) {}
   GEMM_INLINE Block32 load(int j, int64_t kb, __mmask32 valid, __mmask32& nan) const {
-    // F16 rows are short (2 KiB at K = 1024) and their decode is two vcvtph2ps per block:
-    // 512 bytes ahead per row measured 1.15-1.28x at M = 1 (docs/kernels-bench.md), as
-    // for FP8 below.
-    if constexpr (F == WeightFormat::F16)
-      _mm_prefetch(reinterpret_cast<const char*>(s.data + r[j] * s.row_bytes + 2 * kb) + kPrefetchBytes,
-                   _MM_HINT_T0);
+    // F16 / BF16 rows are short (2 KiB at K = 1024, a block one 64-byte line) and their
+    // decode is two conversions per block: the same line of the row two tiles on, as
+    // FP4's (prefetch_fp4: a tile's rows start cold on pages the hardware prefetcher has
+    // not entered; F16 M = 1 1.2-1.7x over the next item, docs/kernels-bench.md), or, in
+    // a thread's last two tiles, 512 bytes ahead in the row (F16: 1.15-1.28x over none).
+    if constexpr (F == WeightFormat::F16 || F == WeightFormat::BF16) {
+      const char* at = reinterpret_cast<const char*>(s.data + r[j] * s.row_bytes + 2 * kb);
+      _mm_prefetch(prefetch_next ? at + kFp4PrefetchRows * s.row_bytes : at + kPrefetchBytes, _MM_HINT_T0);
+    }
     return load_block<F>(s, r[j], kb, valid, nan);
   }
 };
@@ -350,7 +354,7 @@ void direct_tile(const WeightSrc& s, const float* x, int64_t ldx, const int64_t*
   if constexpr (F == WeightFormat::FP8 || F == WeightFormat::ROWFP8) {
     direct_tile_rows<MR>(s, E4m3TileRows<F, false>(s, r), x, ldx, kc, add, out);
   } else {
-    direct_tile_rows<MR>(s, TileRows<F>{s, r}, x, ldx, kc, add, out);
+    direct_tile_rows<MR>(s, TileRows<F>{s, r, prefetch}, x, ldx, kc, add, out);
   }
 }
 
