@@ -69,6 +69,13 @@ void quantize_rows_q8_avx2(const float* x, int64_t m, int64_t k, int64_t ldx, in
 inline constexpr int8_t kFp4Int8[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 const float* fp4_int8_scales();
 
+// Four activation bytes as one int32: the operand the int8 dot kernels broadcast.
+inline int32_t load_i32(const int8_t* p) {
+  int32_t v;
+  __builtin_memcpy(&v, p, 4);
+  return v;
+}
+
 // Rows from which the AVX-512 VNNI kernel switches to the packed one.
 constexpr int64_t kPackedMinRows = 16;
 // Rows up to which it runs the row-group kernel instead, where the weight has row groups

@@ -34,11 +34,7 @@ namespace {
 constexpr int kHalves = 2;  // ymm per group: rows 0..7 and 8..15
 constexpr int64_t kHalfRows = kGroupRows / kHalves;
 
-inline __m256i broadcast_i32(const int8_t* p) {
-  int32_t v;
-  __builtin_memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
+inline __m256i broadcast_i32(const int8_t* p) { return _mm256_set1_epi32(load_i32(p)); }
 
 template <WeightFormat F>
 struct Avx2GroupTile {

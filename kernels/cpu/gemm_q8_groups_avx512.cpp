@@ -26,12 +26,6 @@ namespace {
 using avx512::first_lanes;
 using avx512::unroll;
 
-inline int32_t load_i32(const int8_t* p) {
-  int32_t v;
-  __builtin_memcpy(&v, p, 4);
-  return v;
-}
-
 template <WeightFormat F>
 struct Avx512GroupTile {
   static constexpr int kTileRows = 4, kTileGroups = 2;

@@ -73,12 +73,6 @@ void pack_panel(const QGemmArgs& a, int64_t n, int cols, uint8_t* p) {
   }
 }
 
-inline int32_t load_i32(const int8_t* p) {
-  int32_t v;
-  __builtin_memcpy(&v, p, 4);
-  return v;
-}
-
 // Rows [m0, m0 + MR) against the panel's first 16 · G columns; `cols` of them are stored.
 template <WeightFormat F, int MR, int G>
 void tile(const QGemmArgs& a, const uint8_t* p, int64_t m0, int64_t n, int cols) {
