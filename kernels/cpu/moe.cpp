@@ -1,7 +1,7 @@
 // Fast CPU MoE. The gate is cheap next to the experts (nE·(exp, log1p, sqrt) per
 // token), so it is threaded over tokens in portable C++; the expert FFN time is in the
-// GEMMs (kernels::cpu::gemm's paths) and the SwiGLU (kernels/cpu/swiglu.h: vector e^x,
-// within a few ulp of the reference's std::exp).
+// GEMMs (kernels::cpu::gemm's paths) and the SwiGLU (kernels/cpu/swiglu.h: vector e^x
+// in double, rounded once: nearly always the reference's std::exp bits, else one ulp).
 //
 // Expert FFN data flow (R = number of non-skipped (token, slot) entries):
 //
