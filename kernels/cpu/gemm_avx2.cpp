@@ -49,7 +49,7 @@ constexpr int64_t kDecodeMaxM = 16;      // up to here: stream weights, panel = 
 constexpr int64_t kPrefillPanel = 64;    // weight rows dequantized together for prefill
 constexpr int64_t kPrefillSlab = 516;    // x rows per prefill slab (a multiple of kMR)
 constexpr int64_t kChunkCols = 1024;     // columns of one buffered panel row (4 KiB)
-constexpr int64_t kPrefetchBytes = 512;  // FP8 direct decode: how far ahead of the loads
+constexpr int64_t kPrefetchBytes = 512;  // direct decode without rows ahead: bytes ahead in the row
 
 // 32 columns as four vectors, in the format's order:
 //   natural (F32, F16): v[0] = columns 0..7, v[1] = 8..15, v[2] = 16..23, v[3] = 24..31
@@ -236,14 +236,43 @@ constexpr int direct_rows(int mr) {
   return mr == 1 ? 4 : mr == 2 ? 2 : 1;
 }
 
+// Which rows a direct tile prefetches, per format. F32 / BF16 / F16 decode cheaply, so
+// their tiles wait on memory: a tile's rows start on pages the hardware prefetcher has
+// not entered (a 4-row F16 tile at K = 1024 is two 4 KiB pages), as on the AVX-512 path
+// (gemm_avx512.cpp, kFp4PrefetchRows). They prefetch the lines of the block they read in
+// the row two tiles on, or, in a thread's last two tiles (those rows are another
+// thread's), F16 / BF16 kPrefetchBytes ahead in the row. Measured at M = 1, 2 threads:
+// F16 / BF16 1.3-1.7x (docs/kernels-bench.md). FP8 / ROWFP8 decode is the bound (rows
+// ahead measured up to 1.3x slower): kPrefetchBytes ahead in the row, as before; FP4
+// nothing (rows ahead measured no gain).
+template <WeightFormat F>
+constexpr bool rows_ahead_format() {
+  return F == WeightFormat::F32 || F == WeightFormat::BF16 || F == WeightFormat::F16;
+}
+
+// F32 / BF16 / F16: the lines of block kb of row r + ahead (ahead > 0), or F16 / BF16
+// kPrefetchBytes on in row r itself (ahead == 0).
+template <WeightFormat F>
+AVX2_INLINE void prefetch_rows_ahead(const WeightSrc& s, int64_t r, int64_t kb, int64_t ahead) {
+  static_assert(rows_ahead_format<F>());
+  const char* at = reinterpret_cast<const char*>(s.data + r * s.row_bytes + kb * block_bytes(F) / 32);
+  if (ahead > 0) {
+    for (int64_t line = 0; line < block_bytes(F); line += 64)
+      _mm_prefetch(at + ahead * s.row_bytes + line, _MM_HINT_T0);
+  } else if constexpr (F != WeightFormat::F32) {
+    _mm_prefetch(at + kPrefetchBytes, _MM_HINT_T0);
+  }
+}
+
 // out[i] (+)= [Σ_k x[i][k]·W[r[j]][k] for j < NR] over all of K (lanes past NR unused), in
 // exactly the blocked path's order: one accumulator per dot product along k within each
 // kChunkCols chunk, reduced by reduce4 per chunk, the chunks' sums added in k order (to
 // y's values first when accumulating). So a row's result does not depend on whether its
 // batch takes this path or the blocked one: outputs are independent of the batch size.
+// rows_ahead: the rows two tiles on are the thread's (prefetch_block).
 template <WeightFormat F, int MR>
 void direct_tile(const WeightSrc& s, const float* x, int64_t ldx, const int64_t* r, bool add,
-                 __m128* out) {
+                 bool rows_ahead, __m128* out) {
   constexpr int NR = direct_rows(MR);
   __m256i nan[NR];
   for (__m256i& v : nan) v = _mm256_setzero_si256();
@@ -253,10 +282,12 @@ void direct_tile(const WeightSrc& s, const float* x, int64_t ldx, const int64_t*
       for (__m256& a : row) a = _mm256_setzero_ps();
     for (int64_t kb = k0; kb < std::min(s.k, k0 + kChunkCols); kb += 32) {
       for (int j = 0; j < NR; ++j) {
-        if constexpr (F == WeightFormat::FP8 || F == WeightFormat::ROWFP8)  // see gemm_avx512.cpp
-          _mm_prefetch(
-              reinterpret_cast<const char*>(s.data + r[j] * s.row_bytes + kb) + kPrefetchBytes,
-              _MM_HINT_T0);
+        if constexpr (rows_ahead_format<F>()) {
+          prefetch_rows_ahead<F>(s, r[j], kb, rows_ahead ? 2 * NR : 0);
+        } else if constexpr (F == WeightFormat::FP8 || F == WeightFormat::ROWFP8) {
+          _mm_prefetch(reinterpret_cast<const char*>(s.data + r[j] * s.row_bytes + kb) + kPrefetchBytes,
+                       _MM_HINT_T0);
+        }
         const Vec32 w = load_block<F>(s, r[j], kb, nan[j]);
         for (int i = 0; i < MR; ++i) {
           const float* xi = x + i * ldx + kb;
@@ -305,7 +336,8 @@ void run_direct(const Plan& pl, int64_t nb, int64_t ne) {
       for (int j = 0; pl.accumulate && j < nr; ++j) v[j] = pl.y[i * pl.sh.ldy + n0 + j];
       out[i] = _mm_load_ps(v);
     }
-    direct_tile<F, MR>(pl.src, pl.xb, pl.kp, r, pl.accumulate, out);
+    direct_tile<F, MR>(pl.src, pl.xb, pl.kp, r, pl.accumulate, rows_ahead_format<F>() && n0 + 2 * NR < ne,
+                       out);
     store_tile(out, MR, nr, pl.y + n0, pl.sh.ldy, /*add=*/false);
   }
 }
