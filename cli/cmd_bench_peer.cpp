@@ -57,7 +57,7 @@ int bench_peer(const CommandArgs& argv) {
   Args a(argv,
          {"write", "files", "seed", "model", "threads", "pp", "tg", "parallel", "parallel-steps",
           "repeats", "check-tokens", "prompt-len"},
-         {"limits", "quick"});
+         {"limits", "quick", "profile"});
   if (!a.positional().empty()) TROUPE_FAIL("bench peer takes flags only, got '" << a.positional()[0] << "'");
   const int threads = static_cast<int>(a.get_int("threads", 2));
   if (threads < 1) TROUPE_FAIL("--threads must be at least 1, got " << threads);
@@ -82,6 +82,7 @@ int bench_peer(const CommandArgs& argv) {
   c.tg = a.get_int("tg", c.tg);
   c.parallel_steps = a.get_int("parallel-steps", c.parallel_steps);
   c.repeats = static_cast<int>(a.get_int("repeats", c.repeats));
+  c.profile = a.has("profile");
   for (const std::string& s : split(a.get_or("parallel", ""))) c.parallel.push_back(std::stoll(s));
   if (c.pp < 1 || c.tg < 1 || c.parallel_steps < 1 || c.repeats < 1)
     TROUPE_FAIL("--pp, --tg, --parallel-steps and --repeats must be at least 1");

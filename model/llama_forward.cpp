@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 
 #include "kernels/causal_attention.h"
 #include "kernels/check.h"
 #include "kernels/moe.h"
 #include "kernels/parallel.h"
 #include "kernels/rope.h"
+#include "model/op_profile.h"
 #include "model/ops.h"
 
 namespace troupe::model {
@@ -146,6 +148,7 @@ void LlamaForward::attention_block(const LlamaLayerWeights& lw, int64_t layer,
                                    std::span<const Segment> segs, Vec& x) const {
   const int64_t T = static_cast<int64_t>(x.size()) / cfg_.dim, H = cfg_.heads, KV = cfg_.kv_heads,
                 hd = cfg_.head_dim;
+  std::optional<ScopedOp> op(std::in_place, Op::AttnQuery);  // norm, q / k / v, rope
   const Vec attn_in = normed(x, T, cfg_.dim, lw.attn_norm, cfg_.rms_eps);
   kernels::scratch_buffer<float> q(T * H * hd), k(T * KV * hd), v(T * KV * hd);  // [T, heads, hd]
   linear_shared_x(attn_in.data(), T, {{lw.wq.view(), q.data()}, {lw.wk.view(), k.data()}, {lw.wv.view(), v.data()}});
@@ -157,6 +160,7 @@ void LlamaForward::attention_block(const LlamaLayerWeights& lw, int64_t layer,
     std::iota(positions.begin() + sg.row, positions.begin() + sg.row + sg.count, sg.start);
   rope_rows(q.data(), T * H, hd, hd, positions.data(), H, rope_freqs_, false, cfg_.rope_neox);
   rope_rows(k.data(), T * KV, hd, hd, positions.data(), KV, rope_freqs_, false, cfg_.rope_neox);
+  op.emplace(Op::AttnStore);
   Vec attn(static_cast<size_t>(T * H * hd));
   // All segments in one call, so a decode step of many sequences fills every thread.
   std::vector<std::vector<const float*>> krows(segs.size()), vrows(segs.size());
@@ -167,9 +171,11 @@ void LlamaForward::attention_block(const LlamaLayerWeights& lw, int64_t layer,
     seqs.push_back({q.data() + sg.row * H * hd, krows[i].data(), vrows[i].data(),
                     attn.data() + sg.row * H * hd, sg.count, sg.start});
   }
+  op.emplace(Op::AttnCore);
   kernels::causal_attention({seqs.data(), static_cast<int64_t>(seqs.size()), H, KV, hd,
                              1.0f / std::sqrt(static_cast<float>(hd))});
   // x += attn · woᵀ: the GEMM adds each output to x (the same f32 sum as adding after).
+  op.emplace(Op::AttnOutput);
   kernels::GemmParams g;
   g.x = attn.data();
   g.w = lw.wo.view();
@@ -182,6 +188,7 @@ void LlamaForward::attention_block(const LlamaLayerWeights& lw, int64_t layer,
 void LlamaForward::ffn_block(const LlamaLayerWeights& lw, int64_t layer, Vec& x,
                              RoutedExperts* routed) const {
   const int64_t T = static_cast<int64_t>(x.size()) / cfg_.dim, D = cfg_.dim, F = cfg_.ffn_dim;
+  std::optional<ScopedOp> op(std::in_place, Op::MoeGate);  // norm and routing
   const Vec ffn_in = normed(x, T, D, lw.ffn_norm, cfg_.rms_eps);
   const int64_t E = cfg_.is_moe() ? cfg_.experts : 1, top_k = cfg_.is_moe() ? cfg_.experts_used : 1;
   // A dense MLP is one expert every row picks with weight 1 (1·y is y exactly).
@@ -193,6 +200,7 @@ void LlamaForward::ffn_block(const LlamaLayerWeights& lw, int64_t layer, Vec& x,
       route_softmax_topk(router_logits.data() + t * E, E, top_k, pick.data() + t * top_k,
                          weight.data() + t * top_k, cfg_.renormalize_topk);
   }
+  op.emplace(Op::RoutedExperts);  // a dense model's MLP too
   if (routed != nullptr) {  // expert parallel: x += the same sum, from wherever each expert is
     RoutedBatch b = routed_batch(layer);
     b.x = ffn_in.data();
@@ -204,7 +212,10 @@ void LlamaForward::ffn_block(const LlamaLayerWeights& lw, int64_t layer, Vec& x,
   } else {
     run_experts(ffn_in, T, D, F, experts_[size_t(layer)], top_k, pick, weight, x);
   }
-  if (cfg_.has_shared_expert()) shared_expert(lw, ffn_in, x);
+  if (cfg_.has_shared_expert()) {
+    op.emplace(Op::SharedExpert);
+    shared_expert(lw, ffn_in, x);
+  }
 }
 
 // qwen2moe's shared expert: one more expert every row takes, weighted by its gate
@@ -331,12 +342,15 @@ std::vector<float> LlamaForward::forward(std::span<const Segment> segs,
                                          RoutedExperts* routed) const {
   const int64_t T = static_cast<int64_t>(tokens.size()), D = cfg_.dim;
   Vec x(static_cast<size_t>(T * D));
+  std::optional<ScopedOp> op(std::in_place, Op::Embed);
   for (int64_t t = 0; t < T; ++t)
     kernels::dequantize_rows(w_.token_embd.view(), tokens[t], 1, x.data() + t * D);
+  op.reset();
   for (int64_t l = 0; l < cfg_.layers; ++l) {
     attention_block(w_.layers[l], l, segs, x);
     ffn_block(w_.layers[l], l, x, routed);
   }
+  op.emplace(Op::Head);
   Vec last;  // the rows whose logits are asked for, in segment order
   for (const Segment& sg : segs) {
     if (sg.state != nullptr) sg.state->length = sg.start + sg.count;

@@ -121,23 +121,28 @@ void print_forward_table(const ForwardBenchShape& s, const ForwardCostModel& cos
 }
 
 void print_op_profile(const ForwardTimes& times) {
-  const double steps = static_cast<double>(times.decode_s.size());
-  if (steps == 0) return;
-  double total = 0, timed = 0;
+  double total = 0;
   for (double t : times.decode_s) total += t;
-  for (double t : times.decode_ops.seconds) timed += t;
-  const double step_ms = total / steps * 1e3;
-  std::printf("\ndecode step by op (mean of %zu steps, %.3f ms):\n\n", times.decode_s.size(),
-              step_ms);
-  std::printf("| op | ms/step | %% of step | spans/step |\n|---|---:|---:|---:|\n");
+  print_op_table(stdout, times.decode_ops, static_cast<int64_t>(times.decode_s.size()), total);
+}
+
+void print_op_table(std::FILE* out, const model::OpProfile& ops, int64_t steps, double total_s) {
+  if (steps == 0) return;
+  double timed = 0;
+  for (double t : ops.seconds) timed += t;
+  const double step_ms = total_s / static_cast<double>(steps) * 1e3;
+  std::fprintf(out, "\ndecode step by op (mean of %lld steps, %.3f ms):\n\n", static_cast<long long>(steps),
+               step_ms);
+  std::fprintf(out, "| op | ms/step | %% of step | spans/step |\n|---|---:|---:|---:|\n");
   for (int i = 0; i < model::kOpCount; ++i) {
-    const double ms = times.decode_ops.seconds[i] / steps * 1e3;
-    std::printf("| %s | %.3f | %.1f%% | %.1f |\n", model::op_name(static_cast<model::Op>(i)), ms,
-                100 * ms / step_ms, times.decode_ops.calls[i] / steps);
+    if (ops.calls[i] == 0) continue;  // an op this model does not have
+    const double ms = ops.seconds[i] / static_cast<double>(steps) * 1e3;
+    std::fprintf(out, "| %s | %.3f | %.1f%% | %.1f |\n", model::op_name(static_cast<model::Op>(i)), ms,
+                 100 * ms / step_ms, static_cast<double>(ops.calls[i]) / static_cast<double>(steps));
   }
-  const double other_ms = (total - timed) / steps * 1e3;
-  std::printf("| other | %.3f | %.1f%% | |\n", other_ms, 100 * other_ms / step_ms);
-  std::fflush(stdout);
+  const double other_ms = (total_s - timed) / static_cast<double>(steps) * 1e3;
+  std::fprintf(out, "| other | %.3f | %.1f%% | |\n", other_ms, 100 * other_ms / step_ms);
+  std::fflush(out);
 }
 
 }  // namespace troupe::bench

@@ -5,6 +5,8 @@
 // compute (forward_cost.h) and this machine's limits measured in the same run.
 #pragma once
 
+#include <cstdio>
+
 #include <cstdint>
 #include <vector>
 
@@ -45,5 +47,8 @@ void print_forward_table(const ForwardBenchShape& shape, const ForwardCostModel&
 // The decode steps' time per op: ms per step (mean), share of the mean step, spans per
 // step; the remainder (batch setup, norms between ops, the layer loop) as "other".
 void print_op_profile(const ForwardTimes& times);
+// The same table for `steps` steps that took `total_s` seconds in all, ops summed in `ops`
+// (`troupe bench peer --profile` prints its tg steps' so), to `out`.
+void print_op_table(std::FILE* out, const model::OpProfile& ops, int64_t steps, double total_s);
 
 }  // namespace troupe::bench

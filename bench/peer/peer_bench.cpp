@@ -9,11 +9,13 @@
 
 #include "bench/common/limits.h"
 #include "bench/common/stats.h"
+#include "bench/forward/forward_bench.h"
 #include "kernels/check.h"
 #include "kernels/parallel.h"
 #include "kernels/sampling.h"
 #include "model/gguf.h"
 #include "model/llama_model.h"
+#include "model/op_profile.h"
 
 namespace troupe::bench {
 namespace {
@@ -89,6 +91,24 @@ double time_generation(const LlamaModel& m, const PeerRunConfig& c) {
   return best;
 }
 
+// One more tg pass with the ops timed (model/op_profile.h), printed to stderr so the
+// JSON line stays the only stdout.
+void profile_generation(const LlamaModel& m, const PeerRunConfig& c) {
+  const std::vector<int32_t> prompt = peer_tokens(kPromptTokens, m.config.vocab_size);
+  LlamaState s = LlamaState::empty(m.config);
+  std::vector<float> logits = m.forward->run(s, prompt, false);
+  model::OpProfile ops;
+  const double t0 = now_seconds();
+  {
+    model::ScopedOpProfile bound(ops);
+    for (int64_t i = 0; i < c.tg; ++i) {
+      const int32_t next = kernels::argmax(logits.data(), m.config.vocab_size);
+      logits = m.forward->run(s, std::span(&next, 1), false);
+    }
+  }
+  print_op_table(stderr, ops, c.tg, now_seconds() - t0);
+}
+
 // `seqs` sequences decoded together (one batched step per token of each).
 double time_batched(const LlamaModel& m, const PeerRunConfig& c, int64_t seqs) {
   const int64_t V = m.config.vocab_size;
@@ -127,6 +147,7 @@ void run_peer_troupe(const PeerRunConfig& c) {
   if (!model::is_gguf_path(c.model)) TROUPE_FAIL("bench peer: --model must be a .gguf file (llama.cpp reads it too)");
   const std::unique_ptr<LlamaModel> m = LlamaModel::load(c.model);
   const double pp_s = time_prefill(*m, c), tg_s = time_generation(*m, c);
+  if (c.profile) profile_generation(*m, c);
   std::printf("{\"engine\":\"troupe\",\"model\":\"%s\",\"threads\":%d,\"pp\":%lld,\"tg\":%lld,"
               "\"pp_tok_s\":%.3f,\"tg_tok_s\":%.3f,\"parallel\":[",
               c.model.c_str(), c.threads, (long long)c.pp, (long long)c.tg, double(c.pp) / pp_s,

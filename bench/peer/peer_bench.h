@@ -21,6 +21,7 @@ struct PeerRunConfig {
   std::vector<int64_t> parallel;  // sequence counts for batched decode (16-token prompts each)
   int64_t parallel_steps = 32;    // decode steps per batched figure
   int repeats = 2;                // best of, for each figure
+  bool profile = false;           // also the tg steps' time per op, on stderr (one more pass)
 };
 
 // {"engine":"troupe","model":...,"pp_tok_s":...,"tg_tok_s":...,"parallel":[{"seqs":4,"tok_s":...}],

@@ -1,7 +1,8 @@
 // `troupe bench forward --profile`'s op marks (model/op_profile.h): a batched decode step
 // of the golden model marks each op as often as MODEL.md's layer schedule says, counted
 // here from the config's layer modes (not from the code that places the marks), and a
-// thread with no profile bound records nothing.
+// thread with no profile bound records nothing. A LLaMA-family step (`troupe bench peer
+// --profile`) marks its ops once per layer.
 #include "model/op_profile.h"
 
 #include <gtest/gtest.h>
@@ -9,7 +10,10 @@
 #include <chrono>
 #include <vector>
 
+#include "model/llama_model.h"
+#include "model/temp_dir.h"
 #include "support/golden.h"
+#include "support/llama_ref.h"
 
 namespace troupe::testing {
 namespace {
@@ -74,6 +78,40 @@ TEST(OpProfile, ADecodeStepMarksEachOpAsTheLayerScheduleSays) {
     EXPECT_EQ(unbound.calls[i], 0);
   }
   EXPECT_LE(timed, wall.count());  // disjoint spans inside the step
+}
+
+// A dense LLaMA and a Qwen2-MoE (routed experts and a shared expert): one decode step marks
+// embed and head once, every op of a layer once per layer, and none of V4.1's own ops.
+TEST(OpProfile, ALlamaDecodeStepMarksEachOpOncePerLayer) {
+  for (const model::LlamaArch arch : {model::LlamaArch::Llama, model::LlamaArch::Qwen2Moe}) {
+    SCOPED_TRACE(model::arch_name(arch));
+    test::TempDir dir;
+    TinyLlamaSpec spec;
+    spec.arch = arch;
+    spec.layers = 3;
+    if (arch == model::LlamaArch::Qwen2Moe) spec.experts = 4, spec.top_k = 2;
+    write_tiny_llama(spec, dir.file("m.gguf"));
+    const auto m = model::LlamaModel::load(dir.file("m.gguf"));
+    model::LlamaState s = model::LlamaState::empty(m->config);
+    m->forward->run(s, std::vector<int32_t>{3, 9, 27}, false);  // prefill, unprofiled
+    model::OpProfile p;
+    {
+      model::ScopedOpProfile bind(p);
+      m->forward->run(s, std::vector<int32_t>{5}, false);
+    }
+    const int64_t L = spec.layers, shared = arch == model::LlamaArch::Qwen2Moe ? L : 0;
+    for (int i = 0; i < model::kOpCount; ++i) {
+      const Op op = static_cast<Op>(i);
+      SCOPED_TRACE(model::op_name(op));
+      int64_t want = 0;
+      if (op == Op::Embed || op == Op::Head) want = 1;
+      if (op == Op::AttnQuery || op == Op::AttnStore || op == Op::AttnCore || op == Op::AttnOutput ||
+          op == Op::MoeGate || op == Op::RoutedExperts)
+        want = L;
+      if (op == Op::SharedExpert) want = shared;
+      EXPECT_EQ(p.calls[i], want);
+    }
+  }
 }
 
 }  // namespace
