@@ -6,6 +6,9 @@
 #   FILES="dense-f16 dense-q8_0 dense-q4_0 moe-q8_0 moe-q4_0" (SHAPE-TYPE, bench/peer/peer_files.h)
 #   CHECK=dense-f16 (the files of the teacher-forced greedy check)
 #   PEER_DIR=.cache/peer (node-llama-cpp and the model files), TROUPE=build/troupe
+#   LLAMA_CPU=VARIANT (unset: llama.cpp loads its best CPU backend variant): only that
+#     variant of node-llama-cpp's libggml-cpu-*.so, e.g. haswell (AVX2 + FMA + F16C) beside
+#     TROUPE_CPU=avx2, to compare the AVX2 paths on a machine that has more
 # Steps: install node-llama-cpp 3.21.1 from npm into PEER_DIR (its prebuilt CPU backend,
 # no GPU), write the files troupe bench peer --write makes (once; kept), measure the
 # machine limits, then per file troupe's figures and llama.cpp's, and the check.
@@ -26,6 +29,23 @@ if [ "$installed" != "$version" ]; then
   (cd "$peer" && { [ -f package.json ] || echo '{"name":"troupe-peer","private":true}' > package.json; } &&
      npm install --no-audit --no-fund --save-exact "node-llama-cpp@$version" >&2)
 fi
+# LLAMA_CPU: a copy of node_modules by hard links with the other CPU variants left out (ggml
+# loads the best variant it finds beside libggml), kept per version and variant.
+llama_dir=$peer
+if [ -n "${LLAMA_CPU:-}" ]; then
+  bins=node_modules/@node-llama-cpp/linux-x64/bins/linux-x64
+  [ -f "$peer/$bins/libggml-cpu-$LLAMA_CPU.so" ] || {
+    echo "no llama.cpp CPU variant '$LLAMA_CPU' in $peer/$bins" >&2
+    exit 2
+  }
+  llama_dir="$peer/capped-$version-$LLAMA_CPU"
+  if [ ! -d "$llama_dir" ]; then
+    rm -rf "$llama_dir.tmp" && mkdir -p "$llama_dir.tmp"
+    cp -al "$peer/node_modules" "$llama_dir.tmp/"
+    find "$llama_dir.tmp/$bins" -name 'libggml-cpu-*.so' ! -name "libggml-cpu-$LLAMA_CPU.so" -delete
+    mv "$llama_dir.tmp" "$llama_dir"
+  fi
+fi
 for f in $files; do
   [ -f "$peer/models/$f.gguf" ] || "$troupe" bench peer --write "$peer/models" --files "$f" >&2
 done
@@ -41,7 +61,7 @@ for f in $files; do
   echo "running $f" >&2
   "$troupe" bench peer --model "$model" --threads "$threads" --pp "$pp" --tg "$tg" \
     --parallel "$parallel" --parallel-steps "$steps" --repeats "$repeats" > "$out/$f.troupe.json"
-  PEER_DIR="$peer" node "$root/bench/peer/llamacpp_bench.mjs" "$model" "$threads" "$pp" "$tg" \
+  PEER_DIR="$llama_dir" node "$root/bench/peer/llamacpp_bench.mjs" "$model" "$threads" "$pp" "$tg" \
     "$parallel" "$steps" "$repeats" > "$out/$f.llama.json"
   if [[ " $check " == *" $f "* ]]; then
     tokens=$(python3 -c 'import json,sys; print(",".join(map(str, json.load(open(sys.argv[1]))["greedy"])))' "$out/$f.llama.json")
@@ -51,4 +71,5 @@ for f in $files; do
 done
 "$troupe" bench peer --limits --threads "$threads" >> "$out/limits.json"
 cut -d' ' -f1-3 /proc/loadavg >> "$out/load.txt"
+echo "CPU paths: troupe TROUPE_CPU=${TROUPE_CPU:-(its best)}, llama.cpp LLAMA_CPU=${LLAMA_CPU:-(its best)}"
 python3 "$root/bench/peer/peer_table.py" "$out" $files
