@@ -1,6 +1,6 @@
 // The fork-join pool behind each ExecContext. Chunks are claimed dynamically from an
-// atomic counter by the caller and by whichever workers are awake, and the caller
-// only waits for chunks that were actually claimed. On a machine where other
+// atomic counter by the caller and by whichever workers are awake (shrinking as the
+// range runs out: Job), and the caller only waits for chunks that were actually claimed. On a machine where other
 // processes hold some cores, a worker that is not scheduled claims nothing and
 // costs nothing (a static OpenMP team would make every kernel call wait for it).
 // Every index is still computed by exactly one chunk, and kernels keep a fixed
@@ -29,20 +29,30 @@ namespace {
 thread_local bool t_inside_pool = false;  // a pool's worker, or a caller running its chunks
 thread_local ExecContext* t_bound = nullptr;
 
+// Chunks shrink as the range runs out (guided scheduling): each claim takes
+// 1 / (2 · threads) of what is left, in whole multiples of min_chunk. Large chunks first
+// keep the per-chunk costs rare (a claim; a decode GEMM's rows starting cold); small ones
+// last bound how long one thread waits for the other at the end of the call to about one
+// min_chunk, where equal chunks of n / (4 · threads) left up to one of them.
 struct Job {
   const FunctionRef<void(int64_t, int64_t)>* fn = nullptr;
   int64_t n = 0;
-  int64_t chunk = 1;
-  int64_t chunks = 0;
-  std::atomic<int64_t> next{0};      // next chunk to claim
-  std::atomic<int64_t> finished{0};  // chunks done
+  int64_t min_chunk = 1;
+  int64_t threads = 1;
+  std::atomic<int64_t> next{0};      // first element not yet claimed
+  std::atomic<int64_t> finished{0};  // elements done
 
   // Claims and runs chunks until none are left.
   void work() {
-    for (int64_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < chunks;) {
-      const int64_t begin = c * chunk, end = std::min(n, begin + chunk);
+    for (;;) {
+      int64_t begin = next.load(std::memory_order_relaxed), size = 0;
+      do {
+        if (begin >= n) return;
+        size = std::max<int64_t>(1, (n - begin) / (2 * threads * min_chunk)) * min_chunk;
+      } while (!next.compare_exchange_weak(begin, begin + size, std::memory_order_relaxed));
+      const int64_t end = std::min(n, begin + size);
       (*fn)(begin, end);
-      finished.fetch_add(1, std::memory_order_release);
+      finished.fetch_add(end - begin, std::memory_order_release);
     }
   }
 };
@@ -59,7 +69,7 @@ struct ExecContext::Pool {
     for (auto& t : workers_) t.join();
   }
 
-  void run(const FunctionRef<void(int64_t, int64_t)>& fn, int64_t n, int64_t chunk,
+  void run(const FunctionRef<void(int64_t, int64_t)>& fn, int64_t n, int64_t min_chunk,
            int helpers) {
     bool wake = false;
     std::shared_ptr<Job> job;
@@ -68,8 +78,8 @@ struct ExecContext::Pool {
       job = idle_job();
       job->fn = &fn;
       job->n = n;
-      job->chunk = chunk;
-      job->chunks = (n + chunk - 1) / chunk;
+      job->min_chunk = min_chunk;
+      job->threads = helpers + 1;
       job->next.store(0, std::memory_order_relaxed);
       job->finished.store(0, std::memory_order_relaxed);
       while (static_cast<int>(workers_.size()) < helpers)
@@ -83,7 +93,7 @@ struct ExecContext::Pool {
     job->work();
     t_inside_pool = false;
     // Wait only for chunks someone claimed; yield so a descheduled claimer can finish.
-    for (int spins = 0; job->finished.load(std::memory_order_acquire) < job->chunks; ++spins) {
+    for (int spins = 0; job->finished.load(std::memory_order_acquire) < n; ++spins) {
       if (spins < 4096) TROUPE_PAUSE();
       else std::this_thread::yield();
     }
@@ -156,10 +166,7 @@ void ExecContext::parallel_for(int64_t n, int64_t min_chunk,
     fn(0, n);
     return;
   }
-  // A few chunks per thread balance uneven progress without shrinking chunks below
-  // what the caller asked for.
-  const int64_t chunk = std::max(min_chunk, (n + 4 * threads - 1) / (4 * threads));
-  pool_->run(fn, n, chunk, threads - 1);
+  pool_->run(fn, n, min_chunk, threads - 1);
 }
 
 ExecContext& current_context() {

@@ -7,6 +7,8 @@
 #include <atomic>
 #include <mutex>
 #include <set>
+#include <string>
+#include <utility>
 #include <thread>
 #include <vector>
 
@@ -33,6 +35,37 @@ std::set<std::thread::id> threads_used(int64_t n) {
   });
   for (int64_t i = 0; i < n; ++i) EXPECT_EQ(visits[size_t(i)].load(), 1) << "index " << i;
   return ids;
+}
+
+// Chunks shrink as the range runs out (guided): whatever the thread count, every index is
+// covered once, every chunk but a range's last is a whole multiple of min_chunk (kernels
+// ask for tile multiples), and no chunk is shorter than min_chunk unless it ends the range.
+TEST(ExecContext, ChunksCoverTheRangeOnceInMultiplesOfTheMinimum) {
+  for (int threads : {1, 2, 3, 5})
+    for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{100}, int64_t{1000}, int64_t{4097}})
+      for (int64_t min_chunk : {int64_t{1}, int64_t{3}, int64_t{128}}) {
+        SCOPED_TRACE(std::to_string(threads) + " threads, n " + std::to_string(n) + ", min " +
+                     std::to_string(min_chunk));
+        ExecContext ctx(threads);
+        std::vector<std::atomic<int>> visits(static_cast<size_t>(n));
+        std::mutex mu;
+        std::vector<std::pair<int64_t, int64_t>> chunks;
+        ctx.parallel_for(n, min_chunk, [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; ++i) visits[size_t(i)].fetch_add(1);
+          std::lock_guard lock(mu);
+          chunks.emplace_back(begin, end);
+        });
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(visits[size_t(i)].load(), 1) << "index " << i;
+        for (auto [begin, end] : chunks) {
+          ASSERT_LT(begin, end);
+          if (end < n) {
+            EXPECT_EQ((end - begin) % min_chunk, 0) << "chunk [" << begin << ", " << end << ")";
+          } else {
+            EXPECT_TRUE(end - begin >= min_chunk || begin % min_chunk == 0)
+                << "last chunk [" << begin << ", " << end << ")";
+          }
+        }
+      }
 }
 
 TEST(ExecContext, BindingDecidesTheThreadCount) {
