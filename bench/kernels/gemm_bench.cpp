@@ -178,6 +178,9 @@ const bool registered = [] {
       // The dense LLaMA of bench/peer (D 1024, F 4096): its FFN's up/gate and down.
       {"ll_w13", 4096, 1024, {WeightFormat::F16, WeightFormat::Q8_0, WeightFormat::Q4_0}},
       {"ll_w2", 1024, 4096, {WeightFormat::F16, WeightFormat::Q8_0, WeightFormat::Q4_0}},
+      {"ll_q", 1024, 1024, {WeightFormat::F16}, {1}},
+      {"ll_kv", 256, 1024, {WeightFormat::F16}, {1}},
+      {"ll_head", 32000, 1024, {WeightFormat::F16}, {1}},
   };
   for (const Shape& sh : shapes)
     for (WeightFormat f : sh.formats)

@@ -120,6 +120,7 @@ void gemm_shared_x(std::span<const GemmParams> ps) {
   };
   if (!ps.empty() && std::all_of(ps.begin(), ps.end(), shares_quantized_x))
     return gemm_q8_shared_x(ps, best_q_kernel());
+  if (active_cpu_path() == CpuPath::Avx512 && avx512_shares_x(ps)) return gemm_avx512_shared_x(ps);
   for (const GemmParams& p : ps) cpu::gemm(p);
 }
 

@@ -21,14 +21,17 @@
 //
 // Weights decode into a per-format column order and the activations are permuted to
 // match (kernels/cpu/gemm_blocks_avx512.h).
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <span>
 #include <type_traits>
 
 #include "kernels/check.h"
 #include "kernels/cpu/gemm_blocks_avx512.h"
 #include "kernels/cpu/gemm_internal.h"
 #include "kernels/parallel.h"
+#include "kernels/scratch.h"
 
 namespace troupe::kernels::cpu {
 using namespace gemm_blocks;
@@ -372,22 +375,29 @@ struct Plan {  // one call, shared read-only by the threads
   bool decode;
 };
 
+// x permuted to the weights' column order (and rounded to bf16 if asked) in the
+// thread's x scratch, [M, K rounded up to 32].
 template <class T>
-Plan make_plan(const GemmParams& p, const GemmShape& sh, bool round_x) {
+const T* prepared_x(const GemmShape& sh, const float* x, ColOrder order, bool round_x) {
+  const int64_t kp = (sh.k + 31) / 32 * 32;
+  T* xb = gemm_x_scratch().get<T>(sh.m * kp);
+  prepare_x(sh, x, order, round_x, xb, kp);
+  return xb;
+}
+
+// One weight's plan over x prepared by prepared_x<T>.
+template <class T>
+Plan make_plan(const GemmParams& p, const GemmShape& sh, const T* xb) {
   const bool decode = sh.m <= kDecodeMaxM;
-  Plan pl{sh,
+  return {sh,
           weight_src(p.w),
-          nullptr,
+          xb,
           (sh.k + 31) / 32 * 32,
           kChunkBytes / int64_t{sizeof(T)},
           decode ? kNR : kPrefillPanel,
           p.y,
           p.accumulate,
           decode};
-  T* xb = gemm_x_scratch().get<T>(sh.m * pl.kp);
-  prepare_x(sh, p.x, col_order(p.w.format), round_x, xb, pl.kp);
-  pl.xb = xb;
-  return pl;
 }
 
 // M <= kDirectMaxM: four weight rows at a time, all of K, straight from memory.
@@ -495,7 +505,8 @@ void with_format(WeightFormat f, Fn&& fn) {
 
 template <class D>
 void run(const GemmParams& p, const GemmShape& sh, bool round_x, bool direct) {
-  const Plan pl = make_plan<typename D::T>(p, sh, round_x);
+  using T = typename D::T;
+  const Plan pl = make_plan<T>(p, sh, prepared_x<T>(sh, p.x, col_order(p.w.format), round_x));
   parallel_for(sh.n, gemm_min_chunk(sh, kNR), [&](int64_t nb, int64_t ne) {
     with_format(p.w.format, [&](auto f) {
       if (direct) {
@@ -525,6 +536,43 @@ void gemm_avx512(const GemmParams& p, bool use_bf16_dot) {
   } else {
     run<F32Dot>(p, sh, bf16, false);
   }
+  gemm_x_scratch().trim(kKeepScratchBytes);
+}
+
+bool avx512_shares_x(std::span<const GemmParams> ps) {
+  return !ps.empty() && std::all_of(ps.begin(), ps.end(), [&](const GemmParams& p) {
+    return !q8_activations(p) && p.m <= kDirectMaxM &&
+           col_order(p.w.format) == col_order(ps[0].w.format);
+  });
+}
+
+void gemm_avx512_shared_x(std::span<const GemmParams> ps) {
+  TROUPE_CHECK(avx512_shares_x(ps), "gemm_avx512_shared_x: not decode rows of one column order");
+  const GemmShape sh = gemm_shape(ps[0]);  // m, k and ldx are every weight's
+  if (sh.m == 0 || sh.k == 0) {
+    for (const GemmParams& p : ps) gemm_trivial(p, gemm_shape(p));
+    return;
+  }
+  const bool round_x = ps[0].precision == GemmPrecision::Bf16;  // as gemm_avx512's direct path
+  const float* xb = prepared_x<float>(sh, ps[0].x, col_order(ps[0].w.format), round_x);
+  scratch_vector<Plan> plans(ps.size());
+  scratch_vector<int64_t> unit_end(ps.size());  // tiles of weights [0, i]
+  int64_t tiles = 0;
+  for (size_t i = 0; i < ps.size(); ++i) {
+    plans[i] = make_plan<float>(ps[i], gemm_shape(ps[i]), xb);
+    tiles += (plans[i].sh.n + kNR - 1) / kNR;
+    unit_end[i] = tiles;
+  }
+  // Threads take runs of tiles across all the weights, at the chunk size one call of K
+  // columns would take.
+  parallel_for(tiles, gemm_min_chunk(sh, kNR) / kNR, [&](int64_t t0, int64_t t1) {
+    for_each_weight_run(unit_end, t0, t1, [&](size_t i, int64_t a, int64_t b) {
+      const Plan& pl = plans[i];
+      with_format(ps[i].w.format, [&](auto f) {
+        run_direct<f.value>(pl, a * kNR, std::min(pl.sh.n, b * kNR));
+      });
+    });
+  });
   gemm_x_scratch().trim(kKeepScratchBytes);
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <span>
 
 #include "kernels/gemm.h"
 
@@ -25,6 +26,20 @@ inline int64_t gemm_min_chunk(const GemmShape& s, int64_t tile) {
   return (cols + tile - 1) / tile * tile;
 }
 
+// Several weights' output columns as one range for one parallel_for (gemm_shared_x):
+// weight i owns units [unit_end[i - 1], unit_end[i]) of the range. Calls fn(i, u0, u1),
+// u0 and u1 counted from weight i's first unit, for each weight [begin, end) touches.
+template <class Fn>
+void for_each_weight_run(std::span<const int64_t> unit_end, int64_t begin, int64_t end, Fn&& fn) {
+  int64_t first = 0;
+  for (size_t i = 0; i < unit_end.size() && begin < end; first = unit_end[i++]) {
+    if (begin >= unit_end[i]) continue;
+    const int64_t run_end = std::min(end, unit_end[i]);
+    fn(i, begin - first, run_end - first);
+    begin = run_end;
+  }
+}
+
 // Handles the calls with nothing to multiply (M = 0, N = 0, or K = 0: y = 0 unless
 // accumulating); returns true when it did, so a path returns at once.
 bool gemm_trivial(const GemmParams& p, const GemmShape& sh);
@@ -37,6 +52,12 @@ void gemm_portable(const GemmParams& p);
 // which is the same definition (weights are exact in bf16 except F32- and F16-format
 // weights, which Bf16 never rounds; see gemm_avx512.cpp).
 void gemm_avx512(const GemmParams& p, bool use_bf16_dot);
+// Whether gemm_avx512_shared_x takes these (gemm_shared_x's checks already passed):
+// decode rows (the direct loop nest) and weights whose activations are laid out alike.
+bool avx512_shares_x(std::span<const GemmParams> ps);
+// Several weights over one x as gemm_avx512 gives each, bit for bit: x prepared once
+// and one fork-join over every weight's tiles (a layer's q, k and v; an MLP's gate and up).
+void gemm_avx512_shared_x(std::span<const GemmParams> ps);
 
 // AVX2+FMA path (call only when cpu_features().has_avx2(), and for F16 weights only
 // when cpu_features().f16c too): f32 FMAs for both precisions (Bf16 rounds x to bf16

@@ -285,14 +285,10 @@ void gemm_q8_shared_x(std::span<const GemmParams> ps, QGemmKernel kernel) {
   // first weight's chunk size, as a call of its own would take).
   const int64_t min_units = gemm_min_chunk(sh, plans[0].unit) / plans[0].unit;
   parallel_for(units, min_units, [&](int64_t u0, int64_t u1) {
-    for (size_t i = 0; i < ps.size() && u0 < u1; ++i) {
-      const int64_t first = i == 0 ? 0 : unit_end[i - 1];
-      if (u0 >= unit_end[i]) continue;
-      const int64_t end = std::min(u1, unit_end[i]);
-      const int64_t unit = plans[i].unit, rows = ps[i].w.rows;
-      plans[i].range(args[i], (u0 - first) * unit, std::min(rows, (end - first) * unit));
-      u0 = end;
-    }
+    for_each_weight_run(unit_end, u0, u1, [&](size_t i, int64_t a, int64_t b) {
+      const int64_t unit = plans[i].unit;
+      plans[i].range(args[i], a * unit, std::min(ps[i].w.rows, b * unit));
+    });
   });
   gemm_x_scratch().trim(kKeepScratchBytes);
 }

@@ -652,6 +652,68 @@ TEST_P(GemmPath, DispatchRunsTheActivePath) {
   EXPECT_EQ(std::memcmp(direct.data(), dispatched.data(), direct.size() * 4), 0);
 }
 
+// Weights over one x at decode rows (a layer's q, k and v; an MLP's gate and up; the
+// AVX-512 path runs them in one fork-join, gemm_avx512_shared_x): each y equals its own
+// call on the path bit for bit, for each format family, widths off the 4-row tiles and
+// the threads' chunks, accumulation, output strides, 1-3 threads and both precisions;
+// nothing outside each y is written. A call mixing column orders runs one by one.
+TEST_P(GemmPath, SharedXGivesEachGemmsOwnBits) {
+  struct Out {
+    WeightFormat format;
+    int64_t n;
+    bool accumulate;
+    int64_t y_pad;
+  };
+  const std::vector<std::vector<Out>> calls = {
+      {{WeightFormat::F16, 37, false, 0}, {WeightFormat::F16, 8, true, 2}, {WeightFormat::F32, 70, false, 3}},
+      {{WeightFormat::BF16, 5, false, 0}, {WeightFormat::FP8, 40, true, 0}, {WeightFormat::FP4, 33, false, 1},
+       {WeightFormat::ROWFP8, 64, false, 0}},
+      {{WeightFormat::F16, 1030, false, 0}, {WeightFormat::F16, 258, true, 0}},
+      {{WeightFormat::F16, 9, false, 0}, {WeightFormat::FP8, 35, false, 0}},  // two orders
+  };
+  const bool avx512 = path().isa == CpuPath::Avx512;
+  uint32_t seed = 700;
+  for (const std::vector<Out>& call : calls)
+    for (int64_t m = 1; m <= 4; ++m)
+      for (GemmPrecision prec : {GemmPrecision::F32, GemmPrecision::Bf16})
+        for (int threads : {1, 2, 3}) {
+          if (!runs_f16(path()) && call[0].format == WeightFormat::F16) GTEST_SKIP() << kNoF16c;
+          const int64_t k = call[0].n > 1000 ? 1056 : 160;
+          SCOPED_TRACE(std::string(to_string(call[0].format)) + " call, m=" + std::to_string(m) +
+                       ", threads " + std::to_string(threads) + (prec == GemmPrecision::Bf16 ? ", bf16" : ""));
+          std::vector<Problem> prs;
+          std::vector<std::vector<float>> want, got;
+          std::vector<GemmParams> ps;
+          for (const Out& o : call) {
+            Case c{o.format, m, o.n, k, 5, o.y_pad, o.accumulate, prec};
+            prs.push_back(make_problem(c, seed++));
+          }
+          set_num_threads(threads);
+          for (size_t i = 0; i < call.size(); ++i) {
+            GemmParams p = prs[i].params(nullptr);
+            p.x = prs[0].x.data();  // one x, [m, k + 5] with NaN past k
+            p.ldx = prs[0].ldx();
+            want.push_back(prs[i].y0);
+            got.push_back(prs[i].y0);
+            p.y = want.back().data();
+            path().run(p);
+            p.y = got.back().data();
+            ps.push_back(p);
+          }
+          if (avx512) EXPECT_EQ(cpu::avx512_shares_x(ps), call[0].n != 9);
+          {
+            ScopedBackend b(Backend::Cpu);
+            ScopedCpuPath c(path().isa);
+            gemm_shared_x(ps);
+          }
+          set_num_threads(0);
+          for (size_t i = 0; i < call.size(); ++i)
+            for (size_t j = 0; j < want[i].size(); ++j)
+              ASSERT_EQ(std::bit_cast<uint32_t>(got[i][j]), std::bit_cast<uint32_t>(want[i][j]))
+                  << "weight " << i << " y[" << j << "] = " << got[i][j] << ", alone " << want[i][j];
+        }
+}
+
 INSTANTIATE_TEST_SUITE_P(Paths, GemmPath, ::testing::Range(0, 4), path_name);
 INSTANTIATE_TEST_SUITE_P(Paths, GemmGrid, ::testing::Range(0, 4), path_name);
 
