@@ -8,10 +8,10 @@
 // ref::gemm_q8's bit for bit (as the packed prefill kernel's does).
 //
 // A tile is MR activation rows x G groups: 4 groups (64 weight rows) at M <= 2, where
-// the accumulators leave registers for 4 streams of codes (measured 1.2-1.4x over 2 at
-// M = 1-2), else MR <= 4 x 2 groups; a thread sweeps its groups G at a time, every
-// activation row against them while they are in L1/L2, prefetching each stream ahead
-// (gemm_q8_groups_walk.h).
+// the accumulators leave registers for 4 streams of codes (one thread, with the
+// prefetch: 1.15-1.3x over 2 groups at M = 1-2), else MR <= 4 x 2 groups; a thread
+// sweeps its groups G at a time, every activation row against them while they are in
+// L1/L2, prefetching each stream ahead (gemm_q8_groups_walk.h).
 // Q4_0's low and high nibbles (chunks c and c + 4) go to two accumulators, so a lane's
 // additions form two chains of 4 rather than one of 8.
 #include <immintrin.h>
@@ -65,8 +65,8 @@ void Avx512GroupTile<F>::run(const QGemmArgs& a, int64_t m0, int64_t n, int64_t 
   unroll<MR>([&](auto i) { unroll<G>([&](auto g) { acc[i][g] = _mm512_setzero_ps(); }); });
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   for (int64_t b = 0; b < blocks; ++b) {
-    // A plain loop, not unroll<>: inside a lambda GCC 12 dropped the prefetches (it took
-    // the lambda for pure and its call for dead).
+    // A plain loop, not unroll<>: inside the lambda GCC 12 dropped the prefetches
+    // altogether (docs/kernels-bench.md).
     for (int g = 0; g < G; ++g) {
       const int64_t t = first + g * group_bytes + group_prefetch_offset(b * L::kBlockBytes, group_bytes, step);
       if (t + L::kBlockBytes > prefetch_end) continue;

@@ -38,8 +38,9 @@ struct GroupLayout {
 
 // Software prefetch. A tile reads its G groups side by side, block by block: G streams,
 // each restarting every 4 KiB page for the hardware prefetcher (a Q4_0 group at K = 1024
-// is 9 KiB), and at M = 1 the loop waited on them (measured: the kernel at 55-75% of a
-// plain read of the same bytes, 1.1-1.5x faster with this; docs/kernels-bench.md).
+// is 9 KiB), and at M = 1 the loop waited on them (measured on one thread: the kernel at
+// 55-60% of the speed of a plain read of the same bytes, 1.4x faster with this;
+// docs/kernels-bench.md).
 // So while a tile reads the block at byte `at` of a group, it prefetches the block
 // kGroupPrefetchBytes further along that group's stream: the group's own blocks, then
 // the same slot of the next tile (`step` groups on), whose start the walk would
