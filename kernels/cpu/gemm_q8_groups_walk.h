@@ -1,7 +1,8 @@
 // What the row-group kernels of cpu::gemm_q8 share (gemm_q8_groups_avx512.cpp,
 // gemm_q8_groups_avx2.cpp): the layout's constants, the tile walk and where a tile
 // prefetches. No intrinsics, and each file instantiates the walk with a Tile of its own,
-// so no inline code is shared across -m flags (as gemm_q8_tiles.h):
+// so no inline code is shared across -m flags (as gemm_q8_tiles.h) but
+// group_prefetch_offset's integer arithmetic (as gemm_q8.h's load_i32):
 //
 //   G = Tile::groups(min(M, kTileRows))            (wider tiles when few rows leave
 //   for each G groups of [n0, n1)                   registers free: more streams)
@@ -10,9 +11,9 @@
 //
 // Tile<F> provides kTileRows, kMaxGroups, static constexpr int groups(int rows) (the
 // tile width at that many rows, non-increasing in rows, <= kMaxGroups) and template <int
-// MR, int G> static void run(a, m0, n, n_end, G_step) storing y[m0 .. m0 + MR) [n .. min(n + 16G,
-// n_end)); edge tiles (fewer rows or groups left) run the smaller instantiations from a
-// table.
+// MR, int G> static void run(a, m0, n, n_end, step) storing y[m0 .. m0 + MR) [n .. min(n +
+// 16G, n_end)) (step: the walk's G, the prefetch's stride); edge tiles (fewer rows or
+// groups left) run the smaller instantiations from a table.
 #pragma once
 
 #include <algorithm>
