@@ -4,14 +4,16 @@
 // the head). Beside the single-matrix cases (gemm/ll_*) this shows what a decode token
 // loses between GEMMs (fork-joins, each matrix's start and tail) with nothing else in the
 // step; "shared_x" runs q / k / v and gate / up as one kernels::gemm_shared_x call each.
-// ~760 MB of F16 weights on 2 MiB pages where THP allows (as the GGUF loader keeps
-// them): every call streams from DRAM. Inputs are fixed small values (outputs are not
-// fed back, so no value drifts to subnormal or infinite over the repeats).
+// F16 (~760 MB), Q8_0 (~430 MB) and Q4_0 (~230 MB) weights, the latter two with their
+// row groups (kernels/q8_row_groups.h) as the GGUF loader keeps them, all on 2 MiB pages
+// where THP allows: every call streams from DRAM. Inputs are fixed small values (outputs
+// are not fed back, so no value drifts to subnormal or infinite over the repeats).
 #include <sys/mman.h>
 
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <string>
 #include <vector>
@@ -20,6 +22,7 @@
 #include "kernels/dispatch.h"
 #include "kernels/gemm.h"
 #include "kernels/ggml_blocks.h"
+#include "kernels/q8_row_groups.h"
 
 namespace troupe::bench {
 namespace {
@@ -29,75 +32,122 @@ using kernels::WeightFormat;
 
 constexpr int64_t kLayers = 24, kDim = 1024, kKvDim = 256, kFfn = 4096, kVocab = 32000;
 
-struct Matrix {
-  int64_t n = 0, k = 0;
-  const uint16_t* data = nullptr;  // F16, in the arena
+// Bytes on 2 MiB pages (advice only), handed out in order.
+class Arena {
+ public:
+  explicit Arena(size_t bytes) {
+    constexpr size_t kHuge = size_t{2} << 20;
+    size_ = (bytes + kHuge - 1) / kHuge * kHuge;
+    base_ = static_cast<uint8_t*>(std::aligned_alloc(kHuge, size_));
+    if (base_ == nullptr) throw std::bad_alloc();
+    ::madvise(base_, size_, MADV_HUGEPAGE);
+  }
+  ~Arena() { std::free(base_); }
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+  uint8_t* take(size_t bytes) {  // 64-byte aligned pieces
+    uint8_t* p = base_ + used_;
+    used_ += (bytes + 63) / 64 * 64;
+    return p;
+  }
+
+ private:
+  uint8_t* base_ = nullptr;
+  size_t size_ = 0, used_ = 0;
 };
 
-// All the chain's weights in one allocation on huge pages (advice only), kept for the
-// process: both variants read the same bytes.
-uint16_t* arena(size_t halves) {
-  constexpr size_t kHuge = size_t{2} << 20;
-  const size_t bytes = (halves * 2 + kHuge - 1) / kHuge * kHuge;
-  auto* p = static_cast<uint16_t*>(std::aligned_alloc(kHuge, bytes));
-  if (p == nullptr) throw std::bad_alloc();
-  ::madvise(p, bytes, MADV_HUGEPAGE);
-  return p;
+// Bytes of one [n x k] matrix in format f, and with its row groups (Q8_0 / Q4_0).
+size_t stored_bytes(WeightFormat f, int64_t n, int64_t k) {
+  return f == WeightFormat::F16 ? size_t(2 * n * k) : size_t(n * kernels::ggml_row_bytes(f, k));
+}
+size_t arena_bytes(WeightFormat f, int64_t n, int64_t k) {
+  const size_t b = (stored_bytes(f, n, k) + 63) / 64 * 64;
+  return kernels::is_ggml_block(f) ? 2 * b : b;  // the row groups are as large
 }
 
-Matrix f16_matrix(int64_t n, int64_t k, uint16_t*& next, uint16_t salt) {
-  Matrix m{n, k, next};
-  for (int64_t i = 0; i < n * k; ++i)  // small finite halves
-    next[i] = kernels::f16_encode(static_cast<float>((uint64_t(i) * 2654435761u + salt) % 2001) * 1e-3f - 1.0f);
-  next += n * k;
-  return m;
+// Small finite halves for F16; for Q8_0 / Q4_0 blocks of hashed codes with f16 scales
+// near 2^-7, then their row groups.
+kernels::WeightView make_matrix(WeightFormat f, int64_t n, int64_t k, Arena& arena, uint32_t salt) {
+  uint8_t* data = arena.take(stored_bytes(f, n, k));
+  kernels::WeightView w{f, n, k, data, nullptr};
+  if (f == WeightFormat::F16) {
+    auto* h = reinterpret_cast<uint16_t*>(data);
+    for (int64_t i = 0; i < n * k; ++i)
+      h[i] = kernels::f16_encode(static_cast<float>((uint64_t(i) * 2654435761u + salt) % 2001) * 1e-3f - 1.0f);
+    return w;
+  }
+  const int64_t block = f == WeightFormat::Q8_0 ? kernels::kQ8_0Bytes : kernels::kQ4_0Bytes;
+  const size_t bytes = stored_bytes(f, n, k);
+  for (size_t b = 0; b < bytes; b += size_t(block)) {
+    const uint16_t d = kernels::f16_encode(0x1p-7f * (1.0f + float((b / size_t(block) + salt) % 7) / 8));
+    std::memcpy(data + b, &d, 2);
+    for (int64_t i = 2; i < block; ++i) data[b + size_t(i)] = static_cast<uint8_t>((uint64_t(b + i) * 2654435761u + salt) >> 13);
+  }
+  uint8_t* groups = arena.take(size_t(kernels::q8_row_groups_bytes(w)));
+  kernels::pack_q8_row_groups(w, groups);
+  w.groups = groups;
+  return w;
 }
 
 struct Layer {
-  Matrix q, k, v, o, gate, up, down;
+  kernels::WeightView q, k, v, o, gate, up, down;
 };
 
-void run_chain(State& s, bool shared_x) {
+// One format's chain, built on first use and kept until another format's is asked for
+// (so at most one is in memory: Q8_0's is ~860 MB with its row groups).
+struct Chain {
+  WeightFormat format;
+  std::unique_ptr<Arena> arena;
+  std::vector<Layer> layers;
+  kernels::WeightView head;
+  double bytes = 0;  // the weights one token reads (the row groups for Q8_0 / Q4_0)
+};
+
+const Chain& chain_for(WeightFormat f) {
+  static std::unique_ptr<Chain> cached;
+  if (cached && cached->format == f) return *cached;
+  cached.reset();
+  auto c = std::make_unique<Chain>();
+  c->format = f;
+  const std::pair<int64_t, int64_t> shapes[] = {{kDim, kDim},  {kKvDim, kDim}, {kKvDim, kDim}, {kDim, kDim},
+                                                {kFfn, kDim}, {kFfn, kDim},   {kDim, kFfn}};
+  size_t total = arena_bytes(f, kVocab, kDim);
+  for (const auto& [n, k] : shapes) total += kLayers * arena_bytes(f, n, k);
+  c->arena = std::make_unique<Arena>(total);
+  for (int64_t l = 0; l < kLayers; ++l) {
+    const auto salt = static_cast<uint32_t>(l * 7);
+    Layer layer;
+    kernels::WeightView* fields[] = {&layer.q, &layer.k, &layer.v, &layer.o, &layer.gate, &layer.up, &layer.down};
+    for (int i = 0; i < 7; ++i) *fields[i] = make_matrix(f, shapes[i].first, shapes[i].second, *c->arena, salt + i);
+    c->layers.push_back(layer);
+  }
+  c->head = make_matrix(f, kVocab, kDim, *c->arena, 999);
+  c->bytes = double(stored_bytes(f, kVocab, kDim));
+  for (const auto& [n, k] : shapes) c->bytes += kLayers * double(stored_bytes(f, n, k));
+  cached = std::move(c);
+  return *cached;
+}
+
+void run_chain(State& s, WeightFormat f, bool shared_x) {
   if (!kernels::cpu_supports(kernels::CpuPath::Avx512) && !kernels::cpu_supports(kernels::CpuPath::Avx2))
     return s.skip("no AVX2 or AVX-512: the portable path is not a decode figure");
-  static std::vector<Layer> layers;  // built once for both variants (~10 s)
-  static Matrix head;
-  if (layers.empty()) {
-    const int64_t per_layer = 2 * kDim * kDim + 2 * kKvDim * kDim + 3 * kFfn * kDim;
-    uint16_t* next = arena(static_cast<size_t>(kLayers * per_layer + kVocab * kDim));
-    for (int64_t l = 0; l < kLayers; ++l) {
-      const auto salt = static_cast<uint16_t>(l * 7);
-      Layer layer;
-      layer.q = f16_matrix(kDim, kDim, next, salt);
-      layer.k = f16_matrix(kKvDim, kDim, next, salt + 1);
-      layer.v = f16_matrix(kKvDim, kDim, next, salt + 2);
-      layer.o = f16_matrix(kDim, kDim, next, salt + 3);
-      layer.gate = f16_matrix(kFfn, kDim, next, salt + 4);
-      layer.up = f16_matrix(kFfn, kDim, next, salt + 5);
-      layer.down = f16_matrix(kDim, kFfn, next, salt + 6);
-      layers.push_back(layer);
-    }
-    head = f16_matrix(kVocab, kDim, next, 999);
-  }
+  const Chain& c = chain_for(f);  // built once per format for both variants (seconds)
   const std::vector<float> x(kFfn, 0.01f);  // every GEMM's input (its first K values)
   std::vector<float> q(kDim), k(kKvDim), v(kKvDim), o(kDim), g(kFfn), h(kFfn), d(kDim), logits(kVocab);
-  auto params = [](const float* in, const Matrix& w, float* out) {
+  auto params = [](const float* in, const kernels::WeightView& w, float* out) {
     GemmParams p;
     p.x = in;
-    p.w = {WeightFormat::F16, w.n, w.k, w.data, nullptr};
+    p.w = w;
     p.y = out;
     p.m = 1;
     return p;
   };
-  double bytes = 2.0 * kVocab * kDim;
-  for (const Layer& l : layers)
-    for (const Matrix* m : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) bytes += 2.0 * double(m->n * m->k);
   s.shape = "24 layers x 7 + head, M=1";
-  s.bytes = bytes;
-  s.flops = bytes;  // one multiply-add per F16 weight
+  s.bytes = c.bytes;
+  s.flops = 2.0 * (c.bytes / double(stored_bytes(f, 1, 32))) * 32;  // 2 flops per weight
   s.bound = Bound::Memory;
   s.run([&] {
-    for (const Layer& l : layers) {
+    for (const Layer& l : c.layers) {
       const GemmParams qkv[] = {params(x.data(), l.q, q.data()), params(x.data(), l.k, k.data()),
                                 params(x.data(), l.v, v.data())};
       if (shared_x) {
@@ -114,13 +164,17 @@ void run_chain(State& s, bool shared_x) {
       }
       kernels::gemm(params(x.data(), l.down, d.data()));
     }
-    kernels::gemm(params(x.data(), head, logits.data()));
+    kernels::gemm(params(x.data(), c.head, logits.data()));
   });
 }
 
 const bool registered = [] {
-  add("decode_chain/llama-dense/F16/m0001/separate", [](State& s) { run_chain(s, false); });
-  add("decode_chain/llama-dense/F16/m0001/shared_x", [](State& s) { run_chain(s, true); });
+  for (WeightFormat f : {WeightFormat::F16, WeightFormat::Q8_0, WeightFormat::Q4_0})
+    for (bool shared_x : {false, true}) {
+      const std::string name = std::string("decode_chain/llama-dense/") + kernels::to_string(f) + "/m0001/" +
+                               (shared_x ? "shared_x" : "separate");
+      add(name, [f, shared_x](State& s) { run_chain(s, f, shared_x); });
+    }
   return true;
 }();
 

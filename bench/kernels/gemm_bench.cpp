@@ -6,7 +6,10 @@
 //   v41s_w13 [1024 x 2048], v41s_w2 [2048 x 1024]  FP4 experts of /work/v41-small
 //           (make-tiny-model --preset v41-small), also at decode M = 2 and 8: a decode
 //           batch of B gives each active expert ~B·6/64 rows
-//   ll_w13 [4096 x 1024], ll_w2 [1024 x 4096]  the peer bench's dense LLaMA FFN (f16, q8_0, q4_0)
+//   ll_w13 [4096 x 1024], ll_w2 [1024 x 4096]  the peer bench's dense LLaMA FFN (f16, q8_0,
+//           q4_0), also at decode M = 2
+//   ll_q [1024 x 1024], ll_kv [256 x 1024], ll_head [32000 x 1024]  its attention's q (and o),
+//           k (and v) and its output head, decode only (M = 1, 2, 4, 16)
 // at decode M = 1, 4, 16 (judged against DRAM bandwidth: decode streams each weight
 // once per step and the model's weights never fit in cache) and prefill M = 512, 2048
 // (4096 under --full), in f32 and bf16 precision (judged against the matching peak),
@@ -175,12 +178,13 @@ const bool registered = [] {
       {"exp_w2", 5120, 2304, {WeightFormat::FP4}},
       {"v41s_w13", 1024, 2048, {WeightFormat::FP4}, {1, 2, 4, 8, 16}},
       {"v41s_w2", 2048, 1024, {WeightFormat::FP4}, {1, 2, 4, 8, 16}},
-      // The dense LLaMA of bench/peer (D 1024, F 4096): its FFN's up/gate and down.
-      {"ll_w13", 4096, 1024, {WeightFormat::F16, WeightFormat::Q8_0, WeightFormat::Q4_0}},
-      {"ll_w2", 1024, 4096, {WeightFormat::F16, WeightFormat::Q8_0, WeightFormat::Q4_0}},
-      {"ll_q", 1024, 1024, {WeightFormat::F16}, {1}},
-      {"ll_kv", 256, 1024, {WeightFormat::F16}, {1}},
-      {"ll_head", 32000, 1024, {WeightFormat::F16}, {1}},
+      // The dense LLaMA of bench/peer (D 1024, F 4096): its FFN's up/gate and down, and
+      // (decode rows only) its attention's q and o, k and v, and the output head.
+      {"ll_w13", 4096, 1024, {WeightFormat::F16, WeightFormat::Q8_0, WeightFormat::Q4_0}, {1, 2, 4, 16, 512, 2048, 4096}},
+      {"ll_w2", 1024, 4096, {WeightFormat::F16, WeightFormat::Q8_0, WeightFormat::Q4_0}, {1, 2, 4, 16, 512, 2048, 4096}},
+      {"ll_q", 1024, 1024, {WeightFormat::F16, WeightFormat::Q8_0, WeightFormat::Q4_0}, {1, 2, 4, 16}},
+      {"ll_kv", 256, 1024, {WeightFormat::F16, WeightFormat::Q8_0, WeightFormat::Q4_0}, {1, 2, 4, 16}},
+      {"ll_head", 32000, 1024, {WeightFormat::F16, WeightFormat::Q8_0, WeightFormat::Q4_0}, {1, 2, 4, 16}},
   };
   for (const Shape& sh : shapes)
     for (WeightFormat f : sh.formats)

@@ -1,6 +1,7 @@
-// bench_kernels [--filter SUBSTRING] [--quick] [--full] [--list] [--threads N] [--no-limits]
+// bench_kernels [--filter SUBSTRING[,SUBSTRING...]] [--quick] [--full] [--list] [--threads N] [--no-limits]
 // Measures the machine limits, then runs every registered benchmark whose name contains
-// the filter and prints one markdown table row per case (bench.h explains registration).
+// one of the filter's comma-separated parts and prints one markdown table row per case
+// (bench.h explains registration).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -93,8 +94,16 @@ void print_row(const std::string& name, const State& s, const MachineLimits* lim
 int run(const Flags& f) {
   if (f.threads > 0) kernels::set_num_threads(f.threads);
   std::vector<const Benchmark*> chosen;
+  std::vector<std::string> parts;  // "a,b": names containing a or b
+  for (size_t at = 0;;) {
+    const size_t comma = f.filter.find(',', at);
+    parts.push_back(f.filter.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
   for (const Benchmark& b : registry())
-    if (b.name.find(f.filter) != std::string::npos) chosen.push_back(&b);
+    if (std::any_of(parts.begin(), parts.end(), [&](const std::string& p) { return b.name.find(p) != std::string::npos; }))
+      chosen.push_back(&b);
   std::sort(chosen.begin(), chosen.end(),
             [](const Benchmark* a, const Benchmark* b) { return a->name < b->name; });
   if (f.list) {

@@ -17,7 +17,8 @@
 // ref::gemm_q8's bit for bit.
 //
 // A tile is MR <= 4 activation rows x 1 group (16 weight rows, 2 ymm): 16 ymm registers
-// hold 8 int32 and 8 f32 accumulators at MR = 4, so wider tiles would only spill.
+// hold 8 int32 and 8 f32 accumulators at MR = 4, so wider tiles would only spill. Each
+// block prefetches its group's stream ahead (gemm_q8_groups_walk.h).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -38,12 +39,13 @@ inline __m256i broadcast_i32(const int8_t* p) { return _mm256_set1_epi32(load_i3
 
 template <WeightFormat F>
 struct Avx2GroupTile {
-  static constexpr int kTileRows = 4, kTileGroups = 1;
+  static constexpr int kTileRows = 4, kMaxGroups = 1;
+  static constexpr int groups(int) { return 1; }
 
   // y[m0 + i][n + 8h + lane] for rows m0..m0+MR and the group starting at weight row n;
-  // only rows below n_end are stored.
+  // only rows below n_end are stored. step: the walk's groups per tile (1).
   template <int MR, int G>
-  static void run(const QGemmArgs& a, int64_t m0, int64_t n, int64_t n_end);
+  static void run(const QGemmArgs& a, int64_t m0, int64_t n, int64_t n_end, int64_t step);
 };
 
 // One block's exact dot products, lanes = rows: d[i][h] for activation row i and half h.
@@ -100,11 +102,14 @@ inline void dots_q4(const uint8_t* blk, const int8_t* const* xb, const int32_t* 
 
 template <WeightFormat F>
 template <int MR, int G>
-void Avx2GroupTile<F>::run(const QGemmArgs& a, int64_t m0, int64_t n, int64_t n_end) {
+void Avx2GroupTile<F>::run(const QGemmArgs& a, int64_t m0, int64_t n, int64_t n_end, int64_t step) {
   static_assert(G == 1);
   using L = GroupLayout<F>;
-  const int64_t blocks = a.x.k / kQBlock;
-  const uint8_t* group = a.groups + (n / kGroupRows) * blocks * L::kBlockBytes;
+  const int64_t blocks = a.x.k / kQBlock, group_bytes = blocks * L::kBlockBytes;
+  // Byte offsets in a.groups, as on AVX-512: the group, the end of what it prefetches.
+  const int64_t first = n / kGroupRows * group_bytes;
+  const uint8_t* group = a.groups + first;
+  const int64_t prefetch_end = m0 == 0 ? (n_end + kGroupRows - 1) / kGroupRows * group_bytes : 0;
   const int8_t* xq[MR];
   const float* xd[MR];
   const int32_t* xs[MR];
@@ -117,6 +122,10 @@ void Avx2GroupTile<F>::run(const QGemmArgs& a, int64_t m0, int64_t n, int64_t n_
   unroll<MR>([&](auto i) { unroll<kHalves>([&](auto h) { acc[i][h] = _mm256_setzero_ps(); }); });
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* blk = group + b * L::kBlockBytes;
+    if (const int64_t t = first + group_prefetch_offset(b * L::kBlockBytes, group_bytes, step);
+        t + L::kBlockBytes <= prefetch_end)
+      for (int64_t l = 0; l < L::kBlockBytes; l += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(a.groups + t + l), _MM_HINT_T0);
     const int8_t* xb[MR];
     unroll<MR>([&](auto i) { xb[i] = xq[i] + b * kQBlock; });
     __m256i d[MR][kHalves];

@@ -7,8 +7,11 @@
 // by lane: s += (dw · dx) · float(dot), block after block, no FMA, so the result equals
 // ref::gemm_q8's bit for bit (as the packed prefill kernel's does).
 //
-// A tile is MR <= 4 activation rows x G <= 2 groups (32 weight rows); a thread sweeps
-// its groups two at a time, every activation row against them while they are in L1/L2.
+// A tile is MR activation rows x G groups: 4 groups (64 weight rows) at M <= 2, where
+// the accumulators leave registers for 4 streams of codes (one thread, with the
+// prefetch: 1.15-1.3x over 2 groups at M = 1-2), else MR <= 4 x 2 groups; a thread
+// sweeps its groups G at a time, every activation row against them while they are in
+// L1/L2, prefetching each stream ahead (gemm_q8_groups_walk.h).
 // Q4_0's low and high nibbles (chunks c and c + 4) go to two accumulators, so a lane's
 // additions form two chains of 4 rather than one of 8.
 #include <immintrin.h>
@@ -28,21 +31,28 @@ using avx512::unroll;
 
 template <WeightFormat F>
 struct Avx512GroupTile {
-  static constexpr int kTileRows = 4, kTileGroups = 2;
+  static constexpr int kTileRows = 4, kMaxGroups = 4;
+  // 32 zmm: MR · G f32 and 2 · MR · G int32 accumulators beside G · 2 code vectors.
+  static constexpr int groups(int rows) { return rows <= 2 ? 4 : 2; }
 
   // y[m0 + i][n + 16g + lane] for rows m0..m0+MR and groups starting at weight row n;
-  // only rows below n_end are stored.
+  // only rows below n_end are stored. step: the walk's groups per tile (the prefetch's
+  // stride from one tile to the next).
   template <int MR, int G>
-  static void run(const QGemmArgs& a, int64_t m0, int64_t n, int64_t n_end);
+  static void run(const QGemmArgs& a, int64_t m0, int64_t n, int64_t n_end, int64_t step);
 };
 
 template <WeightFormat F>
 template <int MR, int G>
-void Avx512GroupTile<F>::run(const QGemmArgs& a, int64_t m0, int64_t n, int64_t n_end) {
+void Avx512GroupTile<F>::run(const QGemmArgs& a, int64_t m0, int64_t n, int64_t n_end, int64_t step) {
   using L = GroupLayout<F>;
-  const int64_t blocks = a.x.k / kQBlock;
+  const int64_t blocks = a.x.k / kQBlock, group_bytes = blocks * L::kBlockBytes;
   const uint8_t* gp[G];
-  unroll<G>([&](auto g) { gp[g] = a.groups + (n / kGroupRows + g) * blocks * L::kBlockBytes; });
+  // Byte offsets in a.groups: the tile's first group, and the end of what it prefetches
+  // (the thread's range; nothing for rows m0 > 0, which read the groups again from L1/L2).
+  const int64_t first = n / kGroupRows * group_bytes;
+  unroll<G>([&](auto g) { gp[g] = a.groups + first + g * group_bytes; });
+  const int64_t prefetch_end = m0 == 0 ? (n_end + kGroupRows - 1) / kGroupRows * group_bytes : 0;
   const int8_t* xq[MR];
   const float* xd[MR];
   const int32_t* xs[MR];
@@ -55,6 +65,14 @@ void Avx512GroupTile<F>::run(const QGemmArgs& a, int64_t m0, int64_t n, int64_t 
   unroll<MR>([&](auto i) { unroll<G>([&](auto g) { acc[i][g] = _mm512_setzero_ps(); }); });
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   for (int64_t b = 0; b < blocks; ++b) {
+    // A plain loop, not unroll<>: inside the lambda GCC 12 dropped the prefetches
+    // altogether (docs/kernels-bench.md).
+    for (int g = 0; g < G; ++g) {
+      const int64_t t = first + g * group_bytes + group_prefetch_offset(b * L::kBlockBytes, group_bytes, step);
+      if (t + L::kBlockBytes > prefetch_end) continue;
+      for (int64_t l = 0; l < L::kBlockBytes; l += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(a.groups + t + l), _MM_HINT_T0);
+    }
     __m512i d0[MR][G], d1[MR][G];
     unroll<MR>([&](auto i) {
       const __m512i init = _mm512_set1_epi32(-xs[i][b] * L::kBias);

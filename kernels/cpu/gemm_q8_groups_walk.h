@@ -1,15 +1,19 @@
 // What the row-group kernels of cpu::gemm_q8 share (gemm_q8_groups_avx512.cpp,
-// gemm_q8_groups_avx2.cpp): the layout's constants and the tile walk. No intrinsics, and
-// each file instantiates the walk with a Tile of its own, so no inline code is shared
-// across -m flags (as gemm_q8_tiles.h):
+// gemm_q8_groups_avx2.cpp): the layout's constants, the tile walk and where a tile
+// prefetches. No intrinsics, and each file instantiates the walk with a Tile of its own,
+// so no inline code is shared across -m flags (as gemm_q8_tiles.h) but
+// group_prefetch_offset's integer arithmetic (as gemm_q8.h's load_i32):
 //
-//   for each kTileGroups groups of [n0, n1)        (G · 16 weight rows, their blocks
-//     for each kTileRows activation rows            read from memory once, then from L1/L2)
-//       Tile::run<mr, g>: mr x g · 16 outputs over all K blocks
+//   G = Tile::groups(min(M, kTileRows))            (wider tiles when few rows leave
+//   for each G groups of [n0, n1)                   registers free: more streams)
+//     for each kTileRows activation rows            (G · 16 weight rows, their blocks
+//       Tile::run<mr, g>: mr x g · 16 outputs        read from memory once, then from L1/L2)
 //
-// Tile<F> provides kTileRows, kTileGroups and template <int MR, int G> static void
-// run(a, m0, n, n_end) storing y[m0 .. m0 + MR) [n .. min(n + 16G, n_end)); edge tiles
-// (fewer rows or groups left) run the smaller instantiations from a table.
+// Tile<F> provides kTileRows, kMaxGroups, static constexpr int groups(int rows) (the
+// tile width at that many rows, non-increasing in rows, <= kMaxGroups) and template <int
+// MR, int G> static void run(a, m0, n, n_end, step) storing y[m0 .. m0 + MR) [n .. min(n +
+// 16G, n_end)) (step: the walk's G, the prefetch's stride); edge tiles (fewer rows or
+// groups left) run the smaller instantiations from a table.
 #pragma once
 
 #include <algorithm>
@@ -33,18 +37,40 @@ struct GroupLayout {
   static constexpr int32_t kBias = kQ8 ? 128 : 8;
 };
 
+// Software prefetch. A tile reads its G groups side by side, block by block: G streams,
+// each restarting every 4 KiB page for the hardware prefetcher (a Q4_0 group at K = 1024
+// is 9 KiB), and at M = 1 the loop waited on them (measured on one thread: the kernel at
+// 55-60% of the speed of a plain read of the same bytes, 1.4x faster with this;
+// docs/kernels-bench.md).
+// So while a tile reads the block at byte `at` of a group, it prefetches the block
+// kGroupPrefetchBytes further along that group's stream: the group's own blocks, then
+// the same slot of the next tile (`step` groups on), whose start the walk would
+// otherwise reach cold. Offset from the group's start; the kernel skips targets past its
+// range (another thread's rows, or past the matrix).
+constexpr int64_t kGroupPrefetchBytes = 4096;
+constexpr int64_t group_prefetch_offset(int64_t at, int64_t group_bytes, int64_t step) {
+  const int64_t t = at + kGroupPrefetchBytes;
+  return t < group_bytes ? t : t + (step - 1) * group_bytes;
+}
+
 template <class Tile>
 void walk_groups(const QGemmArgs& a, int64_t n0, int64_t n1) {
-  using Fn = void (*)(const QGemmArgs&, int64_t, int64_t, int64_t);
-  constexpr int kRows = Tile::kTileRows, kGroups = Tile::kTileGroups;
+  using Fn = void (*)(const QGemmArgs&, int64_t, int64_t, int64_t, int64_t);
+  constexpr int kRows = Tile::kTileRows, kMax = Tile::kMaxGroups;
+  // Only the (rows, groups) pairs a walk can ask for: groups <= groups(rows).
   static constexpr auto fns = []<int... I>(std::integer_sequence<int, I...>) {
-    return std::array<Fn, sizeof...(I)>{&Tile::template run<I / kGroups + 1, I % kGroups + 1>...};
-  }(std::make_integer_sequence<int, kRows * kGroups>{});
-  for (int64_t n = n0; n < n1; n += kGroups * kGroupRows) {
-    const int64_t groups = std::min<int64_t>(kGroups, (n1 - n + kGroupRows - 1) / kGroupRows);
+    return std::array<Fn, sizeof...(I)>{[] {
+      constexpr int mr = I / kMax + 1, g = I % kMax + 1;
+      if constexpr (g <= Tile::groups(mr)) return &Tile::template run<mr, g>;
+      else return static_cast<Fn>(nullptr);
+    }()...};
+  }(std::make_integer_sequence<int, kRows * kMax>{});
+  const int64_t step = Tile::groups(static_cast<int>(std::min<int64_t>(kRows, a.x.m)));
+  for (int64_t n = n0; n < n1; n += step * kGroupRows) {
+    const int64_t groups = std::min<int64_t>(step, (n1 - n + kGroupRows - 1) / kGroupRows);
     for (int64_t m = 0; m < a.x.m; m += kRows) {
       const int64_t mr = std::min<int64_t>(kRows, a.x.m - m);
-      fns[(mr - 1) * kGroups + (groups - 1)](a, m, n, n1);
+      fns[(mr - 1) * kMax + (groups - 1)](a, m, n, n1, step);
     }
   }
 }

@@ -25,6 +25,7 @@
 #include "kernels/dispatch.h"
 #include "kernels/gemm.h"
 #include "kernels/ggml_blocks.h"
+#include "kernels/parallel.h"
 #include "kernels/q8_row_groups.h"
 #include "kernels/quant.h"
 #include "model/gguf_dequant.h"
@@ -569,6 +570,47 @@ TEST_P(RowGroupsPath, RowGroupsFollowRowSlices) {
       }
     }
   }
+}
+
+// The walk's tile widths and the thread ranges: at M <= 2 the AVX-512 tiles take 4 groups
+// (64 rows), else 2, so N runs through every edge (1, 2 and 3 groups left, a part group);
+// K = 1024 and 2048 make a group longer than the prefetch distance, K = 96 shorter (the
+// prefetch then lands several groups on); 1, 2 and 3 threads end their ranges mid-tile
+// (the pool splits N by K: at K = 2048 and 4096 into 1-4 groups a chunk), and the
+// prefetch stops at each range's end. Bit for bit the reference.
+TEST_P(RowGroupsPath, TileWidthsAndThreadRangesMatchTheReference) {
+  const cpu::QGemmKernel kernel = GetParam();
+  std::mt19937 rng(7);
+  uint32_t seed = 1200;
+  for (WeightFormat f : {WeightFormat::Q8_0, WeightFormat::Q4_0})
+    for (const auto& [n, k] : {std::pair<int64_t, int64_t>{48, 1024}, {71, 96}, {130, 2048}, {200, 96}, {16, 1024}, {100, 4096}}) {
+      const TestWeight tw = random_weight(f, n, k, rng);
+      std::vector<uint8_t> groups(size_t(q8_row_groups_bytes(tw.view())));
+      pack_q8_row_groups(tw.view(), groups.data());
+      for (int64_t m : {1, 2, 3, 5}) {
+        const std::vector<float> x = awkward_activations(m, k, seed++);
+        GemmParams p;
+        p.x = x.data();
+        p.w = tw.view();
+        p.m = m;
+        std::vector<float> want(size_t(m * n));
+        p.y = want.data();
+        ref::gemm_q8(p);
+        p.w.groups = groups.data();
+        for (int threads : {1, 2, 3}) {
+          SCOPED_TRACE(std::string(to_string(f)) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
+                       " m=" + std::to_string(m) + " threads=" + std::to_string(threads));
+          set_num_threads(threads);
+          std::vector<float> got(size_t(m * n), NAN);
+          p.y = got.data();
+          cpu::gemm_q8(p, kernel);
+          for (int64_t i = 0; i < m * n; ++i)
+            ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+                << "y[" << i << "] = " << got[i] << ", ref " << want[i];
+        }
+        set_num_threads(0);
+      }
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, RowGroupsPath,
