@@ -36,6 +36,16 @@ constexpr int64_t kTileKeys = 64;    // keys per online-softmax step of a tile
 constexpr int64_t kDecodeKeys = 64;  // the same for decode (a multiple of every W)
 constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
+// Decode reads each key's K and V row slice ([hd] floats at `off`) through its own
+// pointer (a paged row, a cache row), which the hardware prefetcher cannot follow: with
+// the cache out of L3 each row waited on DRAM in turn. The row kDecodePrefetchKeys keys on
+// is fetched ahead, all its lines.
+constexpr int64_t kDecodePrefetchKeys = 8;
+
+inline void prefetch_floats(const float* p, int64_t n) {
+  for (int64_t d = 0; d < n; d += 16) __builtin_prefetch(p + d);
+}
+
 template <class S>
 void exp_rows(const float* x, float* y, int64_t n) {
   int64_t i = 0;
@@ -181,6 +191,8 @@ void decode_logits(const float* q, int64_t h0, int64_t hd, const float* const* k
   for (int64_t j = 0; j < n; j += KB) {
     const float* k[KB];
     unroll<KB>([&](auto b) { k[b] = krows[std::min<int64_t>(j + b, n - 1)] + off; });
+    for (int64_t a = j + kDecodePrefetchKeys; a < std::min(n, j + KB + kDecodePrefetchKeys); ++a)
+      prefetch_floats(krows[a] + off, hd);
     typename S::V acc[KB][HB];
     unroll<KB>([&](auto b) { unroll<HB>([&](auto h) { acc[b][h] = S::zero(); }); });
     for (int64_t c = 0; c < chunks; ++c) {
@@ -210,6 +222,8 @@ void decode_accumulate_block(const float* lg, int64_t h0, int64_t hd, const floa
     });
   });
   for (int64_t j = 0; j < n; ++j) {
+    if (j + kDecodePrefetchKeys < n)
+      prefetch_floats(vrows[j + kDecodePrefetchKeys] + off + ch * S::W, std::min<int64_t>(CH * S::W, hd - ch * S::W));
     typename S::V vc[CH];
     unroll<CH>([&](auto e) { vc[e] = load_chunk<S>(vrows[j] + off, ch + e, hd); });
     unroll<HB>([&](auto h) {
