@@ -7,6 +7,7 @@
 #include <span>
 
 #include "kernels/gemm.h"
+#include "kernels/parallel.h"
 
 namespace troupe::kernels::cpu {
 
@@ -19,10 +20,16 @@ inline GemmShape gemm_shape(const GemmParams& p) {
 }
 
 // Output columns per parallel_for chunk: enough multiply-adds per chunk (~128K) that a
-// thread hand-off pays for itself; a multiple of `tile` so chunks end on tile edges.
+// thread hand-off pays for itself; a multiple of `tile` so chunks end on tile edges. A
+// call of one to a few such chunks would split unevenly (V4.1's hc mix, [24 x 8192] at
+// M = 1: 16 + 8 rows on two threads), so where the call has a chunk's work in all, a
+// thread's even share is small enough too.
 inline int64_t gemm_min_chunk(const GemmShape& s, int64_t tile) {
+  constexpr int64_t kChunkMacs = int64_t{1} << 17;
   const int64_t per_col = std::max<int64_t>(1, s.m * s.k);
-  const int64_t cols = std::max<int64_t>(1, (int64_t{1} << 17) / per_col);
+  int64_t cols = std::max<int64_t>(1, kChunkMacs / per_col);
+  const int64_t threads = num_threads();
+  if (threads > 1 && s.n * per_col >= kChunkMacs) cols = std::min(cols, (s.n + threads - 1) / threads);
   return (cols + tile - 1) / tile * tile;
 }
 
