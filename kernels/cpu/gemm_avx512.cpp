@@ -41,7 +41,7 @@ constexpr int64_t kDecodeMaxM = 16;      // up to here: stream weights, panel = 
 constexpr int64_t kPrefillPanel = 64;    // weight rows dequantized together for prefill
 constexpr int64_t kPrefillSlab = 516;    // x rows per prefill slab (a multiple of kMR)
 constexpr int64_t kChunkBytes = 4096;    // bytes of one buffered panel row (kc columns)
-constexpr int64_t kPrefetchBytes = 512;  // FP8 direct decode: how far ahead of the loads
+constexpr int64_t kPrefetchBytes = 512;  // direct decode, last tiles: how far ahead in the row
 
 // --- vector helpers ------------------------------------------------------------------
 
@@ -71,30 +71,40 @@ GEMM_INLINE __m128 reduce4(__m512 a, __m512 b, __m512 c, __m512 d) {
       _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), s));
 }
 
-// FP4 weights stream from DRAM one tile of kNR rows at a time, both in the direct tiles
-// and in the decode panels. With the hardware prefetcher alone an expert's
-// [1024 x 2048] streamed at ~10 GB/s on one thread at M = 1 (a third of one thread's
-// DRAM bandwidth): at K = 2048 a tile's four rows are exactly one 4 KiB page, and the
-// prefetcher does not cross pages, so every tile started cold. So while a tile reads
-// row r's columns [kb, kb + 128) (one 64-byte line of codes), it prefetches those of
-// row r + kFp4PrefetchRows, two tiles on, and every 64 scale codes (one line) theirs
-// too. Measured on one thread at M = 1-4 (docs/kernels-bench.md): one tile ahead
-// 2.0-2.3x on a quiet machine, two tiles ahead ~1.4x faster again than one under load
-// (where DRAM latency is longer), three no better. Prefetches never fault; a tile
-// whose target rows lie past the thread's range does not issue them (another thread's
-// rows).
-constexpr int64_t kFp4PrefetchRows = 2 * kNR;
-constexpr int64_t kFp4PrefetchColumns = 128;
+// FP4 and FP8 weights stream from DRAM one tile of kNR rows at a time, both in the
+// direct tiles and in the decode panels. With the hardware prefetcher alone an FP4
+// expert's [1024 x 2048] streamed at ~10 GB/s on one thread at M = 1 (a third of one
+// thread's DRAM bandwidth), FP8 [2048 x 2048] at ~8 GB/s: a tile's four rows are one or
+// two 4 KiB pages, and the prefetcher does not cross pages, so every tile started cold.
+// So while a tile reads row r's next 64-byte line of codes, it prefetches the same line
+// of row r + kPrefetchRows, two tiles on, and every 64 scale codes (one line) their
+// scale line too. Measured on one thread at M = 1-4 (docs/kernels-bench.md): FP4 one
+// tile ahead 2.0-2.3x on a quiet machine, two tiles ahead ~1.4x faster again than one
+// under load (where DRAM latency is longer), three no better. Prefetches never fault; a
+// tile whose target rows lie past the thread's range does not issue them (another
+// thread's rows).
+constexpr int64_t kPrefetchRows = 2 * kNR;
 
-GEMM_INLINE void prefetch_fp4(const WeightSrc& s, int64_t r, int64_t kb) {
-  _mm_prefetch(reinterpret_cast<const char*>(s.data + r * s.row_bytes + kb / 2), _MM_HINT_T0);
-  if (kb % (64 * 32) == 0)
-    _mm_prefetch(reinterpret_cast<const char*>(s.scale + r * s.scale_ld + kb / 32), _MM_HINT_T0);
+// Columns in one 64-byte line of a row's codes.
+template <WeightFormat F>
+constexpr int64_t kLineColumns = F == WeightFormat::FP4 ? 128 : 64;
+
+// Row r's line of codes from column kb (a multiple of kLineColumns<F>), and every 64
+// blocks its line of scale codes. F: FP4, FP8 (32x32 scale tiles) or ROWFP8.
+template <WeightFormat F>
+GEMM_INLINE void prefetch_line(const WeightSrc& s, int64_t r, int64_t kb) {
+  static_assert(F == WeightFormat::FP4 || F == WeightFormat::FP8 || F == WeightFormat::ROWFP8);
+  const int64_t code_bytes = kb * 64 / kLineColumns<F>;
+  _mm_prefetch(reinterpret_cast<const char*>(s.data + r * s.row_bytes + code_bytes), _MM_HINT_T0);
+  if (kb % (64 * 32) == 0) {
+    const int64_t scale_row = F == WeightFormat::FP8 ? r / 32 : r;
+    _mm_prefetch(reinterpret_cast<const char*>(s.scale + scale_row * s.scale_ld + kb / 32), _MM_HINT_T0);
+  }
 }
 
 // out[rows_pad, kc] = W[r0 : r0+rows, k0 : k0+kc] in the kernel's element type; rows
 // past `rows` and columns past K are zero, so tiles may read them freely.
-// prefetch_next: FP4 decode panels prefetch the rows kFp4PrefetchRows on (prefetch_fp4).
+// prefetch_next: FP4 / FP8 decode panels prefetch the rows kPrefetchRows on (prefetch_line).
 template <WeightFormat F, class T>
 void dequant_panel(const WeightSrc& s, int64_t r0, int rows, int rows_pad, int64_t k0, int64_t kc,
                    bool prefetch_next, T* out) {
@@ -105,8 +115,8 @@ void dequant_panel(const WeightSrc& s, int64_t r0, int rows, int rows_pad, int64
     __mmask32 nan = 0;
     int64_t kb = k0;
     for (; kb < k_full; kb += 32) {
-      if constexpr (F == WeightFormat::FP4)
-        if (prefetch_next && kb % kFp4PrefetchColumns == 0) prefetch_fp4(s, r0 + i + kFp4PrefetchRows, kb);
+      if constexpr (F == WeightFormat::FP4 || F == WeightFormat::FP8 || F == WeightFormat::ROWFP8)
+        if (prefetch_next && kb % kLineColumns<F> == 0) prefetch_line<F>(s, r0 + i + kPrefetchRows, kb);
       store_block(o + (kb - k0), load_block<F>(s, r0 + i, kb, ~__mmask32{0}, nan));
     }
     for (; kb < k_end; kb += 32)
@@ -214,17 +224,17 @@ template <WeightFormat F>
 struct TileRows {
   const WeightSrc& s;
   const int64_t* r;
-  bool prefetch_next = false;  // F16 / BF16: the rows kFp4PrefetchRows on are the thread's
+  bool prefetch_next = false;  // F16 / BF16: the rows kPrefetchRows on are the thread's
   GEMM_INLINE void start_block(int64_t) {}
   GEMM_INLINE Block32 load(int j, int64_t kb, __mmask32 valid, __mmask32& nan) const {
     // F16 / BF16 rows are short (2 KiB at K = 1024, a block one 64-byte line) and their
     // decode is two conversions per block: the same line of the row two tiles on, as
-    // FP4's (prefetch_fp4: a tile's rows start cold on pages the hardware prefetcher has
+    // FP4's (prefetch_line: a tile's rows start cold on pages the hardware prefetcher has
     // not entered; F16 M = 1 1.2-1.7x over the next item, docs/kernels-bench.md), or, in
     // a thread's last two tiles, 512 bytes ahead in the row (F16: 1.15-1.28x over none).
     if constexpr (F == WeightFormat::F16 || F == WeightFormat::BF16) {
       const char* at = reinterpret_cast<const char*>(s.data + r[j] * s.row_bytes + 2 * kb);
-      _mm_prefetch(prefetch_next ? at + kFp4PrefetchRows * s.row_bytes : at + kPrefetchBytes, _MM_HINT_T0);
+      _mm_prefetch(prefetch_next ? at + kPrefetchRows * s.row_bytes : at + kPrefetchBytes, _MM_HINT_T0);
     }
     return load_block<F>(s, r[j], kb, valid, nan);
   }
@@ -235,29 +245,39 @@ struct TileRows {
 // load and branch per row and block) taken out of the loop: row and scale-row
 // addresses once per tile and, for FP8 rows of one 32x32 scale tile (kShared: every
 // tile unless a thread's range starts off a multiple of 4), the block's scale once for
-// the four rows.
+// the four rows. `prefetch`: every 64 columns the rows kPrefetchRows on are fetched
+// ahead (prefetch_line); a thread's last two tiles instead fetch their own rows
+// kPrefetchBytes ahead (the E4M3 decode is heavy enough per byte that the hardware
+// prefetcher alone leaves DRAM idle: 10-25% on one thread before the rows ahead).
 template <WeightFormat F, bool kShared>
 struct E4m3TileRows {
   static_assert(F == WeightFormat::FP8 || F == WeightFormat::ROWFP8);
   static_assert(!kShared || F == WeightFormat::FP8);
   const WeightSrc& s;
+  const int64_t* r;
+  bool prefetch;
   const uint8_t* row[kNR];
   const uint8_t* scales[kNR];  // each row's scale codes, one per 32 columns
   E4m3Scale shared{s, 0};      // kShared: the block's scale
-  E4m3TileRows(const WeightSrc& src, const int64_t* r) : s(src) {
+  E4m3TileRows(const WeightSrc& src, const int64_t* rows, bool prefetch_next)
+      : s(src), r(rows), prefetch(prefetch_next) {
     for (int j = 0; j < kNR; ++j) {
       row[j] = s.data + r[j] * s.row_bytes;
       scales[j] = s.scale + (F == WeightFormat::FP8 ? r[j] / 32 : r[j]) * s.scale_ld;
     }
   }
   GEMM_INLINE void start_block(int64_t kb) {
+    if (kb % kLineColumns<F> == 0) {
+      if (prefetch) {
+        for (int j = 0; j < kNR; ++j) prefetch_line<F>(s, r[j] + kPrefetchRows, kb);
+      } else {
+        for (int j = 0; j < kNR; ++j)
+          _mm_prefetch(reinterpret_cast<const char*>(row[j] + kb) + kPrefetchBytes, _MM_HINT_T0);
+      }
+    }
     if constexpr (kShared) shared = E4m3Scale(s, scales[0][kb / 32]);
   }
   GEMM_INLINE Block32 load(int j, int64_t kb, __mmask32 valid, __mmask32& nan) const {
-    // The E4M3 decode is heavy enough per byte that the hardware prefetcher alone
-    // leaves DRAM idle; 512 bytes ahead per row measured 10-25% faster on one thread
-    // (F32/BF16/FP4 measured no gain or a loss). Prefetches never fault.
-    _mm_prefetch(reinterpret_cast<const char*>(row[j] + kb) + kPrefetchBytes, _MM_HINT_T0);
     const Block32 b = e4m3x32_unscaled(_mm256_maskz_loadu_epi8(valid, row[j] + kb), nan);
     if constexpr (kShared) return shared.apply(b);
     return E4m3Scale(s, scales[j][kb / 32]).apply(b);
@@ -267,7 +287,7 @@ struct E4m3TileRows {
 // FP4 rows: load_block's decode (the 16 E2M1 values times the block's power-of-two
 // scale, looked up by vpermps from the nibbles) with the row and scale-row addresses
 // computed once per tile and the table kept in a register; `prefetch`: the rows
-// kFp4PrefetchRows on are fetched ahead (prefetch_fp4).
+// kPrefetchRows on are fetched ahead (prefetch_line).
 struct Fp4TileRows {
   const WeightSrc& s;
   const int64_t* r;
@@ -283,8 +303,8 @@ struct Fp4TileRows {
     }
   }
   GEMM_INLINE void start_block(int64_t kb) {
-    if (prefetch && kb % kFp4PrefetchColumns == 0)
-      for (int j = 0; j < kNR; ++j) prefetch_fp4(s, r[j] + kFp4PrefetchRows, kb);
+    if (prefetch && kb % kLineColumns<WeightFormat::FP4> == 0)
+      for (int j = 0; j < kNR; ++j) prefetch_line<WeightFormat::FP4>(s, r[j] + kPrefetchRows, kb);
   }
   GEMM_INLINE Block32 load(int j, int64_t kb, __mmask32, __mmask32&) const {
     const __m512 t = _mm512_mul_ps(table, _mm512_set1_ps(s.ue8m0[scales[j][kb / 32]]));
@@ -340,8 +360,8 @@ void direct_tile_rows(const WeightSrc& s, Rows rows, const float* x, int64_t ldx
   for (int i = 0; i < MR; ++i) out[i] = _mm_mask_mov_ps(out[i], nan_rows, _mm_set1_ps(NAN));
 }
 
-// direct_tile_rows with the format's row source; prefetch: FP4 rows prefetch the rows
-// kFp4PrefetchRows on (prefetch_fp4).
+// direct_tile_rows with the format's row source; prefetch: the rows kPrefetchRows on are
+// the thread's, for the row sources to fetch ahead.
 template <WeightFormat F, int MR>
 void direct_tile(const WeightSrc& s, const float* x, int64_t ldx, const int64_t* r, bool prefetch,
                  int64_t kc, bool add, __m128* out) {
@@ -349,10 +369,10 @@ void direct_tile(const WeightSrc& s, const float* x, int64_t ldx, const int64_t*
     return direct_tile_rows<MR>(s, Fp4TileRows(s, r, prefetch), x, ldx, kc, add, out);
   if constexpr (F == WeightFormat::FP8) {
     if (r[0] / 32 == r[kNR - 1] / 32)
-      return direct_tile_rows<MR>(s, E4m3TileRows<F, true>(s, r), x, ldx, kc, add, out);
+      return direct_tile_rows<MR>(s, E4m3TileRows<F, true>(s, r, prefetch), x, ldx, kc, add, out);
   }
   if constexpr (F == WeightFormat::FP8 || F == WeightFormat::ROWFP8) {
-    direct_tile_rows<MR>(s, E4m3TileRows<F, false>(s, r), x, ldx, kc, add, out);
+    direct_tile_rows<MR>(s, E4m3TileRows<F, false>(s, r, prefetch), x, ldx, kc, add, out);
   } else {
     direct_tile_rows<MR>(s, TileRows<F>{s, r, prefetch}, x, ldx, kc, add, out);
   }
@@ -403,7 +423,7 @@ void run_direct(const Plan& pl, int64_t nb, int64_t ne) {
     for (int64_t i = 0; i < pl.sh.m; ++i)  // accumulating: y's values, added to first as blocks do
       out[i] = pl.accumulate ? _mm_maskz_loadu_ps(mask, pl.y + i * pl.sh.ldy + n0) : _mm_setzero_ps();
     const int64_t kc = kChunkBytes / int64_t{sizeof(float)};  // the blocked path's f32 chunk
-    const bool prefetch = n0 + kFp4PrefetchRows < ne;
+    const bool prefetch = n0 + kPrefetchRows < ne;
     switch (pl.sh.m) {
       case 1:
         direct_tile<F, 1>(pl.src, xb, pl.kp, r, prefetch, kc, pl.accumulate, out);
@@ -429,7 +449,7 @@ struct Block {
   int64_t k0;
 };
 
-// prefetch_next: a decode panel whose rows kFp4PrefetchRows on are in the thread's range.
+// prefetch_next: a decode panel whose rows kPrefetchRows on are in the thread's range.
 template <WeightFormat F, class D>
 void run_block(const Plan& pl, const Block& b, bool prefetch_next, typename D::T* wbuf) {
   using T = typename D::T;
@@ -461,7 +481,7 @@ void run_buffered(const Plan& pl, int64_t nb, int64_t ne) {
   if (pl.decode) {
     for (int64_t n0 = nb; n0 < ne; n0 += pl.panel)
       for (int64_t k0 = 0; k0 < pl.kp; k0 += pl.kc)
-        run_block<F, D>(pl, {0, m, n0, rows(n0), k0}, n0 + kFp4PrefetchRows < ne, wbuf);
+        run_block<F, D>(pl, {0, m, n0, rows(n0), k0}, n0 + kPrefetchRows < ne, wbuf);
     return;
   }
   for (int64_t m0 = 0; m0 < m; m0 += kPrefillSlab)
