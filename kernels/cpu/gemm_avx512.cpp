@@ -245,10 +245,14 @@ struct TileRows {
 // load and branch per row and block) taken out of the loop: row and scale-row
 // addresses once per tile and, for FP8 rows of one 32x32 scale tile (kShared: every
 // tile unless a thread's range starts off a multiple of 4), the block's scale once for
-// the four rows. `prefetch`: every 64 columns the rows kPrefetchRows on are fetched
-// ahead (prefetch_line); a thread's last two tiles instead fetch their own rows
-// kPrefetchBytes ahead (the E4M3 decode is heavy enough per byte that the hardware
-// prefetcher alone leaves DRAM idle: 10-25% on one thread before the rows ahead).
+// the four rows. Per 64-byte line of each row (every other block):
+//   - prefetch: the rows kPrefetchRows on are fetched ahead (prefetch_line); a
+//     thread's last two tiles instead fetch their own rows kPrefetchBytes ahead (the
+//     E4M3 decode is heavy enough per byte that the hardware prefetcher alone leaves
+//     DRAM idle: 10-25% on one thread before the rows ahead);
+//   - NaN codes (0x7F, 0xFF): one test of the 64 codes into a vector (`probe`) rather
+//     than a mask per block moved into scalar registers and OR-ed per row, which perf
+//     showed in the loop; the rare tile that holds one finds its rows afterwards.
 template <WeightFormat F, bool kShared>
 struct E4m3TileRows {
   static_assert(F == WeightFormat::FP8 || F == WeightFormat::ROWFP8);
@@ -259,8 +263,16 @@ struct E4m3TileRows {
   const uint8_t* row[kNR];
   const uint8_t* scales[kNR];  // each row's scale codes, one per 32 columns
   E4m3Scale shared{s, 0};      // kShared: the block's scale
-  E4m3TileRows(const WeightSrc& src, const int64_t* rows, bool prefetch_next)
-      : s(src), r(rows), prefetch(prefetch_next) {
+  // kShared: per block [lo, hi] codes whose 2^120·scale times x is exact (x_fold_ranges),
+  // and whether this block's code is one: then `x_factor` multiplies x, not the rows.
+  const uint8_t* fold_range;
+  bool fold = false;
+  __m512 x_factor;
+  // Per byte lane, the least ~code & 0x7F of the codes seen: 0 once a NaN code was.
+  __m512i probe = _mm512_set1_epi8(0x7F);
+  E4m3TileRows(const WeightSrc& src, const int64_t* rows, bool prefetch_next,
+               const uint8_t* x_fold = nullptr)
+      : s(src), r(rows), prefetch(prefetch_next), fold_range(x_fold) {
     for (int j = 0; j < kNR; ++j) {
       row[j] = s.data + r[j] * s.row_bytes;
       scales[j] = s.scale + (F == WeightFormat::FP8 ? r[j] / 32 : r[j]) * s.scale_ld;
@@ -268,19 +280,44 @@ struct E4m3TileRows {
   }
   GEMM_INLINE void start_block(int64_t kb) {
     if (kb % kLineColumns<F> == 0) {
-      if (prefetch) {
-        for (int j = 0; j < kNR; ++j) prefetch_line<F>(s, r[j] + kPrefetchRows, kb);
-      } else {
-        for (int j = 0; j < kNR; ++j)
+      const __mmask64 line = s.k - kb >= 64 ? ~__mmask64{0} : (__mmask64{1} << (s.k - kb)) - 1;
+      for (int j = 0; j < kNR; ++j) {
+        if (prefetch) {
+          prefetch_line<F>(s, r[j] + kPrefetchRows, kb);
+        } else {
           _mm_prefetch(reinterpret_cast<const char*>(row[j] + kb) + kPrefetchBytes, _MM_HINT_T0);
+        }
+        const __m512i codes = _mm512_maskz_loadu_epi8(line, row[j] + kb);
+        probe = _mm512_min_epu8(probe, _mm512_andnot_si512(codes, _mm512_set1_epi8(0x7F)));
       }
     }
-    if constexpr (kShared) shared = E4m3Scale(s, scales[0][kb / 32]);
+    if constexpr (kShared) {
+      const uint8_t code = scales[0][kb / 32];
+      fold = fold_range && code >= fold_range[kb / 16] && code <= fold_range[kb / 16 + 1];
+      if (fold) {
+        x_factor = _mm512_set1_ps(s.e4m3_scale[code]);
+      } else {
+        shared = E4m3Scale(s, code);
+      }
+    }
   }
-  GEMM_INLINE Block32 load(int j, int64_t kb, __mmask32 valid, __mmask32& nan) const {
-    const Block32 b = e4m3x32_unscaled(_mm256_maskz_loadu_epi8(valid, row[j] + kb), nan);
+  GEMM_INLINE Block32 load_unscaled(int j, int64_t kb, __mmask32 valid) const {
+    return e4m3x32_bits(_mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(valid, row[j] + kb)));
+  }
+  GEMM_INLINE Block32 load(int j, int64_t kb, __mmask32 valid, __mmask32&) const {
+    const Block32 b = load_unscaled(j, kb, valid);
     if constexpr (kShared) return shared.apply(b);
     return E4m3Scale(s, scales[j][kb / 32]).apply(b);
+  }
+  // The tile's rows that hold a NaN code (bit j: row j).
+  __mmask8 nan_rows() const {
+    if (_mm512_cmpeq_epi8_mask(probe, _mm512_setzero_si512()) == 0) [[likely]]
+      return 0;
+    __mmask8 rows = 0;
+    for (int j = 0; j < kNR; ++j)
+      for (int64_t k = 0; k < s.k; ++k)
+        if ((row[j][k] & 0x7F) == 0x7F) rows |= static_cast<__mmask8>(1u << j);
+    return rows;
   }
 };
 
@@ -321,6 +358,22 @@ template <int MR, class Rows>
 GEMM_INLINE void direct_step(__m512 (&acc)[MR][kNR], __mmask32 (&nan)[kNR], Rows& rows,
                              const float* x, int64_t ldx, int64_t kb, __mmask32 valid) {
   rows.start_block(kb);
+  if constexpr (requires { rows.x_factor; }) {
+    if (rows.fold) {  // the rows' scale on x instead: 2·MR multiplies rather than 8
+      Block32 xs[MR];
+      for (int i = 0; i < MR; ++i)
+        xs[i] = {_mm512_mul_ps(_mm512_load_ps(x + i * ldx + kb), rows.x_factor),
+                 _mm512_mul_ps(_mm512_load_ps(x + i * ldx + kb + 16), rows.x_factor)};
+      for (int j = 0; j < kNR; ++j) {
+        const Block32 w = rows.load_unscaled(j, kb, valid);
+        for (int i = 0; i < MR; ++i) {
+          acc[i][j] = _mm512_fmadd_ps(xs[i].lo, w.lo, acc[i][j]);
+          acc[i][j] = _mm512_fmadd_ps(xs[i].hi, w.hi, acc[i][j]);
+        }
+      }
+      return;
+    }
+  }
   for (int j = 0; j < kNR; ++j) {
     const Block32 w = rows.load(j, kb, valid, nan[j]);
     for (int i = 0; i < MR; ++i) {
@@ -356,20 +409,24 @@ void direct_tile_rows(const WeightSrc& s, Rows rows, const float* x, int64_t ldx
   }
   // A NaN weight code makes its whole dot product NaN (NaN·x is NaN for every x).
   __mmask8 nan_rows = 0;
-  for (int j = 0; j < kNR; ++j) nan_rows |= static_cast<__mmask8>((nan[j] != 0) << j);
+  if constexpr (requires { rows.nan_rows(); }) {
+    nan_rows = rows.nan_rows();
+  } else {
+    for (int j = 0; j < kNR; ++j) nan_rows |= static_cast<__mmask8>((nan[j] != 0) << j);
+  }
   for (int i = 0; i < MR; ++i) out[i] = _mm_mask_mov_ps(out[i], nan_rows, _mm_set1_ps(NAN));
 }
 
 // direct_tile_rows with the format's row source; prefetch: the rows kPrefetchRows on are
-// the thread's, for the row sources to fetch ahead.
+// the thread's, for the row sources to fetch ahead; x_fold: FP8's x_fold_ranges.
 template <WeightFormat F, int MR>
-void direct_tile(const WeightSrc& s, const float* x, int64_t ldx, const int64_t* r, bool prefetch,
-                 int64_t kc, bool add, __m128* out) {
+void direct_tile(const WeightSrc& s, const float* x, int64_t ldx, const uint8_t* x_fold,
+                 const int64_t* r, bool prefetch, int64_t kc, bool add, __m128* out) {
   if constexpr (F == WeightFormat::FP4)
     return direct_tile_rows<MR>(s, Fp4TileRows(s, r, prefetch), x, ldx, kc, add, out);
   if constexpr (F == WeightFormat::FP8) {
     if (r[0] / 32 == r[kNR - 1] / 32)
-      return direct_tile_rows<MR>(s, E4m3TileRows<F, true>(s, r, prefetch), x, ldx, kc, add, out);
+      return direct_tile_rows<MR>(s, E4m3TileRows<F, true>(s, r, prefetch, x_fold), x, ldx, kc, add, out);
   }
   if constexpr (F == WeightFormat::FP8 || F == WeightFormat::ROWFP8) {
     direct_tile_rows<MR>(s, E4m3TileRows<F, false>(s, r, prefetch), x, ldx, kc, add, out);
@@ -379,6 +436,33 @@ void direct_tile(const WeightSrc& s, const float* x, int64_t ldx, const int64_t*
 }
 
 // --- loop nests ---------------------------------------------------------------------------
+
+// FP8 direct tiles multiply a block's x by the tile's 2^120·scale (E4m3TileRows) where
+// that is exact for every x of the block, so u·(x·f) in the FMA is w·x to the bit (w =
+// u·f, the decoded weight) and nothing changes but the multiplies. For UE8M0 code c,
+// f = 2^(c - 7) (c <= kMaxFoldedScale); x·f is exact unless it overflows or falls below
+// the normals: for a nonzero x with exponent field e (0 for subnormals, 255 for inf /
+// NaN: both err on the safe side), 1 <= e + c - 7 <= 254. So block b may fold the codes
+// range[2b] = max(0, 8 - min e) .. range[2b + 1] = min(kMaxFoldedScale, 261 - max e)
+// over its nonzero x of every row (lo > hi: none). xb: [m, kp] prepared x.
+void x_fold_ranges(const float* xb, int64_t m, int64_t kp, uint8_t* range) {
+  const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF);
+  for (int64_t kb = 0; kb < kp; kb += 32) {
+    __m512i emax = _mm512_setzero_si512(), emin = _mm512_set1_epi32(255);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t h = 0; h < 32; h += 16) {
+        const __m512i bits = _mm512_castps_si512(_mm512_load_ps(xb + i * kp + kb + h));
+        const __mmask16 nonzero = _mm512_test_epi32_mask(bits, magnitude);
+        const __m512i e = _mm512_srli_epi32(_mm512_and_si512(bits, magnitude), 23);
+        emax = _mm512_mask_max_epu32(emax, nonzero, emax, e);
+        emin = _mm512_mask_min_epu32(emin, nonzero, emin, e);
+      }
+    const int hi = std::min(kMaxFoldedScale, 261 - static_cast<int>(_mm512_reduce_max_epu32(emax)));
+    const int lo = std::max(0, 8 - static_cast<int>(_mm512_reduce_min_epu32(emin)));
+    range[kb / 16] = static_cast<uint8_t>(lo);
+    range[kb / 16 + 1] = static_cast<uint8_t>(hi);
+  }
+}
 
 struct Plan {  // one call, shared read-only by the threads
   GemmShape sh;
@@ -390,6 +474,7 @@ struct Plan {  // one call, shared read-only by the threads
   float* y;
   bool accumulate;
   bool decode;
+  const uint8_t* x_fold = nullptr;  // FP8, M <= kDirectMaxM: x_fold_ranges of xb
 };
 
 template <class T>
@@ -404,9 +489,18 @@ Plan make_plan(const GemmParams& p, const GemmShape& sh, bool round_x) {
           p.y,
           p.accumulate,
           decode};
-  T* xb = gemm_x_scratch().get<T>(sh.m * pl.kp);
+  // FP8 direct tiles: x's fold ranges (2 bytes per block) after x in the same scratch.
+  const bool fold = p.w.format == WeightFormat::FP8 && sh.m <= kDirectMaxM;
+  T* xb = gemm_x_scratch().get<T>(sh.m * pl.kp + (fold ? pl.kp / 32 : 0));
   prepare_x(sh, p.x, col_order(p.w.format), round_x, xb, pl.kp);
   pl.xb = xb;
+  if constexpr (std::is_same_v<T, float>) {
+    if (fold) {
+      uint8_t* ranges = reinterpret_cast<uint8_t*>(xb + sh.m * pl.kp);
+      x_fold_ranges(xb, sh.m, pl.kp, ranges);
+      pl.x_fold = ranges;
+    }
+  }
   return pl;
 }
 
@@ -426,16 +520,16 @@ void run_direct(const Plan& pl, int64_t nb, int64_t ne) {
     const bool prefetch = n0 + kPrefetchRows < ne;
     switch (pl.sh.m) {
       case 1:
-        direct_tile<F, 1>(pl.src, xb, pl.kp, r, prefetch, kc, pl.accumulate, out);
+        direct_tile<F, 1>(pl.src, xb, pl.kp, pl.x_fold, r, prefetch, kc, pl.accumulate, out);
         break;
       case 2:
-        direct_tile<F, 2>(pl.src, xb, pl.kp, r, prefetch, kc, pl.accumulate, out);
+        direct_tile<F, 2>(pl.src, xb, pl.kp, pl.x_fold, r, prefetch, kc, pl.accumulate, out);
         break;
       case 3:
-        direct_tile<F, 3>(pl.src, xb, pl.kp, r, prefetch, kc, pl.accumulate, out);
+        direct_tile<F, 3>(pl.src, xb, pl.kp, pl.x_fold, r, prefetch, kc, pl.accumulate, out);
         break;
       default:
-        direct_tile<F, 4>(pl.src, xb, pl.kp, r, prefetch, kc, pl.accumulate, out);
+        direct_tile<F, 4>(pl.src, xb, pl.kp, pl.x_fold, r, prefetch, kc, pl.accumulate, out);
         break;
     }
     store_tile(out, static_cast<int>(pl.sh.m), nr, pl.y + n0, pl.sh.ldy, /*add=*/false);

@@ -552,6 +552,72 @@ TEST_P(GemmPath, Fp8DecodeShapesOfV41Small) {
     }
 }
 
+// The AVX-512 FP8 tiles of M <= 4 multiply x by a block's 2^120·scale instead of the
+// weights where that product is exact for the whole block (E4m3TileRows, x_fold_ranges).
+// Here blocks hold x that the largest scale codes would overflow (1.5·2^100 with code 134:
+// 2^127) and x whose product with the smallest codes falls below the normals (a full
+// mantissa at 2^-126 or a subnormal, with code 1: 2^-6), beside ordinary ones, under
+// every code class (1, 7, 8, 127, 134, 135, 200): each row of M = 1..4 must equal bit for
+// bit the same row in an M = 8 call (the decode panels, which scale the weights), on 1
+// and 2 threads; and the sums stay near ref's wherever ref is finite.
+TEST_P(GemmPath, Fp8ScaleFoldedIntoXOnlyWhereExact) {
+  constexpr int64_t kN = 64, kK = 64;
+  const uint8_t codes[][4] = {{134, 1, 127, 8}, {7, 135, 200, 134}, {1, 1, 134, 134}};
+  uint32_t seed = 950;
+  for (const auto& tile_codes : codes) {
+    std::mt19937 rng(seed++);
+    TestWeight w = random_weight(WeightFormat::FP8, kN, kK, rng);
+    w.scale.assign(tile_codes, tile_codes + 4);  // [2 x 2] 32x32 tiles
+    std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+    std::vector<float> x(8 * kK);
+    for (float& v : x) v = uni(rng);
+    x[0 * kK + 3] = 0x1.8p100f;                   // row 0, block 0: too big for code 134
+    x[1 * kK + 40] = 0x1.000002p-126f;            // row 1, block 1: loses bits at 2^-6
+    x[1 * kK + 41] = 3 * 0x1p-149f;               // a subnormal beside it
+    for (int64_t k = 0; k < 32; ++k) x[3 * kK + k] = 0.0f;  // row 3, block 0: zeros only
+    x[3 * kK + 50] = -0x1.fffffep-120f;           // row 3, block 1: small but exact
+    std::copy(x.begin(), x.begin() + 4 * kK, x.begin() + 4 * kK);  // rows 4..7 = rows 0..3
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      auto run = [&](int64_t m) {
+        std::vector<float> y(m * kN, kSentinel);
+        GemmParams p;
+        p.x = x.data();
+        p.w = w.view();
+        p.y = y.data();
+        p.m = m;
+        path().run(p);
+        return y;
+      };
+      const std::vector<float> panel = run(8);
+      for (int64_t m = 1; m <= 4; ++m) {
+        const std::vector<float> direct = run(m);
+        EXPECT_EQ(std::memcmp(direct.data(), panel.data(), direct.size() * 4), 0)
+            << path().name << " codes " << int{tile_codes[0]} << ".. m=" << m << " threads " << threads;
+      }
+      std::vector<float> ref(8 * kN);
+      {
+        ScopedBackend b(Backend::Ref);
+        GemmParams p;
+        p.x = x.data();
+        p.w = w.view();
+        p.y = ref.data();
+        p.m = 8;
+        gemm(p);
+      }
+      const std::vector<float> wd = w.dequantized();
+      for (int64_t i = 0; i < 8; ++i)
+        for (int64_t n = 0; n < kN; ++n) {
+          double mag = 0;  // Σ|x·w|: the scale of any summation order's rounding
+          for (int64_t k = 0; k < kK; ++k) mag += std::fabs(double{x[i * kK + k]} * wd[n * kK + k]);
+          if (std::isfinite(ref[i * kN + n]))
+            EXPECT_NEAR(panel[i * kN + n], ref[i * kN + n], kF32Tol * mag + 1e-30) << "y[" << i << "][" << n << "]";
+        }
+    }
+    set_num_threads(0);
+  }
+}
+
 // M larger than one prefill slab of x rows (516): slabs must cover every row once.
 TEST_P(GemmPath, TallMSpansSeveralSlabs) {
   uint32_t seed = 900;
