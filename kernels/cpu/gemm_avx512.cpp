@@ -478,7 +478,7 @@ struct Plan {  // one call, shared read-only by the threads
 };
 
 template <class T>
-Plan make_plan(const GemmParams& p, const GemmShape& sh, bool round_x) {
+Plan make_plan(const GemmParams& p, const GemmShape& sh, bool round_x, bool direct) {
   const bool decode = sh.m <= kDecodeMaxM;
   Plan pl{sh,
           weight_src(p.w),
@@ -490,7 +490,7 @@ Plan make_plan(const GemmParams& p, const GemmShape& sh, bool round_x) {
           p.accumulate,
           decode};
   // FP8 direct tiles: x's fold ranges (2 bytes per block) after x in the same scratch.
-  const bool fold = p.w.format == WeightFormat::FP8 && sh.m <= kDirectMaxM;
+  const bool fold = p.w.format == WeightFormat::FP8 && direct;
   T* xb = gemm_x_scratch().get<T>(sh.m * pl.kp + (fold ? pl.kp / 32 : 0));
   prepare_x(sh, p.x, col_order(p.w.format), round_x, xb, pl.kp);
   pl.xb = xb;
@@ -504,35 +504,42 @@ Plan make_plan(const GemmParams& p, const GemmShape& sh, bool round_x) {
   return pl;
 }
 
-// M <= kDirectMaxM: four weight rows at a time, all of K, straight from memory.
+// Four weight rows at a time, all of K, straight from memory, for up to kDirectMaxM
+// rows of x; more rows (direct_in_passes) run the tile again per kDirectMaxM rows, its
+// weight rows then read from L1.
 template <WeightFormat F>
 void run_direct(const Plan& pl, int64_t nb, int64_t ne) {
   const float* xb = static_cast<const float*>(pl.xb);
+  const int64_t kc = kChunkBytes / int64_t{sizeof(float)};  // the blocked path's f32 chunk
   for (int64_t n0 = nb; n0 < ne; n0 += kNR) {
     const int nr = static_cast<int>(std::min<int64_t>(kNR, ne - n0));
     int64_t r[kNR];  // rows past the range repeat the last one; their sums are dropped
     for (int j = 0; j < kNR; ++j) r[j] = n0 + std::min(j, nr - 1);
-    __m128 out[kDirectMaxM];
     const __mmask8 mask = static_cast<__mmask8>((1u << nr) - 1);
-    for (int64_t i = 0; i < pl.sh.m; ++i)  // accumulating: y's values, added to first as blocks do
-      out[i] = pl.accumulate ? _mm_maskz_loadu_ps(mask, pl.y + i * pl.sh.ldy + n0) : _mm_setzero_ps();
-    const int64_t kc = kChunkBytes / int64_t{sizeof(float)};  // the blocked path's f32 chunk
     const bool prefetch = n0 + kPrefetchRows < ne;
-    switch (pl.sh.m) {
-      case 1:
-        direct_tile<F, 1>(pl.src, xb, pl.kp, pl.x_fold, r, prefetch, kc, pl.accumulate, out);
-        break;
-      case 2:
-        direct_tile<F, 2>(pl.src, xb, pl.kp, pl.x_fold, r, prefetch, kc, pl.accumulate, out);
-        break;
-      case 3:
-        direct_tile<F, 3>(pl.src, xb, pl.kp, pl.x_fold, r, prefetch, kc, pl.accumulate, out);
-        break;
-      default:
-        direct_tile<F, 4>(pl.src, xb, pl.kp, pl.x_fold, r, prefetch, kc, pl.accumulate, out);
-        break;
+    for (int64_t m0 = 0; m0 < pl.sh.m; m0 += kDirectMaxM) {
+      const int mr = static_cast<int>(std::min(kDirectMaxM, pl.sh.m - m0));
+      const float* x = xb + m0 * pl.kp;
+      float* y = pl.y + m0 * pl.sh.ldy + n0;
+      __m128 out[kDirectMaxM];
+      for (int i = 0; i < mr; ++i)  // accumulating: y's values, added to first as blocks do
+        out[i] = pl.accumulate ? _mm_maskz_loadu_ps(mask, y + i * pl.sh.ldy) : _mm_setzero_ps();
+      switch (mr) {
+        case 1:
+          direct_tile<F, 1>(pl.src, x, pl.kp, pl.x_fold, r, prefetch, kc, pl.accumulate, out);
+          break;
+        case 2:
+          direct_tile<F, 2>(pl.src, x, pl.kp, pl.x_fold, r, prefetch, kc, pl.accumulate, out);
+          break;
+        case 3:
+          direct_tile<F, 3>(pl.src, x, pl.kp, pl.x_fold, r, prefetch, kc, pl.accumulate, out);
+          break;
+        default:
+          direct_tile<F, 4>(pl.src, x, pl.kp, pl.x_fold, r, prefetch, kc, pl.accumulate, out);
+          break;
+      }
+      store_tile(out, mr, nr, y, pl.sh.ldy, /*add=*/false);
     }
-    store_tile(out, static_cast<int>(pl.sh.m), nr, pl.y + n0, pl.sh.ldy, /*add=*/false);
   }
 }
 
@@ -609,7 +616,7 @@ void with_format(WeightFormat f, Fn&& fn) {
 
 template <class D>
 void run(const GemmParams& p, const GemmShape& sh, bool round_x, bool direct) {
-  const Plan pl = make_plan<typename D::T>(p, sh, round_x);
+  const Plan pl = make_plan<typename D::T>(p, sh, round_x, direct);
   parallel_for(sh.n, gemm_min_chunk(sh, kNR), [&](int64_t nb, int64_t ne) {
     with_format(p.w.format, [&](auto f) {
       if (direct) {
@@ -619,6 +626,17 @@ void run(const GemmParams& p, const GemmShape& sh, bool round_x, bool direct) {
       }
     });
   });
+}
+
+// Heuristic (kept apart from the loops): M = 5..kDecodeMaxM rows of FP8 weights with
+// f32 products run the direct tiles in passes of kDirectMaxM rows rather than the
+// buffered panels (the decode of a 32x32 scale tile costs about what the panel's
+// store and reload of the f32 weights does, and each pass's FMAs run at the direct
+// tiles' rate): bench_kernels v41s FP8 M = 8 / 16 on one thread, docs/kernels-bench.md.
+// Other formats have not been measured this way. Results are the same either way
+// (every row's sums in the same order: "RowsDoNotDependOnTheBatch").
+bool direct_in_passes(const GemmParams& p, const GemmShape& sh) {
+  return sh.m <= kDecodeMaxM && p.w.format == WeightFormat::FP8 && p.precision == GemmPrecision::F32;
 }
 
 }  // namespace
@@ -632,7 +650,7 @@ void gemm_avx512(const GemmParams& p, bool use_bf16_dot) {
   // rounds only activations, so they also take f32 FMAs, as does a CPU without
   // AVX512_BF16.
   const bool bf16_weights = p.w.format != WeightFormat::F32 && p.w.format != WeightFormat::F16;
-  if (sh.m <= kDirectMaxM) {
+  if (sh.m <= kDirectMaxM || direct_in_passes(p, sh)) {
     run<F32Dot>(p, sh, bf16, true);
   } else if (bf16 && use_bf16_dot && bf16_weights) {
     run<Bf16Dot>(p, sh, true, false);
