@@ -5,7 +5,10 @@
 //   exp_w2 [5120 x 2304]  FP4 routed expert w2
 //   v41s_w13 [1024 x 2048], v41s_w2 [2048 x 1024]  FP4 experts of /work/v41-small
 //           (make-tiny-model --preset v41-small), also at decode M = 2 and 8: a decode
-//           batch of B gives each active expert ~B·6/64 rows
+//           batch of B gives each active expert ~B·6/64 rows; FP8: its shared expert
+//   v41s_wq_a [768 x 2048], v41s_wq_b [2048 x 768], v41s_wo_a [512 x 512] (one of its
+//           4 o-groups), v41s_wo_b [2048 x 2048]  FP8 attention projections of v41-small,
+//           at the decode rows of a batch of 1-16
 //   ll_w13 [4096 x 1024], ll_w2 [1024 x 4096]  the peer bench's dense LLaMA FFN (f16, q8_0,
 //           q4_0), also at decode M = 2
 //   ll_q [1024 x 1024], ll_kv [256 x 1024], ll_head [32000 x 1024]  its attention's q (and o),
@@ -176,8 +179,12 @@ const bool registered = [] {
       {"wo_b", 5120, 1024, {WeightFormat::FP8}},
       {"exp_w1", 2304, 5120, {WeightFormat::FP4}},
       {"exp_w2", 5120, 2304, {WeightFormat::FP4}},
-      {"v41s_w13", 1024, 2048, {WeightFormat::FP4}, {1, 2, 4, 8, 16}},
-      {"v41s_w2", 2048, 1024, {WeightFormat::FP4}, {1, 2, 4, 8, 16}},
+      {"v41s_w13", 1024, 2048, {WeightFormat::FP4, WeightFormat::FP8}, {1, 2, 4, 8, 16}},
+      {"v41s_w2", 2048, 1024, {WeightFormat::FP4, WeightFormat::FP8}, {1, 2, 4, 8, 16}},
+      {"v41s_wq_a", 768, 2048, {WeightFormat::FP8}, {1, 2, 4, 8, 16}},
+      {"v41s_wq_b", 2048, 768, {WeightFormat::FP8}, {1, 2, 4, 8, 16}},
+      {"v41s_wo_a", 512, 512, {WeightFormat::FP8}, {1, 2, 4, 8, 16}},
+      {"v41s_wo_b", 2048, 2048, {WeightFormat::FP8}, {1, 2, 4, 8, 16}},
       // The dense LLaMA of bench/peer (D 1024, F 4096): its FFN's up/gate and down, and
       // (decode rows only) its attention's q and o, k and v, and the output head.
       {"ll_w13", 4096, 1024, {WeightFormat::F16, WeightFormat::Q8_0, WeightFormat::Q4_0}, {1, 2, 4, 16, 512, 2048, 4096}},

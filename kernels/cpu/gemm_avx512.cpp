@@ -1,9 +1,10 @@
 // AVX-512 GEMM y[M, N] (+)= x[M, K] · Wᵀ for every weight format (kernels/gemm.h).
 // A thread owns a range of output columns (weight rows); three loop nests:
 //
-//   direct  (M <= 4): no buffer; four weight rows are decoded 32 columns at a time in
-//           registers and FMA'd into every x row. Memory-bound: decoding must cost less
-//           than streaming the weights from DRAM.
+//   direct  (M <= 4; FP8 with f32 products up to M = 16, in passes of 4 x rows): no
+//           buffer; four weight rows are decoded 32 columns at a time in registers and
+//           FMA'd into every x row (kernels/cpu/gemm_direct_avx512.h). Memory-bound at
+//           M = 1-2: decoding must cost less than streaming the weights from DRAM.
 //   blocked (M > 4): W[n0 : n0+panel, k0 : k0+kc] is dequantized once into a
 //           cache-resident buffer (f32, or bf16 for vdpbf16ps); then for every 6 rows
 //           of x and 4-row tile of the panel a 6x4 micro-kernel of dot products along
@@ -29,22 +30,22 @@
 
 #include "kernels/check.h"
 #include "kernels/cpu/gemm_blocks_avx512.h"
+#include "kernels/cpu/gemm_direct_avx512.h"
 #include "kernels/cpu/gemm_internal.h"
 #include "kernels/parallel.h"
 #include "kernels/scratch.h"
 
 namespace troupe::kernels::cpu {
 using namespace gemm_blocks;
+using namespace gemm_direct;
 namespace {
 
-constexpr int kNR = 4;                   // weight rows per micro-tile
 constexpr int kMR = 6;                   // activation rows per micro-tile
 constexpr int64_t kDirectMaxM = 4;       // up to here: weights dequantized in registers
 constexpr int64_t kDecodeMaxM = 16;      // up to here: stream weights, panel = one tile
 constexpr int64_t kPrefillPanel = 64;    // weight rows dequantized together for prefill
 constexpr int64_t kPrefillSlab = 516;    // x rows per prefill slab (a multiple of kMR)
 constexpr int64_t kChunkBytes = 4096;    // bytes of one buffered panel row (kc columns)
-constexpr int64_t kPrefetchBytes = 512;  // FP8 direct decode: how far ahead of the loads
 
 // --- vector helpers ------------------------------------------------------------------
 
@@ -58,46 +59,9 @@ GEMM_INLINE __m512 round_to_bf16(__m512 v) {
   return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
 }
 
-// Sums of four accumulators -> [Σa, Σb, Σc, Σd]. Each accumulator goes through the
-// same tree (512->256->128 bit halves, then within 128 bits), so a sum does not depend
-// on which of the four slots it occupied.
-GEMM_INLINE __m128 reduce4(__m512 a, __m512 b, __m512 c, __m512 d) {
-  const __m512 ab =
-      _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
-  const __m512 cd =
-      _mm512_add_ps(_mm512_shuffle_f32x4(c, d, 0x44), _mm512_shuffle_f32x4(c, d, 0xEE));
-  const __m512 q =
-      _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, 0x88), _mm512_shuffle_f32x4(ab, cd, 0xDD));
-  const __m512 h = _mm512_add_ps(q, _mm512_permute_ps(q, 0x4E));
-  const __m512 s = _mm512_add_ps(h, _mm512_permute_ps(h, 0xB1));
-  return _mm512_castps512_ps128(
-      _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), s));
-}
-
-// FP4 weights stream from DRAM one tile of kNR rows at a time, both in the direct tiles
-// and in the decode panels. With the hardware prefetcher alone an expert's
-// [1024 x 2048] streamed at ~10 GB/s on one thread at M = 1 (a third of one thread's
-// DRAM bandwidth): at K = 2048 a tile's four rows are exactly one 4 KiB page, and the
-// prefetcher does not cross pages, so every tile started cold. So while a tile reads
-// row r's columns [kb, kb + 128) (one 64-byte line of codes), it prefetches those of
-// row r + kFp4PrefetchRows, two tiles on, and every 64 scale codes (one line) theirs
-// too. Measured on one thread at M = 1-4 (docs/kernels-bench.md): one tile ahead
-// 2.0-2.3x on a quiet machine, two tiles ahead ~1.4x faster again than one under load
-// (where DRAM latency is longer), three no better. Prefetches never fault; a tile
-// whose target rows lie past the thread's range does not issue them (another thread's
-// rows).
-constexpr int64_t kFp4PrefetchRows = 2 * kNR;
-constexpr int64_t kFp4PrefetchColumns = 128;
-
-GEMM_INLINE void prefetch_fp4(const WeightSrc& s, int64_t r, int64_t kb) {
-  _mm_prefetch(reinterpret_cast<const char*>(s.data + r * s.row_bytes + kb / 2), _MM_HINT_T0);
-  if (kb % (64 * 32) == 0)
-    _mm_prefetch(reinterpret_cast<const char*>(s.scale + r * s.scale_ld + kb / 32), _MM_HINT_T0);
-}
-
 // out[rows_pad, kc] = W[r0 : r0+rows, k0 : k0+kc] in the kernel's element type; rows
 // past `rows` and columns past K are zero, so tiles may read them freely.
-// prefetch_next: FP4 decode panels prefetch the rows kFp4PrefetchRows on (prefetch_fp4).
+// prefetch_next: FP4 / FP8 decode panels prefetch the rows kPrefetchRows on (prefetch_line).
 template <WeightFormat F, class T>
 void dequant_panel(const WeightSrc& s, int64_t r0, int rows, int rows_pad, int64_t k0, int64_t kc,
                    bool prefetch_next, T* out) {
@@ -108,8 +72,8 @@ void dequant_panel(const WeightSrc& s, int64_t r0, int rows, int rows_pad, int64
     __mmask32 nan = 0;
     int64_t kb = k0;
     for (; kb < k_full; kb += 32) {
-      if constexpr (F == WeightFormat::FP4)
-        if (prefetch_next && kb % kFp4PrefetchColumns == 0) prefetch_fp4(s, r0 + i + kFp4PrefetchRows, kb);
+      if constexpr (F == WeightFormat::FP4 || F == WeightFormat::FP8 || F == WeightFormat::ROWFP8)
+        if (prefetch_next && kb % kLineColumns<F> == 0) prefetch_line<F>(s, r0 + i + kPrefetchRows, kb);
       store_block(o + (kb - k0), load_block<F>(s, r0 + i, kb, ~__mmask32{0}, nan));
     }
     for (; kb < k_end; kb += 32)
@@ -209,158 +173,6 @@ void store_tile(const __m128* out, int mr, int nr, float* y, int64_t ldy, bool a
   }
 }
 
-// --- decode, M <= 4: weights dequantized in registers -----------------------------------
-
-// Where a direct tile's four weight rows come from, one 32-column block at a time:
-// F32, BF16, F16 and FP4, each row through load_block.
-template <WeightFormat F>
-struct TileRows {
-  const WeightSrc& s;
-  const int64_t* r;
-  bool prefetch_next = false;  // F16 / BF16: the rows kFp4PrefetchRows on are the thread's
-  GEMM_INLINE void start_block(int64_t) {}
-  GEMM_INLINE Block32 load(int j, int64_t kb, __mmask32 valid, __mmask32& nan) const {
-    // F16 / BF16 rows are short (2 KiB at K = 1024, a block one 64-byte line) and their
-    // decode is two conversions per block: the same line of the row two tiles on, as
-    // FP4's (prefetch_fp4: a tile's rows start cold on pages the hardware prefetcher has
-    // not entered; F16 M = 1 1.2-1.7x over the next item, docs/kernels-bench.md), or, in
-    // a thread's last two tiles, 512 bytes ahead in the row (F16: 1.15-1.28x over none).
-    if constexpr (F == WeightFormat::F16 || F == WeightFormat::BF16) {
-      const char* at = reinterpret_cast<const char*>(s.data + r[j] * s.row_bytes + 2 * kb);
-      _mm_prefetch(prefetch_next ? at + kFp4PrefetchRows * s.row_bytes : at + kPrefetchBytes, _MM_HINT_T0);
-    }
-    return load_block<F>(s, r[j], kb, valid, nan);
-  }
-};
-
-// FP8 and ROWFP8 rows: load_block's decode and products, with the scalar work that perf
-// showed around the vector ops of decode-sized FP8 GEMMs (address arithmetic, a scale
-// load and branch per row and block) taken out of the loop: row and scale-row
-// addresses once per tile and, for FP8 rows of one 32x32 scale tile (kShared: every
-// tile unless a thread's range starts off a multiple of 4), the block's scale once for
-// the four rows.
-template <WeightFormat F, bool kShared>
-struct E4m3TileRows {
-  static_assert(F == WeightFormat::FP8 || F == WeightFormat::ROWFP8);
-  static_assert(!kShared || F == WeightFormat::FP8);
-  const WeightSrc& s;
-  const uint8_t* row[kNR];
-  const uint8_t* scales[kNR];  // each row's scale codes, one per 32 columns
-  E4m3Scale shared{s, 0};      // kShared: the block's scale
-  E4m3TileRows(const WeightSrc& src, const int64_t* r) : s(src) {
-    for (int j = 0; j < kNR; ++j) {
-      row[j] = s.data + r[j] * s.row_bytes;
-      scales[j] = s.scale + (F == WeightFormat::FP8 ? r[j] / 32 : r[j]) * s.scale_ld;
-    }
-  }
-  GEMM_INLINE void start_block(int64_t kb) {
-    if constexpr (kShared) shared = E4m3Scale(s, scales[0][kb / 32]);
-  }
-  GEMM_INLINE Block32 load(int j, int64_t kb, __mmask32 valid, __mmask32& nan) const {
-    // The E4M3 decode is heavy enough per byte that the hardware prefetcher alone
-    // leaves DRAM idle; 512 bytes ahead per row measured 10-25% faster on one thread
-    // (F32/BF16/FP4 measured no gain or a loss). Prefetches never fault.
-    _mm_prefetch(reinterpret_cast<const char*>(row[j] + kb) + kPrefetchBytes, _MM_HINT_T0);
-    const Block32 b = e4m3x32_unscaled(_mm256_maskz_loadu_epi8(valid, row[j] + kb), nan);
-    if constexpr (kShared) return shared.apply(b);
-    return E4m3Scale(s, scales[j][kb / 32]).apply(b);
-  }
-};
-
-// FP4 rows: load_block's decode (the 16 E2M1 values times the block's power-of-two
-// scale, looked up by vpermps from the nibbles) with the row and scale-row addresses
-// computed once per tile and the table kept in a register; `prefetch`: the rows
-// kFp4PrefetchRows on are fetched ahead (prefetch_fp4).
-struct Fp4TileRows {
-  const WeightSrc& s;
-  const int64_t* r;
-  bool prefetch;
-  const uint8_t* row[kNR];
-  const uint8_t* scales[kNR];  // each row's scale codes, one per 32 columns
-  __m512 table = _mm512_loadu_ps(s.e2m1);
-  Fp4TileRows(const WeightSrc& src, const int64_t* rows, bool prefetch_next)
-      : s(src), r(rows), prefetch(prefetch_next) {
-    for (int j = 0; j < kNR; ++j) {
-      row[j] = s.data + r[j] * s.row_bytes;
-      scales[j] = s.scale + r[j] * s.scale_ld;
-    }
-  }
-  GEMM_INLINE void start_block(int64_t kb) {
-    if (prefetch && kb % kFp4PrefetchColumns == 0)
-      for (int j = 0; j < kNR; ++j) prefetch_fp4(s, r[j] + kFp4PrefetchRows, kb);
-  }
-  GEMM_INLINE Block32 load(int j, int64_t kb, __mmask32, __mmask32&) const {
-    const __m512 t = _mm512_mul_ps(table, _mm512_set1_ps(s.ue8m0[scales[j][kb / 32]]));
-    const __m512i codes =
-        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row[j] + kb / 2)));
-    // vpermps reads only the low 4 index bits: the low nibble, then (after >> 4) the high.
-    return {_mm512_permutexvar_ps(codes, t), _mm512_permutexvar_ps(_mm512_srli_epi32(codes, 4), t)};
-  }
-};
-
-// acc[i][j] += x[i][kb : kb+32] · W[r[j]][kb : kb+32]: each 32-column block of the four
-// weight rows is decoded once into registers and used by all MR activation rows.
-template <int MR, class Rows>
-GEMM_INLINE void direct_step(__m512 (&acc)[MR][kNR], __mmask32 (&nan)[kNR], Rows& rows,
-                             const float* x, int64_t ldx, int64_t kb, __mmask32 valid) {
-  rows.start_block(kb);
-  for (int j = 0; j < kNR; ++j) {
-    const Block32 w = rows.load(j, kb, valid, nan[j]);
-    for (int i = 0; i < MR; ++i) {
-      acc[i][j] = _mm512_fmadd_ps(_mm512_load_ps(x + i * ldx + kb), w.lo, acc[i][j]);
-      acc[i][j] = _mm512_fmadd_ps(_mm512_load_ps(x + i * ldx + kb + 16), w.hi, acc[i][j]);
-    }
-  }
-}
-
-// out[i] (+)= [Σ_k x[i][k]·W[r[j]][k] for j < 4] over all of K, i < MR, in exactly the
-// blocked path's order: one accumulator per dot product along k within each kc-column
-// chunk, reduced per chunk, the chunks' sums added in k order (to y's values first when
-// accumulating). So a row's result does not depend on whether its batch takes this path
-// or the blocked one (tests/kernels/gemm_test.cpp "RowsDoNotDependOnTheBatch").
-template <int MR, class Rows>
-void direct_tile_rows(const WeightSrc& s, Rows rows, const float* x, int64_t ldx, int64_t kc,
-                      bool add, __m128* out) {
-  __mmask32 nan[kNR] = {};
-  const int64_t k_full = s.k / 32 * 32;
-  for (int64_t k0 = 0; k0 < s.k; k0 += kc) {
-    __m512 acc[MR][kNR];
-    for (auto& row : acc)
-      for (__m512& a : row) a = _mm512_setzero_ps();
-    const int64_t k_end = std::min(s.k, k0 + kc);
-    int64_t kb = k0;
-    for (; kb < std::min(k_full, k_end); kb += 32)
-      direct_step<MR>(acc, nan, rows, x, ldx, kb, ~__mmask32{0});
-    if (kb < k_end) direct_step<MR>(acc, nan, rows, x, ldx, kb, columns_below(s.k - kb));
-    for (int i = 0; i < MR; ++i) {
-      const __m128 chunk = reduce4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
-      out[i] = add || k0 > 0 ? _mm_add_ps(out[i], chunk) : chunk;
-    }
-  }
-  // A NaN weight code makes its whole dot product NaN (NaN·x is NaN for every x).
-  __mmask8 nan_rows = 0;
-  for (int j = 0; j < kNR; ++j) nan_rows |= static_cast<__mmask8>((nan[j] != 0) << j);
-  for (int i = 0; i < MR; ++i) out[i] = _mm_mask_mov_ps(out[i], nan_rows, _mm_set1_ps(NAN));
-}
-
-// direct_tile_rows with the format's row source; prefetch: FP4 rows prefetch the rows
-// kFp4PrefetchRows on (prefetch_fp4).
-template <WeightFormat F, int MR>
-void direct_tile(const WeightSrc& s, const float* x, int64_t ldx, const int64_t* r, bool prefetch,
-                 int64_t kc, bool add, __m128* out) {
-  if constexpr (F == WeightFormat::FP4)
-    return direct_tile_rows<MR>(s, Fp4TileRows(s, r, prefetch), x, ldx, kc, add, out);
-  if constexpr (F == WeightFormat::FP8) {
-    if (r[0] / 32 == r[kNR - 1] / 32)
-      return direct_tile_rows<MR>(s, E4m3TileRows<F, true>(s, r), x, ldx, kc, add, out);
-  }
-  if constexpr (F == WeightFormat::FP8 || F == WeightFormat::ROWFP8) {
-    direct_tile_rows<MR>(s, E4m3TileRows<F, false>(s, r), x, ldx, kc, add, out);
-  } else {
-    direct_tile_rows<MR>(s, TileRows<F>{s, r, prefetch}, x, ldx, kc, add, out);
-  }
-}
-
 // --- loop nests ---------------------------------------------------------------------------
 
 struct Plan {  // one call, shared read-only by the threads
@@ -373,62 +185,84 @@ struct Plan {  // one call, shared read-only by the threads
   float* y;
   bool accumulate;
   bool decode;
+  const uint8_t* x_fold = nullptr;  // FP8, M <= kDirectMaxM: x_fold_ranges of xb
 };
 
 // x permuted to the weights' column order (and rounded to bf16 if asked) in the
 // thread's x scratch, [M, K rounded up to 32].
+struct PreparedX {
+  const void* xb;            // [M, kp]
+  const uint8_t* fold;       // FP8 direct tiles: x_fold_ranges of xb, else null
+};
 template <class T>
-const T* prepared_x(const GemmShape& sh, const float* x, ColOrder order, bool round_x) {
+PreparedX prepared_x(const GemmShape& sh, const float* x, ColOrder order, bool round_x, bool fold) {
   const int64_t kp = (sh.k + 31) / 32 * 32;
-  T* xb = gemm_x_scratch().get<T>(sh.m * kp);
+  // FP8 direct tiles: x's fold ranges (2 bytes per block) after x in the same scratch.
+  T* xb = gemm_x_scratch().get<T>(sh.m * kp + (fold ? kp / 32 : 0));
   prepare_x(sh, x, order, round_x, xb, kp);
-  return xb;
+  const uint8_t* ranges = nullptr;
+  if constexpr (std::is_same_v<T, float>) {
+    if (fold) {
+      uint8_t* r = reinterpret_cast<uint8_t*>(xb + sh.m * kp);
+      x_fold_ranges(xb, sh.m, kp, r);
+      ranges = r;
+    }
+  }
+  return {xb, ranges};
 }
 
 // One weight's plan over x prepared by prepared_x<T>.
 template <class T>
-Plan make_plan(const GemmParams& p, const GemmShape& sh, const T* xb) {
+Plan make_plan(const GemmParams& p, const GemmShape& sh, const PreparedX& x) {
   const bool decode = sh.m <= kDecodeMaxM;
   return {sh,
           weight_src(p.w),
-          xb,
+          x.xb,
           (sh.k + 31) / 32 * 32,
           kChunkBytes / int64_t{sizeof(T)},
           decode ? kNR : kPrefillPanel,
           p.y,
           p.accumulate,
-          decode};
+          decode,
+          p.w.format == WeightFormat::FP8 ? x.fold : nullptr};
 }
 
-// M <= kDirectMaxM: four weight rows at a time, all of K, straight from memory.
+// Four weight rows at a time, all of K, straight from memory, for up to kDirectMaxM
+// rows of x; more rows (direct_in_passes) run the tile again per kDirectMaxM rows, its
+// weight rows then read from L1.
 template <WeightFormat F>
 void run_direct(const Plan& pl, int64_t nb, int64_t ne) {
   const float* xb = static_cast<const float*>(pl.xb);
+  const int64_t kc = kChunkBytes / int64_t{sizeof(float)};  // the blocked path's f32 chunk
   for (int64_t n0 = nb; n0 < ne; n0 += kNR) {
     const int nr = static_cast<int>(std::min<int64_t>(kNR, ne - n0));
     int64_t r[kNR];  // rows past the range repeat the last one; their sums are dropped
     for (int j = 0; j < kNR; ++j) r[j] = n0 + std::min(j, nr - 1);
-    __m128 out[kDirectMaxM];
     const __mmask8 mask = static_cast<__mmask8>((1u << nr) - 1);
-    for (int64_t i = 0; i < pl.sh.m; ++i)  // accumulating: y's values, added to first as blocks do
-      out[i] = pl.accumulate ? _mm_maskz_loadu_ps(mask, pl.y + i * pl.sh.ldy + n0) : _mm_setzero_ps();
-    const int64_t kc = kChunkBytes / int64_t{sizeof(float)};  // the blocked path's f32 chunk
-    const bool prefetch = n0 + kFp4PrefetchRows < ne;
-    switch (pl.sh.m) {
-      case 1:
-        direct_tile<F, 1>(pl.src, xb, pl.kp, r, prefetch, kc, pl.accumulate, out);
-        break;
-      case 2:
-        direct_tile<F, 2>(pl.src, xb, pl.kp, r, prefetch, kc, pl.accumulate, out);
-        break;
-      case 3:
-        direct_tile<F, 3>(pl.src, xb, pl.kp, r, prefetch, kc, pl.accumulate, out);
-        break;
-      default:
-        direct_tile<F, 4>(pl.src, xb, pl.kp, r, prefetch, kc, pl.accumulate, out);
-        break;
+    const bool prefetch = n0 + kPrefetchRows < ne;
+    for (int64_t m0 = 0; m0 < pl.sh.m; m0 += kDirectMaxM) {
+      const int mr = static_cast<int>(std::min(kDirectMaxM, pl.sh.m - m0));
+      const float* x = xb + m0 * pl.kp;
+      float* y = pl.y + m0 * pl.sh.ldy + n0;
+      __m128 out[kDirectMaxM];
+      for (int i = 0; i < mr; ++i)  // accumulating: y's values, added to first as blocks do
+        out[i] = pl.accumulate ? _mm_maskz_loadu_ps(mask, y + i * pl.sh.ldy) : _mm_setzero_ps();
+      switch (mr) {
+        case 1:
+          direct_tile<F, 1>(pl.src, x, pl.kp, pl.x_fold, r, prefetch, kc, pl.accumulate, out);
+          break;
+        case 2:
+          direct_tile<F, 2>(pl.src, x, pl.kp, pl.x_fold, r, prefetch, kc, pl.accumulate, out);
+          break;
+        case 3:
+          direct_tile<F, 3>(pl.src, x, pl.kp, pl.x_fold, r, prefetch, kc, pl.accumulate, out);
+          break;
+        default:
+          direct_tile<F, 4>(pl.src, x, pl.kp, pl.x_fold, r, prefetch, kc, pl.accumulate, out);
+          break;
+      }
+      store_tile(out, mr, nr, y, pl.sh.ldy, /*add=*/false);
     }
-    store_tile(out, static_cast<int>(pl.sh.m), nr, pl.y + n0, pl.sh.ldy, /*add=*/false);
   }
 }
 
@@ -439,7 +273,7 @@ struct Block {
   int64_t k0;
 };
 
-// prefetch_next: a decode panel whose rows kFp4PrefetchRows on are in the thread's range.
+// prefetch_next: a decode panel whose rows kPrefetchRows on are in the thread's range.
 template <WeightFormat F, class D>
 void run_block(const Plan& pl, const Block& b, bool prefetch_next, typename D::T* wbuf) {
   using T = typename D::T;
@@ -471,7 +305,7 @@ void run_buffered(const Plan& pl, int64_t nb, int64_t ne) {
   if (pl.decode) {
     for (int64_t n0 = nb; n0 < ne; n0 += pl.panel)
       for (int64_t k0 = 0; k0 < pl.kp; k0 += pl.kc)
-        run_block<F, D>(pl, {0, m, n0, rows(n0), k0}, n0 + kFp4PrefetchRows < ne, wbuf);
+        run_block<F, D>(pl, {0, m, n0, rows(n0), k0}, n0 + kPrefetchRows < ne, wbuf);
     return;
   }
   for (int64_t m0 = 0; m0 < m; m0 += kPrefillSlab)
@@ -506,7 +340,8 @@ void with_format(WeightFormat f, Fn&& fn) {
 template <class D>
 void run(const GemmParams& p, const GemmShape& sh, bool round_x, bool direct) {
   using T = typename D::T;
-  const Plan pl = make_plan<T>(p, sh, prepared_x<T>(sh, p.x, col_order(p.w.format), round_x));
+  const bool fold = p.w.format == WeightFormat::FP8 && direct;
+  const Plan pl = make_plan<T>(p, sh, prepared_x<T>(sh, p.x, col_order(p.w.format), round_x, fold));
   parallel_for(sh.n, gemm_min_chunk(sh, kNR), [&](int64_t nb, int64_t ne) {
     with_format(p.w.format, [&](auto f) {
       if (direct) {
@@ -516,6 +351,17 @@ void run(const GemmParams& p, const GemmShape& sh, bool round_x, bool direct) {
       }
     });
   });
+}
+
+// Heuristic (kept apart from the loops): M = 5..kDecodeMaxM rows of FP8 weights with
+// f32 products run the direct tiles in passes of kDirectMaxM rows rather than the
+// buffered panels (the decode of a 32x32 scale tile costs about what the panel's
+// store and reload of the f32 weights does, and each pass's FMAs run at the direct
+// tiles' rate): bench_kernels v41s FP8 M = 8 / 16 on one thread, docs/kernels-bench.md.
+// Other formats have not been measured this way. Results are the same either way
+// (every row's sums in the same order: "RowsDoNotDependOnTheBatch").
+bool direct_in_passes(const GemmParams& p, const GemmShape& sh) {
+  return sh.m <= kDecodeMaxM && p.w.format == WeightFormat::FP8 && p.precision == GemmPrecision::F32;
 }
 
 }  // namespace
@@ -529,7 +375,7 @@ void gemm_avx512(const GemmParams& p, bool use_bf16_dot) {
   // rounds only activations, so they also take f32 FMAs, as does a CPU without
   // AVX512_BF16.
   const bool bf16_weights = p.w.format != WeightFormat::F32 && p.w.format != WeightFormat::F16;
-  if (sh.m <= kDirectMaxM) {
+  if (sh.m <= kDirectMaxM || direct_in_passes(p, sh)) {
     run<F32Dot>(p, sh, bf16, true);
   } else if (bf16 && use_bf16_dot && bf16_weights) {
     run<Bf16Dot>(p, sh, true, false);
@@ -554,7 +400,10 @@ void gemm_avx512_shared_x(std::span<const GemmParams> ps) {
     return;
   }
   const bool round_x = ps[0].precision == GemmPrecision::Bf16;  // as gemm_avx512's direct path
-  const float* xb = prepared_x<float>(sh, ps[0].x, col_order(ps[0].w.format), round_x);
+  const bool fold = std::any_of(ps.begin(), ps.end(), [](const GemmParams& p) {
+    return p.w.format == WeightFormat::FP8;
+  });
+  const PreparedX xb = prepared_x<float>(sh, ps[0].x, col_order(ps[0].w.format), round_x, fold);
   scratch_vector<Plan> plans(ps.size());
   scratch_vector<int64_t> unit_end(ps.size());  // tiles of weights [0, i]
   int64_t tiles = 0;

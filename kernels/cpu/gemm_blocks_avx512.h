@@ -55,13 +55,17 @@ GEMM_INLINE Block32 bf16x32_to_f32(__m512i h) {
 // 2^(e-7)·(1+m/8), and e = 0 gives the f32 subnormal 2^-126·m/8, i.e. the E4M3
 // subnormal 2^-6·m/8. NaN codes 0x7F / 0xFF come out finite; their columns are OR-ed
 // into `nan` for the caller to patch.
+// e4m3x32_bits: the same without the NaN test, for callers that test the codes apart.
+GEMM_INLINE Block32 e4m3x32_bits(__m512i w) {  // w: the codes sign-extended to 16 bits
+  const __m512i keep = _mm512_set1_epi32(static_cast<int>(0x87F00000u));
+  return {_mm512_castsi512_ps(_mm512_and_si512(_mm512_slli_epi32(w, 20), keep)),
+          _mm512_castsi512_ps(_mm512_and_si512(_mm512_slli_epi32(w, 4), keep))};
+}
 GEMM_INLINE Block32 e4m3x32_unscaled(__m256i codes, __mmask32& nan) {
   const __m512i w = _mm512_cvtepi8_epi16(codes);
   nan |= _mm512_cmpeq_epi16_mask(_mm512_and_si512(w, _mm512_set1_epi16(0x7F)),
                                  _mm512_set1_epi16(0x7F));
-  const __m512i keep = _mm512_set1_epi32(static_cast<int>(0x87F00000u));
-  return {_mm512_castsi512_ps(_mm512_and_si512(_mm512_slli_epi32(w, 20), keep)),
-          _mm512_castsi512_ps(_mm512_and_si512(_mm512_slli_epi32(w, 4), keep))};
+  return e4m3x32_bits(w);
 }
 
 // The UE8M0 scale of an E4M3 block, applied to e4m3x32_unscaled's output exactly. Built

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <random>
 #include <string>
 #include <vector>
@@ -237,6 +238,7 @@ void expect_close(const Problem& pr, const std::vector<double>& mag, const std::
           ADD_FAILURE() << what << ": guard y[" << m << "][" << n << "] overwritten with " << y[i];
         continue;
       }
+      if (std::isnan(ref[i]) && std::isnan(y[i])) continue;  // a NaN weight code's row
       const double bound = tol * mag[m * pr.c.n + n] + 1e-30;
       const double err = std::fabs(double{y[i]} - ref[i]);
       if (!(err <= bound) && failures++ < 5)
@@ -494,6 +496,19 @@ TEST_P(GemmPath, LongKSpansSeveralBlocks) {
       }
 }
 
+// The problem on `path` with each thread count, against ref.
+void check_on_threads(const Path& path, const Problem& pr, std::initializer_list<int> thread_counts) {
+  const std::vector<float> ref = run_ref(pr);
+  const std::vector<double> mag = magnitudes(pr);
+  for (int threads : thread_counts) {
+    set_num_threads(threads);
+    std::vector<float> y = pr.y0;
+    path.run(pr.params(y.data()));
+    expect_close(pr, mag, y, ref, kF32Tol, path.name + std::string(" threads ") + std::to_string(threads));
+  }
+  set_num_threads(0);
+}
+
 // The FP4 routed experts of a decode step (v41-small: w1 / w3 [1024 x 2048], w2
 // [2048 x 1024]) at the rows a batch of 1-16 gives an expert, through the AVX-512 tiles
 // that prefetch the rows two tiles on: whole ranges, a ragged last tile (N = 1030) and 1,
@@ -506,17 +521,101 @@ TEST_P(GemmPath, Fp4ExpertShapesAtDecodeRows) {
       Case c{WeightFormat::FP4, m, n, k};
       c.accumulate = seed % 3 == 0;
       SCOPED_TRACE(c.str());
-      const Problem pr = make_problem(c, seed++);
-      const std::vector<float> ref = run_ref(pr);
-      const std::vector<double> mag = magnitudes(pr);
-      for (int threads : {1, 2, 3}) {
-        set_num_threads(threads);
-        std::vector<float> y = pr.y0;
-        path().run(pr.params(y.data()));
-        expect_close(pr, mag, y, ref, kF32Tol, path().name + std::string(" threads ") + std::to_string(threads));
-      }
-      set_num_threads(0);
+      check_on_threads(path(), make_problem(c, seed++), {1, 2, 3});
     }
+}
+
+// The FP8 GEMMs of a v41-small decode step (attention wq_a [768 x 2048], wq_b
+// [2048 x 768], one wo_a group [512 x 512], wo_b [2048 x 2048]; shared expert w1 / w3
+// [1024 x 2048], w2 [2048 x 1024]) at the rows of a batch of 1-16, on 1, 2 and 3 threads
+// against ref: the AVX-512 direct tiles (M <= 4, and M = 8, 16 in passes of 4 rows)
+// prefetch the rows two tiles on and fold the scales into x. N = 1030 gives thread ranges
+// that start off a multiple of 4 and of 32 (tiles straddling a 32x32 scale tile) and end
+// in a ragged tile; a few rows hold NaN codes (0x7F / 0xFF), whose dot products are NaN
+// for every x.
+TEST_P(GemmPath, Fp8DecodeShapesOfV41Small) {
+  const std::pair<int64_t, int64_t> shapes[] = {{768, 2048}, {2048, 768},  {512, 512},  {2048, 2048},
+                                                {1024, 2048}, {2048, 1024}, {1030, 2048}, {1030, 768}};
+  uint32_t seed = 800;
+  for (auto [n, k] : shapes)
+    for (int64_t m : {1, 2, 3, 4, 8, 16}) {
+      if (n * k > 1024 * 2048 && m > 4) continue;  // ref's time; the panels' rows are the same
+      Case c{WeightFormat::FP8, m, n, k};
+      c.accumulate = seed % 3 == 0;
+      SCOPED_TRACE(c.str());
+      Problem pr = make_problem(c, seed++);
+      for (int64_t r : {int64_t{5}, n / 2 + 1, n - 1})  // one NaN code each, anywhere in the row
+        pr.w.data[r * k + (r * 37) % k] = r % 2 ? 0x7F : 0xFF;
+      check_on_threads(path(), pr, {1, 2, 3});
+    }
+}
+
+// The AVX-512 FP8 tiles of M <= 4 multiply x by a block's 2^120·scale instead of the
+// weights where that product is exact for the whole block (E4m3TileRows, x_fold_ranges).
+// Here blocks hold x that the largest scale codes would overflow (1.5·2^100 with code 134:
+// 2^127) and x whose product with the smallest codes falls below the normals (a full
+// mantissa at 2^-126 or a subnormal, with code 1: 2^-6), beside ordinary ones, under
+// every code class (1, 7, 8, 127, 134, 135, 200): each row of M = 1..4 and of M = 8 (the
+// direct tiles in passes) must equal bit for bit the same row in an M = 20 call (the
+// prefill panels, which scale the weights), on 1 and 2 threads; and the sums stay near
+// ref's wherever ref is finite.
+TEST_P(GemmPath, Fp8ScaleFoldedIntoXOnlyWhereExact) {
+  constexpr int64_t kN = 64, kK = 64;
+  const uint8_t codes[][4] = {{134, 1, 127, 8}, {7, 135, 200, 134}, {1, 1, 134, 134}};
+  uint32_t seed = 950;
+  for (const auto& tile_codes : codes) {
+    std::mt19937 rng(seed++);
+    TestWeight w = random_weight(WeightFormat::FP8, kN, kK, rng);
+    w.scale.assign(tile_codes, tile_codes + 4);  // [2 x 2] 32x32 tiles
+    std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+    std::vector<float> x(20 * kK);
+    for (float& v : x) v = uni(rng);
+    x[0 * kK + 3] = 0x1.8p100f;                   // row 0, block 0: too big for code 134
+    x[1 * kK + 40] = 0x1.000002p-126f;            // row 1, block 1: loses bits at 2^-6
+    x[1 * kK + 41] = 3 * 0x1p-149f;               // a subnormal beside it
+    for (int64_t k = 0; k < 32; ++k) x[3 * kK + k] = 0.0f;  // row 3, block 0: zeros only
+    x[3 * kK + 50] = -0x1.fffffep-120f;           // row 3, block 1: small but exact
+    for (int64_t i = 4; i < 20; ++i)  // rows 4..19 repeat rows 0..3
+      std::copy(x.begin() + (i % 4) * kK, x.begin() + (i % 4 + 1) * kK, x.begin() + i * kK);
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      auto run = [&](int64_t m) {
+        std::vector<float> y(m * kN, kSentinel);
+        GemmParams p;
+        p.x = x.data();
+        p.w = w.view();
+        p.y = y.data();
+        p.m = m;
+        path().run(p);
+        return y;
+      };
+      const std::vector<float> panel = run(20);
+      for (int64_t m : {1, 2, 3, 4, 8}) {
+        const std::vector<float> direct = run(m);
+        EXPECT_EQ(std::memcmp(direct.data(), panel.data(), direct.size() * 4), 0)
+            << path().name << " codes " << int{tile_codes[0]} << ".. m=" << m << " threads " << threads;
+      }
+      std::vector<float> ref(20 * kN);
+      {
+        ScopedBackend b(Backend::Ref);
+        GemmParams p;
+        p.x = x.data();
+        p.w = w.view();
+        p.y = ref.data();
+        p.m = 20;
+        gemm(p);
+      }
+      const std::vector<float> wd = w.dequantized();
+      for (int64_t i = 0; i < 20; ++i)
+        for (int64_t n = 0; n < kN; ++n) {
+          double mag = 0;  // Σ|x·w|: the scale of any summation order's rounding
+          for (int64_t k = 0; k < kK; ++k) mag += std::fabs(double{x[i * kK + k]} * wd[n * kK + k]);
+          if (!std::isfinite(ref[i * kN + n])) continue;
+          EXPECT_NEAR(panel[i * kN + n], ref[i * kN + n], kF32Tol * mag + 1e-30) << "y[" << i << "][" << n << "]";
+        }
+    }
+    set_num_threads(0);
+  }
 }
 
 // M larger than one prefill slab of x rows (516): slabs must cover every row once.
