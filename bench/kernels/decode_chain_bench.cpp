@@ -15,6 +15,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -146,22 +147,18 @@ void run_chain(State& s, WeightFormat f, bool shared_x) {
   s.bytes = c.bytes;
   s.flops = 2.0 * (c.bytes / double(stored_bytes(f, 1, 32))) * 32;  // 2 flops per weight
   s.bound = Bound::Memory;
+  auto over_one_x = [&](std::span<const GemmParams> ps) {  // the variant's way
+    if (shared_x) return kernels::gemm_shared_x(ps);
+    for (const GemmParams& p : ps) kernels::gemm(p);
+  };
   s.run([&] {
     for (const Layer& l : c.layers) {
       const GemmParams qkv[] = {params(x.data(), l.q, q.data()), params(x.data(), l.k, k.data()),
                                 params(x.data(), l.v, v.data())};
-      if (shared_x) {
-        kernels::gemm_shared_x(qkv);
-      } else {
-        for (const GemmParams& p : qkv) kernels::gemm(p);
-      }
+      over_one_x(qkv);
       kernels::gemm(params(x.data(), l.o, o.data()));
       const GemmParams gate_up[] = {params(x.data(), l.gate, g.data()), params(x.data(), l.up, h.data())};
-      if (shared_x) {
-        kernels::gemm_shared_x(gate_up);
-      } else {
-        for (const GemmParams& p : gate_up) kernels::gemm(p);
-      }
+      over_one_x(gate_up);
       kernels::gemm(params(x.data(), l.down, d.data()));
     }
     kernels::gemm(params(x.data(), c.head, logits.data()));

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "bench/common/limits.h"
@@ -74,39 +75,34 @@ double time_prefill(const LlamaModel& m, const PeerRunConfig& c) {
   });
 }
 
-// tg steps of one sequence after the prompt; each step feeds the previous argmax.
-double time_generation(const LlamaModel& m, const PeerRunConfig& c) {
-  const std::vector<int32_t> prompt = peer_tokens(kPromptTokens, m.config.vocab_size);
-  double best = 1e30;
-  for (int r = 0; r < c.repeats; ++r) {
-    LlamaState s = LlamaState::empty(m.config);
-    std::vector<float> logits = m.forward->run(s, prompt, false);
-    const double t0 = now_seconds();
-    for (int64_t i = 0; i < c.tg; ++i) {
-      const int32_t next = kernels::argmax(logits.data(), m.config.vocab_size);
-      logits = m.forward->run(s, std::span(&next, 1), false);
-    }
-    best = std::min(best, now_seconds() - t0);
-  }
-  return best;
-}
-
-// One more tg pass with the ops timed (model/op_profile.h), printed to stderr so the
-// JSON line stays the only stdout.
-void profile_generation(const LlamaModel& m, const PeerRunConfig& c) {
+// Seconds of tg steps of one sequence after the prompt (not timed); each step feeds the
+// previous argmax. ops: where the steps' time per op goes (model/op_profile.h), or null.
+double generation_seconds(const LlamaModel& m, int64_t tg, model::OpProfile* ops) {
   const std::vector<int32_t> prompt = peer_tokens(kPromptTokens, m.config.vocab_size);
   LlamaState s = LlamaState::empty(m.config);
   std::vector<float> logits = m.forward->run(s, prompt, false);
-  model::OpProfile ops;
+  std::optional<model::ScopedOpProfile> bound;
+  if (ops != nullptr) bound.emplace(*ops);
   const double t0 = now_seconds();
-  {
-    model::ScopedOpProfile bound(ops);
-    for (int64_t i = 0; i < c.tg; ++i) {
-      const int32_t next = kernels::argmax(logits.data(), m.config.vocab_size);
-      logits = m.forward->run(s, std::span(&next, 1), false);
-    }
+  for (int64_t i = 0; i < tg; ++i) {
+    const int32_t next = kernels::argmax(logits.data(), m.config.vocab_size);
+    logits = m.forward->run(s, std::span(&next, 1), false);
   }
-  print_op_table(stderr, ops, c.tg, now_seconds() - t0);
+  return now_seconds() - t0;
+}
+
+double time_generation(const LlamaModel& m, const PeerRunConfig& c) {
+  double best = 1e30;
+  for (int r = 0; r < c.repeats; ++r) best = std::min(best, generation_seconds(m, c.tg, nullptr));
+  return best;
+}
+
+// One more tg pass with the ops timed, printed to stderr so the JSON line stays the only
+// stdout.
+void profile_generation(const LlamaModel& m, const PeerRunConfig& c) {
+  model::OpProfile ops;
+  const double seconds = generation_seconds(m, c.tg, &ops);
+  print_op_table(stderr, ops, c.tg, seconds);
 }
 
 // `seqs` sequences decoded together (one batched step per token of each).
