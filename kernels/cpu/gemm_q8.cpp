@@ -236,6 +236,7 @@ void gemm_q8_shared_x(std::span<const GemmParams> ps, QGemmKernel kernel) {
   bool sums = false, q4_off = false;
   for (size_t i = 0; i < ps.size(); ++i) {
     plans[i] = plan_for(ps[i], sh.m, kernel);
+    if (!plans[i].groups) require_data(ps[i].w, to_string(kernel));
     // The packed and row-group kernels want the block sums, the others (Q4_0) the
     // per-lane offsets.
     const bool wants_sums = plans[i].groups || plans[i].packed;
