@@ -31,7 +31,10 @@ void validate(const GemmParams& p) {
     TROUPE_CHECK(p.y != nullptr || w.rows == 0, "gemm: y is null with m = ", p.m);
   }
   if (w.rows > 0 && w.cols > 0) {
-    TROUPE_CHECK(w.data != nullptr, "gemm: w.data is null (", to_string(w.format), ")");
+    // A Q8_0 / Q4_0 matrix regrouped in place has only its groups (cpu::gemm_q8 checks that
+    // its kernel reads them).
+    TROUPE_CHECK(w.data != nullptr || (is_ggml_block(w.format) && w.groups != nullptr),
+                 "gemm: w.data is null (", to_string(w.format), ")");
     TROUPE_CHECK(!scaled || w.scale != nullptr, "gemm: w.scale is null (", to_string(w.format),
                  ")");
   }

@@ -5,12 +5,13 @@
 
 #include "kernels/check.h"
 #include "kernels/dispatch.h"
+#include "kernels/q8_row_groups.h"
 
 namespace troupe::kernels {
 namespace {
 
 void check_weight(const WeightView& w, int64_t rows, int64_t cols, int64_t e, const char* name) {
-  TROUPE_CHECK(w.data != nullptr, "experts[", e, "].", name, ".data is null (expert is picked)");
+  TROUPE_CHECK(has_bytes(w), "experts[", e, "].", name, ".data is null (expert is picked)");
   TROUPE_CHECK(w.rows == rows && w.cols == cols, "experts[", e, "].", name, " is [", w.rows, ", ",
                w.cols, "], expected [", rows, ", ", cols, "]");
 }

@@ -1,6 +1,7 @@
 #include "kernels/q8_row_groups.h"
 
 #include <cstring>
+#include <vector>
 
 #include "kernels/check.h"
 #include "kernels/cpu/gemm_q8.h"
@@ -27,35 +28,70 @@ int64_t q8_row_groups_bytes(const WeightView& w) {
   return groups * (w.cols / kQBlock) * q8_group_block_bytes(w.format);
 }
 
-void pack_q8_row_groups(const WeightView& w, uint8_t* out) {
-  TROUPE_CHECK(is_ggml_block(w.format) && w.cols % kQBlock == 0,
-               "pack_q8_row_groups: a Q8_0 or Q4_0 matrix of whole blocks, not ", to_string(w.format));
+namespace {
+
+// Group g of w (GGUF rows 16g .. 16g + 15 at w.data; rows past w.rows are padding) in the
+// row-group layout at dst (its blocks · q8_group_block_bytes bytes).
+void pack_group(const WeightView& w, int64_t g, uint8_t* dst_group) {
   const bool q8 = w.format == WeightFormat::Q8_0;
   const int64_t blocks = w.cols / kQBlock, row_bytes = ggml_row_bytes(w.format, w.cols);
   const int64_t block_bytes = q8_group_block_bytes(w.format), data_bytes = block_bytes - 2 * kGroupRows;
-  const int64_t groups = (w.rows + kGroupRows - 1) / kGroupRows;
   const auto* src = static_cast<const uint8_t*>(w.data);
-  parallel_for(groups, 1, [&](int64_t g0, int64_t g1) {
-    for (int64_t g = g0; g < g1; ++g) {
-      uint8_t* group = out + g * blocks * block_bytes;
-      std::memset(group, 0, static_cast<size_t>(blocks * block_bytes));  // padding rows: 0
-      for (int64_t j = 0; j < kGroupRows && g * kGroupRows + j < w.rows; ++j) {
-        const uint8_t* row = src + (g * kGroupRows + j) * row_bytes;
-        for (int64_t b = 0; b < blocks; ++b) {
-          const uint8_t* blk = row + b * (q8 ? kQ8_0Bytes : kQ4_0Bytes);
-          uint8_t* dst = group + b * block_bytes;
-          for (int c = 0; c < (q8 ? 8 : 4); ++c)
-            for (int t = 0; t < 4; ++t) {
-              const int k = 4 * c + t;
-              dst[(c * kGroupRows + j) * 4 + t] =
-                  q8 ? q8_code(blk, k)
-                     : static_cast<uint8_t>(q4_nibble(blk, k) | q4_nibble(blk, k + 16) << 4);
-            }
-          std::memcpy(dst + data_bytes + 2 * j, blk, 2);  // the f16 scale's bits
+  std::memset(dst_group, 0, static_cast<size_t>(blocks * block_bytes));  // padding rows: 0
+  for (int64_t j = 0; j < kGroupRows && g * kGroupRows + j < w.rows; ++j) {
+    const uint8_t* row = src + (g * kGroupRows + j) * row_bytes;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* blk = row + b * (q8 ? kQ8_0Bytes : kQ4_0Bytes);
+      uint8_t* dst = dst_group + b * block_bytes;
+      for (int c = 0; c < (q8 ? 8 : 4); ++c)
+        for (int t = 0; t < 4; ++t) {
+          const int k = 4 * c + t;
+          dst[(c * kGroupRows + j) * 4 + t] =
+              q8 ? q8_code(blk, k) : static_cast<uint8_t>(q4_nibble(blk, k) | q4_nibble(blk, k + 16) << 4);
         }
-      }
+      std::memcpy(dst + data_bytes + 2 * j, blk, 2);  // the f16 scale's bits
+    }
+  }
+}
+
+void check_blocks(const WeightView& w, const char* fn) {
+  TROUPE_CHECK(is_ggml_block(w.format) && w.cols % kQBlock == 0, fn,
+               ": a Q8_0 or Q4_0 matrix of whole blocks, not ", to_string(w.format));
+  TROUPE_CHECK(w.data != nullptr || w.rows == 0, fn, ": the matrix's GGUF bytes are null");
+}
+
+}  // namespace
+
+void pack_q8_row_groups(const WeightView& w, uint8_t* out) {
+  check_blocks(w, "pack_q8_row_groups");
+  const int64_t group_bytes = w.cols / kQBlock * q8_group_block_bytes(w.format);
+  parallel_for((w.rows + kGroupRows - 1) / kGroupRows, 1, [&](int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1; ++g) pack_group(w, g, out + g * group_bytes);
+  });
+}
+
+const uint8_t* regroup_q8_in_place(const WeightView& w, uint8_t* data) {
+  check_blocks(w, "regroup_q8_in_place");
+  TROUPE_CHECK(w.rows % kGroupRows == 0, "regroup_q8_in_place: ", w.rows,
+               " rows, not a multiple of ", kGroupRows, " (the last group would outgrow the matrix)");
+  TROUPE_CHECK(static_cast<const void*>(data) == w.data, "regroup_q8_in_place: data is not w.data");
+  const int64_t group_bytes = w.cols / kQBlock * q8_group_block_bytes(w.format);
+  // Group g is exactly the bytes of its own 16 GGUF rows: packed into a buffer, then copied
+  // over them; no other group reads those rows, so threads take groups independently.
+  parallel_for(w.rows / kGroupRows, 1, [&](int64_t g0, int64_t g1) {
+    std::vector<uint8_t> buf(static_cast<size_t>(group_bytes));
+    for (int64_t g = g0; g < g1; ++g) {
+      pack_group(w, g, buf.data());
+      std::memcpy(data + g * group_bytes, buf.data(), buf.size());
     }
   });
+  return data;
+}
+
+void require_data(const WeightView& w, const char* who) {
+  TROUPE_CHECK(w.data != nullptr || w.groups == nullptr || w.rows == 0, who, ": this ", to_string(w.format),
+               " matrix was regrouped in place (no GGUF blocks left), and only the row-group kernels "
+               "read it");
 }
 
 bool q8_row_groups_used() {

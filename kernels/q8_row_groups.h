@@ -19,8 +19,9 @@
 // regrouped matrix is therefore exactly as large as the GGUF one, rows rounded up to 16.
 //
 // A WeightView carries it in `groups` beside its GGUF `data` (kernels/weights.h); the
-// portable path (and AVX-512 VNNI above kGroupsMaxRows rows) reads `data`, so every path
-// computes the same values. One layout serves both ISAs: AVX2 reads a 64-byte chunk as two
+// portable path reads `data`, so every path computes the same values. A matrix regrouped
+// in place (regroup_q8_in_place) has only `groups`: the row-group kernels read it, and
+// every reader of `data` refuses it (require_data). One layout serves both ISAs: AVX2 reads a 64-byte chunk as two
 // ymm and turns Q8_0's q + 128 back into q with one xor per ymm
 // (kernels/cpu/gemm_q8_groups_avx2.cpp).
 #pragma once
@@ -40,6 +41,20 @@ int64_t q8_row_groups_bytes(const WeightView& w);
 // Writes w's regrouped copy (q8_row_groups_bytes(w) bytes) to out. w: Q8_0 or Q4_0 in
 // the GGUF layout.
 void pack_q8_row_groups(const WeightView& w, uint8_t* out);
+
+// Rewrites w's GGUF bytes (data == w.data, writable; w.rows a multiple of 16) as its row
+// groups, in place: the 16 GGUF rows of group g occupy exactly the group's bytes, so each
+// group is packed through a buffer of one group and copied over its own rows. Returns
+// data, now the groups; the matrix then has no GGUF rows, so its view is groups = data,
+// data = null (a loader keeping one copy of the matrix, model/llama_weights.cpp).
+const uint8_t* regroup_q8_in_place(const WeightView& w, uint8_t* data);
+
+// Whether a view has its bytes: `data`, or only the row groups of a matrix regrouped in
+// place (then only the row-group kernels can read it).
+inline bool has_bytes(const WeightView& w) { return w.data != nullptr || w.groups != nullptr; }
+// Fails (troupe::Error naming `who`) for a matrix with groups but no `data`: the check of
+// every reader of GGUF blocks.
+void require_data(const WeightView& w, const char* who);
 
 // Whether the GEMM this process runs now reads row groups (AVX-512 VNNI or AVX2 on the
 // active CPU path, so TROUPE_CPU=portable says no): a loader regroups its Q8_0 / Q4_0

@@ -73,15 +73,20 @@ int64_t scale_bytes(const WeightView& w) {
 
 namespace {
 int64_t groups_bytes(const WeightView& w) { return w.groups ? q8_row_groups_bytes(w) : 0; }
+
+// The GGUF bytes a copy takes: none for a matrix regrouped in place (its groups are all
+// there is).
+int64_t copied_data_bytes(const WeightView& w) { return w.data == nullptr && w.groups ? 0 : data_bytes(w); }
 }  // namespace
 
 int64_t copied_bytes(const WeightView& w) {
-  return (data_bytes(w) + 63) / 64 * 64 + (scale_bytes(w) + 63) / 64 * 64 + (groups_bytes(w) + 63) / 64 * 64;
+  return (copied_data_bytes(w) + 63) / 64 * 64 + (scale_bytes(w) + 63) / 64 * 64 +
+         (groups_bytes(w) + 63) / 64 * 64;
 }
 
 WeightView copy_weight(const WeightView& w, std::byte* dst) {
-  const int64_t data = data_bytes(w), scale = scale_bytes(w);
-  TROUPE_CHECK((data == 0 || w.data != nullptr) && (scale == 0 || w.scale != nullptr),
+  const int64_t data = copied_data_bytes(w), scale = scale_bytes(w);
+  TROUPE_CHECK(has_bytes(w) && (scale == 0 || w.scale != nullptr),
                "copy_weight: a ", to_string(w.format), " weight without its bytes");
   TROUPE_CHECK(reinterpret_cast<uintptr_t>(dst) % 64 == 0, "copy_weight: dst is not 64-byte aligned");
   WeightView c = w;
@@ -111,7 +116,8 @@ void check_view(const WeightView& w, int64_t r0, int64_t n, const float* out) {
   TROUPE_CHECK(r0 >= 0 && n >= 0 && r0 + n <= w.rows, "dequantize_rows: rows [", r0, ", ", r0 + n,
                ") outside [0, ", w.rows, ")");
   if (n == 0 || w.cols == 0) return;
-  TROUPE_CHECK(w.data != nullptr, "dequantize_rows: w.data is null (", to_string(w.format), ")");
+  TROUPE_CHECK(w.data != nullptr, "dequantize_rows: w.data is null (", to_string(w.format),
+               w.groups ? ", regrouped in place: only the row-group GEMM reads it" : "", ")");
   TROUPE_CHECK(out != nullptr, "dequantize_rows: out is null");
   const bool scaled = w.format == WeightFormat::FP8 || w.format == WeightFormat::FP4 ||
                       w.format == WeightFormat::ROWFP8;

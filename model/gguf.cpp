@@ -61,6 +61,9 @@ int64_t GgufTensor::numel() const {
 struct GgufFile::Mapping {
   void* addr = nullptr;
   size_t size = 0;
+  bool anonymous = false;  // read_into_huge_pages' copy, which this process may rewrite
+  bool writable = false;   // inside edit_in_place
+  std::vector<bool> rewritten;  // per tensor (tensors_' order)
   ~Mapping() {
     if (addr && size) ::munmap(addr, size);
   }
@@ -339,6 +342,7 @@ GgufFile GgufFile::open(const std::string& path) {
   if (file_size > 0 && !(plain && std::strcmp(plain, "1") == 0)) {
     try {
       m->addr = read_into_huge_pages(fd, file_size, m->size, path);
+      m->anonymous = m->addr != nullptr;
     } catch (...) {
       ::close(fd);
       throw;
@@ -356,8 +360,41 @@ GgufFile GgufFile::open(const std::string& path) {
   ::close(fd);
   const std::span<const uint8_t> bytes(static_cast<const uint8_t*>(m->addr), file_size);
   GgufFile f = parse(bytes, path);
+  m->rewritten.assign(f.tensors_.size(), false);
   f.mapping_ = std::move(m);
   return f;
+}
+
+bool GgufFile::rewritable() const { return mapping_ && mapping_->anonymous; }
+
+void GgufFile::edit_in_place(const std::function<void()>& edit) const {
+  TROUPE_CHECK(rewritable(), source_, ": the tensors' bytes are not this process's own copy");
+  Mapping& m = *mapping_;
+  if (::mprotect(m.addr, m.size, PROT_READ | PROT_WRITE) != 0)
+    TROUPE_FAIL(source_ << ": cannot make the tensors writable: " << std::strerror(errno));
+  m.writable = true;
+  struct Seal {  // read-only again, also when edit throws
+    Mapping& m;
+    ~Seal() {
+      ::mprotect(m.addr, m.size, PROT_READ);
+      m.writable = false;
+    }
+  } seal{m};
+  edit();
+}
+
+uint8_t* GgufFile::writable_data(const GgufTensor& t) const {
+  TROUPE_CHECK(mapping_ && mapping_->writable, source_, ": '", t.name, "' is writable only inside edit_in_place");
+  return const_cast<uint8_t*>(t.data);
+}
+
+void GgufFile::mark_rewritten(const GgufTensor& t) const {
+  TROUPE_CHECK(rewritable(), source_, ": '", t.name, "' cannot have been rewritten");
+  mapping_->rewritten[size_t(&t - tensors_.data())] = true;
+}
+
+bool GgufFile::rewritten(const GgufTensor& t) const {
+  return mapping_ && !mapping_->rewritten.empty() && mapping_->rewritten[size_t(&t - tensors_.data())];
 }
 
 const GgufValue* GgufFile::find(const std::string& key) const {

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -80,6 +81,19 @@ class GgufFile {
 
   const GgufValue* find(const std::string& key) const;
   const GgufTensor* find_tensor(const std::string& name) const;
+
+  // For a loader that rewrites tensors in place (model/llama_weights.cpp's row groups): the
+  // bytes can be rewritten only where they are this process's own anonymous copy (open()'s
+  // default read), not TROUPE_GGUF_MMAP=1's file mapping nor parse()'s span.
+  bool rewritable() const;
+  // Runs edit with the whole mapping writable (one mprotect each way, so its 2 MiB pages
+  // stay whole), then read-only again. edit gets each tensor's bytes from writable_data
+  // and marks what it rewrote; a rewritten tensor is no longer GGUF bytes, and a later
+  // reader asking rewritten() must not take it as such. Needs rewritable().
+  void edit_in_place(const std::function<void()>& edit) const;
+  uint8_t* writable_data(const GgufTensor& t) const;  // inside edit_in_place only
+  void mark_rewritten(const GgufTensor& t) const;
+  bool rewritten(const GgufTensor& t) const;
 
   // Typed reads; a missing key or another type is an error naming the key and the file.
   std::string get_string(const std::string& key) const;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <sstream>
+#include <unordered_map>
 
 #include "kernels/check.h"
 #include "kernels/q8_row_groups.h"
@@ -26,6 +27,9 @@ std::string ne_str(const std::vector<int64_t>& ne) {
 const GgufTensor& find_checked(const GgufFile& f, const std::string& name, const std::vector<int64_t>& ne) {
   const GgufTensor* t = f.find_tensor(name);
   if (!t) TROUPE_FAIL(f.source() << ": tensor '" << name << "' " << ne_str(ne) << " is missing");
+  if (f.rewritten(*t))
+    TROUPE_FAIL(f.source() << ": tensor '" << name << "' was regrouped in place by an earlier load of "
+                              "this file (open the file again)");
   if (t->ne != ne)
     TROUPE_FAIL(f.source() << ": tensor '" << name << "' has shape " << ne_str(t->ne) << ", expected "
                            << ne_str(ne));
@@ -125,24 +129,10 @@ LlamaLayerWeights read_layer(const GgufFile& f, const LlamaConfig& c, int64_t l)
   return w;
 }
 
-// Every Q8_0 / Q4_0 matrix a GEMM multiplies, regrouped (kernels/q8_row_groups.h) into
-// one anonymous mapping on 2 MiB pages that `w` owns, when this process's GEMM reads row
-// groups (AVX-512 VNNI or AVX2). The GGUF bytes stay where they are for the other paths and the
-// embedding lookups. TROUPE_Q8_ROW_GROUPS=0 leaves them out (to measure without them).
-void regroup_q8_matrices(LlamaWeights& w) {
-  if (!kernels::q8_row_groups_used()) return;
-  if (const char* env = std::getenv("TROUPE_Q8_ROW_GROUPS"); env && std::string(env) == "0") return;
-  std::vector<LlamaMatrix*> todo;
-  auto add = [&](LlamaMatrix& m) {
-    if (!m.empty() && kernels::is_ggml_block(m.full.format)) todo.push_back(&m);
-  };
-  if (w.tied_output()) add(w.token_embd);  // the logits' GEMM reads it
-  add(w.output);
-  for (LlamaLayerWeights& l : w.layers)
-    for (LlamaMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down, &l.router,
-                           &l.shared_gate, &l.shared_up, &l.shared_down})
-      add(*m);
-  // Each matrix's share, 64-byte aligned, so the kernel's loads never split a cache line.
+// The matrices' row groups in one anonymous mapping on 2 MiB pages that `w` owns, each
+// matrix's share 64-byte aligned (the kernel's loads then never split a cache line at a
+// group's start); the GGUF bytes stay where they are.
+void regroup_into_copy(LlamaWeights& w, const std::vector<LlamaMatrix*>& todo) {
   auto share = [](const LlamaMatrix* m) { return size_t(kernels::q8_row_groups_bytes(m->full) + 63) / 64 * 64; };
   size_t total = 0;
   for (const LlamaMatrix* m : todo) total += share(m);
@@ -153,12 +143,67 @@ void regroup_q8_matrices(LlamaWeights& w) {
   if (addr == MAP_FAILED) return;  // the GEMM reads the GGUF blocks instead: same values
   ::madvise(addr, mapped, MADV_HUGEPAGE);  // advice only: without THP this is plain memory
   w.row_groups.reset(static_cast<uint8_t*>(addr), [mapped](uint8_t* p) { ::munmap(p, mapped); });
+  w.row_groups_bytes = int64_t(total);
   uint8_t* next = w.row_groups.get();
   for (LlamaMatrix* m : todo) {
     kernels::pack_q8_row_groups(m->full, next);
     m->full.groups = next;
     next += share(m);
   }
+}
+
+// The matrices regrouped in the file's own bytes (kernels::regroup_q8_in_place): one copy
+// of each; its view keeps only the groups (data null).
+void regroup_in_place(const GgufFile& f, const std::vector<LlamaMatrix*>& todo) {
+  if (todo.empty()) return;
+  std::unordered_map<const void*, const GgufTensor*> tensor_at;
+  for (const GgufTensor& t : f.tensors()) tensor_at.emplace(t.data, &t);
+  f.edit_in_place([&] {
+    for (LlamaMatrix* m : todo) {
+      const GgufTensor& t = *tensor_at.at(m->full.data);
+      m->full.groups = kernels::regroup_q8_in_place(m->full, f.writable_data(t));
+      m->full.data = nullptr;
+      f.mark_rewritten(t);
+    }
+  });
+}
+
+// Every Q8_0 / Q4_0 matrix a GEMM multiplies gets row groups (kernels/q8_row_groups.h)
+// when this process's GEMM reads them (AVX-512 VNNI or AVX2). In place in the file's
+// bytes where nothing else reads the GGUF rows and the rows are whole groups, so the
+// matrix is held once; into a copy beside the GGUF bytes where not:
+//   - the tied embedding (the logits' GEMM reads it, its lookup GGUF rows);
+//   - rows not a multiple of 16 (the last group, padded, would outgrow the matrix);
+//   - stacked experts whose slices (expert e at rows e · F or e · D) start inside a group
+//     (such a slice reads GGUF blocks, model::row_slice);
+//   - a file that is not this process's copy (TROUPE_GGUF_MMAP=1).
+// TROUPE_Q8_ROW_GROUPS=0 leaves the groups out (to measure without them); =copy regroups
+// every matrix into the copy (the route before in-place; the tests compare the two).
+void regroup_q8_matrices(LlamaWeights& w, const GgufFile& f, const LlamaConfig& c) {
+  if (!kernels::q8_row_groups_used()) return;
+  const char* env = std::getenv("TROUPE_Q8_ROW_GROUPS");
+  const std::string mode = env ? env : "";
+  if (mode == "0") return;
+  const bool in_place = mode != "copy" && f.rewritable();
+  std::vector<LlamaMatrix*> copy, here;
+  // slice_rows: the row multiple an expert slice starts at (stacked experts), else 0.
+  auto add = [&](LlamaMatrix& m, bool gemm_only, int64_t slice_rows = 0) {
+    if (m.empty() || !kernels::is_ggml_block(m.full.format)) return;
+    const bool whole = m.full.rows % kernels::kGroupRows == 0 && slice_rows % kernels::kGroupRows == 0;
+    (in_place && gemm_only && whole ? here : copy).push_back(&m);
+  };
+  if (w.tied_output()) add(w.token_embd, false);
+  add(w.output, true);
+  const int64_t F = c.is_moe() ? c.ffn_dim : 0, D = c.is_moe() ? c.dim : 0;
+  for (LlamaLayerWeights& l : w.layers) {
+    for (LlamaMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.router, &l.shared_gate, &l.shared_up, &l.shared_down})
+      add(*m, true);
+    add(l.gate, true, F);
+    add(l.up, true, F);
+    add(l.down, true, D);
+  }
+  regroup_into_copy(w, copy);
+  regroup_in_place(f, here);
 }
 
 }  // namespace
@@ -180,7 +225,7 @@ LlamaWeights load_llama_weights(const GgufFile& f, const LlamaConfig& c) {
   if (f.find_tensor("output.weight")) w.output = read_matrix(f, "output.weight", c.vocab_size, c.dim);
   w.layers.reserve(static_cast<size_t>(c.layers));
   for (int64_t l = 0; l < c.layers; ++l) w.layers.push_back(read_layer(f, c, l));
-  regroup_q8_matrices(w);
+  regroup_q8_matrices(w, f, c);
   return w;
 }
 

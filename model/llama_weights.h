@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/moe.h"
+#include "kernels/q8_row_groups.h"
 #include "kernels/weights.h"
 #include "model/llama_config.h"
 
@@ -25,7 +26,7 @@ struct LlamaMatrix {
   std::vector<float> owned;  // empty when the view points into the mapping
   kernels::WeightView full;  // F32, BF16, F16, Q8_0 or Q4_0
   int64_t rows() const { return full.rows; }
-  bool empty() const { return full.data == nullptr; }
+  bool empty() const { return !kernels::has_bytes(full); }
   kernels::WeightView view() const { return full; }
   // Rows [r0, r0 + n) as their own matrix (one expert of a stacked [E * F, D] tensor).
   kernels::WeightView slice(int64_t r0, int64_t n) const;
@@ -60,9 +61,12 @@ struct LlamaWeights {
   std::vector<float> output_norm;  // [D]
   LlamaMatrix output;              // [V, D]; empty when tied to token_embd
   std::vector<LlamaLayerWeights> layers;
-  // Owns the Q8_0 / Q4_0 matrices' row groups (WeightView::groups, kernels/q8_row_groups.h)
-  // where the loader made them; null otherwise.
+  // Owns the row groups (WeightView::groups, kernels/q8_row_groups.h) of the Q8_0 / Q4_0
+  // matrices the loader regrouped into a copy, and their bytes (the memory they add beside
+  // the file's, before the mapping's rounding up to 2 MiB); null and 0 where there are
+  // none (e.g. every matrix regrouped in place in the file's bytes: model/llama_weights.cpp).
   std::shared_ptr<uint8_t> row_groups;
+  int64_t row_groups_bytes = 0;
   bool tied_output() const { return output.empty(); }
   kernels::WeightView output_view() const { return tied_output() ? token_embd.view() : output.view(); }
 };

@@ -264,8 +264,12 @@ WeightView row_slice(const WeightView& w, int64_t r0, int64_t n) {
       break;
     case WeightFormat::Q8_0:
     case WeightFormat::Q4_0:
-      s.data = static_cast<const uint8_t*>(w.data) + r0 * kernels::ggml_row_bytes(w.format, w.cols);
-      // Row groups start every 16 rows; a slice starting elsewhere reads the GGUF blocks.
+      // Row groups start every 16 rows; a slice starting elsewhere reads the GGUF blocks,
+      // which a matrix regrouped in place no longer has.
+      TROUPE_CHECK(w.data != nullptr || r0 % kernels::kGroupRows == 0, "row slice at ", r0,
+                   " of a ", kernels::to_string(w.format), " matrix regrouped in place: slices must start on a ",
+                   kernels::kGroupRows, "-row group");
+      s.data = w.data ? static_cast<const uint8_t*>(w.data) + r0 * kernels::ggml_row_bytes(w.format, w.cols) : nullptr;
       s.groups = w.groups && r0 % kernels::kGroupRows == 0 ? kernels::q8_row_groups_at(w, r0) : nullptr;
       break;
   }

@@ -10,7 +10,7 @@
 //           4 o-groups), v41s_wo_b [2048 x 2048]  FP8 attention projections of v41-small,
 //           at the decode rows of a batch of 1-16
 //   ll_w13 [4096 x 1024], ll_w2 [1024 x 4096]  the peer bench's dense LLaMA FFN (f16, q8_0,
-//           q4_0), also at decode M = 2
+//           q4_0), also at decode M = 2 and M = 64 (where the row-group kernel changes tiles)
 //   ll_q [1024 x 1024], ll_kv [256 x 1024], ll_head [32000 x 1024]  its attention's q (and o),
 //           k (and v) and its output head, decode only (M = 1, 2, 4, 16)
 // at decode M = 1, 4, 16 (judged against DRAM bandwidth: decode streams each weight
@@ -187,8 +187,8 @@ const bool registered = [] {
       {"v41s_wo_b", 2048, 2048, {WeightFormat::FP8}, {1, 2, 4, 8, 16}},
       // The dense LLaMA of bench/peer (D 1024, F 4096): its FFN's up/gate and down, and
       // (decode rows only) its attention's q and o, k and v, and the output head.
-      {"ll_w13", 4096, 1024, {WeightFormat::F16, WeightFormat::Q8_0, WeightFormat::Q4_0}, {1, 2, 4, 16, 512, 2048, 4096}},
-      {"ll_w2", 1024, 4096, {WeightFormat::F16, WeightFormat::Q8_0, WeightFormat::Q4_0}, {1, 2, 4, 16, 512, 2048, 4096}},
+      {"ll_w13", 4096, 1024, {WeightFormat::F16, WeightFormat::Q8_0, WeightFormat::Q4_0}, {1, 2, 4, 16, 64, 512, 2048, 4096}},
+      {"ll_w2", 1024, 4096, {WeightFormat::F16, WeightFormat::Q8_0, WeightFormat::Q4_0}, {1, 2, 4, 16, 64, 512, 2048, 4096}},
       {"ll_q", 1024, 1024, {WeightFormat::F16, WeightFormat::Q8_0, WeightFormat::Q4_0}, {1, 2, 4, 16}},
       {"ll_kv", 256, 1024, {WeightFormat::F16, WeightFormat::Q8_0, WeightFormat::Q4_0}, {1, 2, 4, 16}},
       {"ll_head", 32000, 1024, {WeightFormat::F16, WeightFormat::Q8_0, WeightFormat::Q4_0}, {1, 2, 4, 16}},

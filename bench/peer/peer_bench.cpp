@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -48,6 +49,14 @@ double flops_per_token(const LlamaModel& m) {
   const double attn = 2.0 * c.dim * c.heads * c.head_dim + 2.0 * c.dim * c.kv_heads * c.head_dim;
   const double mlp = 3.0 * c.dim * c.ffn_dim * (c.is_moe() ? c.experts_used : 1) + double(c.dim) * c.experts;
   return 2.0 * (c.layers * (attn + mlp) + double(c.vocab_size) * c.dim);
+}
+
+// A "Field:  123 kB" line of /proc/self/status in KiB (VmRSS, RssAnon), or -1.
+int64_t self_status_kib(const std::string& field) {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(field + ":", 0) == 0) return std::stoll(line.substr(field.size() + 1));
+  return -1;
 }
 
 double weight_bytes(const LlamaModel& m) {
@@ -142,6 +151,9 @@ void run_peer_troupe(const PeerRunConfig& c) {
   kernels::set_num_threads(c.threads);
   if (!model::is_gguf_path(c.model)) TROUPE_FAIL("bench peer: --model must be a .gguf file (llama.cpp reads it too)");
   const std::unique_ptr<LlamaModel> m = LlamaModel::load(c.model);
+  // Resident memory right after the load: the file's bytes, the row groups' copy (none
+  // where every matrix was regrouped in place: model/llama_weights.cpp), nothing run yet.
+  const int64_t rss_kib = self_status_kib("VmRSS"), anon_kib = self_status_kib("RssAnon");
   const double pp_s = time_prefill(*m, c), tg_s = time_generation(*m, c);
   if (c.profile) profile_generation(*m, c);
   std::printf("{\"engine\":\"troupe\",\"model\":\"%s\",\"threads\":%d,\"pp\":%lld,\"tg\":%lld,"
@@ -153,8 +165,10 @@ void run_peer_troupe(const PeerRunConfig& c) {
     std::printf("%s{\"seqs\":%lld,\"tok_s\":%.3f}", i ? "," : "", (long long)c.parallel[i],
                 double(c.parallel[i] * c.parallel_steps) / s);
   }
-  std::printf("],\"weight_bytes\":%.0f,\"active_bytes_per_token\":%.0f,\"flops_per_token\":%.0f}\n",
-              weight_bytes(*m), active_bytes_per_token(*m), flops_per_token(*m));
+  std::printf("],\"weight_bytes\":%.0f,\"active_bytes_per_token\":%.0f,\"flops_per_token\":%.0f,"
+              "\"row_groups_copy_bytes\":%lld,\"load_rss_kib\":%lld,\"load_rss_anon_kib\":%lld}\n",
+              weight_bytes(*m), active_bytes_per_token(*m), flops_per_token(*m),
+              (long long)m->weights.row_groups_bytes, (long long)rss_kib, (long long)anon_kib);
   std::fflush(stdout);
 }
 

@@ -181,8 +181,8 @@ QGemmKernel best_q_kernel() {
 namespace {
 
 // How one weight of a call runs: the row-group, packed or a per-block range kernel, and
-// the columns a thread takes at a time (the row groups' 16; the packed kernel's 32-wide
-// panels; else the widest tile's 4 weight rows).
+// the columns a thread takes at a time (the row groups' 16, or 32 for AVX-512's prefill
+// tiles; the packed kernel's 32-wide panels; else the widest tile's 4 weight rows).
 struct QPlan {
   bool groups = false, packed = false;
   void (*range)(const QGemmArgs&, int64_t, int64_t) = gemm_q8_range_portable;
@@ -194,17 +194,18 @@ QPlan plan_for(const GemmParams& p, int64_t m, QGemmKernel kernel) {
   const bool fp4 = p.w.format == WeightFormat::FP4;
   // The packed and row-group kernels have no FP4 (Int8 FP4 is for decode: M <= 64).
   const bool avx2 = kernel == QGemmKernel::Avx2 || kernel == QGemmKernel::Avx2Groups;
-  // AVX2 reads the row groups at any M (faster than its per-block tiles everywhere
-  // measured); AVX-512 up to kGroupsMaxRows, then the packed kernel.
+  // Both ISAs read the row groups at any M where the weight has them (no per-call
+  // repack; AVX2: faster than its per-block tiles everywhere measured).
   q.groups = !fp4 && p.w.groups != nullptr &&
-             (avx2 || kernel == QGemmKernel::Avx512VnniGroups ||
-              (kernel == QGemmKernel::Avx512Vnni && m <= kGroupsMaxRows));
+             (avx2 || kernel == QGemmKernel::Avx512VnniGroups || kernel == QGemmKernel::Avx512Vnni);
   q.packed = !fp4 && !q.groups &&
              (kernel == QGemmKernel::Avx512VnniPacked || kernel == QGemmKernel::Avx512VnniGroups ||
               (kernel == QGemmKernel::Avx512Vnni && m >= kPackedMinRows));
   if (q.groups) {
     q.range = avx2 ? gemm_q8_groups_avx2 : gemm_q8_groups_avx512;
-    q.unit = kGroupRows;
+    // AVX-512's prefill tiles are 2 groups wide: chunks of whole tiles (a chunk of one
+    // group, which the pool's shrinking chunks would hand out, runs a tile half as wide).
+    q.unit = !avx2 && m > kGroupsDecodeMaxRows ? 2 * kGroupRows : kGroupRows;
   } else if (q.packed) {
     q.range = gemm_q8_range_avx512_packed;
     q.unit = 32;
@@ -235,6 +236,7 @@ void gemm_q8_shared_x(std::span<const GemmParams> ps, QGemmKernel kernel) {
   bool sums = false, q4_off = false;
   for (size_t i = 0; i < ps.size(); ++i) {
     plans[i] = plan_for(ps[i], sh.m, kernel);
+    if (!plans[i].groups) require_data(ps[i].w, to_string(kernel));
     // The packed and row-group kernels want the block sums, the others (Q4_0) the
     // per-lane offsets.
     const bool wants_sums = plans[i].groups || plans[i].packed;

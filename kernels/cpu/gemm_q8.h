@@ -17,9 +17,10 @@
 // of 16-column x 4-byte interleaved u8 chunks, and 6 x 32 register tiles run vpdpbusd
 // with the activation bytes broadcast; its f32 steps are the reference's (bit for bit).
 // A weight regrouped at load time (WeightView::groups, kernels/q8_row_groups.h) runs a
-// row-group kernel, up to kGroupsMaxRows rows on AVX-512 VNNI (gemm_q8_groups_avx512.cpp)
-// and at any M on AVX2 (gemm_q8_groups_avx2.cpp): the same products on the codes as the
-// loader laid them out, no per-call packing, also bit for bit the reference.
+// row-group kernel at any M, on AVX-512 VNNI (gemm_q8_groups_avx512.cpp: decode tiles up
+// to kGroupsDecodeMaxRows rows, the packed kernel's 6 x 32 tiles above) and on AVX2
+// (gemm_q8_groups_avx2.cpp): the same products on the codes as the loader laid them
+// out, no per-call packing, also bit for bit the reference.
 // The quantizer runs on the pool's threads (rows split between them).
 //
 // Each range kernel walks tiles of MR activation rows x NR weight rows
@@ -78,13 +79,14 @@ inline int32_t load_i32(const int8_t* p) {
 
 // Rows from which the AVX-512 VNNI kernel switches to the packed one.
 constexpr int64_t kPackedMinRows = 16;
-// Rows up to which it runs the row-group kernel instead, where the weight has row groups
-// (a decode step of up to 64 sequences; measured 1.7-2.7x the packed kernel's speed at
-// M = 16 and level with it at M = 512: docs/kernels-bench.md). The AVX2 path has no such
-// bound: its row-group kernel was 1.3-5x faster than its per-block tiles at every M
-// measured from 1 to 2048, and level or faster at 4096 (docs/kernels-bench.md), so it
-// takes the row groups at any M.
-constexpr int64_t kGroupsMaxRows = 64;
+// Rows up to which the AVX-512 VNNI row-group kernel runs its decode tiles (a decode
+// step of up to 64 sequences), and above which its prefill ones. The row-group kernel
+// serves every M where the weight has row groups: at decode it was 1.7-2.7x the packed
+// kernel's speed at M = 16, and at prefill it is the packed kernel without the repack
+// (docs/kernels-bench.md). The AVX2 one has a single tile shape: its row-group kernel
+// was 1.3-5x faster than its per-block tiles at every M measured from 1 to 2048, and
+// level or faster at 4096 (docs/kernels-bench.md).
+constexpr int64_t kGroupsDecodeMaxRows = 64;
 
 // Output columns [n0, n1) of one call, per path.
 void gemm_q8_range_portable(const QGemmArgs& a, int64_t n0, int64_t n1);
@@ -95,9 +97,9 @@ void gemm_q8_range_avx512_packed(const QGemmArgs& a, int64_t n0, int64_t n1);  /
 void gemm_q8_groups_avx512(const QGemmArgs& a, int64_t n0, int64_t n1);
 void gemm_q8_groups_avx2(const QGemmArgs& a, int64_t n0, int64_t n1);  // AVX2+FMA+F16C
 
-// Avx512Vnni takes the row-group kernel up to kGroupsMaxRows rows when the weight has
-// row groups, else the packed kernel from kPackedMinRows rows; Avx2 takes its row-group
-// kernel at any M when the weight has row groups, else its per-block tiles.
+// Avx512Vnni takes the row-group kernel at any M when the weight has row groups, else
+// the packed kernel from kPackedMinRows rows; Avx2 takes its row-group kernel at any M
+// when the weight has row groups, else its per-block tiles.
 // Avx512VnniPacked takes the packed one and Avx512VnniGroups the row-group one (where the
 // weight has them) at any M; Avx2Groups is Avx2, named apart so the kernel tests can say
 // which of its two kernels a case runs (best_q_kernel() never returns these three).

@@ -40,6 +40,7 @@ inline __m256i broadcast_i32(const int8_t* p) { return _mm256_set1_epi32(load_i3
 template <WeightFormat F>
 struct Avx2GroupTile {
   static constexpr int kTileRows = 4, kMaxGroups = 1;
+  static constexpr bool kWalkPrefetch = false;
   static constexpr int groups(int) { return 1; }
 
   // y[m0 + i][n + 8h + lane] for rows m0..m0+MR and the group starting at weight row n;

@@ -1,19 +1,27 @@
-// The AVX-512 VNNI decode kernel of cpu::gemm_q8 on regrouped Q8_0 / Q4_0 weights
-// (kernels/q8_row_groups.h): lanes are weight rows. Per 32-column block and group of 16
-// rows, each 64-byte chunk of codes meets 4 broadcast activation bytes in one vpdpbusd
-// (4 products into each row's lane); after the block's chunks a lane holds the row's
-// Σ (w + c) · x, c = 128 (Q8_0) or 8 (Q4_0), and starting the lane at -c · Σx (the
-// quantizer's block sum) leaves Σ w · x exactly. The f32 step is the reference's, lane
-// by lane: s += (dw · dx) · float(dot), block after block, no FMA, so the result equals
-// ref::gemm_q8's bit for bit (as the packed prefill kernel's does).
+// The AVX-512 VNNI kernel of cpu::gemm_q8 on regrouped Q8_0 / Q4_0 weights
+// (kernels/q8_row_groups.h), decode and prefill: lanes are weight rows. Per 32-column
+// block and group of 16 rows, each 64-byte chunk of codes meets 4 broadcast activation
+// bytes in one vpdpbusd (4 products into each row's lane); after the block's chunks a
+// lane holds the row's Σ (w + c) · x, c = 128 (Q8_0) or 8 (Q4_0), and starting the lane
+// at -c · Σx (the quantizer's block sum) leaves Σ w · x exactly. The f32 step is the
+// reference's, lane by lane: s += (dw · dx) · float(dot), block after block, no FMA, so
+// the result equals ref::gemm_q8's bit for bit (as the packed kernel's does).
 //
-// A tile is MR activation rows x G groups: 4 groups (64 weight rows) at M <= 2, where
-// the accumulators leave registers for 4 streams of codes (one thread, with the
-// prefetch: 1.15-1.3x over 2 groups at M = 1-2), else MR <= 4 x 2 groups; a thread
-// sweeps its groups G at a time, every activation row against them while they are in
-// L1/L2, prefetching each stream ahead (gemm_q8_groups_walk.h).
-// Q4_0's low and high nibbles (chunks c and c + 4) go to two accumulators, so a lane's
-// additions form two chains of 4 rather than one of 8.
+// Two tile shapes, one body (Avx512GroupTile<F, Prefill>):
+//   decode  (M <= kGroupsDecodeMaxRows)  4 groups (64 weight rows) at M <= 2, where the
+//           accumulators leave registers for 4 streams of codes (one thread, with the
+//           prefetch: 1.15-1.3x over 2 groups at M = 1-2), else MR <= 4 x 2 groups; two
+//           int32 chains per output (Q4_0's low and high nibbles, Q8_0's even and odd
+//           chunks: chains of 4 rather than 8); each tile of the first activation rows
+//           prefetches its groups' streams ahead (gemm_q8_groups_walk.h).
+//   prefill (more rows)  MR <= 6 x 2 groups, the packed kernel's register tile (6 · 2 f32
+//           and 6 · 2 int32 accumulators, one chain each: the 12 independent chains
+//           already cover vpdpbusd's latency), without its per-call repack: the codes
+//           are already 16 rows side by side; the scales are f16 (one vcvtph2ps per group
+//           and block) and Q4_0's nibbles are split in registers. The walk prefetches the
+//           next 2 groups a share per row tile, as the packed kernel does its next panel.
+// A thread sweeps its groups G at a time, every activation row against them while they
+// are in L1/L2.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -29,11 +37,13 @@ namespace {
 using avx512::first_lanes;
 using avx512::unroll;
 
-template <WeightFormat F>
+template <WeightFormat F, bool Prefill>
 struct Avx512GroupTile {
-  static constexpr int kTileRows = 4, kMaxGroups = 4;
-  // 32 zmm: MR · G f32 and 2 · MR · G int32 accumulators beside G · 2 code vectors.
-  static constexpr int groups(int rows) { return rows <= 2 ? 4 : 2; }
+  // 32 zmm: MR · G f32 and kChains · MR · G int32 accumulators beside the code vectors.
+  static constexpr int kTileRows = Prefill ? 6 : 4, kMaxGroups = Prefill ? 2 : 4;
+  static constexpr int kChains = Prefill ? 1 : 2;
+  static constexpr bool kWalkPrefetch = Prefill;
+  static constexpr int groups(int rows) { return Prefill || rows > 2 ? 2 : 4; }
 
   // y[m0 + i][n + 16g + lane] for rows m0..m0+MR and groups starting at weight row n;
   // only rows below n_end are stored. step: the walk's groups per tile (the prefetch's
@@ -42,9 +52,9 @@ struct Avx512GroupTile {
   static void run(const QGemmArgs& a, int64_t m0, int64_t n, int64_t n_end, int64_t step);
 };
 
-template <WeightFormat F>
+template <WeightFormat F, bool Prefill>
 template <int MR, int G>
-void Avx512GroupTile<F>::run(const QGemmArgs& a, int64_t m0, int64_t n, int64_t n_end, int64_t step) {
+void Avx512GroupTile<F, Prefill>::run(const QGemmArgs& a, int64_t m0, int64_t n, int64_t n_end, int64_t step) {
   using L = GroupLayout<F>;
   const int64_t blocks = a.x.k / kQBlock, group_bytes = blocks * L::kBlockBytes;
   const uint8_t* gp[G];
@@ -67,18 +77,21 @@ void Avx512GroupTile<F>::run(const QGemmArgs& a, int64_t m0, int64_t n, int64_t 
   for (int64_t b = 0; b < blocks; ++b) {
     // A plain loop, not unroll<>: inside the lambda GCC 12 dropped the prefetches
     // altogether (docs/kernels-bench.md).
-    for (int g = 0; g < G; ++g) {
-      const int64_t t = first + g * group_bytes + group_prefetch_offset(b * L::kBlockBytes, group_bytes, step);
-      if (t + L::kBlockBytes > prefetch_end) continue;
-      for (int64_t l = 0; l < L::kBlockBytes; l += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(a.groups + t + l), _MM_HINT_T0);
+    if constexpr (!kWalkPrefetch) {
+      for (int g = 0; g < G; ++g) {
+        const int64_t t = first + g * group_bytes + group_prefetch_offset(b * L::kBlockBytes, group_bytes, step);
+        if (t + L::kBlockBytes > prefetch_end) continue;
+        for (int64_t l = 0; l < L::kBlockBytes; l += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(a.groups + t + l), _MM_HINT_T0);
+      }
     }
-    __m512i d0[MR][G], d1[MR][G];
+    // d[kChains - 1] is the second chain, or the first again when there is one.
+    __m512i d[kChains][MR][G];
     unroll<MR>([&](auto i) {
       const __m512i init = _mm512_set1_epi32(-xs[i][b] * L::kBias);
       unroll<G>([&](auto g) {
-        d0[i][g] = init;
-        d1[i][g] = _mm512_setzero_si512();
+        d[0][i][g] = init;
+        if constexpr (kChains == 2) d[1][i][g] = _mm512_setzero_si512();
       });
     });
     const int8_t* xb[MR];
@@ -95,8 +108,8 @@ void Avx512GroupTile<F>::run(const QGemmArgs& a, int64_t m0, int64_t n, int64_t 
           const __m512i x0 = _mm512_set1_epi32(load_i32(xb[i] + 8 * c));
           const __m512i x1 = _mm512_set1_epi32(load_i32(xb[i] + 8 * c + 4));
           unroll<G>([&](auto g) {
-            d0[i][g] = _mm512_dpbusd_epi32(d0[i][g], w0[g], x0);
-            d1[i][g] = _mm512_dpbusd_epi32(d1[i][g], w1[g], x1);
+            d[0][i][g] = _mm512_dpbusd_epi32(d[0][i][g], w0[g], x0);
+            d[kChains - 1][i][g] = _mm512_dpbusd_epi32(d[kChains - 1][i][g], w1[g], x1);
           });
         });
       });
@@ -112,8 +125,8 @@ void Avx512GroupTile<F>::run(const QGemmArgs& a, int64_t m0, int64_t n, int64_t 
           const __m512i xl = _mm512_set1_epi32(load_i32(xb[i] + 4 * c));
           const __m512i xh = _mm512_set1_epi32(load_i32(xb[i] + 16 + 4 * c));
           unroll<G>([&](auto g) {
-            d0[i][g] = _mm512_dpbusd_epi32(d0[i][g], lo[g], xl);
-            d1[i][g] = _mm512_dpbusd_epi32(d1[i][g], hi[g], xh);
+            d[0][i][g] = _mm512_dpbusd_epi32(d[0][i][g], lo[g], xl);
+            d[kChains - 1][i][g] = _mm512_dpbusd_epi32(d[kChains - 1][i][g], hi[g], xh);
           });
         });
       });
@@ -126,7 +139,8 @@ void Avx512GroupTile<F>::run(const QGemmArgs& a, int64_t m0, int64_t n, int64_t 
     unroll<MR>([&](auto i) {
       const __m512 dx = _mm512_set1_ps(xd[i][b]);
       unroll<G>([&](auto g) {
-        const __m512i dot = _mm512_add_epi32(d0[i][g], d1[i][g]);
+        __m512i dot = d[0][i][g];
+        if constexpr (kChains == 2) dot = _mm512_add_epi32(dot, d[1][i][g]);
         __m512 term = _mm512_mul_ps(_mm512_mul_ps(dw[g], dx), _mm512_cvtepi32_ps(dot));
         // Opaque to the optimiser: this file has -mfma, and GCC would fuse the multiply
         // into the add (C++ contracts by default), which is not the reference's rounding.
@@ -148,10 +162,16 @@ void Avx512GroupTile<F>::run(const QGemmArgs& a, int64_t m0, int64_t n, int64_t 
   });
 }
 
+template <WeightFormat F>
+using DecodeTile = Avx512GroupTile<F, false>;
+template <WeightFormat F>
+using PrefillTile = Avx512GroupTile<F, true>;
+
 }  // namespace
 
 void gemm_q8_groups_avx512(const QGemmArgs& a, int64_t n0, int64_t n1) {
-  run_groups<Avx512GroupTile>(a, n0, n1);
+  if (a.x.m > kGroupsDecodeMaxRows) run_groups<PrefillTile>(a, n0, n1);
+  else run_groups<DecodeTile>(a, n0, n1);
 }
 
 }  // namespace troupe::kernels::cpu

@@ -10,10 +10,18 @@
 //       Tile::run<mr, g>: mr x g · 16 outputs        read from memory once, then from L1/L2)
 //
 // Tile<F> provides kTileRows, kMaxGroups, static constexpr int groups(int rows) (the
-// tile width at that many rows, non-increasing in rows, <= kMaxGroups) and template <int
-// MR, int G> static void run(a, m0, n, n_end, step) storing y[m0 .. m0 + MR) [n .. min(n +
-// 16G, n_end)) (step: the walk's G, the prefetch's stride); edge tiles (fewer rows or
-// groups left) run the smaller instantiations from a table.
+// tile width at that many rows, non-increasing in rows, <= kMaxGroups), kWalkPrefetch
+// (below) and template <int MR, int G> static void run(a, m0, n, n_end, step) storing
+// y[m0 .. m0 + MR) [n .. min(n + 16G, n_end)) (step: the walk's G, the prefetch's
+// stride); edge tiles (fewer rows or groups left) run the smaller instantiations from a
+// table.
+//
+// Where the groups are prefetched: at decode (kWalkPrefetch false) the tiles of the first
+// kTileRows activation rows prefetch along each group's stream as they read it
+// (group_prefetch_offset), since they are all the work the groups get. At prefill
+// (kWalkPrefetch true) many row tiles reuse the G groups from L1/L2, so the walk
+// prefetches the next G groups (the bytes right after: groups are adjacent) a share
+// after each row tile, and the first row tile of the next G finds them in cache.
 #pragma once
 
 #include <algorithm>
@@ -66,11 +74,22 @@ void walk_groups(const QGemmArgs& a, int64_t n0, int64_t n1) {
     }()...};
   }(std::make_integer_sequence<int, kRows * kMax>{});
   const int64_t step = Tile::groups(static_cast<int>(std::min<int64_t>(kRows, a.x.m)));
+  const int64_t group_bytes = a.x.k / kQBlock * q8_group_block_bytes(a.format);
+  const int64_t row_tiles = (a.x.m + kRows - 1) / kRows;
   for (int64_t n = n0; n < n1; n += step * kGroupRows) {
     const int64_t groups = std::min<int64_t>(step, (n1 - n + kGroupRows - 1) / kGroupRows);
+    // The next tile's groups inside [n0, n1) (another thread's rows are its own business).
+    const int64_t next_groups =
+        Tile::kWalkPrefetch ? std::clamp<int64_t>((n1 - n + kGroupRows - 1) / kGroupRows - groups, 0, step) : 0;
+    const uint8_t* next = a.groups + (n / kGroupRows + groups) * group_bytes;
+    const int64_t next_bytes = next_groups * group_bytes;
+    const int64_t share = (next_bytes / 64 + row_tiles - 1) / row_tiles * 64;
+    int64_t fetched = 0;
     for (int64_t m = 0; m < a.x.m; m += kRows) {
       const int64_t mr = std::min<int64_t>(kRows, a.x.m - m);
       fns[(mr - 1) * kMax + (groups - 1)](a, m, n, n1, step);
+      for (const int64_t end = std::min(next_bytes, fetched + share); fetched < end; fetched += 64)
+        __builtin_prefetch(next + fetched, 0, 3);
     }
   }
 }

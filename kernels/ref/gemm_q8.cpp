@@ -7,6 +7,7 @@
 
 #include "kernels/gemm.h"
 #include "kernels/ggml_blocks.h"
+#include "kernels/q8_row_groups.h"
 #include "kernels/quant.h"
 
 namespace troupe::kernels::ref {
@@ -44,6 +45,7 @@ IntBlock weight_block(const WeightView& w, int64_t row, int64_t b) {
 }  // namespace
 
 void gemm_q8(const GemmParams& p) {
+  require_data(p.w, "ref::gemm_q8");
   const int64_t m_rows = p.m, n_cols = p.w.rows, k_len = p.w.cols, blocks = k_len / kQBlock;
   const int64_t ldx = p.ldx ? p.ldx : k_len, ldy = p.ldy ? p.ldy : n_cols;
   std::vector<int8_t> xq(static_cast<size_t>(m_rows * k_len));

@@ -295,6 +295,9 @@ const Case kCases[] = {
     {WeightFormat::FP4, 3, 5, 160, 0, 0, true}, {WeightFormat::FP4, 16, 33, 256},
     {WeightFormat::FP4, 17, 70, 192, 32, 1, true}, {WeightFormat::FP4, 4, 300, 1024},
     {WeightFormat::FP4, 70, 9, 64},
+    // Row-group prefill tiles (6 rows x 2 groups, above kGroupsDecodeMaxRows rows): a part
+    // group after whole tiles, a row remainder of 1 and of 5, strides, accumulation.
+    {WeightFormat::Q8_0, 67, 83, 320, 2, 3, true}, {WeightFormat::Q4_0, 71, 50, 160, 0, 1},
 };
 
 std::string case_str(const Case& c) {
@@ -407,7 +410,7 @@ TEST_P(GemmQ8Kernel, SharedXGivesEachGemmsOwnBits) {
   const int64_t k = 160, ldx = k + 7;
   uint32_t seed = 300;
   for (const std::vector<Out>& call : calls)
-    for (int64_t m : {int64_t{1}, int64_t{3}, cpu::kPackedMinRows + 1, cpu::kGroupsMaxRows + 6}) {
+    for (int64_t m : {int64_t{1}, int64_t{3}, cpu::kPackedMinRows + 1, cpu::kGroupsDecodeMaxRows + 6}) {
       if (call[0].format == WeightFormat::FP4 && m > kInt8MaxRows) continue;
       SCOPED_TRACE(std::string(to_string(call[0].format)) + " call, m=" + std::to_string(m));
       std::mt19937 rng(seed++);
@@ -526,8 +529,8 @@ TEST(GemmQ8, SharedXEntryMixesFormatsAndChecksItsCalls) {
 // A loader's regrouped weight through each path's kernel (AVX-512 VNNI, AVX2), whole and
 // as row slices (model::row_slice: one expert of a stacked tensor): a slice starting on a
 // group keeps the groups and its y is the reference's on the slice's GGUF rows, bit for
-// bit: the row-group kernel (AVX2 at any M, AVX-512 VNNI up to kGroupsMaxRows) and above
-// that AVX-512 VNNI's packed one. A slice starting inside a group reads the GGUF blocks.
+// bit: the row-group kernel at any M (AVX-512 VNNI's decode tiles up to
+// kGroupsDecodeMaxRows, its prefill tiles above). A slice starting inside a group reads the GGUF blocks.
 class RowGroupsPath : public ::testing::TestWithParam<cpu::QGemmKernel> {
  protected:
   void SetUp() override {
@@ -551,7 +554,7 @@ TEST_P(RowGroupsPath, RowGroupsFollowRowSlices) {
       const WeightView s = model::row_slice(whole, r0, n);
       EXPECT_EQ(s.groups != nullptr, r0 % kGroupRows == 0) << "slice at " << r0;
       if (s.groups == nullptr) continue;
-      for (int64_t m : {int64_t{1}, int64_t{3}, cpu::kPackedMinRows + 1, cpu::kGroupsMaxRows + 1}) {
+      for (int64_t m : {int64_t{1}, int64_t{3}, cpu::kPackedMinRows + 1, cpu::kGroupsDecodeMaxRows + 1}) {
         SCOPED_TRACE(std::string(to_string(f)) + " rows [" + std::to_string(r0) + ", " +
                      std::to_string(r0 + n) + ") m=" + std::to_string(m));
         const std::vector<float> x = awkward_activations(m, 96, seed++);
@@ -572,12 +575,15 @@ TEST_P(RowGroupsPath, RowGroupsFollowRowSlices) {
   }
 }
 
-// The walk's tile widths and the thread ranges: at M <= 2 the AVX-512 tiles take 4 groups
-// (64 rows), else 2, so N runs through every edge (1, 2 and 3 groups left, a part group);
-// K = 1024 and 2048 make a group longer than the prefetch distance, K = 96 shorter (the
-// prefetch then lands several groups on); 1, 2 and 3 threads end their ranges mid-tile
-// (the pool splits N by K: at K = 2048 and 4096 into 1-4 groups a chunk), and the
-// prefetch stops at each range's end. Bit for bit the reference.
+// The walk's tile widths and the thread ranges: at M <= 2 the AVX-512 decode tiles take 4
+// groups (64 rows), else 2, so N runs through every edge (1, 2 and 3 groups left, a part
+// group); K = 1024 and 2048 make a group longer than the prefetch distance, K = 96 shorter
+// (the prefetch then lands several groups on); 1, 2 and 3 threads end their ranges
+// mid-tile (the pool splits N by K: at K = 2048 and 4096 into 1-4 groups a chunk), and the
+// prefetch stops at each range's end. Above kGroupsDecodeMaxRows the AVX-512 prefill
+// tiles (6 rows x 2 groups): M = 65-70 ends on every row remainder (1-5 rows and none),
+// and their walk prefetches the next groups up to each range's end. Bit for bit the
+// reference.
 TEST_P(RowGroupsPath, TileWidthsAndThreadRangesMatchTheReference) {
   const cpu::QGemmKernel kernel = GetParam();
   std::mt19937 rng(7);
@@ -587,7 +593,9 @@ TEST_P(RowGroupsPath, TileWidthsAndThreadRangesMatchTheReference) {
       const TestWeight tw = random_weight(f, n, k, rng);
       std::vector<uint8_t> groups(size_t(q8_row_groups_bytes(tw.view())));
       pack_q8_row_groups(tw.view(), groups.data());
-      for (int64_t m : {1, 2, 3, 5}) {
+      for (int64_t m : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{5}, int64_t{16}, cpu::kGroupsDecodeMaxRows,
+                        cpu::kGroupsDecodeMaxRows + 1, cpu::kGroupsDecodeMaxRows + 2, cpu::kGroupsDecodeMaxRows + 3,
+                        cpu::kGroupsDecodeMaxRows + 4, cpu::kGroupsDecodeMaxRows + 5, cpu::kGroupsDecodeMaxRows + 6}) {
         const std::vector<float> x = awkward_activations(m, k, seed++);
         GemmParams p;
         p.x = x.data();
