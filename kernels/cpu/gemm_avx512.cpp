@@ -240,8 +240,9 @@ Plan make_plan(const GemmParams& p, const GemmShape& sh, const PreparedX& x) {
 // Four weight rows at a time, all of K, straight from memory, for up to kDirectMaxM
 // rows of x; more rows (direct_in_passes) run the tile again per kDirectMaxM rows, its
 // weight rows then read from L1.
+// next: the plan whose first rows the thread runs after row ne, or null.
 template <WeightFormat F>
-void run_direct(const Plan& pl, int64_t nb, int64_t ne) {
+void run_direct(const Plan& pl, int64_t nb, int64_t ne, const Plan* next = nullptr) {
   const float* xb = static_cast<const float*>(pl.xb);
   const int64_t kc = kChunkBytes / int64_t{sizeof(float)};  // the blocked path's f32 chunk
   for (int64_t n0 = nb; n0 < ne; n0 += kNR) {
@@ -249,7 +250,9 @@ void run_direct(const Plan& pl, int64_t nb, int64_t ne) {
     int64_t r[kNR];  // rows past the range repeat the last one; their sums are dropped
     for (int j = 0; j < kNR; ++j) r[j] = n0 + std::min(j, nr - 1);
     const __mmask8 mask = static_cast<__mmask8>((1u << nr) - 1);
-    const bool prefetch = n0 + kPrefetchRows < ne;
+    RowsAhead ahead;
+    if (n0 + kPrefetchRows < ne) ahead = {&pl.src, 0};
+    else if (next != nullptr) ahead = {&next->src, ne};
     for (int64_t m0 = 0; m0 < pl.sh.m; m0 += kDirectMaxM) {
       const int mr = static_cast<int>(std::min(kDirectMaxM, pl.sh.m - m0));
       const float* x = xb + m0 * pl.kp;
@@ -259,16 +262,16 @@ void run_direct(const Plan& pl, int64_t nb, int64_t ne) {
         out[i] = pl.accumulate ? _mm_maskz_loadu_ps(mask, y + i * pl.sh.ldy) : _mm_setzero_ps();
       switch (mr) {
         case 1:
-          direct_tile<F, 1>(pl.src, x, pl.kp, pl.x_fold, r, prefetch, kc, pl.accumulate, out);
+          direct_tile<F, 1>(pl.src, x, pl.kp, pl.x_fold, r, ahead, kc, pl.accumulate, out);
           break;
         case 2:
-          direct_tile<F, 2>(pl.src, x, pl.kp, pl.x_fold, r, prefetch, kc, pl.accumulate, out);
+          direct_tile<F, 2>(pl.src, x, pl.kp, pl.x_fold, r, ahead, kc, pl.accumulate, out);
           break;
         case 3:
-          direct_tile<F, 3>(pl.src, x, pl.kp, pl.x_fold, r, prefetch, kc, pl.accumulate, out);
+          direct_tile<F, 3>(pl.src, x, pl.kp, pl.x_fold, r, ahead, kc, pl.accumulate, out);
           break;
         default:
-          direct_tile<F, 4>(pl.src, x, pl.kp, pl.x_fold, r, prefetch, kc, pl.accumulate, out);
+          direct_tile<F, 4>(pl.src, x, pl.kp, pl.x_fold, r, ahead, kc, pl.accumulate, out);
           break;
       }
       store_tile(out, mr, nr, y, pl.sh.ldy, /*add=*/false);
@@ -456,11 +459,18 @@ void gemm_avx512_grouped(std::span<const GemmParams> ps) {
   }
   // Threads take runs of tiles across all the GEMMs, at the chunk size one call of the
   // first GEMM's shape would take.
-  if (tiles > 0) parallel_for(tiles, gemm_min_chunk(gemm_shape(ps[0]), kNR) / kNR, [&](int64_t t0, int64_t t1) {
+  if (tiles == 0) return gemm_x_scratch().trim(kKeepScratchBytes);
+  parallel_for(tiles, gemm_min_chunk(gemm_shape(ps[0]), kNR) / kNR, [&](int64_t t0, int64_t t1) {
     for_each_weight_run(unit_end, t0, t1, [&](size_t i, int64_t a, int64_t b) {
+      // A run that goes on into the next GEMM with tiles, of the same format: its first
+      // rows are fetched ahead from this one's last tiles.
+      size_t j = i + 1;
+      while (j < ps.size() && unit_end[j] == unit_end[i]) ++j;
+      const bool goes_on = unit_end[i] < t1 && j < ps.size() && ps[j].w.format == ps[i].w.format;
+      const Plan* next = goes_on ? &plans[j] : nullptr;
       const Plan& pl = plans[i];
       with_format(ps[i].w.format, [&](auto f) {
-        run_direct<f.value>(pl, a * kNR, std::min(pl.sh.n, b * kNR));
+        run_direct<f.value>(pl, a * kNR, std::min(pl.sh.n, b * kNR), next);
       });
     });
   });
