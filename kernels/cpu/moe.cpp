@@ -191,22 +191,24 @@ scratch_vector<int64_t> split_experts(const Routing& r, int64_t parts) {
 }
 
 // Heuristic (kept apart from the kernel): a decode step's experts (at most
-// kGroupedMaxRows rows each), every one of whose GEMMs gemm_grouped runs in its one
-// fork-join, go through run_experts_grouped.
+// kGroupedMaxRows rows each) go through run_experts_grouped where this CPU path groups
+// their weights' GEMMs at decode rows (gemm_grouped runs an expert whose GEMMs it does
+// not take, e.g. f32 products past the AVX-512 direct tiles' 4 rows, one GEMM at a time
+// over the threads); else experts run whole, as run_all_experts spreads them.
 bool group_the_experts(const MoeExpertsParams& p, const Routing& r) {
   constexpr int64_t kGroupedMaxRows = 16;
+  int64_t active = -1;
   for (int64_t e = 0; e < p.experts_count; ++e) {
-    GemmParams g;
-    g.m = r.offset[e + 1] - r.offset[e];
-    g.precision = p.precision;
-    if (g.m > kGroupedMaxRows) return false;
-    if (g.m == 0) continue;
-    for (const WeightView& w : {p.experts[e].w1, p.experts[e].w3, p.experts[e].w2}) {
-      g.w = w;
-      if (!cpu::gemm_joins_group(g)) return false;
-    }
+    const int64_t c = r.offset[e + 1] - r.offset[e];
+    if (c > kGroupedMaxRows) return false;
+    if (c > 0 && active < 0) active = e;
   }
-  return true;
+  if (active < 0) return false;
+  GemmParams g;
+  g.m = 1;
+  g.precision = p.precision;
+  g.w = p.experts[active].w1;
+  return cpu::gemm_joins_group(g);
 }
 
 void run_all_experts(const MoeExpertsParams& p, const Routing& r, float* ys) {
