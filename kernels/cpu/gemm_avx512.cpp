@@ -425,7 +425,8 @@ bool same_prepared_x(const GemmParams& a, const GemmParams& b) {
 }  // namespace
 
 void gemm_avx512_grouped(std::span<const GemmParams> ps) {
-  TROUPE_CHECK(std::all_of(ps.begin(), ps.end(), avx512_direct), "gemm_avx512_grouped: not decode rows");
+  TROUPE_CHECK(std::all_of(ps.begin(), ps.end(), avx512_direct),
+               "gemm_avx512_grouped: not decode rows");
   // A run of consecutive GEMMs over the same x shares one prepared x: first[i] is the
   // first GEMM of i's run, at[first] where its prepared x starts in the buffer.
   scratch_vector<size_t> first(ps.size());

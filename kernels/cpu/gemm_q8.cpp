@@ -221,7 +221,9 @@ QPlan plan_for(const GemmParams& p, int64_t m, QGemmKernel kernel) {
 
 void gemm_q8(const GemmParams& p, QGemmKernel kernel) { gemm_q8_shared_x({&p, 1}, kernel); }
 
-void gemm_q8_shared_x(std::span<const GemmParams> ps, QGemmKernel kernel) { gemm_q8_grouped(ps, kernel); }
+void gemm_q8_shared_x(std::span<const GemmParams> ps, QGemmKernel kernel) {
+  gemm_q8_grouped(ps, kernel);
+}
 
 namespace {
 

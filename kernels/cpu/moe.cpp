@@ -3,7 +3,8 @@
 // GEMMs (kernels::cpu::gemm's paths) and the SwiGLU (kernels/cpu/swiglu.h: vector e^x
 // in double, rounded once: nearly always the reference's std::exp bits, else one ulp).
 //
-// Expert FFN data flow (R = number of non-skipped (token, slot) entries):
+// Expert FFN data flow (R = number of non-skipped (token, slot) entries; a decode step's
+// experts run each stage for all of them at once, run_experts_grouped):
 //
 //   pick [M, top_k] --group_by_expert--> expert e owns grouped rows [offset[e], offset[e+1])
 //   x rows of those tokens --gather--> xg [c, H] --w1, w3--> a, b [c, I] --swiglu--> h [c, I]
@@ -84,16 +85,18 @@ Routing group_by_expert(const MoeExpertsParams& p) {
 }
 
 // Whether an expert of c grouped rows reads them from x in place: with one pick per
-// token, an expert every token picked (a dense MLP, a shared expert) has the tokens in
-// order (the grouping is stable); an expert of one row has its token's row.
-bool rows_in_place(const MoeExpertsParams& p, int64_t c) { return (c == p.m && p.top_k == 1) || c == 1; }
+// token, an expert every token picked (all_tokens: a dense MLP, a shared expert) has the
+// tokens in order (the grouping is stable); an expert of one row has its token's row.
+bool all_tokens(const MoeExpertsParams& p, int64_t c) { return c == p.m && p.top_k == 1; }
+bool rows_in_place(const MoeExpertsParams& p, int64_t c) { return all_tokens(p, c) || c == 1; }
 
 // The x rows of expert e's grouped rows: in place (rows_in_place), else gathered into
 // xg [c, H].
 const float* expert_x(const MoeExpertsParams& p, const Routing& r, int64_t e, float* xg) {
   const int64_t row0 = r.offset[e];
   const int64_t c = r.offset[e + 1] - row0;
-  if (rows_in_place(p, c)) return c == p.m && p.top_k == 1 ? p.x : p.x + r.entry[row0] / p.top_k * p.hidden;
+  if (all_tokens(p, c)) return p.x;
+  if (c == 1) return p.x + r.entry[row0] / p.top_k * p.hidden;
   for (int64_t i = 0; i < c; ++i) {
     const int64_t token = r.entry[row0 + i] / p.top_k;
     std::memcpy(xg + i * p.hidden, p.x + token * p.hidden, p.hidden * sizeof(float));
@@ -126,7 +129,9 @@ ExpertGemms expert_gemms(const MoeExpertsParams& p, const Routing& r, int64_t e,
 // h = swiglu(a, b) over n values, threaded. Each value on its own: the threads' split
 // (none inside an expert-range worker) changes nothing.
 void swiglu_threaded(const MoeExpertsParams& p, float* a, const float* b, int64_t n) {
-  parallel_for(n, 4096, [&](int64_t i0, int64_t i1) { swiglu(a + i0, b + i0, i1 - i0, p.swiglu_limit); });
+  parallel_for(n, 4096, [&](int64_t i0, int64_t i1) {
+    swiglu(a + i0, b + i0, i1 - i0, p.swiglu_limit);
+  });
 }
 
 struct Scratch {  // written in full by the gather and the GEMMs: not zeroed
@@ -140,7 +145,8 @@ void run_expert(const MoeExpertsParams& p, const Routing& r, int64_t e, Scratch&
   s.a.resize(c * p.inter);
   s.b.resize(c * p.inter);
   if (!rows_in_place(p, c)) s.xg.resize(c * p.hidden);
-  const ExpertGemms g = expert_gemms(p, r, e, expert_x(p, r, e, s.xg.data()), s.a.data(), s.b.data(), ys);
+  const float* xs = expert_x(p, r, e, s.xg.data());
+  const ExpertGemms g = expert_gemms(p, r, e, xs, s.a.data(), s.b.data(), ys);
   const GemmParams gate_up[2] = {g.w1, g.w3};  // one call: x quantized once where the GEMM does
   cpu::gemm_shared_x(gate_up);
   swiglu_threaded(p, s.a.data(), s.b.data(), c * p.inter);
