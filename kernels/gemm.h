@@ -64,6 +64,13 @@ void gemm_q8(const GemmParams& p);  // the q8_activations() definition (ref::gem
 namespace cpu {
 void gemm(const GemmParams& p);
 void gemm_shared_x(std::span<const GemmParams> ps);
+// Independent GEMMs (each its own x, m, weight and y; valid, as gemm checks): each y as
+// gemm(ps[i]) gives it, bit for bit. Those gemm_joins_group takes (int8 tiles; decode
+// rows on the AVX-512 direct tiles) run in one fork-join over all their output columns
+// (a decode step's MoE experts, every thread a share of every expert's rows), with x
+// prepared once per run of consecutive GEMMs over the same x; the others one by one.
+void gemm_grouped(std::span<const GemmParams> ps);
+bool gemm_joins_group(const GemmParams& p);
 }  // namespace cpu
 namespace cuda { void gemm(const GemmParams& p); }
 

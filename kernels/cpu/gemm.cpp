@@ -124,4 +124,19 @@ void gemm_shared_x(std::span<const GemmParams> ps) {
   for (const GemmParams& p : ps) cpu::gemm(p);
 }
 
+bool gemm_joins_group(const GemmParams& p) {
+  return q8_activations(p) || (active_cpu_path() == CpuPath::Avx512 && avx512_direct(p));
+}
+
+void gemm_grouped(std::span<const GemmParams> ps) {
+  scratch_vector<GemmParams> q8, direct;
+  for (const GemmParams& p : ps) {
+    if (q8_activations(p)) q8.push_back(p);
+    else if (gemm_joins_group(p)) direct.push_back(p);
+    else cpu::gemm(p);
+  }
+  if (!q8.empty()) gemm_q8_grouped(q8, best_q_kernel());
+  if (!direct.empty()) gemm_avx512_grouped(direct);
+}
+
 }  // namespace troupe::kernels::cpu

@@ -188,17 +188,22 @@ struct Plan {  // one call, shared read-only by the threads
   const uint8_t* x_fold = nullptr;  // FP8, M <= kDirectMaxM: x_fold_ranges of xb
 };
 
-// x permuted to the weights' column order (and rounded to bf16 if asked) in the
-// thread's x scratch, [M, K rounded up to 32].
+// x permuted to the weights' column order (and rounded to bf16 if asked) at xb,
+// [M, K rounded up to 32], and for FP8 direct tiles x's fold ranges after it
+// (prepared_x_floats: the room this takes, a multiple of 16 floats so that several
+// prepared x can sit one after another in one buffer, each 64-byte aligned).
 struct PreparedX {
   const void* xb;            // [M, kp]
   const uint8_t* fold;       // FP8 direct tiles: x_fold_ranges of xb, else null
 };
-template <class T>
-PreparedX prepared_x(const GemmShape& sh, const float* x, ColOrder order, bool round_x, bool fold) {
+inline int64_t prepared_x_floats(const GemmShape& sh) {
   const int64_t kp = (sh.k + 31) / 32 * 32;
-  // FP8 direct tiles: x's fold ranges (2 bytes per block) after x in the same scratch.
-  T* xb = gemm_x_scratch().get<T>(sh.m * kp + (fold ? kp / 32 : 0));
+  return (sh.m * kp + kp / 32 + 15) / 16 * 16;  // fold ranges: 2 bytes per 32 columns
+}
+template <class T>
+PreparedX prepared_x(const GemmShape& sh, const float* x, ColOrder order, bool round_x, bool fold,
+                     T* xb) {
+  const int64_t kp = (sh.k + 31) / 32 * 32;
   prepare_x(sh, x, order, round_x, xb, kp);
   const uint8_t* ranges = nullptr;
   if constexpr (std::is_same_v<T, float>) {
@@ -209,6 +214,11 @@ PreparedX prepared_x(const GemmShape& sh, const float* x, ColOrder order, bool r
     }
   }
   return {xb, ranges};
+}
+// In the thread's x scratch.
+template <class T>
+PreparedX prepared_x(const GemmShape& sh, const float* x, ColOrder order, bool round_x, bool fold) {
+  return prepared_x<T>(sh, x, order, round_x, fold, gemm_x_scratch().get<T>(prepared_x_floats(sh)));
 }
 
 // One weight's plan over x prepared by prepared_x<T>.
@@ -230,8 +240,9 @@ Plan make_plan(const GemmParams& p, const GemmShape& sh, const PreparedX& x) {
 // Four weight rows at a time, all of K, straight from memory, for up to kDirectMaxM
 // rows of x; more rows (direct_in_passes) run the tile again per kDirectMaxM rows, its
 // weight rows then read from L1.
+// next: the plan whose first rows the thread runs after row ne, or null.
 template <WeightFormat F>
-void run_direct(const Plan& pl, int64_t nb, int64_t ne) {
+void run_direct(const Plan& pl, int64_t nb, int64_t ne, const Plan* next = nullptr) {
   const float* xb = static_cast<const float*>(pl.xb);
   const int64_t kc = kChunkBytes / int64_t{sizeof(float)};  // the blocked path's f32 chunk
   for (int64_t n0 = nb; n0 < ne; n0 += kNR) {
@@ -239,7 +250,9 @@ void run_direct(const Plan& pl, int64_t nb, int64_t ne) {
     int64_t r[kNR];  // rows past the range repeat the last one; their sums are dropped
     for (int j = 0; j < kNR; ++j) r[j] = n0 + std::min(j, nr - 1);
     const __mmask8 mask = static_cast<__mmask8>((1u << nr) - 1);
-    const bool prefetch = n0 + kPrefetchRows < ne;
+    RowsAhead ahead;
+    if (n0 + kPrefetchRows < ne) ahead = {&pl.src, 0};
+    else if (next != nullptr) ahead = {&next->src, ne};
     for (int64_t m0 = 0; m0 < pl.sh.m; m0 += kDirectMaxM) {
       const int mr = static_cast<int>(std::min(kDirectMaxM, pl.sh.m - m0));
       const float* x = xb + m0 * pl.kp;
@@ -249,16 +262,16 @@ void run_direct(const Plan& pl, int64_t nb, int64_t ne) {
         out[i] = pl.accumulate ? _mm_maskz_loadu_ps(mask, y + i * pl.sh.ldy) : _mm_setzero_ps();
       switch (mr) {
         case 1:
-          direct_tile<F, 1>(pl.src, x, pl.kp, pl.x_fold, r, prefetch, kc, pl.accumulate, out);
+          direct_tile<F, 1>(pl.src, x, pl.kp, pl.x_fold, r, ahead, kc, pl.accumulate, out);
           break;
         case 2:
-          direct_tile<F, 2>(pl.src, x, pl.kp, pl.x_fold, r, prefetch, kc, pl.accumulate, out);
+          direct_tile<F, 2>(pl.src, x, pl.kp, pl.x_fold, r, ahead, kc, pl.accumulate, out);
           break;
         case 3:
-          direct_tile<F, 3>(pl.src, x, pl.kp, pl.x_fold, r, prefetch, kc, pl.accumulate, out);
+          direct_tile<F, 3>(pl.src, x, pl.kp, pl.x_fold, r, ahead, kc, pl.accumulate, out);
           break;
         default:
-          direct_tile<F, 4>(pl.src, x, pl.kp, pl.x_fold, r, prefetch, kc, pl.accumulate, out);
+          direct_tile<F, 4>(pl.src, x, pl.kp, pl.x_fold, r, ahead, kc, pl.accumulate, out);
           break;
       }
       store_tile(out, mr, nr, y, pl.sh.ldy, /*add=*/false);
@@ -394,31 +407,71 @@ bool avx512_shares_x(std::span<const GemmParams> ps) {
 
 void gemm_avx512_shared_x(std::span<const GemmParams> ps) {
   TROUPE_CHECK(avx512_shares_x(ps), "gemm_avx512_shared_x: not decode rows of one column order");
-  const GemmShape sh = gemm_shape(ps[0]);  // m, k and ldx are every weight's
-  if (sh.m == 0 || sh.k == 0) {
-    for (const GemmParams& p : ps) gemm_trivial(p, gemm_shape(p));
-    return;
+  gemm_avx512_grouped(ps);
+}
+
+bool avx512_direct(const GemmParams& p) { return !q8_activations(p) && p.m <= kDirectMaxM; }
+
+namespace {
+
+// Whether b's activations, prepared, are a's: the same x rows, laid out and rounded alike.
+bool same_prepared_x(const GemmParams& a, const GemmParams& b) {
+  const GemmShape sa = gemm_shape(a), sb = gemm_shape(b);
+  return a.x == b.x && sa.m == sb.m && sa.k == sb.k && sa.ldx == sb.ldx &&
+         col_order(a.w.format) == col_order(b.w.format) &&
+         (a.precision == GemmPrecision::Bf16) == (b.precision == GemmPrecision::Bf16);
+}
+
+}  // namespace
+
+void gemm_avx512_grouped(std::span<const GemmParams> ps) {
+  TROUPE_CHECK(std::all_of(ps.begin(), ps.end(), avx512_direct),
+               "gemm_avx512_grouped: not decode rows");
+  // A run of consecutive GEMMs over the same x shares one prepared x: first[i] is the
+  // first GEMM of i's run, at[first] where its prepared x starts in the buffer.
+  scratch_vector<size_t> first(ps.size());
+  scratch_vector<int64_t> at(ps.size());
+  scratch_vector<uint8_t> fold(ps.size(), 0);  // a run with FP8 weights: x's fold ranges
+  int64_t floats = 0;
+  for (size_t i = 0; i < ps.size(); ++i) {
+    first[i] = i > 0 && same_prepared_x(ps[i - 1], ps[i]) ? first[i - 1] : i;
+    if (first[i] == i) {
+      at[i] = floats;
+      floats += prepared_x_floats(gemm_shape(ps[i]));
+    }
+    fold[first[i]] |= ps[i].w.format == WeightFormat::FP8;
   }
-  const bool round_x = ps[0].precision == GemmPrecision::Bf16;  // as gemm_avx512's direct path
-  const bool fold = std::any_of(ps.begin(), ps.end(), [](const GemmParams& p) {
-    return p.w.format == WeightFormat::FP8;
-  });
-  const PreparedX xb = prepared_x<float>(sh, ps[0].x, col_order(ps[0].w.format), round_x, fold);
+  float* buf = gemm_x_scratch().get<float>(floats);
   scratch_vector<Plan> plans(ps.size());
-  scratch_vector<int64_t> unit_end(ps.size());  // tiles of weights [0, i]
+  scratch_vector<int64_t> unit_end(ps.size());  // tiles of GEMMs [0, i]
+  PreparedX xb{};
   int64_t tiles = 0;
   for (size_t i = 0; i < ps.size(); ++i) {
-    plans[i] = make_plan<float>(ps[i], gemm_shape(ps[i]), xb);
-    tiles += (plans[i].sh.n + kNR - 1) / kNR;
+    const GemmParams& p = ps[i];
+    const GemmShape sh = gemm_shape(p);
+    if (first[i] == i && sh.m > 0 && sh.k > 0)  // (a run's first GEMM may have N = 0)
+      xb = prepared_x<float>(sh, p.x, col_order(p.w.format), p.precision == GemmPrecision::Bf16,
+                             fold[i], buf + at[i]);
+    if (!gemm_trivial(p, sh)) {
+      plans[i] = make_plan<float>(p, sh, xb);
+      tiles += (sh.n + kNR - 1) / kNR;
+    }
     unit_end[i] = tiles;
   }
-  // Threads take runs of tiles across all the weights, at the chunk size one call of K
-  // columns would take.
-  parallel_for(tiles, gemm_min_chunk(sh, kNR) / kNR, [&](int64_t t0, int64_t t1) {
+  // Threads take runs of tiles across all the GEMMs, at the chunk size one call of the
+  // first GEMM's shape would take.
+  if (tiles == 0) return gemm_x_scratch().trim(kKeepScratchBytes);
+  parallel_for(tiles, gemm_min_chunk(gemm_shape(ps[0]), kNR) / kNR, [&](int64_t t0, int64_t t1) {
     for_each_weight_run(unit_end, t0, t1, [&](size_t i, int64_t a, int64_t b) {
+      // A run that goes on into the next GEMM with tiles, of the same format: its first
+      // rows are fetched ahead from this one's last tiles.
+      size_t j = i + 1;
+      while (j < ps.size() && unit_end[j] == unit_end[i]) ++j;
+      const bool goes_on = unit_end[i] < t1 && j < ps.size() && ps[j].w.format == ps[i].w.format;
+      const Plan* next = goes_on ? &plans[j] : nullptr;
       const Plan& pl = plans[i];
       with_format(ps[i].w.format, [&](auto f) {
-        run_direct<f.value>(pl, a * kNR, std::min(pl.sh.n, b * kNR));
+        run_direct<f.value>(pl, a * kNR, std::min(pl.sh.n, b * kNR), next);
       });
     });
   });

@@ -65,6 +65,17 @@ GEMM_INLINE void prefetch_line(const WeightSrc& s, int64_t r, int64_t kb) {
   }
 }
 
+// The rows a tile fetches ahead: for tile row r, row r + kPrefetchRows - shift of src.
+// Within a thread's rows of one weight, the weight itself (shift 0); in a thread's last
+// two tiles of a weight where it goes on to the first rows of the next weight
+// (gemm_avx512_grouped's runs over several GEMMs; FP4 only), that weight, shift = the
+// end of this one's rows, so the next weight's rows do not start cold; else none.
+struct RowsAhead {
+  const WeightSrc* src = nullptr;
+  int64_t shift = 0;
+  bool own_rows() const { return src != nullptr && shift == 0; }
+};
+
 // Where a direct tile's four weight rows come from, one 32-column block at a time:
 // F32, BF16, F16 and FP4, each row through load_block.
 template <WeightFormat F>
@@ -171,24 +182,26 @@ struct E4m3TileRows {
 // FP4 rows: load_block's decode (the 16 E2M1 values times the block's power-of-two
 // scale, looked up by vpermps from the nibbles) with the row and scale-row addresses
 // computed once per tile and the table kept in a register; `prefetch`: the rows
-// kPrefetchRows on are fetched ahead (prefetch_line).
+// kPrefetchRows on are fetched ahead (prefetch_line), from the next weight past the
+// end of this one (RowsAhead).
 struct Fp4TileRows {
   const WeightSrc& s;
   const int64_t* r;
-  bool prefetch;
+  RowsAhead ahead;
   const uint8_t* row[kNR];
   const uint8_t* scales[kNR];  // each row's scale codes, one per 32 columns
   __m512 table = _mm512_loadu_ps(s.e2m1);
-  Fp4TileRows(const WeightSrc& src, const int64_t* rows, bool prefetch_next)
-      : s(src), r(rows), prefetch(prefetch_next) {
+  Fp4TileRows(const WeightSrc& src, const int64_t* rows, RowsAhead rows_ahead)
+      : s(src), r(rows), ahead(rows_ahead) {
     for (int j = 0; j < kNR; ++j) {
       row[j] = s.data + r[j] * s.row_bytes;
       scales[j] = s.scale + r[j] * s.scale_ld;
     }
   }
   GEMM_INLINE void start_block(int64_t kb) {
-    if (prefetch && kb % kLineColumns<WeightFormat::FP4> == 0)
-      for (int j = 0; j < kNR; ++j) prefetch_line<WeightFormat::FP4>(s, r[j] + kPrefetchRows, kb);
+    if (ahead.src != nullptr && kb % kLineColumns<WeightFormat::FP4> == 0 && kb < ahead.src->k)
+      for (int j = 0; j < kNR; ++j)
+        prefetch_line<WeightFormat::FP4>(*ahead.src, r[j] + kPrefetchRows - ahead.shift, kb);
   }
   GEMM_INLINE Block32 load(int j, int64_t kb, __mmask32, __mmask32&) const {
     const __m512 t = _mm512_mul_ps(table, _mm512_set1_ps(s.ue8m0[scales[j][kb / 32]]));
@@ -264,13 +277,15 @@ void direct_tile_rows(const WeightSrc& s, Rows rows, const float* x, int64_t ldx
   for (int i = 0; i < MR; ++i) out[i] = _mm_mask_mov_ps(out[i], nan_rows, _mm_set1_ps(NAN));
 }
 
-// direct_tile_rows with the format's row source; prefetch: the rows kPrefetchRows on are
-// the thread's, for the row sources to fetch ahead; x_fold: FP8's x_fold_ranges.
+// direct_tile_rows with the format's row source; ahead: the rows for the row sources to
+// fetch ahead (RowsAhead; formats other than FP4 only the weight's own); x_fold: FP8's
+// x_fold_ranges.
 template <WeightFormat F, int MR>
 void direct_tile(const WeightSrc& s, const float* x, int64_t ldx, const uint8_t* x_fold,
-                 const int64_t* r, bool prefetch, int64_t kc, bool add, __m128* out) {
+                 const int64_t* r, RowsAhead ahead, int64_t kc, bool add, __m128* out) {
   if constexpr (F == WeightFormat::FP4)
-    return direct_tile_rows<MR>(s, Fp4TileRows(s, r, prefetch), x, ldx, kc, add, out);
+    return direct_tile_rows<MR>(s, Fp4TileRows(s, r, ahead), x, ldx, kc, add, out);
+  const bool prefetch = ahead.own_rows();
   if constexpr (F == WeightFormat::FP8) {
     if (r[0] / 32 == r[kNR - 1] / 32)
       return direct_tile_rows<MR>(s, E4m3TileRows<F, true>(s, r, prefetch, x_fold), x, ldx, kc, add, out);

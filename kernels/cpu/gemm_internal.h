@@ -65,6 +65,13 @@ bool avx512_shares_x(std::span<const GemmParams> ps);
 // Several weights over one x as gemm_avx512 gives each, bit for bit: x prepared once
 // and one fork-join over every weight's tiles (a layer's q, k and v; an MLP's gate and up).
 void gemm_avx512_shared_x(std::span<const GemmParams> ps);
+// Whether gemm_avx512_grouped takes p: decode rows on the direct loop nest.
+bool avx512_direct(const GemmParams& p);
+// Independent GEMMs (each its own x, m, weight and y; all avx512_direct) as gemm_avx512
+// gives each, bit for bit, in one fork-join over all their tiles; consecutive GEMMs over
+// the same x have it prepared once (gemm_avx512_shared_x is the case of one x). The MoE
+// experts of a decode step: every thread streams a share of every expert's rows.
+void gemm_avx512_grouped(std::span<const GemmParams> ps);
 
 // AVX2+FMA path (call only when cpu_features().has_avx2(), and for F16 weights only
 // when cpu_features().f16c too): f32 FMAs for both precisions (Bf16 rounds x to bf16

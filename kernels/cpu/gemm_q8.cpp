@@ -223,19 +223,59 @@ QPlan plan_for(const GemmParams& p, int64_t m, QGemmKernel kernel) {
 void gemm_q8(const GemmParams& p, QGemmKernel kernel) { gemm_q8_shared_x({&p, 1}, kernel); }
 
 void gemm_q8_shared_x(std::span<const GemmParams> ps, QGemmKernel kernel) {
-  if (ps.empty()) return;
-  const GemmParams& p0 = ps[0];
-  const GemmShape sh = gemm_shape(p0);  // m, k and ldx are every weight's
-  if (sh.m == 0 || sh.k == 0) {
-    for (const GemmParams& p : ps) gemm_trivial(p, gemm_shape(p));
-    return;
-  }
+  gemm_q8_grouped(ps, kernel);
+}
+
+namespace {
+
+// Whether b's activations, quantized, are a's: the same x rows in the same byte order.
+bool same_quantized_x(const GemmParams& a, const GemmParams& b) {
+  const GemmShape sa = gemm_shape(a), sb = gemm_shape(b);
+  return a.x == b.x && sa.m == sb.m && sa.k == sb.k && sa.ldx == sb.ldx &&
+         (a.w.format == WeightFormat::FP4) == (b.w.format == WeightFormat::FP4);
+}
+
+// Where one run of GEMMs over the same x has its quantized x in the call's buffer: q [m,
+// k], then d [m, blocks], then off [m, blocks, 8], then sum [m, blocks] (each where some
+// weight of the call wants it), each part 64-byte aligned.
+struct QuantizedAt {
+  int64_t q, d, off, sum, end;
+};
+QuantizedAt quantized_at(const GemmShape& sh, int64_t at, bool q4_off, bool sums) {
   const int64_t blocks = sh.k / kQBlock;
-  const bool fp4 = p0.w.format == WeightFormat::FP4;
+  QuantizedAt r;
+  r.q = at;
+  r.d = r.q + (sh.m * sh.k + 63) / 64 * 64;
+  r.off = r.d + (sh.m * blocks * 4 + 63) / 64 * 64;
+  r.sum = r.off + (q4_off ? sh.m * blocks * 32 : 0);
+  r.end = r.sum + (sums ? (sh.m * blocks * 4 + 63) / 64 * 64 : 0);
+  return r;
+}
+
+// p's x quantized to q, d, off, sum (where not null; quantized_at's parts) on the
+// kernel's path, its rows split between the pool's threads (each row's bytes are the
+// same either way).
+void quantize_x(const GemmParams& p, const GemmShape& sh, QGemmKernel kernel, int8_t* q, float* d,
+                int32_t* off, int32_t* sum) {
+  const int64_t blocks = sh.k / kQBlock;
+  const bool avx2 = kernel == QGemmKernel::Avx2 || kernel == QGemmKernel::Avx2Groups;
+  const auto quantize = kernel == QGemmKernel::Portable ? quantize_rows_q8
+                        : avx2                          ? quantize_rows_q8_avx2
+                                                        : quantize_rows_q8_avx512;
+  const bool fp4_order = p.w.format == WeightFormat::FP4 && kernel != QGemmKernel::Portable;
+  parallel_for(sh.m, std::max<int64_t>(1, (int64_t{1} << 14) / sh.k), [&](int64_t r0, int64_t r1) {
+    quantize(p.x + r0 * sh.ldx, r1 - r0, sh.k, sh.ldx, q + r0 * sh.k, d + r0 * blocks,
+             off ? off + r0 * blocks * 8 : nullptr, sum ? sum + r0 * blocks : nullptr, fp4_order);
+  });
+}
+
+}  // namespace
+
+void gemm_q8_grouped(std::span<const GemmParams> ps, QGemmKernel kernel) {
   scratch_vector<QPlan> plans(ps.size());
   bool sums = false, q4_off = false;
   for (size_t i = 0; i < ps.size(); ++i) {
-    plans[i] = plan_for(ps[i], sh.m, kernel);
+    plans[i] = plan_for(ps[i], ps[i].m, kernel);
     if (!plans[i].groups) require_data(ps[i].w, to_string(kernel));
     // The packed and row-group kernels want the block sums, the others (Q4_0) the
     // per-lane offsets.
@@ -243,32 +283,36 @@ void gemm_q8_shared_x(std::span<const GemmParams> ps, QGemmKernel kernel) {
     sums |= wants_sums;
     q4_off |= !wants_sums && ps[i].w.format == WeightFormat::Q4_0;
   }
-  // One scratch buffer: q [m, k], then d [m, blocks], then off [m, blocks, 8], then sum
-  // [m, blocks] (each where some weight wants it).
-  const int64_t q_bytes = (sh.m * sh.k + 63) / 64 * 64;
-  const int64_t d_bytes = (sh.m * blocks * 4 + 63) / 64 * 64;
-  const int64_t off_bytes = q4_off ? sh.m * blocks * 32 : 0;
-  const int64_t sum_bytes = sums ? sh.m * blocks * 4 : 0;
-  uint8_t* buf = gemm_x_scratch().get<uint8_t>(q_bytes + d_bytes + off_bytes + sum_bytes);
-  int8_t* q = reinterpret_cast<int8_t*>(buf);
-  float* d = reinterpret_cast<float*>(buf + q_bytes);
-  int32_t* off = q4_off ? reinterpret_cast<int32_t*>(buf + q_bytes + d_bytes) : nullptr;
-  int32_t* sum = sums ? reinterpret_cast<int32_t*>(buf + q_bytes + d_bytes + off_bytes) : nullptr;
-  // Rows split between the pool's threads (each row's bytes are the same either way).
-  const bool avx2 = kernel == QGemmKernel::Avx2 || kernel == QGemmKernel::Avx2Groups;
-  const auto quantize = kernel == QGemmKernel::Portable ? quantize_rows_q8
-                        : avx2                          ? quantize_rows_q8_avx2
-                                                        : quantize_rows_q8_avx512;
-  parallel_for(sh.m, std::max<int64_t>(1, (int64_t{1} << 14) / sh.k), [&](int64_t r0, int64_t r1) {
-    quantize(p0.x + r0 * sh.ldx, r1 - r0, sh.k, sh.ldx, q + r0 * sh.k, d + r0 * blocks,
-             off ? off + r0 * blocks * 8 : nullptr, sum ? sum + r0 * blocks : nullptr,
-             fp4 && kernel != QGemmKernel::Portable);
-  });
+  // A run of consecutive GEMMs over the same x shares one quantized x: first[i] is the
+  // first GEMM of i's run, at[first] where its parts start in the one scratch buffer.
+  scratch_vector<size_t> first(ps.size());
+  scratch_vector<QuantizedAt> at(ps.size());
+  int64_t bytes = 0;
+  for (size_t i = 0; i < ps.size(); ++i) {
+    first[i] = i > 0 && same_quantized_x(ps[i - 1], ps[i]) ? first[i - 1] : i;
+    if (first[i] != i) continue;
+    at[i] = quantized_at(gemm_shape(ps[i]), bytes, q4_off, sums);
+    bytes = at[i].end;
+  }
+  uint8_t* buf = gemm_x_scratch().get<uint8_t>(bytes);
   scratch_vector<QGemmArgs> args(ps.size());
   scratch_vector<int64_t> unit_end(ps.size());  // units of weights [0, i]
   int64_t units = 0;
   for (size_t i = 0; i < ps.size(); ++i) {
     const GemmParams& p = ps[i];
+    const GemmShape sh = gemm_shape(p);
+    const bool fp4 = p.w.format == WeightFormat::FP4;
+    const QuantizedAt& where = at[first[i]];
+    int8_t* q = reinterpret_cast<int8_t*>(buf + where.q);
+    float* d = reinterpret_cast<float*>(buf + where.d);
+    int32_t* off = q4_off ? reinterpret_cast<int32_t*>(buf + where.off) : nullptr;
+    int32_t* sum = sums ? reinterpret_cast<int32_t*>(buf + where.sum) : nullptr;
+    if (first[i] == i && sh.m > 0 && sh.k > 0) quantize_x(p, sh, kernel, q, d, off, sum);
+    unit_end[i] = units;
+    if (sh.m == 0 || sh.k == 0 || sh.n == 0) {
+      gemm_trivial(p, sh);
+      continue;
+    }
     QGemmArgs& a = args[i];
     a.x = {q, d, off, sum, sh.m, sh.k};
     a.format = p.w.format;
@@ -278,20 +322,22 @@ void gemm_q8_shared_x(std::span<const GemmParams> ps, QGemmKernel kernel) {
     a.groups = p.w.groups;
     a.row_bytes = fp4 ? sh.k / 2 : ggml_row_bytes(p.w.format, sh.k);
     a.y = p.y;
-    a.ldy = p.ldy ? p.ldy : p.w.rows;
+    a.ldy = sh.ldy;
     a.accumulate = p.accumulate;
-    units += (p.w.rows + plans[i].unit - 1) / plans[i].unit;
+    units += (sh.n + plans[i].unit - 1) / plans[i].unit;
     unit_end[i] = units;
   }
   // Threads take runs of units across all the weights: one fork-join for the call (the
   // first weight's chunk size, as a call of its own would take).
-  const int64_t min_units = gemm_min_chunk(sh, plans[0].unit) / plans[0].unit;
-  parallel_for(units, min_units, [&](int64_t u0, int64_t u1) {
-    for_each_weight_run(unit_end, u0, u1, [&](size_t i, int64_t a, int64_t b) {
-      const int64_t unit = plans[i].unit;
-      plans[i].range(args[i], a * unit, std::min(ps[i].w.rows, b * unit));
+  if (units > 0) {
+    const int64_t min_units = gemm_min_chunk(gemm_shape(ps[0]), plans[0].unit) / plans[0].unit;
+    parallel_for(units, min_units, [&](int64_t u0, int64_t u1) {
+      for_each_weight_run(unit_end, u0, u1, [&](size_t i, int64_t a, int64_t b) {
+        const int64_t unit = plans[i].unit;
+        plans[i].range(args[i], a * unit, std::min(ps[i].w.rows, b * unit));
+      });
     });
-  });
+  }
   gemm_x_scratch().trim(kKeepScratchBytes);
 }
 

@@ -114,5 +114,9 @@ void gemm_q8(const GemmParams& p, QGemmKernel kernel);
 // Several weights against the same x (ps share x, m, ldx; all FP4 or none): x quantized
 // once, one fork-join over all the weights' columns; each y as gemm_q8 gives it.
 void gemm_q8_shared_x(std::span<const GemmParams> ps, QGemmKernel kernel);
+// Independent GEMMs (each its own x, m, weight and y) as gemm_q8 gives each, bit for bit,
+// in one fork-join over all their columns; consecutive GEMMs over the same x (and all FP4
+// or none) have it quantized once (gemm_q8_shared_x is the case of one x).
+void gemm_q8_grouped(std::span<const GemmParams> ps, QGemmKernel kernel);
 
 }  // namespace troupe::kernels::cpu

@@ -3,7 +3,8 @@
 // GEMMs (kernels::cpu::gemm's paths) and the SwiGLU (kernels/cpu/swiglu.h: vector e^x
 // in double, rounded once: nearly always the reference's std::exp bits, else one ulp).
 //
-// Expert FFN data flow (R = number of non-skipped (token, slot) entries):
+// Expert FFN data flow (R = number of non-skipped (token, slot) entries; a decode step's
+// experts run each stage for all of them at once, run_experts_grouped):
 //
 //   pick [M, top_k] --group_by_expert--> expert e owns grouped rows [offset[e], offset[e+1])
 //   x rows of those tokens --gather--> xg [c, H] --w1, w3--> a, b [c, I] --swiglu--> h [c, I]
@@ -83,51 +84,96 @@ Routing group_by_expert(const MoeExpertsParams& p) {
   return r;
 }
 
+// Whether an expert of c grouped rows reads them from x in place: with one pick per
+// token, an expert every token picked (all_tokens: a dense MLP, a shared expert) has the
+// tokens in order (the grouping is stable); an expert of one row has its token's row.
+bool all_tokens(const MoeExpertsParams& p, int64_t c) { return c == p.m && p.top_k == 1; }
+bool rows_in_place(const MoeExpertsParams& p, int64_t c) { return all_tokens(p, c) || c == 1; }
+
+// The x rows of expert e's grouped rows: in place (rows_in_place), else gathered into
+// xg [c, H].
+const float* expert_x(const MoeExpertsParams& p, const Routing& r, int64_t e, float* xg) {
+  const int64_t row0 = r.offset[e];
+  const int64_t c = r.offset[e + 1] - row0;
+  if (all_tokens(p, c)) return p.x;
+  if (c == 1) return p.x + r.entry[row0] / p.top_k * p.hidden;
+  for (int64_t i = 0; i < c; ++i) {
+    const int64_t token = r.entry[row0 + i] / p.top_k;
+    std::memcpy(xg + i * p.hidden, p.x + token * p.hidden, p.hidden * sizeof(float));
+  }
+  return xg;
+}
+
+// Expert e's three GEMMs: a = w1·x, b = w3·x (x: its rows, xs), y = w2·h with h in a.
+struct ExpertGemms {
+  GemmParams w1, w3, w2;
+};
+ExpertGemms expert_gemms(const MoeExpertsParams& p, const Routing& r, int64_t e, const float* xs,
+                         float* a, float* b, float* ys) {
+  const ExpertWeights& w = p.experts[e];
+  GemmParams g;
+  g.m = r.offset[e + 1] - r.offset[e];
+  g.precision = p.precision;
+  g.x = xs;
+  ExpertGemms out{g, g, g};
+  out.w1.w = w.w1;
+  out.w1.y = a;
+  out.w3.w = w.w3;
+  out.w3.y = b;
+  out.w2.x = a;
+  out.w2.w = w.w2;
+  out.w2.y = ys + r.offset[e] * p.hidden;
+  return out;
+}
+
+// h = swiglu(a, b) over n values, threaded. Each value on its own: the threads' split
+// (none inside an expert-range worker) changes nothing.
+void swiglu_threaded(const MoeExpertsParams& p, float* a, const float* b, int64_t n) {
+  parallel_for(n, 4096, [&](int64_t i0, int64_t i1) {
+    swiglu(a + i0, b + i0, i1 - i0, p.swiglu_limit);
+  });
+}
+
 struct Scratch {  // written in full by the gather and the GEMMs: not zeroed
   scratch_buffer<float> xg, a, b;  // [c, H], [c, I], [c, I] for the expert being run
 };
 
 // Runs expert e on its grouped rows; writes ys rows [offset[e], offset[e+1]).
 void run_expert(const MoeExpertsParams& p, const Routing& r, int64_t e, Scratch& s, float* ys) {
-  const int64_t row0 = r.offset[e];
-  const int64_t c = r.offset[e + 1] - row0;
+  const int64_t c = r.offset[e + 1] - r.offset[e];
   if (c == 0) return;
   s.a.resize(c * p.inter);
   s.b.resize(c * p.inter);
-  // With one pick per token, an expert every token picked (a dense MLP, a shared expert)
-  // has the tokens in order (the grouping is stable): x is already its rows.
-  const bool all_rows = c == p.m && p.top_k == 1;
-  const float* xg = p.x;
-  if (!all_rows) {
-    s.xg.resize(c * p.hidden);
-    for (int64_t i = 0; i < c; ++i) {
-      const int64_t token = r.entry[row0 + i] / p.top_k;
-      std::memcpy(&s.xg[i * p.hidden], p.x + token * p.hidden, p.hidden * sizeof(float));
-    }
-    xg = s.xg.data();
-  }
-  const ExpertWeights& w = p.experts[e];
-  GemmParams g;
-  g.m = c;
-  g.precision = p.precision;
-  g.x = xg;
-  GemmParams gate_up[2] = {g, g};  // one call: x quantized once where the GEMM does
-  gate_up[0].w = w.w1;
-  gate_up[0].y = s.a.data();
-  gate_up[1].w = w.w3;
-  gate_up[1].y = s.b.data();
+  if (!rows_in_place(p, c)) s.xg.resize(c * p.hidden);
+  const float* xs = expert_x(p, r, e, s.xg.data());
+  const ExpertGemms g = expert_gemms(p, r, e, xs, s.a.data(), s.b.data(), ys);
+  const GemmParams gate_up[2] = {g.w1, g.w3};  // one call: x quantized once where the GEMM does
   cpu::gemm_shared_x(gate_up);
-  // Each value on its own: the threads' split (inline inside an expert-range worker)
-  // changes nothing.
-  float* a = s.a.data();
-  const float* b = s.b.data();
-  parallel_for(c * p.inter, 4096, [&](int64_t i0, int64_t i1) {
-    swiglu(a + i0, b + i0, i1 - i0, p.swiglu_limit);
-  });
-  g.x = s.a.data();
-  g.w = w.w2;
-  g.y = ys + row0 * p.hidden;
-  cpu::gemm(g);
+  swiglu_threaded(p, s.a.data(), s.b.data(), c * p.inter);
+  cpu::gemm(g.w2);
+}
+
+// Every active expert at once, all in grouped-row order: w1 / w3 of all of them in one
+// cpu::gemm_grouped call (one fork-join: each thread streams a share of every expert's
+// rows, so both stay busy to the end whatever the experts' sizes), the SwiGLU of all
+// rows, then every w2 in one more call. Each GEMM is the one run_expert makes (the same
+// x rows, m and weight), so every ys row has the same bits.
+void run_experts_grouped(const MoeExpertsParams& p, const Routing& r, float* ys) {
+  const int64_t rows = static_cast<int64_t>(r.entry.size());
+  scratch_buffer<float> xg(rows * p.hidden), a(rows * p.inter), b(rows * p.inter);
+  scratch_vector<GemmParams> gate_up, down;
+  for (int64_t e = 0; e < p.experts_count; ++e) {
+    const int64_t row0 = r.offset[e];
+    if (r.offset[e + 1] == row0) continue;
+    const float* xs = expert_x(p, r, e, &xg[row0 * p.hidden]);
+    const ExpertGemms g = expert_gemms(p, r, e, xs, &a[row0 * p.inter], &b[row0 * p.inter], ys);
+    gate_up.push_back(g.w1);
+    gate_up.push_back(g.w3);
+    down.push_back(g.w2);
+  }
+  cpu::gemm_grouped(gate_up);
+  swiglu_threaded(p, a.data(), b.data(), rows * p.inter);
+  cpu::gemm_grouped(down);
 }
 
 // Heuristic (kept apart from the kernel): cost of an active expert ~ its rows plus a
@@ -150,7 +196,29 @@ scratch_vector<int64_t> split_experts(const Routing& r, int64_t parts) {
   return bound;
 }
 
+// Heuristic (kept apart from the kernel): a decode step's experts (at most
+// kGroupedMaxRows rows each) go through run_experts_grouped where this CPU path groups
+// their weights' GEMMs at decode rows (gemm_grouped runs an expert whose GEMMs it does
+// not take, e.g. f32 products past the AVX-512 direct tiles' 4 rows, one GEMM at a time
+// over the threads); else experts run whole, as run_all_experts spreads them.
+bool group_the_experts(const MoeExpertsParams& p, const Routing& r) {
+  constexpr int64_t kGroupedMaxRows = 16;
+  int64_t active = -1;
+  for (int64_t e = 0; e < p.experts_count; ++e) {
+    const int64_t c = r.offset[e + 1] - r.offset[e];
+    if (c > kGroupedMaxRows) return false;
+    if (c > 0 && active < 0) active = e;
+  }
+  if (active < 0) return false;
+  GemmParams g;
+  g.m = 1;
+  g.precision = p.precision;
+  g.w = p.experts[active].w1;
+  return cpu::gemm_joins_group(g);
+}
+
 void run_all_experts(const MoeExpertsParams& p, const Routing& r, float* ys) {
+  if (num_threads() > 1 && group_the_experts(p, r)) return run_experts_grouped(p, r, ys);
   int64_t active = 0;
   for (int64_t e = 0; e < p.experts_count; ++e) active += r.offset[e + 1] > r.offset[e];
   const int64_t parts = num_threads();

@@ -231,6 +231,42 @@ TEST(MoeExperts, ThreadCountDoesNotChangeResult) {
   }
 }
 
+// Decode steps (a few rows per expert): on more than one thread the CPU backend runs
+// every active expert's GEMMs in grouped fork-joins (moe.cpp run_experts_grouped: the
+// AVX-512 direct tiles, int8 tiles on every path); each token's result must be the
+// one-thread run's bits (experts one at a time) and, with f32 products, the f64
+// reference's within the same tolerance.
+TEST(MoeExperts, DecodeStepsMatchOneThreadOnEveryPath) {
+  const Case cases[] = {
+      {WeightFormat::FP4, 1, 64, 96, 8, 6, 0.75f}, {WeightFormat::FP4, 4, 64, 96, 32, 6, 0.75f},
+      {WeightFormat::FP8, 2, 48, 40, 8, 6, 0.0f},  {WeightFormat::FP4, 16, 64, 96, 8, 6, 10.0f},
+  };
+  uint32_t seed = 40;
+  for (CpuPath path : {CpuPath::Portable, CpuPath::Avx2, CpuPath::Avx512}) {
+    if (!cpu_supports(path)) {
+      std::printf("[ SKIPPED  ] %s: %s\n", to_string(path), missing_reason(path));
+      continue;
+    }
+    ScopedCpuPath sp(path);
+    for (const Case& c : cases)
+      for (GemmPrecision precision : {GemmPrecision::F32, GemmPrecision::Int8}) {
+        const Problem p = make_problem(c, seed++);
+        SCOPED_TRACE(std::string(to_string(path)) + " " + name(c) +
+                     (precision == GemmPrecision::Int8 ? " int8" : " f32"));
+        set_num_threads(1);
+        const std::vector<float> one = run(p, Backend::Cpu, precision);
+        for (int threads : {2, 3}) {
+          set_num_threads(threads);
+          const std::vector<float> many = run(p, Backend::Cpu, precision);
+          ASSERT_EQ(std::memcmp(one.data(), many.data(), one.size() * sizeof(float)), 0)
+              << "threads=" << threads;
+        }
+        set_num_threads(0);
+        if (precision == GemmPrecision::F32) expect_close(one, reference(p), 2e-5, "f64");
+      }
+  }
+}
+
 // The CPU paths' SwiGLU (kernels/cpu/swiglu.h) against its definition in double: within
 // 4 ulp of the result (e^x rounded once, then a divide and a multiply; 2 subnormal
 // steps), the clamp's NaN choices and the overflow ends as the scalar form has them, a
