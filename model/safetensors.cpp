@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -78,6 +79,29 @@ int64_t nonneg_int(const json& v, const std::string& what) {
   TROUPE_FAIL(what << " must be a non-negative integer, got " << v.dump());
 }
 
+// Bytes the kernel reports available (MemAvailable), 0 where it cannot be read.
+uint64_t available_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib << 10;
+  return 0;
+}
+
+// A decode step reads every weight it uses; a page of the mapping touched for the first
+// time mid-decode costs a fault there (the experts a prompt did not pick: in v41-small's
+// bench forward, populating cut the routed-expert time by 17-55% in four of five pairs,
+// docs/forward-bench.md). So the mapping is populated at load, as llama.cpp's loader does
+// by default, where the file fits in half the available memory (a larger one stays lazy
+// rather than crowd out the rest); TROUPE_MMAP_POPULATE=0 keeps it lazy.
+bool populate_at_load(size_t bytes) {
+  if (const char* env = std::getenv("TROUPE_MMAP_POPULATE"); env && std::strcmp(env, "0") == 0)
+    return false;
+  return bytes <= available_memory_bytes() / 2;
+}
+
 }  // namespace
 
 const char* to_string(DType d) {
@@ -127,7 +151,8 @@ class SafetensorsFile {
       ::close(fd);
       TROUPE_FAIL(path_ << ": " << size_ << " bytes is too short for a safetensors file");
     }
-    base_ = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    base_ = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | (populate_at_load(size_) ? MAP_POPULATE : 0),
+                 fd, 0);
     ::close(fd);
     if (base_ == MAP_FAILED) TROUPE_FAIL(path_ << ": mmap failed: " << std::strerror(errno));
   }
