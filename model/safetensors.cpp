@@ -94,9 +94,11 @@ uint64_t available_memory_bytes() {
 // time mid-decode costs a fault there (the experts a prompt did not pick: in v41-small's
 // bench forward, populating cut the routed-expert time by 17-55% in four of five pairs,
 // docs/forward-bench.md). So the mapping is populated at load, as llama.cpp's loader does
-// by default, where the file fits in half the available memory (a larger one stays lazy
-// rather than crowd out the rest); TROUPE_MMAP_POPULATE=0 keeps it lazy.
-bool populate_at_load(size_t bytes) {
+// by default, where the checkpoint (all its files together: populated pages stay in the
+// page cache, which MemAvailable still counts, so a per-file test would pass every shard
+// of a checkpoint larger than memory) fits in half the available memory; a larger one
+// stays lazy rather than crowd out the rest. TROUPE_MMAP_POPULATE=0 keeps it lazy.
+bool populate_at_load(uintmax_t bytes) {
   if (const char* env = std::getenv("TROUPE_MMAP_POPULATE"); env && std::strcmp(env, "0") == 0)
     return false;
   return bytes <= available_memory_bytes() / 2;
@@ -125,8 +127,8 @@ int64_t TensorInfo::numel() const {
 // One read-only mapping of a .safetensors file and the tensors its header lists.
 class SafetensorsFile {
  public:
-  explicit SafetensorsFile(const std::string& path) : path_(path) {
-    map_file();
+  SafetensorsFile(const std::string& path, bool populate) : path_(path) {
+    map_file(populate);
     parse_header();
   }
   ~SafetensorsFile() {
@@ -138,7 +140,7 @@ class SafetensorsFile {
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
 
  private:
-  void map_file() {
+  void map_file(bool populate) {
     const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) TROUPE_FAIL(path_ << ": cannot open: " << std::strerror(errno));
     struct stat st {};
@@ -151,7 +153,7 @@ class SafetensorsFile {
       ::close(fd);
       TROUPE_FAIL(path_ << ": " << size_ << " bytes is too short for a safetensors file");
     }
-    base_ = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | (populate_at_load(size_) ? MAP_POPULATE : 0),
+    base_ = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | (populate ? MAP_POPULATE : 0),
                  fd, 0);
     ::close(fd);
     if (base_ == MAP_FAILED) TROUPE_FAIL(path_ << ": mmap failed: " << std::strerror(errno));
@@ -298,9 +300,15 @@ Checkpoint Checkpoint::open(const std::string& path) {
     files = list_safetensors(p);
   }
   if (files.empty()) TROUPE_FAIL("checkpoint '" << path << "' has no *.safetensors file");
+  uintmax_t bytes = 0;
+  for (const auto& f : files) {  // a file that cannot be sized fails at its open below
+    const uintmax_t n = fs::file_size(f, ec);
+    if (!ec) bytes += n;
+  }
+  const bool populate = populate_at_load(bytes);
   Checkpoint ckpt;
   for (const auto& f : files) {
-    ckpt.files_.push_back(std::make_unique<SafetensorsFile>(f.string()));
+    ckpt.files_.push_back(std::make_unique<SafetensorsFile>(f.string(), populate));
     for (const TensorInfo& t : ckpt.files_.back()->tensors()) {
       auto [it, fresh] = ckpt.tensors_.emplace(t.name, t);
       if (!fresh)
