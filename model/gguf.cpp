@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "kernels/check.h"
+#include "model/file_copy.h"
 
 namespace troupe::model {
 
@@ -61,7 +62,7 @@ int64_t GgufTensor::numel() const {
 struct GgufFile::Mapping {
   void* addr = nullptr;
   size_t size = 0;
-  bool anonymous = false;  // read_into_huge_pages' copy, which this process may rewrite
+  bool anonymous = false;  // copy_file_to_huge_pages' copy, which this process may rewrite
   bool writable = false;   // inside edit_in_place
   std::vector<bool> rewritten;  // per tensor (tensors_' order)
   ~Mapping() {
@@ -301,33 +302,6 @@ GgufFile GgufFile::parse(std::span<const uint8_t> bytes, const std::string& sour
   return f;
 }
 
-namespace {
-
-// The file's bytes in anonymous memory on 2 MiB pages (transparent huge pages, asked for
-// with madvise): decode streams every weight once per token, and with 4 KiB file pages
-// the TLB walks cost ~25% of a q8_0 decode (measured: docs/peer-bench.md). The copy is
-// the file's size (weights stay quantized); TROUPE_GGUF_MMAP=1 maps the file instead.
-void* read_into_huge_pages(int fd, size_t file_size, size_t& mapped, const std::string& path) {
-  constexpr size_t kHuge = size_t{2} << 20;
-  mapped = (file_size + kHuge - 1) / kHuge * kHuge;
-  void* addr = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (addr == MAP_FAILED) return nullptr;
-  ::madvise(addr, mapped, MADV_HUGEPAGE);  // advice only: without THP this is plain memory
-  for (size_t done = 0; done < file_size;) {
-    const ssize_t r = ::pread(fd, static_cast<char*>(addr) + done, file_size - done, off_t(done));
-    if (r <= 0) {
-      const int err = errno;
-      ::munmap(addr, mapped);
-      TROUPE_FAIL("cannot read '" << path << "': " << (r == 0 ? "file shrank" : std::strerror(err)));
-    }
-    done += static_cast<size_t>(r);
-  }
-  ::mprotect(addr, mapped, PROT_READ);
-  return addr;
-}
-
-}  // namespace
-
 GgufFile GgufFile::open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) TROUPE_FAIL("cannot open '" << path << "': " << std::strerror(errno));
@@ -338,10 +312,11 @@ GgufFile GgufFile::open(const std::string& path) {
   }
   auto m = std::make_unique<Mapping>();
   const size_t file_size = static_cast<size_t>(st.st_size);
+  // The file's bytes on 2 MiB pages (model/file_copy.h); TROUPE_GGUF_MMAP=1 maps it instead.
   const char* plain = std::getenv("TROUPE_GGUF_MMAP");
   if (file_size > 0 && !(plain && std::strcmp(plain, "1") == 0)) {
     try {
-      m->addr = read_into_huge_pages(fd, file_size, m->size, path);
+      m->addr = copy_file_to_huge_pages(fd, file_size, m->size, path);
       m->anonymous = m->addr != nullptr;
     } catch (...) {
       ::close(fd);

@@ -26,6 +26,7 @@
 #include <sstream>
 
 #include "kernels/check.h"
+#include "model/file_copy.h"
 
 namespace troupe::model {
 
@@ -90,18 +91,21 @@ uint64_t available_memory_bytes() {
   return 0;
 }
 
-// A decode step reads every weight it uses; a page of the mapping touched for the first
-// time mid-decode costs a fault there (the experts a prompt did not pick: in v41-small's
-// bench forward, populating cut the routed-expert time by 17-55% in four of five pairs,
-// docs/forward-bench.md). So the mapping is populated at load, as llama.cpp's loader does
-// by default, where the checkpoint (all its files together: populated pages stay in the
-// page cache, which MemAvailable still counts, so a per-file test would pass every shard
-// of a checkpoint larger than memory) fits in half the available memory; a larger one
-// stays lazy rather than crowd out the rest. TROUPE_MMAP_POPULATE=0 keeps it lazy.
-bool populate_at_load(uintmax_t bytes) {
+// How a checkpoint's files come into memory. A decode step reads every weight it uses:
+// a page touched for the first time mid-decode costs a fault there (the experts a prompt
+// did not pick), and a 4 KiB page of a file mapping costs TLB walks on every read
+// (model/file_copy.h). So a checkpoint that fits in half the available memory is read
+// whole at load onto 2 MiB pages, as the GGUF loader does, (all its files together: a
+// per-file test would pass every shard of a checkpoint larger than memory, since
+// MemAvailable counts the page cache the reads fill); a larger one is mapped lazily
+// rather than crowd out the rest (docs/forward-bench.md measures both).
+// TROUPE_MMAP_POPULATE=0 maps every checkpoint lazily.
+enum class Load { kCopy, kLazyMap };
+
+Load load_mode(uintmax_t bytes) {
   if (const char* env = std::getenv("TROUPE_MMAP_POPULATE"); env && std::strcmp(env, "0") == 0)
-    return false;
-  return bytes <= available_memory_bytes() / 2;
+    return Load::kLazyMap;
+  return bytes <= available_memory_bytes() / 2 ? Load::kCopy : Load::kLazyMap;
 }
 
 }  // namespace
@@ -127,20 +131,28 @@ int64_t TensorInfo::numel() const {
 // One read-only mapping of a .safetensors file and the tensors its header lists.
 class SafetensorsFile {
  public:
-  SafetensorsFile(const std::string& path, bool populate) : path_(path) {
-    map_file(populate);
-    parse_header();
+  SafetensorsFile(const std::string& path, Load load) : path_(path) {
+    map_file(load);
+    try {
+      parse_header();
+    } catch (...) {  // no destructor runs for a constructor that throws: free the bytes here
+      unmap();
+      throw;
+    }
   }
-  ~SafetensorsFile() {
-    if (base_ && base_ != MAP_FAILED) munmap(base_, size_);
-  }
+  ~SafetensorsFile() { unmap(); }
   SafetensorsFile(const SafetensorsFile&) = delete;
   SafetensorsFile& operator=(const SafetensorsFile&) = delete;
 
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
 
  private:
-  void map_file(bool populate) {
+  void unmap() {
+    if (base_ && base_ != MAP_FAILED) munmap(base_, mapped_);
+    base_ = nullptr;
+  }
+
+  void map_file(Load load) {
     const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) TROUPE_FAIL(path_ << ": cannot open: " << std::strerror(errno));
     struct stat st {};
@@ -153,8 +165,21 @@ class SafetensorsFile {
       ::close(fd);
       TROUPE_FAIL(path_ << ": " << size_ << " bytes is too short for a safetensors file");
     }
-    base_ = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | (populate ? MAP_POPULATE : 0),
-                 fd, 0);
+    if (load == Load::kCopy) {
+      try {
+        base_ = copy_file_to_huge_pages(fd, size_, mapped_, path_);
+      } catch (...) {
+        ::close(fd);
+        throw;
+      }
+      if (base_) {
+        ::close(fd);
+        return;
+      }
+    }
+    // Lazy, or no anonymous memory for the copy: populated then, as the copy would be.
+    mapped_ = size_;
+    base_ = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | (load == Load::kCopy ? MAP_POPULATE : 0), fd, 0);
     ::close(fd);
     if (base_ == MAP_FAILED) TROUPE_FAIL(path_ << ": mmap failed: " << std::strerror(errno));
   }
@@ -245,6 +270,7 @@ class SafetensorsFile {
   std::string path_;
   void* base_ = nullptr;
   size_t size_ = 0;
+  size_t mapped_ = 0;  // what munmap frees: size_, or the copy's whole 2 MiB pages
   const uint8_t* data_ = nullptr;
   int64_t data_size_ = 0;
   std::vector<TensorInfo> tensors_;
@@ -305,10 +331,10 @@ Checkpoint Checkpoint::open(const std::string& path) {
     const uintmax_t n = fs::file_size(f, ec);
     if (!ec) bytes += n;
   }
-  const bool populate = populate_at_load(bytes);
+  const Load load = load_mode(bytes);
   Checkpoint ckpt;
   for (const auto& f : files) {
-    ckpt.files_.push_back(std::make_unique<SafetensorsFile>(f.string(), populate));
+    ckpt.files_.push_back(std::make_unique<SafetensorsFile>(f.string(), load));
     for (const TensorInfo& t : ckpt.files_.back()->tensors()) {
       auto [it, fresh] = ckpt.tensors_.emplace(t.name, t);
       if (!fresh)

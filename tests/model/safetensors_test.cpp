@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -102,6 +104,52 @@ TEST(Safetensors, WriterRoundTripAndDeterministicBytes) {
   EXPECT_EQ(ckpt.get("m.empty", {DType::I8}, {0, 4}).nbytes, 0);
   EXPECT_EQ(ckpt.get("m.scalar", {DType::I64}, {}).numel(), 1);
   EXPECT_EQ(Bytes(ckpt.find("e4m3")->data, ckpt.find("e4m3")->data + 3), (Bytes{1, 2, 3}));
+}
+
+// The pathname /proc/self/maps gives the mapping that holds p ("" for anonymous memory).
+std::string mapping_of(const void* p) {
+  std::ifstream maps("/proc/self/maps");
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  for (std::string line; std::getline(maps, line);) {
+    std::istringstream in(line);
+    std::string range, perms, offset, dev, inode, path;
+    in >> range >> perms >> offset >> dev >> inode;
+    std::getline(in >> std::ws, path);
+    const size_t dash = range.find('-');
+    const uintptr_t lo = std::stoull(range.substr(0, dash), nullptr, 16);
+    const uintptr_t hi = std::stoull(range.substr(dash + 1), nullptr, 16);
+    if (lo <= at && at < hi) return path;
+  }
+  return "(not mapped)";
+}
+
+// A checkpoint that fits in memory is copied at load into this process's anonymous memory
+// (model/file_copy.h: 2 MiB pages where the kernel gives them), byte for byte the file;
+// TROUPE_MMAP_POPULATE=0 maps the file instead.
+TEST(Safetensors, ACheckpointThatFitsIsCopiedOntoAnonymousPages) {
+  test::TempDir dir;
+  Bytes values(3 << 20);  // over one 2 MiB page
+  for (size_t i = 0; i < values.size(); ++i) values[i] = uint8_t(i * 131 + (i >> 12));
+  SafetensorsWriter w;
+  w.add("w", DType::U8, {int64_t(values.size())}, values);
+  w.write(dir.file("m.safetensors"));
+  for (const bool lazy : {false, true}) {
+    SCOPED_TRACE(lazy ? "TROUPE_MMAP_POPULATE=0" : "default");
+    if (lazy) ::setenv("TROUPE_MMAP_POPULATE", "0", 1);
+    std::optional<Checkpoint> ckpt;
+    try {
+      ckpt.emplace(Checkpoint::open(dir.path()));
+    } catch (...) {
+      ::unsetenv("TROUPE_MMAP_POPULATE");
+      throw;
+    }
+    ::unsetenv("TROUPE_MMAP_POPULATE");
+    const TensorInfo& t = ckpt->get("w", {DType::U8}, {int64_t(values.size())});
+    EXPECT_EQ(Bytes(t.data, t.data + t.nbytes), values);
+    const std::string where = mapping_of(t.data + t.nbytes - 1);
+    if (lazy) EXPECT_EQ(where, std::filesystem::canonical(dir.file("m.safetensors")).string());
+    else EXPECT_EQ(where, "");
+  }
 }
 
 TEST(Safetensors, WriterRejectsBadEntries) {
