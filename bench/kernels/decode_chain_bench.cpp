@@ -8,8 +8,6 @@
 // row groups (kernels/q8_row_groups.h) as the GGUF loader keeps them, all on 2 MiB pages
 // where THP allows: every call streams from DRAM. Inputs are fixed small values (outputs
 // are not fed back, so no value drifts to subnormal or infinite over the repeats).
-#include <sys/mman.h>
-
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -20,6 +18,7 @@
 #include <vector>
 
 #include "bench/kernels/bench.h"
+#include "bench/kernels/huge_arena.h"
 #include "kernels/dispatch.h"
 #include "kernels/gemm.h"
 #include "kernels/ggml_blocks.h"
@@ -33,29 +32,6 @@ using kernels::WeightFormat;
 
 constexpr int64_t kLayers = 24, kDim = 1024, kKvDim = 256, kFfn = 4096, kVocab = 32000;
 
-// Bytes on 2 MiB pages (advice only), handed out in order.
-class Arena {
- public:
-  explicit Arena(size_t bytes) {
-    constexpr size_t kHuge = size_t{2} << 20;
-    size_ = (bytes + kHuge - 1) / kHuge * kHuge;
-    base_ = static_cast<uint8_t*>(std::aligned_alloc(kHuge, size_));
-    if (base_ == nullptr) throw std::bad_alloc();
-    ::madvise(base_, size_, MADV_HUGEPAGE);
-  }
-  ~Arena() { std::free(base_); }
-  Arena(const Arena&) = delete;
-  Arena& operator=(const Arena&) = delete;
-  uint8_t* take(size_t bytes) {  // 64-byte aligned pieces
-    uint8_t* p = base_ + used_;
-    used_ += (bytes + 63) / 64 * 64;
-    return p;
-  }
-
- private:
-  uint8_t* base_ = nullptr;
-  size_t size_ = 0, used_ = 0;
-};
 
 // Bytes of one [n x k] matrix in format f, and with its row groups (Q8_0 / Q4_0).
 size_t stored_bytes(WeightFormat f, int64_t n, int64_t k) {
@@ -68,7 +44,7 @@ size_t arena_bytes(WeightFormat f, int64_t n, int64_t k) {
 
 // Small finite halves for F16; for Q8_0 / Q4_0 blocks of hashed codes with f16 scales
 // near 2^-7, then their row groups.
-kernels::WeightView make_matrix(WeightFormat f, int64_t n, int64_t k, Arena& arena, uint32_t salt) {
+kernels::WeightView make_matrix(WeightFormat f, int64_t n, int64_t k, HugeArena& arena, uint32_t salt) {
   uint8_t* data = arena.take(stored_bytes(f, n, k));
   kernels::WeightView w{f, n, k, data, nullptr};
   if (f == WeightFormat::F16) {
@@ -98,7 +74,7 @@ struct Layer {
 // (so at most one is in memory: Q8_0's is ~860 MB with its row groups).
 struct Chain {
   WeightFormat format;
-  std::unique_ptr<Arena> arena;
+  std::unique_ptr<HugeArena> arena;
   std::vector<Layer> layers;
   kernels::WeightView head;
   double bytes = 0;  // the weights one token reads (the row groups for Q8_0 / Q4_0)
@@ -114,7 +90,7 @@ const Chain& chain_for(WeightFormat f) {
                                                 {kFfn, kDim}, {kFfn, kDim},   {kDim, kFfn}};
   size_t total = arena_bytes(f, kVocab, kDim);
   for (const auto& [n, k] : shapes) total += kLayers * arena_bytes(f, n, k);
-  c->arena = std::make_unique<Arena>(total);
+  c->arena = std::make_unique<HugeArena>(total);
   for (int64_t l = 0; l < kLayers; ++l) {
     const auto salt = static_cast<uint32_t>(l * 7);
     Layer layer;

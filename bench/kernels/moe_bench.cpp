@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "bench/kernels/bench.h"
+#include "bench/kernels/huge_arena.h"
 #include "kernels/moe.h"
 
 namespace troupe::bench {
@@ -46,29 +47,26 @@ void fill_bytes(std::vector<uint8_t>& v, uint64_t seed) {
   }
 }
 
-struct Fp4Matrix {
-  std::vector<uint8_t> data, scale;
-  WeightView view;
-  Fp4Matrix(int64_t rows, int64_t cols, uint64_t seed)
-      : data(rows * cols / 2), scale(rows * cols / 32, 122) {
-    fill_bytes(data, seed);
-    view = {WeightFormat::FP4, rows, cols, data.data(), scale.data()};
-  }
-};
+// An FP4 matrix's codes and scales (scales 2^-5: plausible values), from the bank's arena.
+WeightView fp4_matrix(int64_t rows, int64_t cols, uint64_t seed, HugeArena& arena) {
+  std::vector<uint8_t> codes(rows * cols / 2);
+  fill_bytes(codes, seed);
+  uint8_t* data = arena.take(codes.size());
+  std::memcpy(data, codes.data(), codes.size());
+  uint8_t* scale = arena.take(rows * cols / 32);
+  std::memset(scale, 122, rows * cols / 32);
+  return {WeightFormat::FP4, rows, cols, data, scale};
+}
 
+// The bank's weights on 2 MiB pages (bench/kernels/huge_arena.h), as the loaders hold them.
 struct ExpertBank {
-  std::vector<Fp4Matrix> mats;
+  HugeArena arena;
   std::vector<ExpertWeights> experts;
-  ExpertBank(const MoeShape& sh) {
-    mats.reserve(3 * sh.bank);
-    for (int64_t e = 0; e < sh.bank; ++e) {
-      mats.emplace_back(sh.inter, sh.hidden, 3 * e);
-      mats.emplace_back(sh.inter, sh.hidden, 3 * e + 1);
-      mats.emplace_back(sh.hidden, sh.inter, 3 * e + 2);
-    }
-    for (int64_t e = 0; e < sh.bank; ++e) {
-      experts.push_back({mats[3 * e].view, mats[3 * e + 1].view, mats[3 * e + 2].view});
-    }
+  explicit ExpertBank(const MoeShape& sh) : arena(3 * sh.bank * (sh.inter * sh.hidden / 2 + sh.inter * sh.hidden / 32 + 128)) {
+    for (int64_t e = 0; e < sh.bank; ++e)
+      experts.push_back({fp4_matrix(sh.inter, sh.hidden, 3 * e, arena),
+                         fp4_matrix(sh.inter, sh.hidden, 3 * e + 1, arena),
+                         fp4_matrix(sh.hidden, sh.inter, 3 * e + 2, arena)});
   }
 };
 
