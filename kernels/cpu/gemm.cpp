@@ -45,6 +45,12 @@ WeightSrc weight_src(const WeightView& w) {
       t[c] = 0x1p120f * ue8m0_decode(static_cast<uint8_t>(c));
     return t;
   }();
+  static const float* fp4_scaled = [] {
+    alignas(64) static float t[256 * 16];
+    for (int c = 0; c < 256; ++c)
+      for (int i = 0; i < 16; ++i) t[c * 16 + i] = e2m1_table()[i] * ue8m0[c];
+    return t;
+  }();
   const int64_t k = w.cols;
   int64_t row_bytes = k, scale_ld = k / 32;
   if (w.format == WeightFormat::F32) row_bytes = 4 * k;
@@ -58,7 +64,8 @@ WeightSrc weight_src(const WeightView& w) {
           scale_ld,
           ue8m0,
           e4m3_scale,
-          e2m1_table()};
+          e2m1_table(),
+          fp4_scaled};
 }
 
 bool gemm_trivial(const GemmParams& p, const GemmShape& sh) {

@@ -105,8 +105,7 @@ GEMM_INLINE Block32 load_block(const WeightSrc& s, int64_t r, int64_t kb, __mmas
     return {_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(static_cast<__mmask16>(valid), p)),
             _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(static_cast<__mmask16>(valid >> 16), p + 16))};
   } else if constexpr (F == WeightFormat::FP4) {
-    const float sc = s.ue8m0[s.scale[r * s.scale_ld + kb / 32]];
-    const __m512 table = _mm512_mul_ps(_mm512_loadu_ps(s.e2m1), _mm512_set1_ps(sc));
+    const __m512 table = _mm512_load_ps(s.fp4_scaled + 16 * s.scale[r * s.scale_ld + kb / 32]);
     const __m512i codes =
         _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + kb / 2)));
     // vpermps reads only the low 4 index bits: the low nibble, then (after >> 4) the high.

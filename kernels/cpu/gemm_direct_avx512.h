@@ -190,7 +190,6 @@ struct Fp4TileRows {
   RowsAhead ahead;
   const uint8_t* row[kNR];
   const uint8_t* scales[kNR];  // each row's scale codes, one per 32 columns
-  __m512 table = _mm512_loadu_ps(s.e2m1);
   Fp4TileRows(const WeightSrc& src, const int64_t* rows, RowsAhead rows_ahead)
       : s(src), r(rows), ahead(rows_ahead) {
     for (int j = 0; j < kNR; ++j) {
@@ -204,7 +203,7 @@ struct Fp4TileRows {
         prefetch_line<WeightFormat::FP4>(*ahead.src, r[j] + kPrefetchRows - ahead.shift, kb);
   }
   GEMM_INLINE Block32 load(int j, int64_t kb, __mmask32, __mmask32&) const {
-    const __m512 t = _mm512_mul_ps(table, _mm512_set1_ps(s.ue8m0[scales[j][kb / 32]]));
+    const __m512 t = _mm512_load_ps(s.fp4_scaled + 16 * scales[j][kb / 32]);
     const __m512i codes =
         _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row[j] + kb / 2)));
     // vpermps reads only the low 4 index bits: the low nibble, then (after >> 4) the high.

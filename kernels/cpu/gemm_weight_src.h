@@ -24,6 +24,11 @@ struct WeightSrc {
   const float* ue8m0;       // [256] scale values
   const float* e4m3_scale;  // [256] 2^120 · scale value, for codes <= kMaxFoldedScale
   const float* e2m1;        // [16] FP4 values
+  // [256][16], 64-byte rows: row c is e2m1 · ue8m0[c], each the f32 product the decode's
+  // multiply would give. A decode loads its block's scaled table instead of multiplying
+  // the 16 values by the scale: one vector op fewer per 32 weights and row, where the
+  // FP4 decode at M = 1 is bound by its vector ops, not by DRAM (docs/kernels-bench.md).
+  const float* fp4_scaled;
 };
 WeightSrc weight_src(const WeightView& w);
 
