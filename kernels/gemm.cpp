@@ -68,4 +68,10 @@ void gemm_shared_x(std::span<const GemmParams> ps) {
   for (const GemmParams& p : ps) gemm(p);
 }
 
+void gemm_grouped(std::span<const GemmParams> ps) {
+  for (const GemmParams& p : ps) validate(p);
+  if (active_backend() == Backend::Cpu) return cpu::gemm_grouped(ps);
+  for (const GemmParams& p : ps) gemm(p);
+}
+
 }  // namespace troupe::kernels

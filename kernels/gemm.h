@@ -56,6 +56,11 @@ void gemm(const GemmParams& p);
 // (q8_activations) have it quantized once, and one fork-join runs them all (a layer's
 // q, k and v projections; an MLP's gate and up); other backends run them one by one.
 void gemm_shared_x(std::span<const GemmParams> ps);
+// Independent GEMMs (each its own x, m, weight and y): each ps[i].y as gemm(ps[i]) gives
+// it, bit for bit. On the CPU those cpu::gemm_joins_group takes run in one fork-join
+// (a layer's o-group projections, a decode step's experts); other backends run them one
+// by one.
+void gemm_grouped(std::span<const GemmParams> ps);
 
 namespace ref {
 void gemm(const GemmParams& p);

@@ -164,8 +164,18 @@ void attention_output(const ModelConfig& c, const AttentionWeights& w, int64_t r
   const int64_t G = c.o_groups, O = c.o_lora_rank;
   const int64_t width = c.num_attention_heads * c.head_dim, group_width = width / G;
   scratch_vector<float> u(rows * G * O);
-  for (int64_t g = 0; g < G; ++g)
-    linear(o + g * group_width, rows, row_slice(w.wo_a, g * O, O), &u[g * O], width, G * O);
+  // The G group projections are independent GEMMs: one kernels call, one fork-join at decode.
+  scratch_vector<kernels::GemmParams> groups(G);
+  for (int64_t g = 0; g < G; ++g) {
+    kernels::GemmParams& p = groups[g];
+    p.x = o + g * group_width;
+    p.w = row_slice(w.wo_a, g * O, O);
+    p.y = &u[g * O];
+    p.m = rows;
+    p.ldx = width;
+    p.ldy = G * O;
+  }
+  kernels::gemm_grouped(groups);
   linear(u.data(), rows, w.wo_b, out);
 }
 

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/check.h"
 #include "kernels/dispatch.h"
 #include "kernels/gemm.h"
 #include "kernels/parallel.h"
@@ -150,6 +151,49 @@ TEST(GemmGrouped, EachYIsItsOwnGemmsBitForBit) {
             ASSERT_EQ(std::bit_cast<uint32_t>(got[i][j]), std::bit_cast<uint32_t>(want[i][j]))
                 << "gemm " << i << " y[" << j << "] = " << got[i][j] << ", alone " << want[i][j];
       }
+  }
+}
+
+// The validated entry kernels::gemm_grouped on the Ref and CPU backends: each y as
+// kernels::gemm gives it there, and a bad GEMM anywhere in the list is refused.
+TEST(GemmGrouped, TheEntryGivesEachGemmsBitsOnEveryBackend) {
+  std::mt19937 rng(77);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  const Call& call = kCalls[1];  // "mixed"
+  const int64_t ldx = call.k + 5;
+  std::vector<std::vector<float>> xs(4, std::vector<float>(17 * ldx));
+  for (auto& x : xs)
+    for (float& v : x) v = uni(rng);
+  std::vector<Weight> ws;
+  for (const Item& it : call.items) ws.push_back(random_weight(it.format, it.n, call.k, rng));
+  for (Backend b : {Backend::Ref, Backend::Cpu}) {
+    ScopedBackend backend(b);
+    std::vector<std::vector<float>> want, got;
+    std::vector<GemmParams> ps;
+    for (size_t i = 0; i < call.items.size(); ++i) {
+      const Item& it = call.items[i];
+      want.emplace_back((it.m + 1) * (it.n + it.y_pad), 0.5f);
+      got.push_back(want.back());
+      GemmParams p;
+      p.x = xs[it.x].data();
+      p.w = ws[i].view;
+      p.m = it.m;
+      p.ldx = ldx;
+      p.ldy = it.n + it.y_pad;
+      p.accumulate = it.accumulate;
+      p.precision = it.precision;
+      p.y = want[i].data();
+      gemm(p);
+      p.y = got[i].data();
+      ps.push_back(p);
+    }
+    gemm_grouped(ps);
+    for (size_t i = 0; i < ps.size(); ++i)
+      for (size_t j = 0; j < want[i].size(); ++j)
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[i][j]), std::bit_cast<uint32_t>(want[i][j]))
+            << to_string(b) << " gemm " << i << " y[" << j << "]";
+    ps[2].ldx = 1;  // below K
+    EXPECT_THROW(gemm_grouped(ps), Error) << to_string(b);
   }
 }
 
