@@ -98,6 +98,20 @@ const Call kCalls[] = {
       {WeightFormat::FP4, 20, 17, 3, false, 0, kInt8}}},
 };
 
+// The GEMM an item describes, over x (row stride ldx) and w, into y.
+GemmParams params_of(const Item& it, const float* x, int64_t ldx, const WeightView& w, float* y) {
+  GemmParams p;
+  p.x = x;
+  p.w = w;
+  p.m = it.m;
+  p.ldx = ldx;
+  p.ldy = it.n + it.y_pad;
+  p.accumulate = it.accumulate;
+  p.precision = it.precision;
+  p.y = y;
+  return p;
+}
+
 TEST(GemmGrouped, EachYIsItsOwnGemmsBitForBit) {
   uint32_t seed = 900;
   for (CpuPath path : {CpuPath::Portable, CpuPath::Avx2, CpuPath::Avx512}) {
@@ -131,15 +145,7 @@ TEST(GemmGrouped, EachYIsItsOwnGemmsBitForBit) {
         set_num_threads(threads);
         for (size_t i = 0; i < call.items.size(); ++i) {
           const Item& it = call.items[i];
-          GemmParams p;
-          p.x = xs[it.x].data();
-          p.w = ws[i].view;
-          p.m = it.m;
-          p.ldx = ldx;
-          p.ldy = it.n + it.y_pad;
-          p.accumulate = it.accumulate;
-          p.precision = it.precision;
-          p.y = want[i].data();
+          GemmParams p = params_of(it, xs[it.x].data(), ldx, ws[i].view, want[i].data());
           cpu::gemm(p);
           p.y = got[i].data();
           ps.push_back(p);
@@ -174,15 +180,7 @@ TEST(GemmGrouped, TheEntryGivesEachGemmsBitsOnEveryBackend) {
       const Item& it = call.items[i];
       want.emplace_back((it.m + 1) * (it.n + it.y_pad), 0.5f);
       got.push_back(want.back());
-      GemmParams p;
-      p.x = xs[it.x].data();
-      p.w = ws[i].view;
-      p.m = it.m;
-      p.ldx = ldx;
-      p.ldy = it.n + it.y_pad;
-      p.accumulate = it.accumulate;
-      p.precision = it.precision;
-      p.y = want[i].data();
+      GemmParams p = params_of(it, xs[it.x].data(), ldx, ws[i].view, want[i].data());
       gemm(p);
       p.y = got[i].data();
       ps.push_back(p);
