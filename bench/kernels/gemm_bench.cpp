@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "bench/kernels/bench.h"
+#include "bench/kernels/huge_arena.h"
 #include "kernels/dispatch.h"
 #include "kernels/gemm.h"
 #include "kernels/ggml_blocks.h"
@@ -106,12 +107,14 @@ std::vector<uint8_t> row_groups(const StoredWeight& w, WeightFormat f, int64_t n
   return out;
 }
 
-// Copies of one weight, enough to stream >= 128 MiB per rotation; the last set built
-// is kept so the cases of one (shape, format) share it (names sort them together).
+// Copies of one weight, enough to stream >= 128 MiB per rotation, on 2 MiB pages as the
+// loaders hold a model's weights (bench/kernels/huge_arena.h); the last set built is kept
+// so the cases of one (shape, format) share it (names sort them together).
 struct WeightSet {
   std::string key;
-  std::vector<StoredWeight> copies;
-  std::vector<std::vector<uint8_t>> groups;  // each copy's row groups (Q8_0 / Q4_0)
+  double bytes = 0;  // one copy's stored bytes (codes and scales)
+  std::unique_ptr<HugeArena> arena;
+  std::vector<WeightView> copies;  // groups set for Q8_0 / Q4_0 (their row groups)
 };
 
 const WeightSet& weights_for(const Shape& sh, WeightFormat f) {
@@ -121,11 +124,25 @@ const WeightSet& weights_for(const Shape& sh, WeightFormat f) {
     cached.reset();  // free the previous set first
     cached = std::make_unique<WeightSet>();
     cached->key = key;
-    StoredWeight first(f, sh.n, sh.k);
+    const StoredWeight first(f, sh.n, sh.k);
+    const std::vector<uint8_t> groups =
+        kernels::is_ggml_block(f) ? row_groups(first, f, sh.n, sh.k) : std::vector<uint8_t>{};
+    cached->bytes = first.bytes();
     const int copies = static_cast<int>(1 + (double{128 << 20} / first.bytes()));
-    cached->copies.assign(static_cast<size_t>(copies), first);
-    if (kernels::is_ggml_block(f))
-      cached->groups.assign(static_cast<size_t>(copies), row_groups(first, f, sh.n, sh.k));
+    auto padded = [](size_t b) { return (b + 63) / 64 * 64; };
+    cached->arena = std::make_unique<HugeArena>(
+        copies * (padded(first.data.size()) + padded(first.scale.size()) + padded(groups.size())));
+    for (int c = 0; c < copies; ++c) {
+      auto place = [&](const std::vector<uint8_t>& v) -> const uint8_t* {
+        if (v.empty()) return nullptr;
+        uint8_t* p = cached->arena->take(v.size());
+        std::memcpy(p, v.data(), v.size());
+        return p;
+      };
+      WeightView w{f, sh.n, sh.k, place(first.data), place(first.scale)};
+      w.groups = place(groups);
+      cached->copies.push_back(w);
+    }
   }
   return *cached;
 }
@@ -145,19 +162,17 @@ void run_case(State& s, const Shape& sh, WeightFormat f, int64_t m, GemmPrecisio
   for (float& v : x) v = static_cast<float>(splitmix64(seed) >> 40) * 0x1p-23f - 1.0f;
   s.shape = "M=" + std::to_string(m) + " N=" + std::to_string(sh.n) + " K=" + std::to_string(sh.k);
   s.flops = 2.0 * m * sh.n * sh.k;
-  s.bytes = ws.copies[0].bytes();
+  s.bytes = ws.bytes;
   const bool ggml = f == WeightFormat::Q8_0 || f == WeightFormat::Q4_0;
   s.bound = decode ? Bound::Memory
             : ggml ? Bound::Int8
             : prec == GemmPrecision::Bf16 ? Bound::Bf16 : Bound::Fp32;
   size_t next = 0;
   s.run([&] {
-    const size_t copy = next++ % ws.copies.size();
-    const StoredWeight& w = ws.copies[copy];
     kernels::GemmParams p;
     p.x = x.data();
-    p.w = WeightView{f, sh.n, sh.k, w.data.data(), w.scale.empty() ? nullptr : w.scale.data()};
-    if (groups) p.w.groups = ws.groups[copy].data();
+    p.w = ws.copies[next++ % ws.copies.size()];
+    if (!groups) p.w.groups = nullptr;
     p.y = y.data();
     p.m = m;
     p.precision = prec;
