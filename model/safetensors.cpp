@@ -95,7 +95,7 @@ uint64_t available_memory_bytes() {
 // a page touched for the first time mid-decode costs a fault there (the experts a prompt
 // did not pick), and a 4 KiB page of a file mapping costs TLB walks on every read
 // (model/file_copy.h). So a checkpoint that fits in half the available memory is read
-// whole at load onto 2 MiB pages, as the GGUF loader does, (all its files together: a
+// whole at load onto 2 MiB pages, as the GGUF loader does (all its files together: a
 // per-file test would pass every shard of a checkpoint larger than memory, since
 // MemAvailable counts the page cache the reads fill); a larger one is mapped lazily
 // rather than crowd out the rest (docs/forward-bench.md measures both).
