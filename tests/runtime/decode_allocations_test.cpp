@@ -63,7 +63,10 @@ Counted count_decode_steps(int64_t batch, int64_t k, bool prefix_cache, int64_t 
   c.executor.kernel_threads = 2;  // per-thread pools: a fixed thread count
   c.enable_prefix_cache = prefix_cache;
   const DsparkDrafter drafter(*golden_draft().draft);
-  if (k > 0) c.speculative = {"dspark", k, 1.0};
+  if (k > 0) {
+    c.speculative.method = "dspark";
+    c.speculative.num_speculative_tokens = k;
+  }
   Engine e(*golden_draft().forward, nullptr, c, k > 0 ? &drafter : nullptr);
   for (int64_t b = 0; b < batch; ++b)
     e.add_request(b, random_tokens(20 + b, 900 + uint32_t(b)), greedy(steps + 8));
