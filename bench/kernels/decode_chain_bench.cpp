@@ -32,7 +32,6 @@ using kernels::WeightFormat;
 
 constexpr int64_t kLayers = 24, kDim = 1024, kKvDim = 256, kFfn = 4096, kVocab = 32000;
 
-
 // Bytes of one [n x k] matrix in format f, and with its row groups (Q8_0 / Q4_0).
 size_t stored_bytes(WeightFormat f, int64_t n, int64_t k) {
   return f == WeightFormat::F16 ? size_t(2 * n * k) : size_t(n * kernels::ggml_row_bytes(f, k));

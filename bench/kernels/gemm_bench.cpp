@@ -132,13 +132,13 @@ const WeightSet& weights_for(const Shape& sh, WeightFormat f) {
     auto padded = [](size_t b) { return (b + 63) / 64 * 64; };
     cached->arena = std::make_unique<HugeArena>(
         copies * (padded(first.data.size()) + padded(first.scale.size()) + padded(groups.size())));
+    auto place = [&](const std::vector<uint8_t>& v) -> const uint8_t* {
+      if (v.empty()) return nullptr;
+      uint8_t* p = cached->arena->take(v.size());
+      std::memcpy(p, v.data(), v.size());
+      return p;
+    };
     for (int c = 0; c < copies; ++c) {
-      auto place = [&](const std::vector<uint8_t>& v) -> const uint8_t* {
-        if (v.empty()) return nullptr;
-        uint8_t* p = cached->arena->take(v.size());
-        std::memcpy(p, v.data(), v.size());
-        return p;
-      };
       WeightView w{f, sh.n, sh.k, place(first.data), place(first.scale)};
       w.groups = place(groups);
       cached->copies.push_back(w);

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -39,7 +40,7 @@ constexpr MoeShape kV41sOne{"v41s H=2048 I=1024", 2048, 1024, 24, 4};
 constexpr MoeShape kV41sAll{"v41s H=2048 I=1024", 2048, 1024, 64, 1};
 
 // Fast fill for hundreds of MB of weight bytes (values only need to be plausible).
-void fill_bytes(std::vector<uint8_t>& v, uint64_t seed) {
+void fill_bytes(std::span<uint8_t> v, uint64_t seed) {
   uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
   for (size_t i = 0; i < v.size(); i += 8) {
     s ^= s << 13, s ^= s >> 7, s ^= s << 17;
@@ -49,10 +50,8 @@ void fill_bytes(std::vector<uint8_t>& v, uint64_t seed) {
 
 // An FP4 matrix's codes and scales (scales 2^-5: plausible values), from the bank's arena.
 WeightView fp4_matrix(int64_t rows, int64_t cols, uint64_t seed, HugeArena& arena) {
-  std::vector<uint8_t> codes(rows * cols / 2);
-  fill_bytes(codes, seed);
-  uint8_t* data = arena.take(codes.size());
-  std::memcpy(data, codes.data(), codes.size());
+  uint8_t* data = arena.take(rows * cols / 2);
+  fill_bytes({data, static_cast<size_t>(rows * cols / 2)}, seed);
   uint8_t* scale = arena.take(rows * cols / 32);
   std::memset(scale, 122, rows * cols / 32);
   return {WeightFormat::FP4, rows, cols, data, scale};

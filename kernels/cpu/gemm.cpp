@@ -64,7 +64,6 @@ WeightSrc weight_src(const WeightView& w) {
           scale_ld,
           ue8m0,
           e4m3_scale,
-          e2m1_table(),
           fp4_scaled};
 }
 

@@ -23,11 +23,10 @@ struct WeightSrc {
   int64_t scale_ld;         // scale codes per scale row
   const float* ue8m0;       // [256] scale values
   const float* e4m3_scale;  // [256] 2^120 · scale value, for codes <= kMaxFoldedScale
-  const float* e2m1;        // [16] FP4 values
-  // [256][16], 64-byte rows: row c is e2m1 · ue8m0[c], each the f32 product the decode's
-  // multiply would give. A decode loads its block's scaled table instead of multiplying
-  // the 16 values by the scale: one vector op fewer per 32 weights and row, where the
-  // FP4 decode at M = 1 is bound by its vector ops, not by DRAM (docs/kernels-bench.md).
+  // [256][16], 64-byte rows: row c is the 16 E2M1 values times ue8m0[c], each the f32
+  // product the decode multiplied per block before. Loading the block's row instead saves
+  // a broadcast and a multiply per 32 weights and row (one thread, an L2-resident matrix:
+  // 1.0-1.4x at M = 4, level at M = 1; docs/kernels-bench.md).
   const float* fp4_scaled;
 };
 WeightSrc weight_src(const WeightView& w);
