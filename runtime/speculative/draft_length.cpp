@@ -1,6 +1,7 @@
 #include "runtime/speculative/draft_length.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 
 #include "kernels/check.h"
@@ -30,41 +31,58 @@ const StepCostTable::Cell& StepCostTable::cell(int64_t batch, int64_t k) const {
 void StepCostTable::observe(const StepTimeSample& s) {
   if (s.k < 0 || s.k > kmax_ || !(s.seconds > 0)) return;
   Cell& c = cells_[index(s.batch, s.k)];
-  c.seconds = c.count == 0 ? s.seconds : (1 - weight_) * c.seconds + weight_ * s.seconds;
+  if (c.count == 0) {
+    c.seconds = s.seconds;
+  } else if (c.count == 1) {
+    c.seconds = std::min(c.seconds, s.seconds);
+  } else {
+    c.seconds = (1 - weight_) * c.seconds + weight_ * s.seconds;
+  }
   c.count += 1;
+}
+
+void StepCostTable::seed(const StepTimeSample& s) {
+  if (s.k < 0 || s.k > kmax_ || !(s.seconds > 0)) return;
+  cells_[index(s.batch, s.k)] = {s.seconds, 2};
 }
 
 bool StepCostTable::measured(int64_t batch, int64_t k) const {
   return k >= 0 && k <= kmax_ && cell(batch, k).count > 0;
 }
 
-std::optional<double> StepCostTable::estimate(int64_t batch, int64_t k) const {
-  if (k < 0 || k > kmax_) return std::nullopt;
+const StepCostTable::Cell* StepCostTable::estimate_cell(int64_t batch, int64_t k) const {
+  if (k < 0 || k > kmax_) return nullptr;
   const int64_t b = clamp(batch);
   // Nearest first, smaller batch sizes before larger at equal distance.
   for (int64_t d = 0; d <= b; ++d)
     for (const int64_t other : {b - d, b + d}) {
       if (other < 1 || other > max_batch_ || 2 * other < b || other > 2 * b) continue;
-      if (cell(other, k).count > 0) return cell(other, k).seconds;
+      if (cell(other, k).count > 0) return &cell(other, k);
     }
-  return std::nullopt;
+  return nullptr;
+}
+
+std::optional<double> StepCostTable::estimate(int64_t batch, int64_t k) const {
+  const Cell* c = estimate_cell(batch, k);
+  if (c == nullptr) return std::nullopt;
+  return c->seconds;
+}
+
+bool StepCostTable::single_sample(int64_t batch, int64_t k) const {
+  const Cell* c = estimate_cell(batch, k);
+  return c != nullptr && c->count == 1;
 }
 
 AcceptanceTracker::AcceptanceTracker(int64_t kmax, double decay)
     : decay_(decay), reached_(size_t(kmax), 0.0), accepted_(size_t(kmax), 0.0) {}
 
 void AcceptanceTracker::observe(std::span<const std::pair<int64_t, int64_t>> drafts) {
-  if (drafts.empty()) return;
-  for (size_t j = 0; j < reached_.size(); ++j) {
-    reached_[j] *= decay_;
-    accepted_[j] *= decay_;
-  }
   for (const auto& [drafted, accepted] : drafts) {
     // Position j (1-based) was verified if every draft before it was accepted.
     const int64_t verified = std::min<int64_t>(drafted, accepted + 1);
     for (int64_t j = 0; j < verified && j < static_cast<int64_t>(reached_.size()); ++j) {
-      reached_[size_t(j)] += 1;
-      accepted_[size_t(j)] += j < accepted ? 1 : 0;
+      reached_[size_t(j)] = decay_ * reached_[size_t(j)] + 1;
+      accepted_[size_t(j)] = decay_ * accepted_[size_t(j)] + (j < accepted ? 1 : 0);
     }
   }
 }
@@ -74,10 +92,18 @@ double AcceptanceTracker::rate(int64_t position) const {
   return (accepted_.at(j) + 0.5) / (reached_.at(j) + 1.0);  // prior: one half of a draft
 }
 
-double AcceptanceTracker::expected_tokens(int64_t k) const {
+double AcceptanceTracker::upper_rate(int64_t position) const {
+  const size_t j = size_t(position - 1);
+  const double n = reached_.at(j);
+  if (n <= 0) return 1.0;
+  const double p = std::clamp(accepted_[j] / n, 0.0, 1.0);
+  return std::min(1.0, (p + 0.5 / n + std::sqrt(p * (1 - p) / n + 0.25 / (n * n))) / (1 + 1 / n));
+}
+
+double AcceptanceTracker::expected_tokens(int64_t k, bool optimistic) const {
   double e = 1, run = 1;
   for (int64_t j = 1; j <= k && j <= static_cast<int64_t>(reached_.size()); ++j) {
-    run *= rate(j);
+    run *= optimistic ? upper_rate(j) : rate(j);
     e += run;
   }
   return e;
@@ -86,20 +112,21 @@ double AcceptanceTracker::expected_tokens(int64_t k) const {
 DraftLengthChooser::DraftLengthChooser(int64_t kmax, int64_t max_batch,
                                        std::span<const StepTimeSample> seed)
     : kmax_(kmax), table_(max_batch, kmax), acceptance_(kmax) {
-  for (const StepTimeSample& s : seed) table_.observe(s);
+  for (const StepTimeSample& s : seed) table_.seed(s);
 }
 
-std::optional<double> DraftLengthChooser::expected_rate(int64_t batch, int64_t k) const {
+std::optional<double> DraftLengthChooser::expected_rate(int64_t batch, int64_t k,
+                                                        bool optimistic) const {
   const std::optional<double> t = table_.estimate(batch, k);
   if (!t) return std::nullopt;
-  return double(std::max<int64_t>(1, batch)) * acceptance_.expected_tokens(k) / *t;
+  return double(std::max<int64_t>(1, batch)) * acceptance_.expected_tokens(k, optimistic) / *t;
 }
 
-int64_t DraftLengthChooser::best(int64_t batch) const {
+int64_t DraftLengthChooser::best(int64_t batch, bool optimistic) const {
   int64_t best = 0;
   double best_rate = -1;
   for (int64_t k = 0; k <= kmax_; ++k) {
-    const std::optional<double> r = expected_rate(batch, k);
+    const std::optional<double> r = expected_rate(batch, k, optimistic);
     if (r && *r > best_rate) best = k, best_rate = *r;
   }
   return best;
@@ -109,6 +136,10 @@ std::optional<int64_t> DraftLengthChooser::uncalibrated(int64_t batch) const {
   if (!table_.estimate(batch, kmax_)) return kmax_;  // drafting's cost and its acceptance
   for (int64_t k = 0; k < kmax_; ++k)
     if (!table_.estimate(batch, k)) return k;
+  // A second sample where the first, were it a slow one, could hide the best k.
+  const double top = *expected_rate(batch, best(batch, true), true);
+  for (int64_t k = kmax_; k >= 0; --k)
+    if (table_.single_sample(batch, k) && *expected_rate(batch, k, true) >= top / 2) return k;
   return std::nullopt;
 }
 
@@ -122,10 +153,10 @@ int64_t DraftLengthChooser::probe_k(int64_t best) const {
 int64_t DraftLengthChooser::choose(int64_t batch) {
   if (const std::optional<int64_t> k = uncalibrated(batch)) return *k;
   if (pending_probe_ >= 0) return pending_probe_;
-  const int64_t b = best(batch);
+  const int64_t b = best(batch, /*optimistic=*/true);
   if (++steps_since_probe_ < probe_interval_) return b;
   steps_since_probe_ = 0;
-  // Probes double their interval while the best k stays put; a change starts over.
+  // Probes double their interval while the chosen k stays put; a change starts over.
   probe_interval_ = b == last_best_ ? std::min(kLastProbe, 2 * probe_interval_) : kFirstProbe;
   last_best_ = b;
   probes_ += 1;
