@@ -19,6 +19,13 @@
 // A tile is MR <= 4 activation rows x 1 group (16 weight rows, 2 ymm): 16 ymm registers
 // hold 8 int32 and 8 f32 accumulators at MR = 4, so wider tiles would only spill. Each
 // block prefetches its group's stream ahead (gemm_q8_groups_walk.h).
+//
+// Prefill (more activation rows than a tile): the walk runs every row tile over a group
+// before the next group, and each tile would redo the codes' unpacking (Q8_0: the xor and
+// |q|, 4 ops per chunk; Q4_0: the nibbles' and / shift / and, 6 ops per chunk) for only 4
+// rows' products. So the first row tile unpacks the group once into this thread's scratch
+// (`Unpacked` below) and every row tile loads the codes from there, in the form its
+// products take them.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -27,6 +34,7 @@
 #include "kernels/cpu/avx2_vec.h"
 #include "kernels/cpu/gemm_q8.h"
 #include "kernels/cpu/gemm_q8_groups_walk.h"
+#include "kernels/cpu/gemm_weight_src.h"
 #include "kernels/cpu/unroll.h"
 
 namespace troupe::kernels::cpu {
@@ -36,6 +44,42 @@ constexpr int kHalves = 2;  // ymm per group: rows 0..7 and 8..15
 constexpr int64_t kHalfRows = kGroupRows / kHalves;
 
 inline __m256i broadcast_i32(const int8_t* p) { return _mm256_set1_epi32(load_i32(p)); }
+
+// A group's codes unpacked (prefill), per block of the group, 64-byte chunks of 2 halves:
+//   Q8_0  chunk 2c: chunk c's q (the code's bias removed), chunk 2c + 1: its |q|
+//   Q4_0  chunk c < 4: chunk c's low nibbles (x's codes 4c..), chunk c + 4: its high ones
+//         (x's codes 16 + 4c..); each a u8 value 0..15
+// The f16 scales stay in the group.
+template <WeightFormat F>
+struct Unpacked {
+  static constexpr int64_t kBlockBytes = F == WeightFormat::Q8_0 ? 16 * 64 : 8 * 64;
+};
+
+template <WeightFormat F>
+void unpack_group(const uint8_t* group, int64_t blocks, uint8_t* out) {
+  using L = GroupLayout<F>;
+  const __m256i bias = _mm256_set1_epi8(char(0x80)), low4 = _mm256_set1_epi8(0x0F);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* blk = group + b * L::kBlockBytes;
+    auto* o = reinterpret_cast<__m256i*>(out + b * Unpacked<F>::kBlockBytes);  // 32-byte units
+    for (int c = 0; c < (L::kQ8 ? 8 : 4); ++c)
+      for (int h = 0; h < kHalves; ++h) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * c + 32 * h));
+        if constexpr (L::kQ8) {
+          const __m256i q = _mm256_xor_si256(v, bias);
+          _mm256_store_si256(o + 4 * c + h, q);
+          _mm256_store_si256(o + 4 * c + 2 + h, _mm256_abs_epi8(q));
+        } else {
+          _mm256_store_si256(o + 2 * c + h, _mm256_and_si256(v, low4));
+          _mm256_store_si256(o + 2 * (c + 4) + h, _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
+        }
+      }
+  }
+}
+
+inline __m256i load_unpacked(const uint8_t* blk, int chunk, int h) {
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(blk + 64 * chunk + 32 * h));
+}
 
 template <WeightFormat F>
 struct Avx2GroupTile {
@@ -50,7 +94,8 @@ struct Avx2GroupTile {
 };
 
 // One block's exact dot products, lanes = rows: d[i][h] for activation row i and half h.
-template <int MR>
+// blk: the block in the group, or (kUnpacked) in the thread's unpacked copy.
+template <int MR, bool kUnpacked>
 inline void dots_q8(const uint8_t* blk, const int8_t* const* xb, __m256i (&d)[MR][kHalves]) {
   const __m256i ones = _mm256_set1_epi16(1), bias = _mm256_set1_epi8(char(0x80));
   unroll<MR>([&](auto i) { unroll<kHalves>([&](auto h) { d[i][h] = _mm256_setzero_si256(); }); });
@@ -60,6 +105,11 @@ inline void dots_q8(const uint8_t* blk, const int8_t* const* xb, __m256i (&d)[MR
   for (int c = 0; c < 8; ++c) {
     __m256i q[kHalves], u[kHalves];
     unroll<kHalves>([&](auto h) {
+      if constexpr (kUnpacked) {
+        q[h] = load_unpacked(blk, 2 * c, h);
+        u[h] = load_unpacked(blk, 2 * c + 1, h);
+        return;
+      }
       q[h] = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * c + 32 * h)), bias);
       u[h] = _mm256_abs_epi8(q[h]);  // -128 -> 0x80, read as u8 128
     });
@@ -73,7 +123,7 @@ inline void dots_q8(const uint8_t* blk, const int8_t* const* xb, __m256i (&d)[MR
   }
 }
 
-template <int MR>
+template <int MR, bool kUnpacked>
 inline void dots_q4(const uint8_t* blk, const int8_t* const* xb, const int32_t* const* xs, int64_t b,
                     __m256i (&d)[MR][kHalves]) {
   const __m256i ones = _mm256_set1_epi16(1), low4 = _mm256_set1_epi8(0x0F);
@@ -83,6 +133,11 @@ inline void dots_q4(const uint8_t* blk, const int8_t* const* xb, const int32_t* 
   for (int c = 0; c < 4; ++c) {  // (a loop: see dots_q8) low nibbles: chunk c; high: c + 4
     __m256i lo[kHalves], hi[kHalves];
     unroll<kHalves>([&](auto h) {
+      if constexpr (kUnpacked) {
+        lo[h] = load_unpacked(blk, c, h);
+        hi[h] = load_unpacked(blk, c + 4, h);
+        return;
+      }
       const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * c + 32 * h));
       lo[h] = _mm256_and_si256(v, low4);
       hi[h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
@@ -101,10 +156,11 @@ inline void dots_q4(const uint8_t* blk, const int8_t* const* xb, const int32_t* 
   });
 }
 
-template <WeightFormat F>
-template <int MR, int G>
-void Avx2GroupTile<F>::run(const QGemmArgs& a, int64_t m0, int64_t n, int64_t n_end, int64_t step) {
-  static_assert(G == 1);
+// The tile of Avx2GroupTile<F>::run; unpacked: the group's codes in this thread's
+// unpacked copy (prefill), else null.
+template <WeightFormat F, int MR>
+void group_tile(const QGemmArgs& a, int64_t m0, int64_t n, int64_t n_end, int64_t step,
+                const uint8_t* unpacked) {
   using L = GroupLayout<F>;
   const int64_t blocks = a.x.k / kQBlock, group_bytes = blocks * L::kBlockBytes;
   // Byte offsets in a.groups, as on AVX-512: the group, the end of what it prefetches.
@@ -130,8 +186,15 @@ void Avx2GroupTile<F>::run(const QGemmArgs& a, int64_t m0, int64_t n, int64_t n_
     const int8_t* xb[MR];
     unroll<MR>([&](auto i) { xb[i] = xq[i] + b * kQBlock; });
     __m256i d[MR][kHalves];
-    if constexpr (L::kQ8) dots_q8<MR>(blk, xb, d);
-    else dots_q4<MR>(blk, xb, xs, b, d);
+    if (unpacked != nullptr) {
+      const uint8_t* u = unpacked + b * Unpacked<F>::kBlockBytes;
+      if constexpr (L::kQ8) dots_q8<MR, true>(u, xb, d);
+      else dots_q4<MR, true>(u, xb, xs, b, d);
+    } else if constexpr (L::kQ8) {
+      dots_q8<MR, false>(blk, xb, d);
+    } else {
+      dots_q4<MR, false>(blk, xb, xs, b, d);
+    }
     __m256 dw[kHalves];
     unroll<kHalves>([&](auto h) {
       dw[h] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + L::kDataBytes + 16 * h)));
@@ -158,6 +221,20 @@ void Avx2GroupTile<F>::run(const QGemmArgs& a, int64_t m0, int64_t n, int64_t n_
       _mm256_maskstore_ps(y + kHalfRows * h, mask, s);
     });
   });
+}
+
+template <WeightFormat F>
+template <int MR, int G>
+void Avx2GroupTile<F>::run(const QGemmArgs& a, int64_t m0, int64_t n, int64_t n_end, int64_t step) {
+  static_assert(G == 1);
+  if (a.x.m <= kTileRows) return group_tile<F, MR>(a, m0, n, n_end, step, nullptr);
+  // Prefill: the walk's first row tile of the group unpacks it (gemm_q8_groups_walk.h:
+  // every row tile of a group runs on this thread before its next group).
+  const int64_t blocks = a.x.k / kQBlock;
+  auto* unpacked = gemm_w_scratch().get<uint8_t>(blocks * Unpacked<F>::kBlockBytes);
+  if (m0 == 0)
+    unpack_group<F>(a.groups + n / kGroupRows * blocks * GroupLayout<F>::kBlockBytes, blocks, unpacked);
+  group_tile<F, MR>(a, m0, n, n_end, step, unpacked);
 }
 
 }  // namespace
