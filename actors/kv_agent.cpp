@@ -267,8 +267,10 @@ caf::result<std::string> push(agent_pointer self, GenerateRequest& req, KvHandof
           [=](caf::error& e) mutable {
             // The receiver gone or silent: nothing gets through. Anything else (it does
             // not take reserves): the whole hand-off in a message.
-            if (e == caf::sec::request_timeout || e == caf::sec::request_receiver_down)
-              return rp.deliver(std::move(e));
+            if (e == caf::sec::request_timeout || e == caf::sec::request_receiver_down) {
+              rp.deliver(std::move(e));  // (deliver returns a value: the lambda returns none)
+              return;
+            }
             by_message(self, rp, req, h, target, client, deadline);
           });
   return rp;

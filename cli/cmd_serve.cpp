@@ -155,8 +155,12 @@ std::chrono::milliseconds ms(double seconds) {
 }
 
 net::http::ServerOptions http_options(const config::ServeConfig& cfg) {
-  net::http::ServerOptions o{cfg.host, static_cast<uint16_t>(cfg.port), cfg.api_key,
-                             static_cast<size_t>(cfg.max_body_bytes), 2};
+  net::http::ServerOptions o;
+  o.host = cfg.host;
+  o.port = static_cast<uint16_t>(cfg.port);
+  o.api_key = cfg.api_key;
+  o.max_body_bytes = static_cast<size_t>(cfg.max_body_bytes);
+  o.io_threads = 2;
   o.header_timeout = ms(cfg.http_header_timeout);
   o.body_timeout = ms(cfg.http_body_timeout);
   o.idle_timeout = ms(cfg.http_idle_timeout);
@@ -167,10 +171,14 @@ net::http::ServerOptions http_options(const config::ServeConfig& cfg) {
 }
 
 net::tcp::TcpServerOptions tcp_options(const config::ServeConfig& cfg) {
-  net::tcp::TcpServerOptions o{cfg.host, static_cast<uint16_t>(cfg.tcp_port), cfg.api_key,
-                               static_cast<size_t>(cfg.max_body_bytes), 1,
-                               static_cast<size_t>(cfg.tcp_max_buffered_bytes),
-                               static_cast<size_t>(cfg.max_connections)};
+  net::tcp::TcpServerOptions o;
+  o.host = cfg.host;
+  o.port = static_cast<uint16_t>(cfg.tcp_port);
+  o.api_key = cfg.api_key;
+  o.max_frame_bytes = static_cast<size_t>(cfg.max_body_bytes);
+  o.io_threads = 1;
+  o.max_buffered_bytes = static_cast<size_t>(cfg.tcp_max_buffered_bytes);
+  o.max_connections = static_cast<size_t>(cfg.max_connections);
   o.max_queued_bytes = static_cast<size_t>(cfg.max_queued_output_bytes);
   o.write_timeout = ms(cfg.write_timeout);
   return o;

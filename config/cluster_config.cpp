@@ -382,8 +382,11 @@ std::vector<ClusterEngine> cluster_engines(const ClusterConfig& c) {
           return n == in.ranks.front();
         });
     if (one_node) {
-      ClusterEngine e{in.name, -1, R, in.ranks.front(),
-                      engine_serve_config(c, *c.node(in.ranks.front()), in, R)};
+      ClusterEngine e;
+      e.instance = in.name;
+      e.ranks = R;
+      e.node = in.ranks.front();
+      e.serve = engine_serve_config(c, *c.node(in.ranks.front()), in, R);
       e.role = in.role;
       add(std::move(e), in);
       continue;
@@ -391,7 +394,12 @@ std::vector<ClusterEngine> cluster_engines(const ClusterConfig& c) {
     for (int r = 0; r < R; ++r) {
       const std::string& node = in.ranks[size_t(r)];
       const bool member = in.enable_expert_parallel;
-      ClusterEngine e{in.name, r, R, node, engine_serve_config(c, *c.node(node), in, 1, member)};
+      ClusterEngine e;
+      e.instance = in.name;
+      e.rank = r;
+      e.ranks = R;
+      e.node = node;
+      e.serve = engine_serve_config(c, *c.node(node), in, 1, member);
       // A rank of its own without expert parallelism is a one-rank engine: its disk tier
       // folder is named by its rank here (a group member's is named by spawn_engine), so
       // nodes on one host sharing kv-disk-dir never share files.

@@ -67,6 +67,15 @@ Timed run_once(const model::Forward& forward, runtime::EngineConfig config,
   return t;
 }
 
+runtime::SpeculativeConfig speculative(const char* method, int64_t k, double p, bool adaptive) {
+  runtime::SpeculativeConfig c;
+  c.method = method;
+  c.num_speculative_tokens = k;
+  c.acceptance_rate = p;
+  c.adaptive = adaptive;
+  return c;
+}
+
 // One batch size: plain, the oracle at each p (and adaptive), DSpark (and adaptive).
 // Verification is exact: every run must give the plain run's tokens.
 void run_batch(const model::Forward& forward, const SpeculativeBenchShape& shape,
@@ -98,19 +107,16 @@ void run_batch(const model::Forward& forward, const SpeculativeBenchShape& shape
     }
     char label[32];
     std::snprintf(label, sizeof label, "oracle p=%.1f", p);
-    spec(label, forward, {"oracle", shape.k, p}, oracle);
+    spec(label, forward, speculative("oracle", shape.k, p, false), oracle);
     if (!shape.adaptive) continue;
     std::snprintf(label, sizeof label, "adaptive p=%.1f", p);
-    runtime::SpeculativeConfig adaptive{"oracle", shape.k, p};
-    adaptive.adaptive = true;
-    spec(label, forward, adaptive, oracle);
+    spec(label, forward, speculative("oracle", shape.k, p, true), oracle);
   }
   if (shape.adaptive && dspark.drafter != nullptr) {
-    spec("dspark k=" + std::to_string(shape.k), *dspark.forward, {"dspark", shape.k, 1.0},
+    spec("dspark k=" + std::to_string(shape.k), *dspark.forward,
+         speculative("dspark", shape.k, 1.0, false), *dspark.drafter);
+    spec("dspark adaptive", *dspark.forward, speculative("dspark", shape.k, 1.0, true),
          *dspark.drafter);
-    runtime::SpeculativeConfig adaptive{"dspark", shape.k, 1.0};
-    adaptive.adaptive = true;
-    spec("dspark adaptive", *dspark.forward, adaptive, *dspark.drafter);
   }
   out.step_seconds.insert(out.step_seconds.end(), table.begin(), table.end());
 }

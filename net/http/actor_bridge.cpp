@@ -209,7 +209,10 @@ class ActorBridge : public EngineBridge {
     const uint64_t seed = req.seed ? *req.seed : std::random_device{}();
     std::vector<actors::GenerateRequest> choices;
     for (int32_t i = 0; i < req.n; ++i) {
-      actors::GenerateRequest c{next_id_.fetch_add(1), req.prompt_tokens, req.params};
+      actors::GenerateRequest c;
+      c.id = next_id_.fetch_add(1);
+      c.prompt = req.prompt_tokens;
+      c.params = req.params;
       c.params.sampling.seed = seed + static_cast<uint64_t>(i);
       choices.push_back(std::move(c));
     }
