@@ -214,22 +214,23 @@ Settled settle(const std::vector<double>& times, double p, int64_t want, bool se
 
 const std::vector<double> kV41SmallBatch1{16.7, 37.7, 45.7, 52.3};  // docs/dspark.md
 
+struct SettleCase {
+  std::vector<double> times;  // k = 0..3
+  double p;
+  int64_t want;
+};
+
 // The table seeded with exact times. Before the choice ranked by upper bounds
 // (draft_length.h), v41-small's p = 0.9 case ran k = 3 on >= 80% of the steps for 1 of
 // these 40 seeds (mean 8%). The seeds that still miss are runs whose first drafts were
 // rejected: on the drafts seen, a short k is right until the probes see more.
 TEST(DraftLengthChooser, SettlesOnTheBestKForNearlyEveryRunOfLuck) {
-  struct Case {
-    std::vector<double> times;  // k = 0..3
-    double p;
-    int64_t want;
-  };
-  const Case cases[] = {
+  const SettleCase cases[] = {
       {kV41SmallBatch1, 0.9, 3},       {kV41SmallBatch1, 0.6, 0},
       {{1.0, 1.1, 1.2, 1.6}, 0.8, 2},  {{1.0, 1.2, 2.0, 3.0}, 0.7, 1},
       {{1.0, 1.05, 1.1, 1.15}, 0.0, 0},  // the random draft: plain decoding
   };
-  for (const Case& c : cases) {
+  for (const SettleCase& c : cases) {
     SCOPED_TRACE(::testing::Message() << "p " << c.p << ", T(1, 3) " << c.times[3]);
     const Settled s = settle(c.times, c.p, c.want, /*seeded_table=*/true, /*noisy=*/false);
     EXPECT_GE(s.seeds, 36);
@@ -242,18 +243,13 @@ TEST(DraftLengthChooser, SettlesOnTheBestKForNearlyEveryRunOfLuck) {
 // k = 3 on 0.3% of the steps over 400 seeds (without the upper bounds as well); with both,
 // 94%.
 TEST(DraftLengthChooser, OneSlowEarlyStepDoesNotHideTheBestK) {
-  struct Case {
-    std::vector<double> times;
-    double p;
-    int64_t want;
-  };
-  const Case cases[] = {
+  const SettleCase cases[] = {
       {kV41SmallBatch1, 0.9, 3},
       {kV41SmallBatch1, 0.6, 0},
       {kV41SmallBatch1, 0.0, 0},
       {{1.0, 1.2, 2.0, 3.0}, 0.7, 1},
   };
-  for (const Case& c : cases) {
+  for (const SettleCase& c : cases) {
     SCOPED_TRACE(::testing::Message() << "p " << c.p << ", T(1, 3) " << c.times[3]);
     const Settled s = settle(c.times, c.p, c.want, /*seeded_table=*/false, /*noisy=*/true);
     EXPECT_GE(s.seeds, 32);
