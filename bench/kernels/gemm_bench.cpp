@@ -9,6 +9,8 @@
 //   v41s_wq_a [768 x 2048], v41s_wq_b [2048 x 768], v41s_wo_a [512 x 512] (one of its
 //           4 o-groups), v41s_wo_b [2048 x 2048]  FP8 attention projections of v41-small,
 //           at the decode rows of a batch of 1-16
+//   v41s_hc [24 x 8192]  F32: a layer's hyper-connection mix of v41-small ((2 + 4) · 4
+//           outputs over its 4 streams of 2048), at the decode rows of a batch of 1-16
 //   ll_w13 [4096 x 1024], ll_w2 [1024 x 4096]  the peer bench's dense LLaMA FFN (f16, q8_0,
 //           q4_0), also at decode M = 2 and M = 64 (where the row-group kernel changes tiles)
 //   ll_q [1024 x 1024], ll_kv [256 x 1024], ll_head [32000 x 1024]  its attention's q (and o),
@@ -200,6 +202,7 @@ const bool registered = [] {
       {"v41s_wq_b", 2048, 768, {WeightFormat::FP8}, {1, 2, 4, 8, 16}},
       {"v41s_wo_a", 512, 512, {WeightFormat::FP8}, {1, 2, 4, 8, 16}},
       {"v41s_wo_b", 2048, 2048, {WeightFormat::FP8}, {1, 2, 4, 8, 16}},
+      {"v41s_hc", 24, 8192, {WeightFormat::F32}, {1, 2, 4, 8, 16}},
       // The dense LLaMA of bench/peer (D 1024, F 4096): its FFN's up/gate and down, and
       // (decode rows only) its attention's q and o, k and v, and the output head.
       {"ll_w13", 4096, 1024, {WeightFormat::F16, WeightFormat::Q8_0, WeightFormat::Q4_0}, {1, 2, 4, 16, 64, 512, 2048, 4096}},

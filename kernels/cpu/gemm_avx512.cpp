@@ -366,15 +366,19 @@ void run(const GemmParams& p, const GemmShape& sh, bool round_x, bool direct) {
   });
 }
 
-// Heuristic (kept apart from the loops): M = 5..kDecodeMaxM rows of FP8 weights with
-// f32 products run the direct tiles in passes of kDirectMaxM rows rather than the
-// buffered panels (the decode of a 32x32 scale tile costs about what the panel's
-// store and reload of the f32 weights does, and each pass's FMAs run at the direct
-// tiles' rate): bench_kernels v41s FP8 M = 8 / 16 on one thread, docs/kernels-bench.md.
-// Other formats have not been measured this way. Results are the same either way
+// Heuristic (kept apart from the loops): M = 5..kDecodeMaxM rows of FP8, F32, F16 or
+// BF16 weights with f32 products run the direct tiles in passes of kDirectMaxM rows
+// rather than the buffered panels. FP8: the decode of a 32x32 scale tile costs about what
+// the panel's store and reload of the f32 weights does, and each pass's FMAs run at the
+// direct tiles' rate (bench_kernels v41s FP8 M = 8 / 16 on one thread). F32 / F16 / BF16:
+// the panel only copies or widens rows the passes read in place, the later passes from
+// L2 (2 threads, M = 16: 1.1-1.7x; v41-small's hc mix [24 x 8192] F32 at M = 8 1.26x;
+// docs/kernels-bench.md). FP4 is unmeasured this way. Results are the same either way
 // (every row's sums in the same order: "RowsDoNotDependOnTheBatch").
 bool direct_in_passes(const GemmParams& p, const GemmShape& sh) {
-  return sh.m <= kDecodeMaxM && p.w.format == WeightFormat::FP8 && p.precision == GemmPrecision::F32;
+  const WeightFormat f = p.w.format;
+  return sh.m <= kDecodeMaxM && p.precision == GemmPrecision::F32 &&
+         (f == WeightFormat::FP8 || f == WeightFormat::F32 || f == WeightFormat::F16 || f == WeightFormat::BF16);
 }
 
 }  // namespace
