@@ -24,8 +24,8 @@
 // before the next group, and each tile would redo the codes' unpacking (Q8_0: the xor and
 // |q|, 4 ops per chunk; Q4_0: the nibbles' and / shift / and, 6 ops per chunk) for only 4
 // rows' products. So the first row tile unpacks the group once into this thread's scratch
-// (`Unpacked` below) and every row tile loads the codes from there, in the form its
-// products take them.
+// (layout at kUnpackedBlockBytes below) and every row tile loads the codes from there, in
+// the form its products take them.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -51,9 +51,7 @@ inline __m256i broadcast_i32(const int8_t* p) { return _mm256_set1_epi32(load_i3
 //         (x's codes 16 + 4c..); each a u8 value 0..15
 // The f16 scales stay in the group.
 template <WeightFormat F>
-struct Unpacked {
-  static constexpr int64_t kBlockBytes = F == WeightFormat::Q8_0 ? 16 * 64 : 8 * 64;
-};
+constexpr int64_t kUnpackedBlockBytes = F == WeightFormat::Q8_0 ? 16 * 64 : 8 * 64;
 
 template <WeightFormat F>
 void unpack_group(const uint8_t* group, int64_t blocks, uint8_t* out) {
@@ -61,7 +59,7 @@ void unpack_group(const uint8_t* group, int64_t blocks, uint8_t* out) {
   const __m256i bias = _mm256_set1_epi8(char(0x80)), low4 = _mm256_set1_epi8(0x0F);
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* blk = group + b * L::kBlockBytes;
-    auto* o = reinterpret_cast<__m256i*>(out + b * Unpacked<F>::kBlockBytes);  // 32-byte units
+    auto* o = reinterpret_cast<__m256i*>(out + b * kUnpackedBlockBytes<F>);  // 32-byte units
     for (int c = 0; c < (L::kQ8 ? 8 : 4); ++c)
       for (int h = 0; h < kHalves; ++h) {
         const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * c + 32 * h));
@@ -187,7 +185,7 @@ void group_tile(const QGemmArgs& a, int64_t m0, int64_t n, int64_t n_end, int64_
     unroll<MR>([&](auto i) { xb[i] = xq[i] + b * kQBlock; });
     __m256i d[MR][kHalves];
     if (unpacked != nullptr) {
-      const uint8_t* u = unpacked + b * Unpacked<F>::kBlockBytes;
+      const uint8_t* u = unpacked + b * kUnpackedBlockBytes<F>;
       if constexpr (L::kQ8) dots_q8<MR, true>(u, xb, d);
       else dots_q4<MR, true>(u, xb, xs, b, d);
     } else if constexpr (L::kQ8) {
@@ -231,7 +229,7 @@ void Avx2GroupTile<F>::run(const QGemmArgs& a, int64_t m0, int64_t n, int64_t n_
   // Prefill: the walk's first row tile of the group unpacks it (gemm_q8_groups_walk.h:
   // every row tile of a group runs on this thread before its next group).
   const int64_t blocks = a.x.k / kQBlock;
-  auto* unpacked = gemm_w_scratch().get<uint8_t>(blocks * Unpacked<F>::kBlockBytes);
+  auto* unpacked = gemm_w_scratch().get<uint8_t>(blocks * kUnpackedBlockBytes<F>);
   if (m0 == 0)
     unpack_group<F>(a.groups + n / kGroupRows * blocks * GroupLayout<F>::kBlockBytes, blocks, unpacked);
   group_tile<F, MR>(a, m0, n, n_end, step, unpacked);

@@ -136,10 +136,14 @@ std::optional<int64_t> DraftLengthChooser::uncalibrated(int64_t batch) const {
   if (!table_.estimate(batch, kmax_)) return kmax_;  // drafting's cost and its acceptance
   for (int64_t k = 0; k < kmax_; ++k)
     if (!table_.estimate(batch, k)) return k;
-  // A second sample where the first, were it a slow one, could hide the best k.
-  const double top = *expected_rate(batch, best(batch, true), true);
-  for (int64_t k = kmax_; k >= 0; --k)
-    if (table_.single_sample(batch, k) && *expected_rate(batch, k, true) >= top / 2) return k;
+  // A second sample where the first, were it a slow one, could hide the best k (the
+  // ranking only once some time rests on one sample: not on every serving step).
+  std::optional<double> top;
+  for (int64_t k = kmax_; k >= 0; --k) {
+    if (!table_.single_sample(batch, k)) continue;
+    if (!top) top = *expected_rate(batch, best(batch, true), true);
+    if (*expected_rate(batch, k, true) >= *top / 2) return k;
+  }
   return std::nullopt;
 }
 
