@@ -146,7 +146,7 @@ struct ExecContext::Pool {
   std::condition_variable cv_;
   std::vector<std::thread> workers_;
   std::shared_ptr<Job> job_;
-  std::shared_ptr<Job> jobs_[4];  // reused (idle_job)
+  std::shared_ptr<Job> jobs_[8];  // reused (idle_job)
   std::atomic<uint64_t> generation_{0};
   int sleeping_ = 0;
   bool stop_ = false;

@@ -7,6 +7,7 @@
 //
 // Window rows of this chunk live in a scratch buffer until the layer is done; rows
 // before the chunk come from the state ring (slot = p mod W).
+#include <bit>
 #include <cmath>
 #include <optional>
 
@@ -57,6 +58,9 @@ const scratch_vector<int32_t>* selected_rows(const LayerContext& ctx, const Sele
 // f32 copies of the packed rows one sequence's queries read in this layer: the ring
 // rows before the chunk, and each distinct selected compressed row once (at most
 // max_compressed of them: the buffer is reserved once, so row addresses stay put).
+// Which rows are decoded is an open-addressing table sized by that bound, not by the
+// context: a long context costs no per-step pass over a slot per compressed row, and a
+// decode step's buffers keep their sizes as the context grows (no heap allocation).
 class DecodedRows {
  public:
   DecodedRows(KvStore& seq, int64_t layer, int64_t src, int64_t W, int64_t max_compressed)
@@ -67,8 +71,11 @@ class DecodedRows {
       ring_pos_[slot] = seq.window_pos(layer, slot);
       if (ring_pos_[slot] >= 0) wc.decode(seq.window_row(layer, slot), &ring_[slot * wc.dim]);
     }
-    if (src >= 0) slot_of_.assign(seq.compressed_rows(src), -1);
-    compressed_.reserve(std::min(max_compressed, static_cast<int64_t>(slot_of_.size())) * dim_);
+    if (src < 0) return;
+    // Sized by the selections alone, which stop growing once the context holds
+    // index_topk compressed rows (a min with the rows held would grow with every context).
+    compressed_.reserve(max_compressed * dim_);
+    table_.assign(std::bit_ceil(static_cast<uint64_t>(2 * max_compressed + 1)), Entry{});  // at most half full
   }
   // The ring row of position q, or null when the ring does not hold it (§6: skipped).
   const float* ring_row(int64_t q) const {
@@ -76,22 +83,35 @@ class DecodedRows {
     return ring_pos_[slot] == q ? &ring_[slot * dim_] : nullptr;
   }
   const float* compressed_row(int32_t j) {
-    if (slot_of_[j] < 0) {
+    Entry& e = entry(j);
+    if (e.row < 0) {
       TROUPE_CHECK(compressed_.size() + dim_ <= compressed_.capacity(),
                    "attention: more distinct compressed rows than reserved");
-      slot_of_[j] = static_cast<int32_t>(compressed_.size() / dim_);
+      e = {j, static_cast<int32_t>(compressed_.size() / dim_)};
       compressed_.resize(compressed_.size() + dim_);
-      seq_.rows().ckv.decode(seq_.ckv_row(src_, j), &compressed_[slot_of_[j] * dim_]);
+      seq_.rows().ckv.decode(seq_.ckv_row(src_, j), &compressed_[e.slot * dim_]);
     }
-    return &compressed_[slot_of_[j] * dim_];
+    return &compressed_[e.slot * dim_];
   }
 
  private:
+  struct Entry {
+    int32_t row = -1;  // compressed row id; -1: empty
+    int32_t slot = 0;  // its place in compressed_
+  };
+  // Row j's entry, or the empty one where it would go (linear probing; the table is never
+  // more than half full, so a probe ends).
+  Entry& entry(int32_t j) {
+    const size_t mask = table_.size() - 1;
+    for (size_t h = (static_cast<uint32_t>(j) * 2654435761u) & mask;; h = (h + 1) & mask)
+      if (table_[h].row == j || table_[h].row < 0) return table_[h];
+  }
+
   const KvStore& seq_;
   int64_t src_, dim_;
   scratch_vector<int64_t> ring_pos_;
   scratch_vector<float> ring_;
-  scratch_vector<int32_t> slot_of_;
+  scratch_vector<Entry> table_;
   scratch_vector<float> compressed_;  // [rows decoded, dim], never reallocated
 };
 

@@ -124,6 +124,7 @@ void attention(const AttentionParams& p, const AttentionKernels& k) {
   parallel_for(p.m * blocks, 1, [&](int64_t begin, int64_t end) {
     HeadState state;
     scratch_vector<const float*> rows;
+    rows.reserve(p.max_keys);  // the layer's bound, not this step's count: one block size every step
     for (int64_t task = begin; task < end; ++task) {
       const int64_t m = task / blocks;
       const int64_t h0 = (task % blocks) * kHeadBlock;

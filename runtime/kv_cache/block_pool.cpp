@@ -10,10 +10,10 @@ namespace troupe::runtime {
 BlockPool::BlockPool(int64_t num_blocks, int64_t block_size)
     : block_size_(block_size),
       blocks_(size_t(num_blocks)),
-      tokens_(std::make_unique_for_overwrite<int32_t[]>(size_t(num_blocks * block_size))) {
+      tokens_(std::make_unique_for_overwrite<int32_t[]>(size_t(num_blocks * block_size))),
+      by_hash_(num_blocks) {
   TROUPE_CHECK(num_blocks >= 1 && num_blocks <= INT32_MAX, "num_blocks out of range: ", num_blocks);
   TROUPE_CHECK(block_size >= 1, "block_size must be >= 1, got ", block_size);
-  by_hash_.reserve(size_t(num_blocks));
   for (int32_t b = 0; b < int32_t(num_blocks); ++b) push_back(b);
 }
 
@@ -35,9 +35,8 @@ int64_t BlockPool::take(int64_t n, std::vector<int32_t>& out, std::vector<int32_
 
 int32_t BlockPool::lookup(uint64_t hash, uint64_t parent_hash,
                           std::span<const int32_t> tokens) const {
-  const auto it = by_hash_.find(hash);
-  if (it == by_hash_.end()) return -1;
-  const int32_t b = it->second;
+  const int32_t b = by_hash_.find(hash);
+  if (b < 0) return -1;
   // The chained hash alone could collide; the parent hash and the tokens pin it down.
   if (blocks_[b].parent_hash != parent_hash || tokens.size() != size_t(block_size_)) return -1;
   if (std::memcmp(tokens_of(b).data(), tokens.data(), tokens.size_bytes()) != 0) return -1;
@@ -45,8 +44,7 @@ int32_t BlockPool::lookup(uint64_t hash, uint64_t parent_hash,
 }
 
 int32_t BlockPool::find_hash(uint64_t hash) const {
-  const auto it = by_hash_.find(hash);
-  return it == by_hash_.end() ? -1 : it->second;
+  return by_hash_.find(hash);
 }
 
 void BlockPool::ref(int32_t b) {
@@ -63,7 +61,7 @@ bool BlockPool::publish(int32_t b, uint64_t hash, uint64_t parent_hash,
   TROUPE_CHECK(blocks_[b].ref > 0 && !blocks_[b].hashed, "publish of block ", b,
                " that is not a used private block");
   TROUPE_CHECK(tokens.size() == size_t(block_size_), "publish needs a full block");
-  if (!by_hash_.emplace(hash, b).second) return false;
+  if (!by_hash_.insert(hash, b)) return false;
   Block& blk = blocks_[b];
   blk.hashed = true, blk.hash = hash, blk.parent_hash = parent_hash;
   std::memcpy(tokens_of(b).data(), tokens.data(), tokens.size_bytes());
@@ -93,8 +91,9 @@ void BlockPool::check_invariants() const {
   int64_t hashed = 0;
   for (const Block& blk : blocks_) hashed += blk.hashed;
   TROUPE_CHECK(hashed == int64_t(by_hash_.size()), "hash map size mismatch");
-  for (const auto& [h, b] : by_hash_)
+  by_hash_.for_each([&](uint64_t h, int32_t b) {
     TROUPE_CHECK(blocks_[b].hashed && blocks_[b].hash == h, "stale hash entry for block ", b);
+  });
 }
 
 void BlockPool::unlink(int32_t b) {

@@ -10,8 +10,9 @@
 #include <cstdint>
 #include <memory>
 #include <span>
-#include <unordered_map>
 #include <vector>
+
+#include "runtime/kv_cache/block_hash_map.h"
 
 namespace troupe::runtime {
 
@@ -66,7 +67,7 @@ class BlockPool {
   // Token ids of hashed blocks for hit verification, [num_blocks * block_size]; pages are
   // untouched until a block is first published.
   std::unique_ptr<int32_t[]> tokens_;
-  std::unordered_map<uint64_t, int32_t> by_hash_;
+  BlockHashMap by_hash_;  // at most one entry per block
   int32_t head_ = -1, tail_ = -1;
   int64_t num_in_list_ = 0, num_cached_in_list_ = 0;
 };

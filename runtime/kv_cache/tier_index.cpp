@@ -9,7 +9,7 @@ namespace troupe::runtime {
 TierIndex::TierIndex(int64_t num_slots, int64_t block_size)
     : block_size_(block_size), slots_(size_t(num_slots)),
       tokens_(size_t(num_slots * block_size)),
-      lru_(num_slots) {
+      by_hash_(num_slots), lru_(num_slots) {
   TROUPE_CHECK(num_slots >= 0 && num_slots <= INT32_MAX, "TierIndex: num_slots out of range: ",
                num_slots);
   TROUPE_CHECK(block_size >= 1, "TierIndex: block_size must be >= 1, got ", block_size);
@@ -18,9 +18,8 @@ TierIndex::TierIndex(int64_t num_slots, int64_t block_size)
 
 int32_t TierIndex::find(uint64_t hash, uint64_t parent_hash,
                         std::span<const int32_t> tokens) const {
-  const auto it = by_hash_.find(hash);
-  if (it == by_hash_.end()) return -1;
-  const int32_t s = it->second;
+  const int32_t s = by_hash_.find(hash);
+  if (s < 0) return -1;
   // As BlockPool::lookup: the 64-bit hash alone could collide; parent and tokens pin it.
   if (slots_[size_t(s)].parent_hash != parent_hash || tokens.size() != size_t(block_size_))
     return -1;
@@ -53,7 +52,7 @@ int32_t TierIndex::insert(uint64_t hash, uint64_t parent_hash, std::span<const i
   Slot& slot = slots_[size_t(s)];
   slot.used = true, slot.hash = hash, slot.parent_hash = parent_hash;
   std::memcpy(tokens_.data() + int64_t(s) * block_size_, tokens.data(), tokens.size_bytes());
-  by_hash_.emplace(hash, s);
+  by_hash_.insert(hash, s);
   lru_.push_back(s);
   return s;
 }
@@ -94,9 +93,10 @@ void TierIndex::check_invariants() const {
     TROUPE_CHECK(slots_[size_t(s)].used, "free tier slot ", s, " in the LRU list");
   TROUPE_CHECK(listed == num_used() && listed == int64_t(by_hash_.size()), "tier lists ", listed,
                " slots, ", num_used(), " used, ", by_hash_.size(), " hashes");
-  for (const auto& [h, s] : by_hash_)
+  by_hash_.for_each([&](uint64_t h, int32_t s) {
     TROUPE_CHECK(slots_[size_t(s)].used && slots_[size_t(s)].hash == h, "stale tier hash of slot ",
                  s);
+  });
 }
 
 }  // namespace troupe::runtime

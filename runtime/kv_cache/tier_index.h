@@ -14,9 +14,9 @@
 #include <cstdint>
 #include <optional>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
+#include "runtime/kv_cache/block_hash_map.h"
 #include "runtime/kv_cache/slot_lru.h"
 
 namespace troupe::runtime {
@@ -34,7 +34,7 @@ class TierIndex {
 
   // The slot holding a block with this hash whose parent hash and tokens match, or -1.
   int32_t find(uint64_t hash, uint64_t parent_hash, std::span<const int32_t> tokens) const;
-  bool contains(uint64_t hash) const { return by_hash_.count(hash) != 0; }
+  bool contains(uint64_t hash) const { return by_hash_.contains(hash); }
   // Takes a slot for a block not held yet (contains(hash) false): a free one, else the
   // least recently used unpinned one, whose entry goes to *displaced. -1 (and no change)
   // when every slot is pinned.
@@ -66,7 +66,7 @@ class TierIndex {
   std::vector<Slot> slots_;
   std::vector<int32_t> tokens_;  // [num_slots, block_size]
   std::vector<int32_t> free_;    // a stack; the lowest slot first
-  std::unordered_map<uint64_t, int32_t> by_hash_;
+  BlockHashMap by_hash_;  // at most one entry per slot
   SlotLru lru_;  // used slots, next to be reused first
 };
 

@@ -365,19 +365,24 @@ void Scheduler::preempt(Request& r, StepPlan& plan, StepBudget& budget) {
   plan.preempted.push_back(r.id);
 }
 
+// A chunk with its buffers from a spare one where there is one. Every chunk has room for
+// a decode's tokens (the drafts and one more) and the full lookback from the start: chunks
+// are taken in no fixed order, so one that had only ever held short ones would otherwise
+// grow the first time it carries a decode of a long request.
 ScheduledChunk& Scheduler::new_chunk(StepPlan& plan) {
-  if (spare_chunks_.empty()) return plan.chunks.emplace_back();
-  ScheduledChunk& c = plan.chunks.emplace_back(std::move(spare_chunks_.back()));
-  spare_chunks_.pop_back();
-  std::vector<int32_t> token_ids = std::move(c.token_ids), lookback = std::move(c.lookback),
-                       block_table = std::move(c.block_table);
-  c = ScheduledChunk{};
-  token_ids.clear();
-  lookback.clear();
-  block_table.clear();
-  c.token_ids = std::move(token_ids);
-  c.lookback = std::move(lookback);
-  c.block_table = std::move(block_table);
+  ScheduledChunk& c = plan.chunks.emplace_back();
+  if (!spare_chunks_.empty()) {
+    ScheduledChunk& spare = spare_chunks_.back();
+    c.token_ids = std::move(spare.token_ids);
+    c.lookback = std::move(spare.lookback);
+    c.block_table = std::move(spare.block_table);
+    spare_chunks_.pop_back();
+    c.token_ids.clear();
+    c.lookback.clear();
+    c.block_table.clear();
+  }
+  c.token_ids.reserve(size_t(config_.num_speculative_tokens + 1));
+  c.lookback.reserve(size_t(config_.chunk_lookback_tokens));
   return c;
 }
 
@@ -406,10 +411,14 @@ void Scheduler::finalize(StepPlan& plan) {
     Request& r = *requests_.at(c.id);
     // A position not sampled yet (a plan in flight samples it) travels as kPlaceholderToken.
     const int64_t known = std::min(c.end(), r.num_tokens());
-    // Chunks are recycled across requests (new_chunk): a table that outgrows its buffer
-    // gets room to grow, not an exact fit.
+    // Chunks are recycled across requests in no fixed order (new_chunk): each gets room
+    // for the longest request's table seen so far (its whole length, as its own table
+    // had at admission: KvCacheManager::reserve), so a table grows only when a longer
+    // request arrives, never block by block.
     const auto table = kv_.block_table(c.id);
-    if (c.block_table.capacity() < table.size()) c.block_table.reserve(2 * table.size());
+    chunk_table_room_ = std::max({chunk_table_room_, table.size(),
+                                  size_t(kv_.blocks_for(static_cast<int64_t>(r.tokens.capacity())))});
+    c.block_table.reserve(chunk_table_room_);
     c.token_ids.assign(r.tokens.begin() + c.start, r.tokens.begin() + known);
     c.token_ids.resize(size_t(c.num_tokens - c.num_draft_tokens), kPlaceholderToken);
     const int64_t back = std::max<int64_t>(0, c.start - config_.chunk_lookback_tokens);

@@ -172,6 +172,8 @@ class Scheduler {
   std::vector<Request*> order_;
   std::vector<ScheduledChunk> spare_chunks_;
   std::vector<RequestOutput> spare_outputs_;
+  // Block-table room every chunk gets: the most blocks any admitted request can reach.
+  size_t chunk_table_room_ = 0;
 };
 
 }  // namespace troupe::runtime

@@ -24,8 +24,12 @@ void record_plan(EngineFigures& f, const StepPlan& plan, double plan_seconds) {
   f.preemptions += static_cast<int64_t>(plan.preempted.size());
   f.admitted += plan.num_admitted;
   f.scheduled_tokens += plan.num_tokens;
-  f.recent_steps.push_back({f.steps, plan.num_admitted, plan_seconds});
-  if (f.recent_steps.size() > EngineFigures::kMaxRecentSteps) f.recent_steps.pop_front();
+  auto& recent = f.recent_steps;
+  if (recent.size() == EngineFigures::kMaxRecentSteps)
+    recent.erase(recent.begin(), recent.begin() + EngineFigures::kRecentStepsDrop);
+  else if (recent.capacity() < EngineFigures::kMaxRecentSteps)
+    recent.reserve(EngineFigures::kMaxRecentSteps);  // once: the buffer is kept from here on
+  recent.push_back({f.steps, plan.num_admitted, plan_seconds});
 }
 
 // The drafts verified in a step and how many of each position were accepted; a step
