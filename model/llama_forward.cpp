@@ -17,10 +17,11 @@ namespace troupe::model {
 namespace {
 
 using Vec = std::vector<float>;
+using Rows = kernels::scratch_vector<float>;
 
 // RMSNorm of x's rows into a new buffer (x stays the residual stream).
-Vec normed(const Vec& x, int64_t rows, int64_t n, const Vec& weight, float eps) {
-  Vec out = x;
+Rows normed(const Rows& x, int64_t rows, int64_t n, const Vec& weight, float eps) {
+  Rows out = x;
   rms_norm_rows(out.data(), rows, n, weight, eps);
   return out;
 }
@@ -45,9 +46,9 @@ void add_bias(V& rows, const Vec& bias) {
 
 // out += Σ_k weight · Expert_pick(x) over T rows (kernels::moe_experts; a dense MLP or a
 // shared expert is one expert).
-void run_experts(const Vec& x, int64_t T, int64_t D, int64_t inter,
-                 const std::vector<kernels::ExpertWeights>& experts, int64_t top_k,
-                 const std::vector<int32_t>& pick, const Vec& weight, Vec& out) {
+void run_experts(const Rows& x, int64_t T, int64_t D, int64_t inter, const ExpertTable& experts,
+                 int64_t top_k, const kernels::scratch_vector<int32_t>& pick, const Rows& weight,
+                 Rows& out) {
   kernels::MoeExpertsParams mp;
   mp.x = x.data();
   mp.pick = pick.data();
@@ -66,7 +67,7 @@ void run_experts(const Vec& x, int64_t T, int64_t D, int64_t inter,
 
 void route_softmax_topk(const float* logits, int64_t experts, int64_t k, int32_t* pick,
                         float* weight, bool renormalize) {
-  std::vector<int32_t> order(static_cast<size_t>(experts));
+  kernels::scratch_vector<int32_t> order(static_cast<size_t>(experts));
   std::iota(order.begin(), order.end(), 0);
   std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
     return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
@@ -124,6 +125,9 @@ LlamaForward::LlamaForward(const LlamaConfig& config, const LlamaWeights& weight
   for (const LlamaLayerWeights& lw : weights.layers) {
     ExpertTable& t = experts_.emplace_back();
     for (int64_t e = 0; e < E; ++e) t.push_back(lw.expert(e, config.ffn_dim, config.dim));
+    ExpertTable& shared = shared_.emplace_back();
+    if (config.has_shared_expert())
+      shared.push_back({lw.shared_gate.view(), lw.shared_up.view(), lw.shared_down.view()});
   }
 }
 
@@ -145,31 +149,36 @@ RoutedBatch LlamaForward::routed_batch(int64_t layer) const {
 }
 
 void LlamaForward::attention_block(const LlamaLayerWeights& lw, int64_t layer,
-                                   std::span<const Segment> segs, Vec& x) const {
+                                   std::span<const Segment> segs, Rows& x) const {
   const int64_t T = static_cast<int64_t>(x.size()) / cfg_.dim, H = cfg_.heads, KV = cfg_.kv_heads,
                 hd = cfg_.head_dim;
   std::optional<ScopedOp> op(std::in_place, Op::AttnQuery);  // norm, q / k / v, rope
-  const Vec attn_in = normed(x, T, cfg_.dim, lw.attn_norm, cfg_.rms_eps);
+  const Rows attn_in = normed(x, T, cfg_.dim, lw.attn_norm, cfg_.rms_eps);
   kernels::scratch_buffer<float> q(T * H * hd), k(T * KV * hd), v(T * KV * hd);  // [T, heads, hd]
   linear_shared_x(attn_in.data(), T, {{lw.wq.view(), q.data()}, {lw.wk.view(), k.data()}, {lw.wv.view(), v.data()}});
   add_bias(q, lw.bq);
   add_bias(k, lw.bk);
   add_bias(v, lw.bv);
-  std::vector<int64_t> positions(static_cast<size_t>(T));
+  kernels::scratch_vector<int64_t> positions(static_cast<size_t>(T));
   for (const Segment& sg : segs)
     std::iota(positions.begin() + sg.row, positions.begin() + sg.row + sg.count, sg.start);
   rope_rows(q.data(), T * H, hd, hd, positions.data(), H, rope_freqs_, false, cfg_.rope_neox);
   rope_rows(k.data(), T * KV, hd, hd, positions.data(), KV, rope_freqs_, false, cfg_.rope_neox);
   op.emplace(Op::AttnStore);
-  Vec attn(static_cast<size_t>(T * H * hd));
+  kernels::scratch_buffer<float> attn(T * H * hd);
   // All segments in one call, so a decode step of many sequences fills every thread.
-  std::vector<std::vector<const float*>> krows(segs.size()), vrows(segs.size());
-  std::vector<kernels::CausalAttentionSeq> seqs;
-  for (size_t i = 0; i < segs.size(); ++i) {
-    const Segment& sg = segs[i];
-    store_kv(sg, layer, k.data() + sg.row * KV * hd, v.data() + sg.row * KV * hd, krows[i], vrows[i]);
-    seqs.push_back({q.data() + sg.row * H * hd, krows[i].data(), vrows[i].data(),
-                    attn.data() + sg.row * H * hd, sg.count, sg.start});
+  // Each segment's key and value row pointers at [first[i], first[i] + its keys).
+  int64_t keys = 0;
+  for (const Segment& sg : segs) keys += sg.start + sg.count;
+  kernels::scratch_buffer<const float*> krows(keys), vrows(keys);
+  kernels::scratch_vector<kernels::CausalAttentionSeq> seqs;
+  seqs.reserve(segs.size());
+  int64_t first = 0;
+  for (const Segment& sg : segs) {
+    store_kv(sg, layer, k.data() + sg.row * KV * hd, v.data() + sg.row * KV * hd, &krows[first], &vrows[first]);
+    seqs.push_back({q.data() + sg.row * H * hd, &krows[first], &vrows[first], attn.data() + sg.row * H * hd,
+                    sg.count, sg.start});
+    first += sg.start + sg.count;
   }
   op.emplace(Op::AttnCore);
   kernels::causal_attention({seqs.data(), static_cast<int64_t>(seqs.size()), H, KV, hd,
@@ -185,15 +194,15 @@ void LlamaForward::attention_block(const LlamaLayerWeights& lw, int64_t layer,
   kernels::gemm(g);
 }
 
-void LlamaForward::ffn_block(const LlamaLayerWeights& lw, int64_t layer, Vec& x,
+void LlamaForward::ffn_block(const LlamaLayerWeights& lw, int64_t layer, Rows& x,
                              RoutedExperts* routed) const {
   const int64_t T = static_cast<int64_t>(x.size()) / cfg_.dim, D = cfg_.dim, F = cfg_.ffn_dim;
   std::optional<ScopedOp> op(std::in_place, Op::MoeGate);  // norm and routing
-  const Vec ffn_in = normed(x, T, D, lw.ffn_norm, cfg_.rms_eps);
+  const Rows ffn_in = normed(x, T, D, lw.ffn_norm, cfg_.rms_eps);
   const int64_t E = cfg_.is_moe() ? cfg_.experts : 1, top_k = cfg_.is_moe() ? cfg_.experts_used : 1;
   // A dense MLP is one expert every row picks with weight 1 (1·y is y exactly).
-  std::vector<int32_t> pick(static_cast<size_t>(T * top_k), 0);
-  Vec weight(static_cast<size_t>(T * top_k), 1.0f);
+  kernels::scratch_vector<int32_t> pick(static_cast<size_t>(T * top_k), 0);
+  Rows weight(static_cast<size_t>(T * top_k), 1.0f);
   if (cfg_.is_moe()) {
     const auto router_logits = linear(ffn_in.data(), T, lw.router.view());  // [T, E]
     for (int64_t t = 0; t < T; ++t)
@@ -214,28 +223,25 @@ void LlamaForward::ffn_block(const LlamaLayerWeights& lw, int64_t layer, Vec& x,
   }
   if (cfg_.has_shared_expert()) {
     op.emplace(Op::SharedExpert);
-    shared_expert(lw, ffn_in, x);
+    shared_expert(layer, ffn_in, x);
   }
 }
 
 // qwen2moe's shared expert: one more expert every row takes, weighted by its gate
 // sigmoid(ffn_in · w_gate_shexp) (llama.cpp: silu(g) / g).
-void LlamaForward::shared_expert(const LlamaLayerWeights& lw, const Vec& ffn_in, Vec& x) const {
+void LlamaForward::shared_expert(int64_t layer, const Rows& ffn_in, Rows& x) const {
+  const LlamaLayerWeights& lw = w_.layers[size_t(layer)];
   const int64_t D = cfg_.dim, T = static_cast<int64_t>(ffn_in.size()) / D;
-  Vec gate(static_cast<size_t>(T));
+  Rows gate(static_cast<size_t>(T));
   for (int64_t t = 0; t < T; ++t)
     gate[t] = 1.0f / (1.0f + std::exp(-dot(ffn_in.data() + t * D, lw.shared_gate_inp.data(), D)));
-  const std::vector<kernels::ExpertWeights> shared{
-      {lw.shared_gate.view(), lw.shared_up.view(), lw.shared_down.view()}};
-  run_experts(ffn_in, T, D, cfg_.shared_ffn_dim, shared, 1, std::vector<int32_t>(size_t(T), 0), gate, x);
+  const kernels::scratch_vector<int32_t> pick(size_t(T), 0);
+  run_experts(ffn_in, T, D, cfg_.shared_ffn_dim, shared_[size_t(layer)], 1, pick, gate, x);
 }
 
 void LlamaForward::store_kv(const Segment& sg, int64_t layer, const float* k, const float* v,
-                            std::vector<const float*>& krows,
-                            std::vector<const float*>& vrows) const {
+                            const float** krows, const float** vrows) const {
   const int64_t kv_row = cfg_.kv_heads * cfg_.head_dim, keys = sg.start + sg.count;
-  krows.resize(size_t(keys));
-  vrows.resize(size_t(keys));
   if (sg.state != nullptr) {
     Vec& k_cache = sg.state->k[layer];
     Vec& v_cache = sg.state->v[layer];
@@ -248,7 +254,7 @@ void LlamaForward::store_kv(const Segment& sg, int64_t layer, const float* k, co
     return;
   }
   // The paged row of a token: [K | V], f32 as computed (llama_serving_shape).
-  Vec row(static_cast<size_t>(2 * kv_row));
+  kernels::scratch_buffer<float> row(2 * kv_row);
   for (int64_t t = 0; t < sg.count; ++t) {
     std::copy_n(k + t * kv_row, kv_row, row.begin());
     std::copy_n(v + t * kv_row, kv_row, row.begin() + kv_row);
@@ -277,7 +283,8 @@ std::vector<float> LlamaForward::run(LlamaState& state, std::span<const int32_t>
   TROUPE_CHECK(static_cast<int64_t>(state.k.size()) == cfg_.layers, "LlamaForward: state has ",
                state.k.size(), " layers, the model ", cfg_.layers);
   const Segment seg{&state, nullptr, 0, T, start, all_logits};
-  return forward(std::span(&seg, 1), tokens);
+  const Rows logits = forward(std::span(&seg, 1), tokens);
+  return {logits.begin(), logits.end()};
 }
 
 std::vector<float> LlamaForward::decode(std::span<LlamaState* const> states,
@@ -296,7 +303,8 @@ std::vector<float> LlamaForward::decode(std::span<LlamaState* const> states,
       TROUPE_FAIL(s->length + 1 << " positions exceed the context length " << cfg_.context_length);
     segs.push_back({s, nullptr, static_cast<int64_t>(i), 1, s->length, true});
   }
-  return forward(segs, tokens);
+  const Rows logits = forward(segs, tokens);
+  return {logits.begin(), logits.end()};
 }
 
 void LlamaForward::run(std::span<SequenceInput> batch, std::vector<std::vector<float>>& logits,
@@ -304,8 +312,12 @@ void LlamaForward::run(std::span<SequenceInput> batch, std::vector<std::vector<f
   (void)trace;  // no named intermediates recorded yet
   TROUPE_CHECK(routed == nullptr || cfg_.is_moe(), "LlamaForward: a dense model has no "
                "experts to run expert-parallel");
-  std::vector<Segment> segs;
-  std::vector<int32_t> tokens;
+  kernels::scratch_vector<Segment> segs;
+  kernels::scratch_vector<int32_t> tokens;
+  segs.reserve(batch.size());
+  size_t total = 0;
+  for (const SequenceInput& in : batch) total += in.tokens.size();
+  tokens.reserve(total);
   for (size_t i = 0; i < batch.size(); ++i) {
     const SequenceInput& in = batch[i];
     TROUPE_CHECK(in.state != nullptr, "LlamaForward: sequence ", i, " has no state");
@@ -320,7 +332,7 @@ void LlamaForward::run(std::span<SequenceInput> batch, std::vector<std::vector<f
   }
   logits.resize(batch.size());
   if (batch.empty()) return;
-  const std::vector<float> all = forward(segs, tokens, routed);
+  const Rows all = forward(segs, tokens, routed);
   const int64_t V = w_.output_view().rows;
   int64_t row = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
@@ -337,11 +349,10 @@ void LlamaForward::run_idle(RoutedExperts& routed) const {
 }
 
 // The layers on every row of the step; each segment's state grows by its rows.
-std::vector<float> LlamaForward::forward(std::span<const Segment> segs,
-                                         std::span<const int32_t> tokens,
+LlamaForward::Rows LlamaForward::forward(std::span<const Segment> segs, std::span<const int32_t> tokens,
                                          RoutedExperts* routed) const {
   const int64_t T = static_cast<int64_t>(tokens.size()), D = cfg_.dim;
-  Vec x(static_cast<size_t>(T * D));
+  Rows x(static_cast<size_t>(T * D));
   std::optional<ScopedOp> op(std::in_place, Op::Embed);
   for (int64_t t = 0; t < T; ++t)
     kernels::dequantize_rows(w_.token_embd.view(), tokens[t], 1, x.data() + t * D);
@@ -351,15 +362,17 @@ std::vector<float> LlamaForward::forward(std::span<const Segment> segs,
     ffn_block(w_.layers[l], l, x, routed);
   }
   op.emplace(Op::Head);
-  Vec last;  // the rows whose logits are asked for, in segment order
+  int64_t rows = 0;  // the rows whose logits are asked for, in segment order
+  for (const Segment& sg : segs) rows += sg.all_logits ? sg.count : 1;
+  Rows last;
+  last.reserve(rows * D);
   for (const Segment& sg : segs) {
     if (sg.state != nullptr) sg.state->length = sg.start + sg.count;
     const int64_t first = sg.all_logits ? sg.row : sg.row + sg.count - 1;
     last.insert(last.end(), x.begin() + first * D, x.begin() + (sg.row + sg.count) * D);
   }
-  const int64_t rows = static_cast<int64_t>(last.size()) / D;
-  const Vec out_in = normed(last, rows, D, w_.output_norm, cfg_.rms_eps);
-  Vec logits(static_cast<size_t>(rows * w_.output_view().rows));
+  const Rows out_in = normed(last, rows, D, w_.output_norm, cfg_.rms_eps);
+  Rows logits(static_cast<size_t>(rows * w_.output_view().rows));
   linear(out_in.data(), rows, w_.output_view(), logits.data());
   return logits;
 }

@@ -27,6 +27,7 @@
 #include <span>
 #include <vector>
 
+#include "kernels/scratch.h"
 #include "model/batch_forward.h"
 #include "model/llama_config.h"
 #include "model/llama_weights.h"
@@ -85,23 +86,24 @@ class LlamaForward final : public BatchForward {
     int64_t row, count, start;
     bool all_logits;  // logits of every row, else of the last
   };
+  // A step's activations: from the thread's scratch pool (kernels/scratch.h), so a
+  // steady decode step allocates nothing.
+  using Rows = kernels::scratch_vector<float>;
   // Logits of the segments' rows, [Σ rows, V] in segment order.
   // routed: where the MoE layers' routed experts run (nullptr: here).
-  std::vector<float> forward(std::span<const Segment> segs, std::span<const int32_t> tokens,
-                             RoutedExperts* routed = nullptr) const;
-  // Stores segment sg's new K and V rows of `layer` and points krows / vrows at the
-  // rows of positions [0, start + count).
+  Rows forward(std::span<const Segment> segs, std::span<const int32_t> tokens,
+               RoutedExperts* routed = nullptr) const;
+  // Stores segment sg's new K and V rows of `layer` and points krows / vrows [start +
+  // count] at the rows of positions [0, start + count).
   void store_kv(const Segment& sg, int64_t layer, const float* k, const float* v,
-                std::vector<const float*>& krows, std::vector<const float*>& vrows) const;
+                const float** krows, const float** vrows) const;
   void check_tokens(std::span<const int32_t> tokens) const;
   void attention_block(const LlamaLayerWeights& lw, int64_t layer, std::span<const Segment> segs,
-                       std::vector<float>& x) const;
-  void ffn_block(const LlamaLayerWeights& lw, int64_t layer, std::vector<float>& x,
-                 RoutedExperts* routed) const;
+                       Rows& x) const;
+  void ffn_block(const LlamaLayerWeights& lw, int64_t layer, Rows& x, RoutedExperts* routed) const;
   // Layer `layer`'s routed batch with no rows set (the caller sets x, rows, picks, out).
   RoutedBatch routed_batch(int64_t layer) const;
-  void shared_expert(const LlamaLayerWeights& lw, const std::vector<float>& ffn_in,
-                     std::vector<float>& x) const;
+  void shared_expert(int64_t layer, const Rows& ffn_in, Rows& x) const;
 
   const LlamaConfig& cfg_;
   const LlamaWeights& w_;
@@ -109,6 +111,7 @@ class LlamaForward final : public BatchForward {
   // [L] each layer's FFN as experts (views into w_): a MoE's E routed experts, or the
   // dense MLP as one expert every row picks.
   std::vector<ExpertTable> experts_;
+  std::vector<ExpertTable> shared_;  // [L] qwen2moe's shared expert as one expert; else empty
   ServingShape shape_;
 };
 

@@ -79,8 +79,13 @@ void causal_attention(const CausalAttentionParams& p, const CausalAttentionKerne
         items.push_back({s, g, r0, rows, sq.start + (r0 + rows - 1) / group + 1});
       }
   }
-  std::stable_sort(items.begin(), items.end(),
-                   [](const Item& a, const Item& b) { return a.keys > b.keys; });
+  // Longest first; ties in the order pushed (sequence, group, first row), which makes the
+  // order total, so std::sort (no buffer, unlike std::stable_sort) gives one order.
+  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
+    if (a.keys != b.keys) return a.keys > b.keys;
+    if (a.seq != b.seq) return a.seq < b.seq;
+    return a.g != b.g ? a.g < b.g : a.r0 < b.r0;
+  });
   parallel_for(static_cast<int64_t>(items.size()), 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const Item& it = items[size_t(i)];
