@@ -72,10 +72,14 @@ class DecodedRows {
       if (ring_pos_[slot] >= 0) wc.decode(seq.window_row(layer, slot), &ring_[slot * wc.dim]);
     }
     if (src < 0) return;
-    // Sized by the selections alone, which stop growing once the context holds
-    // index_topk compressed rows (a min with the rows held would grow with every context).
-    compressed_.reserve(max_compressed * dim_);
-    table_.assign(std::bit_ceil(static_cast<uint64_t>(2 * max_compressed + 1)), Entry{});  // at most half full
+    // At most the selections' count and the rows the context holds, the latter rounded
+    // up to a power of two: a chunk of many queries (prefill) reserves no more than its
+    // context, and a decode step's sizes change only when its context doubles, until
+    // they settle at the selections' count ((k + 1) · index_topk rows).
+    const auto held = static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(seq.compressed_rows(src))));
+    const int64_t most = std::min(max_compressed, held);
+    compressed_.reserve(most * dim_);
+    table_.assign(std::bit_ceil(static_cast<uint64_t>(2 * most + 1)), Entry{});  // at most half full
   }
   // The ring row of position q, or null when the ring does not hold it (§6: skipped).
   const float* ring_row(int64_t q) const {

@@ -167,7 +167,7 @@ void LlamaForward::attention_block(const LlamaLayerWeights& lw, int64_t layer,
   op.emplace(Op::AttnStore);
   kernels::scratch_buffer<float> attn(T * H * hd);
   // All segments in one call, so a decode step of many sequences fills every thread.
-  // Each segment's key and value row pointers at [first[i], first[i] + its keys).
+  // The segments' key and value row pointers one after another (start + count each).
   int64_t keys = 0;
   for (const Segment& sg : segs) keys += sg.start + sg.count;
   kernels::scratch_buffer<const float*> krows(keys), vrows(keys);

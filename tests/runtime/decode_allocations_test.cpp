@@ -51,11 +51,12 @@ using testing::golden_draft;
 
 // Steps run before counting: every request has its first token, every kernel thread has
 // run chunks of every kernel (its pool holds a block of each size class a step uses) and
-// every context holds index_topk compressed rows (16; the tiny model compresses 2:1), so
-// each query row selects a full index_topk and the buffers of the selected rows keep
-// their size (attention_layer.cpp, DecodedRows). Before that they grow with the context
-// and take a block of a new size class now and then: a few per request, not per step.
-constexpr int64_t kWarmSteps = 16;
+// the buffers of each sequence's selected compressed rows have settled at (k + 1) ·
+// index_topk rows (attention_layer.cpp, DecodedRows: 64 at k = 3, reached once a context
+// holds more than 32 compressed rows; the tiny model compresses 2:1 at most, and the
+// prompts are 20-35 tokens). Before that they take a block of the next size class each
+// time the context doubles: a few per request, not per step.
+constexpr int64_t kWarmSteps = 48;
 // Steps counted: more than the 21 steps of a deque node, so a container that takes a node
 // now and then (as recent_steps did) shows up.
 constexpr int64_t kCountedSteps = 32;
