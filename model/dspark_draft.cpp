@@ -267,13 +267,23 @@ void DsparkDraft::propose(const FeatureRing& F, int64_t anchor, int32_t anchor_t
 
 void DsparkDraft::propose_batch(std::span<const DraftInput> queries, std::span<DraftProposal> out,
                                 RoutedExperts& routed, float conf_min) const {
+  if (queries.empty()) return join_idle(routed);
+  propose_rows(queries, out, &routed, conf_min);
+}
+
+void DsparkDraft::propose_batch(std::span<const DraftInput> queries, std::span<DraftProposal> out,
+                                float conf_min) const {
+  if (!queries.empty()) propose_rows(queries, out, nullptr, conf_min);
+}
+
+void DsparkDraft::propose_rows(std::span<const DraftInput> queries, std::span<DraftProposal> out,
+                               RoutedExperts* routed, float conf_min) const {
   TROUPE_CHECK(out.size() == queries.size(), "draft: ", out.size(), " proposals for ",
                queries.size(), " queries");
   for (const DraftInput& q : queries)
     TROUPE_CHECK(q.bonus >= 0 && q.bonus < c_.vocab_size, "draft: bonus token ", q.bonus,
                  " out of range");
-  if (queries.empty()) return join_idle(routed);
-  const scratch_vector<float> h = hidden_rows(queries, &routed);
+  const scratch_vector<float> h = hidden_rows(queries, routed);
   const int64_t slot_rows = c_.dspark_block_size * c_.hidden_size;
   for (size_t i = 0; i < queries.size(); ++i)
     finish(queries[i], &h[i * slot_rows], out[i], conf_min, nullptr);

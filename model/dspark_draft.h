@@ -64,6 +64,10 @@ class DsparkDraft {
   // row except the draft attention, which runs per query on its own Bs rows.
   void propose_batch(std::span<const DraftInput> queries, std::span<DraftProposal> out,
                      RoutedExperts& routed, float conf_min = 0.0f) const;
+  // The same with the routed experts here: a step's queries share each stage's weight
+  // reads (one pass over the draft for the batch, not one per query).
+  void propose_batch(std::span<const DraftInput> queries, std::span<DraftProposal> out,
+                     float conf_min = 0.0f) const;
 
   const ModelConfig& config() const { return c_; }
   const DsparkWeights& weights() const { return w_; }
@@ -77,6 +81,8 @@ class DsparkDraft {
   // The Markov loop of one query from its slots' hidden states h [Bs, H].
   void finish(const DraftInput& q, const float* h, DraftProposal& out, float conf_min,
               const TraceFn& trace) const;
+  void propose_rows(std::span<const DraftInput> queries, std::span<DraftProposal> out,
+                    RoutedExperts* routed, float conf_min) const;
   // No query on this rank: joins each stage's exchange with zero rows.
   void join_idle(RoutedExperts& routed) const;
 

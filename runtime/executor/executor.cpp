@@ -138,10 +138,7 @@ void Executor::run(const StepPlan& plan, std::vector<SampledChunk>& sampled) {
     const int64_t kv_length = replay ? c.num_cached_tokens : c.start;
     PagedSequence& seq = sequence(b.inputs.size(), c, kv_length);
     const bool speculative = c.num_draft_tokens > 0 && drafter_ != nullptr;
-    if (speculative) {
-      if (!draft_routed_) draft(c, b.tokens[i]);  // else all of them below, in one batch
-      b.drafting.push_back(b.inputs.size());
-    }
+    if (speculative) b.drafting.push_back(b.inputs.size());  // drafted below, all at once
     model::SequenceInput in{&seq, b.tokens[i], speculative, decoder_tail_start(c)};
     in.first_position = c.start;
     if (replay && options_.prefix_replay == PrefixReplay::Exact) in.window_rows_from = c.start;
@@ -157,7 +154,7 @@ void Executor::run(const StepPlan& plan, std::vector<SampledChunk>& sampled) {
   if (routed_ != nullptr) routed_->begin_step();
   // The draft's exchanges come first in the step, on every rank alike (the DP sync agreed
   // whether any rank drafts).
-  if (draft_routed_ && (plan.draft_exchange || plan.drafts())) draft_batch(plan);
+  if (draft_routed_ ? plan.draft_exchange || plan.drafts() : !b.drafting.empty()) draft_batch(plan);
   for (size_t j = 0; j < b.drafting.size(); ++j)
     prepare_verify(b.drafting[j], plan.chunks[b.ran[b.drafting[j]]], j);
   if (b.inputs.empty()) {
@@ -229,11 +226,6 @@ int64_t Executor::draft_places(const ScheduledChunk& c) const {
   return std::min(c.num_draft_tokens, shape_.max_positions - 1 - c.start);
 }
 
-void Executor::draft(const ScheduledChunk& c, std::vector<int32_t>& tokens) const {
-  const DraftQuery q = draft_query(c, tokens);
-  drafter_->propose(q, tokens);
-}
-
 void Executor::draft_batch(const StepPlan& plan) {
   StepBuffers& b = step_;
   b.queries.clear();
@@ -243,7 +235,9 @@ void Executor::draft_batch(const StepPlan& plan) {
     b.queries.push_back(draft_query(plan.chunks[i], b.tokens[i]));
     b.drafts.push_back(&b.tokens[i]);
   }
-  drafter_->propose_batch(b.queries, b.drafts, *draft_routed_);
+  // One batch: the step's queries share each stage's weight reads.
+  if (draft_routed_) drafter_->propose_batch(b.queries, b.drafts, *draft_routed_);
+  else drafter_->propose_all(b.queries, b.drafts);
 }
 
 void Executor::prepare_verify(size_t k, const ScheduledChunk& c, size_t undo_index) {

@@ -65,8 +65,8 @@ class Executor {
   // such chunks run as plain decodes. Must outlive the executor.
   // draft_routed: the draft's MoE expert-parallel (DEP-R, on routed's communicator): the
   // step's drafts run as one batch (Drafter::propose_batch) in every step whose plan
-  // drafts or says draft_exchange, before the target's exchanges; nullptr: each chunk
-  // drafts on its own, every draft expert here.
+  // drafts or says draft_exchange, before the target's exchanges; nullptr: the step's
+  // drafts run as one batch with every draft expert here (Drafter::propose_all).
   // forward: any model's batch forward (V4.1's Forward, LlamaForward); must outlive it.
   Executor(const model::BatchForward& forward, PagedKvStorage& storage, ExecutorOptions options,
            model::RoutedExperts* routed = nullptr, const Drafter* drafter = nullptr,
@@ -115,10 +115,8 @@ class Executor {
   int64_t draft_places(const ScheduledChunk& c) const;
   // The draft query of a speculative chunk whose tokens are [bonus].
   DraftQuery draft_query(const ScheduledChunk& c, const std::vector<int32_t>& tokens) const;
-  // Drafts for a speculative chunk; appends them to tokens.
-  void draft(const ScheduledChunk& c, std::vector<int32_t>& tokens) const;
-  // Expert-parallel draft: the drafts of the step's speculative chunks (b.drafting) in one
-  // batch through draft_routed_, zero rows when there are none.
+  // The drafts of the step's speculative chunks (b.drafting) in one batch, appended to
+  // their tokens: through draft_routed_ (zero rows when there are none), or here.
   void draft_batch(const StepPlan& plan);
   // A speculative chunk's input, now that its tokens hold its drafts: the verify rows,
   // and the undo of the ring slots they overwrite.

@@ -38,6 +38,12 @@ class Drafter {
     propose(q, out);
     return out;
   }
+  // Every speculating chunk of a step at once (one rank, no expert parallelism), as
+  // propose() would draft each: appends query i's drafts to *out[i]. The default drafts
+  // them one by one; a network drafter runs them as one batch, so they share its weight
+  // reads.
+  virtual void propose_all(std::span<const DraftQuery> queries,
+                           std::span<std::vector<int32_t>* const> out) const;
   // Whether the target forward must fill the requests' feature rings (DSpark's F).
   virtual bool needs_features() const = 0;
 

@@ -20,10 +20,16 @@ class DsparkDrafter final : public Drafter {
   }
   bool needs_features() const override { return true; }
   MoeLayers moe_layers() const override { return model::draft_moe_layers(draft_.weights()); }
+  void propose_all(std::span<const DraftQuery> queries,
+                   std::span<std::vector<int32_t>* const> out) const override;
   void propose_batch(std::span<const DraftQuery> queries, std::span<std::vector<int32_t>* const> out,
                      model::RoutedExperts& routed) const override;
 
  private:
+  // queries through the draft as one batch; routed: the draft's experts' exchange, or null.
+  void draft_together(std::span<const DraftQuery> queries, std::span<std::vector<int32_t>* const> out,
+                      model::RoutedExperts* routed) const;
+
   const model::DsparkDraft& draft_;
 };
 

@@ -4,7 +4,7 @@
 // placement. Against the one-query, all-experts-here DsparkDraft::propose on the golden
 // draft: the drafts and every confidence bit for bit, for R = 1, 2, 3 (33 % 3 != 0 slots
 // of 8 experts: padded), with a rank that drafts nothing; each rank holds only its slots'
-// draft expert weights.
+// draft expert weights. And the one-rank batch (DraftBatch) against the same.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -14,6 +14,7 @@
 #include "runtime/dep/expert_parallel.h"
 #include "runtime/dep/in_process_group.h"
 #include "runtime/eplb/static_placement.h"
+#include "runtime/speculative/dspark_drafter.h"
 #include "support/golden.h"
 
 namespace troupe::runtime {
@@ -155,6 +156,34 @@ TEST_P(DraftExpertParallel, EachRankHoldsOnlyItsSlotsDraftExpertWeights) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, DraftExpertParallel, ::testing::Values(1, 2, 3),
                          [](const auto& info) { return "R" + std::to_string(info.param); });
+
+// One rank without expert parallelism: the executor drafts a step's requests as one batch
+// with every draft expert here (DsparkDraft::propose_batch without an exchange; the
+// engine's DsparkDrafter::propose_all). The same bits as each query's own propose().
+TEST(DraftBatch, ALocalBatchEqualsEachQuerysOwnDraftBitForBit) {
+  const auto& d = golden_draft();
+  const auto& queries = prefilled().queries;
+  std::vector<model::DraftProposal> got(queries.size());
+  d.draft->propose_batch(queries, got);
+  const DsparkDrafter drafter(*d.draft);
+  std::vector<DraftQuery> engine_queries;
+  for (const model::DraftInput& q : queries)
+    engine_queries.push_back({0, q.anchor, q.anchor_token, q.bonus, q.k, q.features});
+  std::vector<std::vector<int32_t>> appended(queries.size(), std::vector<int32_t>{-7});  // kept in front
+  std::vector<std::vector<int32_t>*> out;
+  for (auto& v : appended) out.push_back(&v);
+  drafter.propose_all(engine_queries, out);
+  for (size_t i = 0; i < queries.size(); ++i) {
+    SCOPED_TRACE("query " + std::to_string(i));
+    const model::DraftInput& q = queries[i];
+    const model::DraftProposal want = d.draft->propose(*q.features, q.anchor, q.anchor_token, q.bonus, q.k);
+    EXPECT_EQ(got[i].tokens, want.tokens);
+    EXPECT_TRUE(same_bits(got[i].confidence, want.confidence));
+    std::vector<int32_t> expected{-7};
+    expected.insert(expected.end(), want.tokens.begin(), want.tokens.end());
+    EXPECT_EQ(appended[i], expected);
+  }
+}
 
 }  // namespace
 }  // namespace troupe::runtime
