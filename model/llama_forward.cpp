@@ -17,7 +17,7 @@ namespace troupe::model {
 namespace {
 
 using Vec = std::vector<float>;
-using Rows = kernels::scratch_vector<float>;
+using Rows = kernels::scratch_vector<float>;  // LlamaForward::Rows
 
 // RMSNorm of x's rows into a new buffer (x stays the residual stream).
 Rows normed(const Rows& x, int64_t rows, int64_t n, const Vec& weight, float eps) {

@@ -134,21 +134,27 @@ void swiglu_threaded(const MoeExpertsParams& p, float* a, const float* b, int64_
   });
 }
 
+// The step's largest expert: its rows, and those of the largest whose rows are gathered.
+struct MostRows {
+  int64_t any = 0, gathered = 0;
+  MostRows(const MoeExpertsParams& p, const Routing& r) {
+    for (int64_t e = 0; e < p.experts_count; ++e) {
+      const int64_t c = r.offset[e + 1] - r.offset[e];
+      any = std::max(any, c);
+      if (!rows_in_place(p, c)) gathered = std::max(gathered, c);
+    }
+  }
+};
+
 struct Scratch {  // written in full by the gather and the GEMMs: not zeroed
   scratch_buffer<float> xg, a, b;  // [c, H], [c, I], [c, I] for the expert being run
 
   // Room for the step's largest expert up front: one block each, not a block per size
   // the experts grow through (each a fresh size class for this thread's pool).
-  Scratch(const MoeExpertsParams& p, const Routing& r) {
-    int64_t most = 0, most_gathered = 0;
-    for (int64_t e = 0; e < p.experts_count; ++e) {
-      const int64_t c = r.offset[e + 1] - r.offset[e];
-      most = std::max(most, c);
-      if (!rows_in_place(p, c)) most_gathered = std::max(most_gathered, c);
-    }
-    xg.reserve(most_gathered * p.hidden);
-    a.reserve(most * p.inter);
-    b.reserve(most * p.inter);
+  Scratch(const MoeExpertsParams& p, const MostRows& most) {
+    xg.reserve(most.gathered * p.hidden);
+    a.reserve(most.any * p.inter);
+    b.reserve(most.any * p.inter);
   }
 };
 
@@ -238,14 +244,15 @@ void run_all_experts(const MoeExpertsParams& p, const Routing& r, float* ys) {
   const int64_t parts = num_threads();
   if (active < 2 * parts) {
     // Few experts: one at a time, each GEMM spreads over the threads.
-    Scratch s(p, r);
+    Scratch s(p, MostRows(p, r));
     for (int64_t e = 0; e < p.experts_count; ++e) run_expert(p, r, e, s, ys);
     return;
   }
   // Many experts: threads take disjoint expert ranges; their GEMMs run inline.
   const scratch_vector<int64_t> bound = split_experts(r, parts);
+  const MostRows most(p, r);  // once, for every part's scratch
   parallel_for(parts, 1, [&](int64_t part0, int64_t part1) {
-    Scratch s(p, r);
+    Scratch s(p, most);
     for (int64_t e = bound[part0]; e < bound[part1]; ++e) run_expert(p, r, e, s, ys);
   });
 }

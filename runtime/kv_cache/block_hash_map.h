@@ -21,7 +21,6 @@ class BlockHashMap {
   bool insert(uint64_t key, int32_t value);   // false (no change) if the key is there
   bool erase(uint64_t key);                   // false if absent
   int64_t size() const { return size_; }
-  int64_t capacity() const { return capacity_; }
 
   template <class F>  // f(key, value) for every entry, in no particular order
   void for_each(F&& f) const {
