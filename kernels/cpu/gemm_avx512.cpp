@@ -1,11 +1,12 @@
 // AVX-512 GEMM y[M, N] (+)= x[M, K] · Wᵀ for every weight format (kernels/gemm.h).
 // A thread owns a range of output columns (weight rows); three loop nests:
 //
-//   direct  (M <= 4; FP8 with f32 products up to M = 16, in passes of 4 x rows): no
-//           buffer; four weight rows are decoded 32 columns at a time in registers and
-//           FMA'd into every x row (kernels/cpu/gemm_direct_avx512.h). Memory-bound at
-//           M = 1-2: decoding must cost less than streaming the weights from DRAM.
-//   blocked (M > 4): W[n0 : n0+panel, k0 : k0+kc] is dequantized once into a
+//   direct  (M <= 4; FP8, FP4, F32, F16 and BF16 weights with f32 products up to
+//           M = 16, in passes of 4 x rows): no buffer; four weight rows are decoded 32 columns
+//           at a time in registers and FMA'd into every x row
+//           (kernels/cpu/gemm_direct_avx512.h). Memory-bound at M = 1-2: decoding must
+//           cost less than streaming the weights from DRAM.
+//   blocked (otherwise): W[n0 : n0+panel, k0 : k0+kc] is dequantized once into a
 //           cache-resident buffer (f32, or bf16 for vdpbf16ps); then for every 6 rows
 //           of x and 4-row tile of the panel a 6x4 micro-kernel of dot products along
 //           k (24 zmm accumulators), each accumulator reduced and added into y.
@@ -373,12 +374,15 @@ void run(const GemmParams& p, const GemmShape& sh, bool round_x, bool direct) {
 // direct tiles' rate (bench_kernels v41s FP8 M = 8 / 16 on one thread). F32 / F16 / BF16:
 // the panel only copies or widens rows the passes read in place, the later passes from
 // L2 (2 threads, M = 16: 1.1-1.7x; v41-small's hc mix [24 x 8192] F32 at M = 8 1.26x;
-// docs/kernels-bench.md). FP4 is unmeasured this way. Results are the same either way
-// (every row's sums in the same order: "RowsDoNotDependOnTheBatch").
+// docs/kernels-bench.md). FP4: four rows decode from a 32-byte tile in registers, where
+// the panel stores and reloads 512 bytes of f32 (2 threads, Zen 5, exp_w1 M = 16 1.1-1.3x
+// by min time; passes of 6 rows were slower than of 4: 24 accumulators spill). Results
+// are the same either way (every row's sums in the same order: "RowsDoNotDependOnTheBatch").
 bool direct_in_passes(const GemmParams& p, const GemmShape& sh) {
   const WeightFormat f = p.w.format;
   return sh.m <= kDecodeMaxM && p.precision == GemmPrecision::F32 &&
-         (f == WeightFormat::FP8 || f == WeightFormat::F32 || f == WeightFormat::F16 || f == WeightFormat::BF16);
+         (f == WeightFormat::FP8 || f == WeightFormat::FP4 || f == WeightFormat::F32 ||
+          f == WeightFormat::F16 || f == WeightFormat::BF16);
 }
 
 }  // namespace
@@ -404,8 +408,7 @@ void gemm_avx512(const GemmParams& p, bool use_bf16_dot) {
 
 bool avx512_shares_x(std::span<const GemmParams> ps) {
   return !ps.empty() && std::all_of(ps.begin(), ps.end(), [&](const GemmParams& p) {
-    return !q8_activations(p) && p.m <= kDirectMaxM &&
-           col_order(p.w.format) == col_order(ps[0].w.format);
+    return avx512_direct(p) && col_order(p.w.format) == col_order(ps[0].w.format);
   });
 }
 
@@ -414,7 +417,9 @@ void gemm_avx512_shared_x(std::span<const GemmParams> ps) {
   gemm_avx512_grouped(ps);
 }
 
-bool avx512_direct(const GemmParams& p) { return !q8_activations(p) && p.m <= kDirectMaxM; }
+bool avx512_direct(const GemmParams& p) {
+  return !q8_activations(p) && (p.m <= kDirectMaxM || direct_in_passes(p, gemm_shape(p)));
+}
 
 namespace {
 

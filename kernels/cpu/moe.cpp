@@ -219,7 +219,7 @@ scratch_vector<int64_t> split_experts(const Routing& r, int64_t parts) {
 // Heuristic (kept apart from the kernel): a decode step's experts (at most
 // kGroupedMaxRows rows each) go through run_experts_grouped where this CPU path groups
 // their weights' GEMMs at decode rows (gemm_grouped runs an expert whose GEMMs it does
-// not take, e.g. f32 products past the AVX-512 direct tiles' 4 rows, one GEMM at a time
+// not take, e.g. Bf16 precision past the AVX-512 direct tiles' 4 rows, one GEMM at a time
 // over the threads); else experts run whole, as run_all_experts spreads them.
 bool group_the_experts(const MoeExpertsParams& p, const Routing& r) {
   constexpr int64_t kGroupedMaxRows = 16;

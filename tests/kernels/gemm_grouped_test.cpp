@@ -79,13 +79,17 @@ const Call kCalls[] = {
       {WeightFormat::FP4, 37, 2, 1, true, 0, kF32},
       {WeightFormat::FP4, 40, 0, 2, false, 0, kF32},
       {WeightFormat::FP4, 9, 4, 3, false, 0, kF32}}},
-    // Formats and column orders mixed, and M past the direct tiles (one by one).
+    // Formats and column orders mixed, M in passes of the direct tiles (FP4 6 and 16
+    // rows), and past them (17 rows; Bf16 precision at 5) one by one.
     {"mixed",
      160,
      {{WeightFormat::F16, 21, 3, 0, false, 1, kF32},
       {WeightFormat::FP8, 70, 3, 0, true, 0, kF32},
       {WeightFormat::FP8, 33, 1, 1, false, 0, kF32},
       {WeightFormat::FP4, 12, 6, 2, false, 2, kF32},
+      {WeightFormat::FP4, 13, 16, 3, true, 0, kF32},
+      {WeightFormat::FP4, 11, 17, 1, false, 0, kF32},
+      {WeightFormat::FP4, 9, 5, 0, false, 0, GemmPrecision::Bf16},
       {WeightFormat::F16, 50, 2, 3, false, 0, GemmPrecision::Bf16}}},
     // Int8 tiles: FP4 under Int8 and Q4_0, beside an f32 FP4 over the same x.
     {"int8",
@@ -196,22 +200,26 @@ TEST(GemmGrouped, TheEntryGivesEachGemmsBitsOnEveryBackend) {
 }
 
 // Which GEMMs the one fork-join takes: int8 tiles on every path; f32 decode rows on the
-// AVX-512 direct tiles only (the AVX2 and portable paths run those one by one).
+// AVX-512 direct tiles only (the AVX2 and portable paths run those one by one): up to 4
+// rows, and with f32 products up to 16 in passes of 4; Bf16 precision past 4 rows not.
 TEST(GemmGrouped, JoinsTheGroupAsDocumented) {
   ScopedBackend backend(Backend::Cpu);
   GemmParams p;
   p.w = {WeightFormat::FP4, 64, 64, nullptr, nullptr};
-  p.m = 4;
   for (CpuPath path : {CpuPath::Portable, CpuPath::Avx2, CpuPath::Avx512}) {
     if (!cpu_supports(path)) continue;
     ScopedCpuPath scoped(path);
-    p.precision = GemmPrecision::Int8;
-    EXPECT_TRUE(cpu::gemm_joins_group(p)) << to_string(path);
-    p.precision = GemmPrecision::F32;
-    EXPECT_EQ(cpu::gemm_joins_group(p), path == CpuPath::Avx512) << to_string(path);
-    p.m = 5;
-    EXPECT_FALSE(cpu::gemm_joins_group(p)) << to_string(path);
-    p.m = 4;
+    const bool avx512 = path == CpuPath::Avx512;
+    for (int64_t m : {1, 4, 5, 16, 17}) {
+      SCOPED_TRACE(std::string(to_string(path)) + ", m " + std::to_string(m));
+      p.m = m;
+      p.precision = GemmPrecision::Int8;
+      EXPECT_TRUE(cpu::gemm_joins_group(p));
+      p.precision = GemmPrecision::F32;
+      EXPECT_EQ(cpu::gemm_joins_group(p), avx512 && m <= 16);
+      p.precision = GemmPrecision::Bf16;
+      EXPECT_EQ(cpu::gemm_joins_group(p), avx512 && m <= 4);
+    }
   }
 }
 
