@@ -148,6 +148,7 @@ int bench_forward_speculative(const Args& a) {
   s.context = at_least(a, "context", s.context, 1);
   s.new_tokens = at_least(a, "new-tokens", s.new_tokens, 2);
   s.adaptive = a.has("adaptive");
+  s.profile = a.has("profile");
   kernels::set_num_threads(threads_flag(a));
   auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false, forward_options(a));
   std::unique_ptr<DraftModel> draft;  // --adaptive: the DSpark rows, when there is a draft
@@ -166,6 +167,7 @@ int bench_forward_speculative(const Args& a) {
                                   draft ? draft->drafter.get() : nullptr};
   const bench::SpeculativeBenchResult r = bench::run_speculative_bench(*m->forward, s, c, dspark);
   bench::print_speculative_table(r.rows);
+  if (s.profile) bench::print_speculative_profile(r.rows);
   if (s.adaptive)
     std::printf("\nadaptive: k per step by the online cost table; its measured step times as a "
                 "speculative-config seed (%s):\n\"step_seconds\": %s\n",

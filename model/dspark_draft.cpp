@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "kernels/attention.h"
 #include "kernels/check.h"
@@ -15,6 +16,7 @@
 #include "model/csa.h"
 #include "model/ffn_layers.h"
 #include "model/hc.h"
+#include "model/op_profile.h"
 #include "model/ops.h"
 
 namespace troupe::model {
@@ -126,50 +128,80 @@ class MarkovLoop {
 void draft_attention(const ModelConfig& c, const AttentionWeights& w,
                      const std::vector<double>& freqs, const FeatureRing& F, int64_t anchor,
                      const float* x, float* out) {
+  const DraftInput q{&F, anchor, 0, 0, 0};
+  draft_attention(c, w, freqs, {&q, 1}, x, out);
+}
+
+// Every query's slots at once: the projections (wq_a, wq_b, wkv of the block and of all
+// contexts, wo_a / wo_b) as GEMMs over all their rows, the attention itself with each
+// slot's own keys. A GEMM row does not depend on the batch around it, so each query's
+// rows are those of a call with that query alone, bit for bit.
+void draft_attention(const ModelConfig& c, const AttentionWeights& w,
+                     const std::vector<double>& freqs, std::span<const DraftInput> queries,
+                     const float* x, float* out) {
   const int64_t Bs = c.dspark_block_size, D = c.head_dim, nh = c.num_attention_heads;
   const int64_t Dr = c.qk_rope_head_dim, H = c.hidden_size;
-  scratch_vector<int64_t> pos(Bs);
-  for (int64_t i = 0; i < Bs; ++i) pos[i] = anchor + 1 + i;
+  const auto nq = static_cast<int64_t>(queries.size());
+  const int64_t rows = nq * Bs;
+  scratch_vector<int64_t> pos(rows);
+  for (int64_t n = 0; n < nq; ++n)
+    for (int64_t i = 0; i < Bs; ++i) pos[n * Bs + i] = queries[n].anchor + 1 + i;
 
-  scratch_vector<float> ql = linear(x, Bs, w.wq_a);
-  rms_norm_rows(ql.data(), Bs, c.q_lora_rank, w.q_norm, c.rms_norm_eps);
-  scratch_vector<float> q = linear(ql.data(), Bs, w.wq_b);
-  rope_rows(q.data(), Bs * nh, D, Dr, pos.data(), nh, freqs);
+  std::optional<ScopedOp> op(std::in_place, Op::AttnQuery);
+  scratch_vector<float> ql = linear(x, rows, w.wq_a);
+  rms_norm_rows(ql.data(), rows, c.q_lora_rank, w.q_norm, c.rms_norm_eps);
+  scratch_vector<float> q = linear(ql.data(), rows, w.wq_b);
+  rope_rows(q.data(), rows * nh, D, Dr, pos.data(), nh, freqs);
+  op.reset();
+  op.emplace(Op::AttnWindow);  // the contexts' and the blocks' KV rows
 
-  // Context rows: F[p] enters wkv directly (no attn_norm), at its own position.
-  scratch_vector<int64_t> ctx_pos;
+  // Context rows: F[p] enters wkv directly (no attn_norm), at its own position; query n's
+  // are ctx rows [ctx_begin[n], ctx_begin[n + 1]).
+  scratch_vector<int64_t> ctx_pos, ctx_begin(nq + 1, 0);
   scratch_vector<float> ctx_in;
-  for (int64_t p = std::max<int64_t>(0, anchor - c.sliding_window + 1); p <= anchor; ++p)
-    if (const float* f = F.row(p)) {
-      ctx_pos.push_back(p);
-      ctx_in.insert(ctx_in.end(), f, f + H);
-    }
-  const int64_t n_ctx = static_cast<int64_t>(ctx_pos.size());
+  for (int64_t n = 0; n < nq; ++n) {
+    const int64_t anchor = queries[n].anchor;
+    for (int64_t p = std::max<int64_t>(0, anchor - c.sliding_window + 1); p <= anchor; ++p)
+      if (const float* f = queries[n].features->row(p)) {
+        ctx_pos.push_back(p);
+        ctx_in.insert(ctx_in.end(), f, f + H);
+      }
+    ctx_begin[n + 1] = static_cast<int64_t>(ctx_pos.size());
+  }
+  const int64_t n_ctx = ctx_begin[nq];
   const scratch_vector<float> ctx =
       n_ctx ? draft_rows(c, w, freqs, ctx_in.data(), n_ctx, ctx_pos.data()) : scratch_vector<float>{};
-  const scratch_vector<float> block = draft_rows(c, w, freqs, x, Bs, pos.data());
+  const scratch_vector<float> block = draft_rows(c, w, freqs, x, rows, pos.data());
 
-  // Every slot sees the same keys: the context rows, then all Bs block rows.
-  const int64_t max_keys = n_ctx + Bs;
-  scratch_vector<const float*> keys(Bs * max_keys);
-  for (int64_t i = 0; i < Bs; ++i) {
-    for (int64_t j = 0; j < n_ctx; ++j) keys[i * max_keys + j] = &ctx[j * D];
-    for (int64_t j = 0; j < Bs; ++j) keys[i * max_keys + n_ctx + j] = &block[j * D];
-  }
-  scratch_vector<float> o(Bs * nh * D);
+  // Every slot of a query sees the same keys: its context rows, then its Bs block rows;
+  // null past them up to the longest list (no key).
+  int64_t max_keys = 0;
+  for (int64_t n = 0; n < nq; ++n) max_keys = std::max(max_keys, ctx_begin[n + 1] - ctx_begin[n] + Bs);
+  scratch_vector<const float*> keys(rows * max_keys, nullptr);
+  for (int64_t n = 0; n < nq; ++n)
+    for (int64_t i = 0; i < Bs; ++i) {
+      const float** k = &keys[(n * Bs + i) * max_keys];
+      for (int64_t j = ctx_begin[n]; j < ctx_begin[n + 1]; ++j) *k++ = &ctx[j * D];
+      for (int64_t j = 0; j < Bs; ++j) *k++ = &block[(n * Bs + j) * D];
+    }
+  op.reset();
+  op.emplace(Op::AttnCore);
+  scratch_vector<float> o(rows * nh * D);
   kernels::AttentionParams ap;
   ap.q = q.data();
   ap.keys = keys.data();
   ap.sink = w.sink.data();
   ap.out = o.data();
-  ap.m = Bs;
+  ap.m = rows;
   ap.heads = nh;
   ap.dim = D;
   ap.max_keys = max_keys;
   ap.scale = 1.0f / std::sqrt(static_cast<float>(D));
   kernels::attention(ap);
-  rope_rows(o.data(), Bs * nh, D, Dr, pos.data(), nh, freqs, /*inverse=*/true);
-  attention_output(c, w, Bs, o.data(), out);
+  rope_rows(o.data(), rows * nh, D, Dr, pos.data(), nh, freqs, /*inverse=*/true);
+  op.reset();
+  op.emplace(Op::AttnOutput);
+  attention_output(c, w, rows, o.data(), out);
 }
 
 DsparkDraft::DsparkDraft(const ModelConfig& c, const ModelWeights& target,
@@ -184,7 +216,7 @@ DsparkDraft::DsparkDraft(const ModelConfig& c, const ModelWeights& target,
 }
 
 // One Block_{mtp.s} (§5.2 with the draft attention and MoE) on all slots of every query
-// jointly: the draft attention per query, everything else row by row. The MoE's layer
+// jointly (the draft attention keeps each query to its own keys). The MoE's layer
 // number is the stage (the draft placement's numbering; nothing traces the draft's MoE).
 void DsparkDraft::stage(int64_t s, std::span<const DraftInput> q, scratch_vector<float>& X,
                         scratch_vector<float>& pre, RoutedExperts* routed) const {
@@ -194,9 +226,7 @@ void DsparkDraft::stage(int64_t s, std::span<const DraftInput> q, scratch_vector
   scratch_vector<float> x(rows * H), y(rows * H);
   hc_premix(c_, X.data(), pre.data(), rows, x.data());
   rms_norm_rows(x.data(), rows, H, st.attn_norm, c_.rms_norm_eps);
-  for (size_t i = 0; i < q.size(); ++i)
-    draft_attention(c_, st.attn, freqs_, *q[i].features, q[i].anchor, &x[i * Bs * H],
-                    &y[i * Bs * H]);
+  draft_attention(c_, st.attn, freqs_, q, x.data(), y.data());
   const HcMix a = hc_mix(c_, st.hc_attn, X.data(), rows);
   hc_expand(c_, y.data(), a, rows, X.data());
 
@@ -292,6 +322,7 @@ void DsparkDraft::propose_rows(std::span<const DraftInput> queries, std::span<Dr
 void DsparkDraft::finish(const DraftInput& q, const float* h, DraftProposal& out, float conf_min,
                          const TraceFn& trace) const {
   const int64_t H = c_.hidden_size;
+  const ScopedOp op(Op::Head);  // the base logits and the Markov loop
   const int64_t k = std::clamp<int64_t>(std::min(q.k, c_.dspark_block_size - 1), 0,
                                         c_.max_position_embeddings - 2 - q.anchor);
   scratch_vector<float> hn(h, h + (k + 1) * H);

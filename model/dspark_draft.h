@@ -97,5 +97,10 @@ class DsparkDraft {
 void draft_attention(const ModelConfig& c, const AttentionWeights& w,
                      const std::vector<double>& freqs, const FeatureRing& F, int64_t anchor,
                      const float* x, float* out);
+// The same for every query's Bs slots at once: x and out [queries · Bs, H], query n's
+// slots at rows n·Bs .. n·Bs + Bs - 1 (only each query's features and anchor are read).
+void draft_attention(const ModelConfig& c, const AttentionWeights& w,
+                     const std::vector<double>& freqs, std::span<const DraftInput> queries,
+                     const float* x, float* out);
 
 }  // namespace troupe::model

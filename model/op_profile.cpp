@@ -25,4 +25,16 @@ ScopedOpProfile::~ScopedOpProfile() {
   t_profile = saved_;
 }
 
+ScopedDraftOps::ScopedDraftOps() : step_(t_profile && t_profile->draft ? t_profile : nullptr) {
+  if (!step_) return;
+  start_ = std::chrono::steady_clock::now();
+  t_profile = step_->draft;
+}
+ScopedDraftOps::~ScopedDraftOps() {
+  if (!step_) return;
+  t_profile = step_;
+  const std::chrono::duration<double> d = std::chrono::steady_clock::now() - start_;
+  step_->draft_seconds += d.count();
+}
+
 }  // namespace troupe::model

@@ -40,7 +40,11 @@ const char* op_name(Op op);
 struct OpProfile {
   std::array<double, kOpCount> seconds{};  // summed wall time per op
   std::array<int64_t, kOpCount> calls{};   // spans timed per op
-  void clear() { *this = OpProfile{}; }
+  // Speculative decoding: where the draft's ops go while a ScopedDraftOps holds (null:
+  // into this profile with the target's), and the summed wall time of those spans.
+  OpProfile* draft = nullptr;
+  double draft_seconds = 0;
+  void clear() { *this = OpProfile{.draft = draft}; }
 };
 
 // The profile bound to this thread, or null.
@@ -55,6 +59,21 @@ class ScopedOpProfile {
 
  private:
   OpProfile* saved_;
+};
+
+// A draft's span of a step (runtime::Executor's drafting): while it holds, ops go to the
+// bound profile's `draft` profile, and its wall time adds to the bound one's
+// draft_seconds. Without a bound profile or one with a draft profile, nothing.
+class ScopedDraftOps {
+ public:
+  ScopedDraftOps();
+  ~ScopedDraftOps();
+  ScopedDraftOps(const ScopedDraftOps&) = delete;
+  ScopedDraftOps& operator=(const ScopedDraftOps&) = delete;
+
+ private:
+  OpProfile* step_;  // the profile bound before, when it has a draft profile; else null
+  std::chrono::steady_clock::time_point start_;
 };
 
 class ScopedOp {

@@ -1,8 +1,10 @@
 #include "bench/engine/speculative_bench.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "kernels/check.h"
@@ -28,9 +30,10 @@ std::vector<runtime::StepTimeSample> measured_cells(const runtime::DraftLengthCh
 
 // B requests prefilled (untimed: until every request has its first token), then decoded
 // to the end (timed).
+// profile: each op of the timed steps into the row's ops / draft_ops.
 Timed run_once(const model::Forward& forward, runtime::EngineConfig config,
                const runtime::Drafter* drafter, const std::vector<std::vector<int32_t>>& prompts,
-               int64_t new_tokens) {
+               int64_t new_tokens, bool profile) {
   runtime::Engine engine(forward, nullptr, config, drafter);
   for (size_t i = 0; i < prompts.size(); ++i)
     engine.add_request(static_cast<runtime::RequestId>(i), prompts[i], greedy_params(new_tokens));
@@ -47,8 +50,13 @@ Timed run_once(const model::Forward& forward, runtime::EngineConfig config,
   int64_t first = 0;
   for (const auto& [id, v] : t.outputs) first += static_cast<int64_t>(v.size());
   const runtime::EngineFigures before = engine.figures();
+  t.row.ops.draft = &t.row.draft_ops;
+  std::optional<model::ScopedOpProfile> ops;
+  if (profile) ops.emplace(t.row.ops);
   const auto t0 = std::chrono::steady_clock::now();
   while (engine.has_unfinished()) collect(engine.step());
+  ops.reset();
+  t.row.ops.draft = nullptr;  // the row is copied: no pointer into it
   t.row.decode_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const runtime::EngineFigures after = engine.figures();
@@ -82,7 +90,7 @@ void run_batch(const model::Forward& forward, const SpeculativeBenchShape& shape
                const runtime::EngineConfig& plain_config, const DsparkBench& dspark,
                const std::vector<std::vector<int32_t>>& prompts, SpeculativeBenchResult& out) {
   const int64_t vocab = forward.config().vocab_size;
-  const Timed plain = run_once(forward, plain_config, nullptr, prompts, shape.new_tokens);
+  const Timed plain = run_once(forward, plain_config, nullptr, prompts, shape.new_tokens, shape.profile);
   out.rows.push_back(plain.row);
   out.rows.back().mode = "plain";
   std::vector<runtime::StepTimeSample> table;
@@ -90,7 +98,7 @@ void run_batch(const model::Forward& forward, const SpeculativeBenchShape& shape
                   const runtime::Drafter& drafter) {
     runtime::EngineConfig c = plain_config;
     c.speculative = sc;
-    Timed t = run_once(f, c, &drafter, prompts, shape.new_tokens);
+    Timed t = run_once(f, c, &drafter, prompts, shape.new_tokens, shape.profile);
     TROUPE_CHECK(t.outputs == plain.outputs, "bench forward --speculative: batch ",
                  prompts.size(), ", ", mode, ": the speculative tokens differ from plain decoding");
     t.row.mode = mode;
@@ -164,6 +172,49 @@ void print_speculative_table(const std::vector<SpeculativeBenchRow>& rows) {
                 r.mean_accepted_length, per_user, total,
                 plain_rate > 0 ? per_user / plain_rate : 0.0,
                 steps_by_k_text(r.steps_by_k).c_str());
+  }
+}
+
+void print_speculative_profile(const std::vector<SpeculativeBenchRow>& rows) {
+  for (size_t first = 0; first < rows.size();) {
+    size_t end = first;
+    while (end < rows.size() && rows[end].batch == rows[first].batch) ++end;
+    const std::span<const SpeculativeBenchRow> batch(rows.data() + first, end - first);
+    first = end;
+    std::printf("\nbatch %lld: ms per decode step by op\n\n| op |",
+                static_cast<long long>(batch[0].batch));
+    for (const SpeculativeBenchRow& r : batch) std::printf(" %s |", r.mode.c_str());
+    std::printf("\n|---|");
+    for (size_t i = 0; i < batch.size(); ++i) std::printf("---:|");
+    std::printf("\n");
+    auto per_step = [](const SpeculativeBenchRow& r, double s) {
+      return r.decode_steps ? s / static_cast<double>(r.decode_steps) * 1e3 : 0.0;
+    };
+    auto line = [&](const std::string& name, auto&& seconds) {
+      std::printf("| %s |", name.c_str());
+      for (const SpeculativeBenchRow& r : batch) std::printf(" %.3f |", per_step(r, seconds(r)));
+      std::printf("\n");
+    };
+    auto sum = [](const model::OpProfile& p) {
+      double t = 0;
+      for (double s : p.seconds) t += s;
+      return t;
+    };
+    for (bool draft : {false, true})
+      for (int i = 0; i < model::kOpCount; ++i) {
+        const bool seen = std::any_of(batch.begin(), batch.end(), [&](const SpeculativeBenchRow& r) {
+          return (draft ? r.draft_ops : r.ops).calls[i] > 0;
+        });
+        if (!seen) continue;
+        line(std::string(draft ? "draft: " : "") + model::op_name(static_cast<model::Op>(i)),
+             [&](const SpeculativeBenchRow& r) { return (draft ? r.draft_ops : r.ops).seconds[i]; });
+      }
+    line("draft: other", [&](const SpeculativeBenchRow& r) { return r.ops.draft_seconds - sum(r.draft_ops); });
+    line("draft (all)", [](const SpeculativeBenchRow& r) { return r.ops.draft_seconds; });
+    line("step other", [&](const SpeculativeBenchRow& r) {
+      return r.decode_seconds - sum(r.ops) - r.ops.draft_seconds;
+    });
+    line("step", [](const SpeculativeBenchRow& r) { return r.decode_seconds; });
   }
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bench/engine/engine_setup.h"
+#include "model/op_profile.h"
 
 namespace troupe::bench {
 
@@ -27,6 +28,7 @@ struct SpeculativeBenchShape {
   int64_t new_tokens = 64;  // output tokens per request
   uint64_t seed = 99;
   bool adaptive = false;
+  bool profile = false;  // time each op of the decode steps, the draft's apart
 };
 
 // The checkpoint's DSpark draft for the bench: the target Forward that fills its feature
@@ -44,6 +46,9 @@ struct SpeculativeBenchRow {
   int64_t tokens = 0;         // output tokens after each request's first
   double mean_accepted_length = 0;  // tokens per speculative verify (1 + accepted / drafts)
   std::vector<int64_t> steps_by_k;  // decode steps by draft limit (EngineFigures::spec_steps_by_k)
+  // With `profile`: the decode steps' ops (the target's), and the draft's ops (in
+  // ops.draft_seconds their wall time).
+  model::OpProfile ops, draft_ops;
 };
 
 struct SpeculativeBenchResult {
@@ -60,6 +65,9 @@ SpeculativeBenchResult run_speculative_bench(const model::Forward& forward,
                                              const DsparkBench& dspark = {});
 
 void print_speculative_table(const std::vector<SpeculativeBenchRow>& rows);
+// Per batch size, ms per decode step of each op by mode: the target's ops, then the
+// draft's (rows measured with `profile`).
+void print_speculative_profile(const std::vector<SpeculativeBenchRow>& rows);
 // {"<batch>": [T(b, 0), ..., T(b, k)]} of the batches whose every k was measured.
 std::string step_seconds_json(std::span<const runtime::StepTimeSample> samples, int64_t kmax);
 

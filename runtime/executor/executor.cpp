@@ -5,6 +5,7 @@
 
 #include "kernels/check.h"
 #include "kernels/sampling.h"
+#include "model/op_profile.h"
 #include "runtime/executor/logprobs.h"
 #include "runtime/kv_cache/slot_state.h"
 #include "runtime/kv_cache/step_undo.h"
@@ -236,6 +237,7 @@ void Executor::draft_batch(const StepPlan& plan) {
     b.drafts.push_back(&b.tokens[i]);
   }
   // One batch: the step's queries share each stage's weight reads.
+  const model::ScopedDraftOps profiled;  // a profiled step counts the draft's ops apart
   if (draft_routed_) drafter_->propose_batch(b.queries, b.drafts, *draft_routed_);
   else drafter_->propose_all(b.queries, b.drafts);
 }

@@ -69,6 +69,41 @@ TEST(BenchSpeculativeCli, AdaptiveAndDsparkRowsAndASeed) {
   EXPECT_EQ(c.step_seconds.size(), 4u) << seed;  // batch 2, k = 0..3
 }
 
+// The cells of the profile table's line `| name | a | b | ... |`, or empty.
+std::vector<std::string> profile_cells(const std::string& out, const std::string& name) {
+  const size_t at = out.find("\n| " + name + " |");
+  if (at == std::string::npos) return {};
+  std::istringstream line(out.substr(at + 1, out.find('\n', at + 1) - at - 1));
+  std::vector<std::string> cells;
+  for (std::string cell; std::getline(line, cell, '|');) cells.push_back(cell);
+  return {cells.begin() + 2, cells.end()};  // past the empty first cell and the name
+}
+
+// --profile: per batch, ms per decode step by op for every mode, the draft's ops apart:
+// plain and the oracle run no draft network (its rows 0), DSpark's does.
+TEST(BenchSpeculativeCli, ProfileCountsTheDraftsOpsApart) {
+  const RunResult r = run_troupe("bench forward --speculative --adaptive --profile --model " +
+                                 golden_dir() +
+                                 " --batches 2 --acceptance 0.9 --context 8 --new-tokens 12");
+  ASSERT_EQ(r.status, 0) << r.out;
+  ASSERT_NE(r.out.find("batch 2: ms per decode step by op"), std::string::npos) << r.out;
+  for (const char* op : {"routed experts", "draft: routed experts", "draft: attn query",
+                         "draft: head", "draft (all)", "step"}) {
+    SCOPED_TRACE(op);
+    const std::vector<std::string> ms = profile_cells(r.out, op);
+    ASSERT_EQ(ms.size(), 5u) << r.out;  // plain, oracle, adaptive, dspark k=3, dspark adaptive
+    const bool draft_op = std::string(op).starts_with("draft");
+    for (size_t i = 0; i < ms.size(); ++i) {
+      const double v = std::stod(ms[i]);
+      if (!draft_op || i == 3) {
+        EXPECT_GT(v, 0.0) << i << "\n" << r.out;
+      } else if (i == 0) {
+        EXPECT_EQ(v, 0.0) << r.out;  // plain: no draft
+      }
+    }
+  }
+}
+
 TEST(BenchSpeculativeCli, BadFlagsExitTwo) {
   const std::string model = " --model " + golden_dir();
   expect_usage_errors({

@@ -114,5 +114,46 @@ TEST(OpProfile, ALlamaDecodeStepMarksEachOpOncePerLayer) {
   }
 }
 
+// A speculative step's draft (runtime::Executor's drafting in a ScopedDraftOps): with a
+// draft profile hung on the bound one, the draft's ops go there and its span's wall time
+// to draft_seconds, the target's ops around it stay in the step's; without one, nothing
+// changes. clear() keeps the draft profile.
+TEST(OpProfile, ADraftSpanCountsItsOpsApart) {
+  model::OpProfile step, draft;
+  step.draft = &draft;
+  {
+    model::ScopedOpProfile bind(step);
+    { model::ScopedOp op(Op::Head); }
+    {
+      model::ScopedDraftOps span;
+      EXPECT_EQ(model::bound_op_profile(), &draft);
+      model::ScopedOp op(Op::RoutedExperts);
+    }
+    EXPECT_EQ(model::bound_op_profile(), &step);
+    { model::ScopedOp op(Op::Head); }
+  }
+  EXPECT_EQ(step.calls[int(Op::Head)], 2);
+  EXPECT_EQ(step.calls[int(Op::RoutedExperts)], 0);
+  EXPECT_EQ(draft.calls[int(Op::RoutedExperts)], 1);
+  EXPECT_EQ(draft.calls[int(Op::Head)], 0);
+  EXPECT_GE(step.draft_seconds, draft.seconds[int(Op::RoutedExperts)]);
+
+  step.clear();
+  EXPECT_EQ(step.draft, &draft);
+  model::OpProfile plain;  // no draft profile: the span is the step's
+  {
+    model::ScopedOpProfile bind(plain);
+    model::ScopedDraftOps span;
+    EXPECT_EQ(model::bound_op_profile(), &plain);
+    model::ScopedOp op(Op::RoutedExperts);
+  }
+  EXPECT_EQ(plain.calls[int(Op::RoutedExperts)], 1);
+  EXPECT_EQ(plain.draft_seconds, 0.0);
+  {
+    model::ScopedDraftOps span;  // nothing bound: nothing recorded, nothing bound
+    EXPECT_EQ(model::bound_op_profile(), nullptr);
+  }
+}
+
 }  // namespace
 }  // namespace troupe::testing

@@ -159,7 +159,9 @@ INSTANTIATE_TEST_SUITE_P(Ranks, DraftExpertParallel, ::testing::Values(1, 2, 3),
 
 // One rank without expert parallelism: the executor drafts a step's requests as one batch
 // with every draft expert here (DsparkDraft::propose_batch without an exchange; the
-// engine's DsparkDrafter::propose_all). The same bits as each query's own propose().
+// engine's DsparkDrafter::propose_all), the draft attention's projections over every
+// query's rows at once and each query's keys apart (contexts of 4 to 16 rows here). The
+// same bits as each query's own propose().
 TEST(DraftBatch, ALocalBatchEqualsEachQuerysOwnDraftBitForBit) {
   const auto& d = golden_draft();
   const auto& queries = prefilled().queries;
