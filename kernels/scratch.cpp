@@ -50,11 +50,12 @@ void* ScratchPool::allocate(size_t bytes) {
 
 void ScratchPool::deallocate(void* p, size_t bytes) noexcept {
   if (p == nullptr) return;
-  if (bytes > kMaxPooledBytes || cached_bytes_ + bytes > kMaxCachedBytes) {
+  // The block holds its whole class: that is what keeping it costs.
+  const int c = bytes > kMaxPooledBytes ? -1 : size_class(bytes);
+  if (c < 0 || cached_bytes_ + class_bytes(c) > kMaxCachedBytes) {
     system_free(p);
     return;
   }
-  const int c = size_class(bytes);
   free_[c] = new (p) FreeBlock{free_[c]};
   cached_bytes_ += class_bytes(c);
 }

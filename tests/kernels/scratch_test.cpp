@@ -60,6 +60,27 @@ TEST(ScratchPool, LargeBlocksBypassThePool) {
   EXPECT_EQ(pool.fresh_blocks(), 0);  // not a pool block, and not kept
 }
 
+// The cap counts what the kept blocks hold (their classes), not what was asked for: with
+// 200 MiB kept, a block asked as 32 MiB + 1 (a 64 MiB block) would pass it, so it goes
+// back to the system: of four 64 MiB requests after, three take kept blocks, one a fresh.
+TEST(ScratchPool, TheCapCountsTheBlocksClasses) {
+  ScratchPool pool;
+  constexpr size_t MiB = size_t{1} << 20;
+  static_assert(ScratchPool::kMaxCachedBytes == 256 * MiB);
+  void* kept[4] = {pool.allocate(64 * MiB), pool.allocate(64 * MiB), pool.allocate(64 * MiB),
+                   pool.allocate(8 * MiB)};
+  void* past = pool.allocate(32 * MiB + 1);
+  for (int i = 0; i < 3; ++i) pool.deallocate(kept[i], 64 * MiB);
+  pool.deallocate(kept[3], 8 * MiB);  // 200 MiB kept
+  pool.deallocate(past, 32 * MiB + 1);
+  const int64_t fresh = pool.fresh_blocks();
+  void* again[4];
+  for (void*& p : again) p = pool.allocate(64 * MiB);
+  EXPECT_EQ(pool.fresh_blocks(), fresh + 1);
+  for (void* p : again) pool.deallocate(p, 64 * MiB);
+  pool.deallocate(pool.allocate(8 * MiB), 8 * MiB);
+}
+
 TEST(ScratchVector, BehavesAsAVectorAcrossThreads) {
   scratch_vector<int> v(5, 7);
   v.push_back(8);
