@@ -4,6 +4,7 @@
 
 #include "kernels/check.h"
 #include "model/hc.h"
+#include "model/op_profile.h"
 #include "model/ops.h"
 
 namespace troupe::model {
@@ -39,6 +40,7 @@ void FeatureCapture::keep_rows(const scratch_vector<int64_t>& kept) {
 
 void FeatureCapture::store(const Batch& b) {
   if (!active_ || b.rows == 0) return;
+  const ScopedOp op(Op::DraftFeatures);
   const int64_t H = c_.hidden_size;
   scratch_vector<float> f = linear(z_.data(), b.rows, w_->main_proj);
   rms_norm_rows(f.data(), b.rows, H, w_->main_norm, c_.rms_norm_eps);

@@ -10,7 +10,8 @@ const char* op_name(Op op) {
       "embed",       "engram",        "hc mix",         "hc premix + expand",
       "attn query",  "attn window",   "compressor",     "indexer",
       "attn gather", "attn core",     "attn output",    "attn store",
-      "moe gate",    "shared expert", "routed experts", "head"};
+      "moe gate",    "shared expert", "routed experts", "head",
+      "dspark features"};
   return kNames[static_cast<int>(op)];
 }
 

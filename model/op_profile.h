@@ -31,6 +31,7 @@ enum class Op : uint8_t {
   SharedExpert,   // the shared expert
   RoutedExperts,  // the picked experts
   Head,           // HCHead, final norm, head GEMM
+  DraftFeatures,  // DSpark: the target's feature rows F (main_proj, main_norm; §8)
   kCount
 };
 inline constexpr int kOpCount = static_cast<int>(Op::kCount);

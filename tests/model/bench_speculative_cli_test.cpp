@@ -80,19 +80,20 @@ std::vector<std::string> profile_cells(const std::string& out, const std::string
 }
 
 // --profile: per batch, ms per decode step by op for every mode, the draft's ops apart:
-// plain and the oracle run no draft network (its rows 0), DSpark's does.
+// plain and the oracle run no draft network (its rows 0, and no DSpark feature rows in
+// the target's forward), DSpark's does.
 TEST(BenchSpeculativeCli, ProfileCountsTheDraftsOpsApart) {
   const RunResult r = run_troupe("bench forward --speculative --adaptive --profile --model " +
                                  golden_dir() +
                                  " --batches 2 --acceptance 0.9 --context 8 --new-tokens 12");
   ASSERT_EQ(r.status, 0) << r.out;
   ASSERT_NE(r.out.find("batch 2: ms per decode step by op"), std::string::npos) << r.out;
-  for (const char* op : {"routed experts", "draft: routed experts", "draft: attn query",
-                         "draft: head", "draft (all)", "step"}) {
+  for (const char* op : {"routed experts", "dspark features", "draft: routed experts",
+                         "draft: attn query", "draft: head", "draft (all)", "step"}) {
     SCOPED_TRACE(op);
     const std::vector<std::string> ms = profile_cells(r.out, op);
     ASSERT_EQ(ms.size(), 5u) << r.out;  // plain, oracle, adaptive, dspark k=3, dspark adaptive
-    const bool draft_op = std::string(op).starts_with("draft");
+    const bool draft_op = std::string(op).starts_with("draft") || std::string(op) == "dspark features";
     for (size_t i = 0; i < ms.size(); ++i) {
       const double v = std::stod(ms[i]);
       if (!draft_op || i == 3) {

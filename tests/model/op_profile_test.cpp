@@ -68,7 +68,8 @@ TEST(OpProfile, ADecodeStepMarksEachOpAsTheLayerScheduleSays) {
       L,
       L,
       L,   // moe gate, shared expert, routed experts
-      2};  // head: one per sequence
+      2,   // head: one per sequence
+      0};  // dspark features: these states keep none
   double timed = 0;
   for (int i = 0; i < model::kOpCount; ++i) {
     SCOPED_TRACE(model::op_name(static_cast<Op>(i)));
