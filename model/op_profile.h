@@ -46,6 +46,11 @@ struct OpProfile {
   OpProfile* draft = nullptr;
   double draft_seconds = 0;
   void clear() { *this = OpProfile{.draft = draft}; }
+  double timed_seconds() const {  // all ops' time (the spans are disjoint)
+    double t = 0;
+    for (double s : seconds) t += s;
+    return t;
+  }
 };
 
 // The profile bound to this thread, or null.

@@ -50,9 +50,11 @@ Timed run_once(const model::Forward& forward, runtime::EngineConfig config,
   int64_t first = 0;
   for (const auto& [id, v] : t.outputs) first += static_cast<int64_t>(v.size());
   const runtime::EngineFigures before = engine.figures();
-  t.row.ops.draft = &t.row.draft_ops;
   std::optional<model::ScopedOpProfile> ops;
-  if (profile) ops.emplace(t.row.ops);
+  if (profile) {
+    t.row.ops.draft = &t.row.draft_ops;
+    ops.emplace(t.row.ops);
+  }
   const auto t0 = std::chrono::steady_clock::now();
   while (engine.has_unfinished()) collect(engine.step());
   ops.reset();
@@ -195,11 +197,6 @@ void print_speculative_profile(const std::vector<SpeculativeBenchRow>& rows) {
       for (const SpeculativeBenchRow& r : batch) std::printf(" %.3f |", per_step(r, seconds(r)));
       std::printf("\n");
     };
-    auto sum = [](const model::OpProfile& p) {
-      double t = 0;
-      for (double s : p.seconds) t += s;
-      return t;
-    };
     for (bool draft : {false, true})
       for (int i = 0; i < model::kOpCount; ++i) {
         const bool seen = std::any_of(batch.begin(), batch.end(), [&](const SpeculativeBenchRow& r) {
@@ -209,10 +206,11 @@ void print_speculative_profile(const std::vector<SpeculativeBenchRow>& rows) {
         line(std::string(draft ? "draft: " : "") + model::op_name(static_cast<model::Op>(i)),
              [&](const SpeculativeBenchRow& r) { return (draft ? r.draft_ops : r.ops).seconds[i]; });
       }
-    line("draft: other", [&](const SpeculativeBenchRow& r) { return r.ops.draft_seconds - sum(r.draft_ops); });
+    line("draft: other",
+         [](const SpeculativeBenchRow& r) { return r.ops.draft_seconds - r.draft_ops.timed_seconds(); });
     line("draft (all)", [](const SpeculativeBenchRow& r) { return r.ops.draft_seconds; });
-    line("step other", [&](const SpeculativeBenchRow& r) {
-      return r.decode_seconds - sum(r.ops) - r.ops.draft_seconds;
+    line("step other", [](const SpeculativeBenchRow& r) {
+      return r.decode_seconds - r.ops.timed_seconds() - r.ops.draft_seconds;
     });
     line("step", [](const SpeculativeBenchRow& r) { return r.decode_seconds; });
   }

@@ -128,8 +128,7 @@ void print_op_profile(const ForwardTimes& times) {
 
 void print_op_table(std::FILE* out, const model::OpProfile& ops, int64_t steps, double total_s) {
   if (steps == 0) return;
-  double timed = 0;
-  for (double t : ops.seconds) timed += t;
+  const double timed = ops.timed_seconds();
   const double step_ms = total_s / static_cast<double>(steps) * 1e3;
   std::fprintf(out, "\ndecode step by op (mean of %lld steps, %.3f ms):\n\n", static_cast<long long>(steps),
                step_ms);
