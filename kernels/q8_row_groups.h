@@ -1,5 +1,6 @@
-// Q8_0 / Q4_0 weights regrouped for the AVX-512 VNNI and AVX2 row-group kernels: the same
-// values as the GGUF blocks (kernels/ggml_blocks.h), 16 weight rows side by side, so that
+// Q8_0 / Q4_0 weights (and FP4 ones, for GemmPrecision::Int8) regrouped for the AVX-512
+// VNNI and AVX2 row-group kernels: the same values as the GGUF blocks (kernels/ggml_blocks.h)
+// or FP4 codes and UE8M0 scales (kernels/weights.h), 16 weight rows side by side, so that
 // one zmm of codes against 4 broadcast activation bytes adds 4 products into each of 16
 // rows' lanes (vpdpbusd; on AVX2 two ymm of 8 rows, vpmaddubsw + vpmaddwd), and one load
 // gives the 16 rows' block scales. In the GGUF layout a
@@ -15,8 +16,12 @@
 //                                   stored nibble (q + 8), so the low nibbles are chunks
 //                                   c and the high ones chunks c + 4 of the block
 //         scale[j]                  f16 bits as stored         (256 + 32 = 288 = 16 · 18)
+//   FP4   data[c][j][t], c = 0..3   u8 = e(k) | e(k + 16) << 4, e the stored E2M1 code of
+//                                   column k (bit 3 the sign), as Q4_0's nibbles
+//         scale[j]                  the UE8M0 code as stored   (256 + 16 = 272 = 16 · 17)
 // Rows past the matrix's last (the last group's padding) have zero codes and scales. The
-// regrouped matrix is therefore exactly as large as the GGUF one, rows rounded up to 16.
+// regrouped matrix is therefore exactly as large as the GGUF one (FP4: its codes and
+// scales together), rows rounded up to 16.
 //
 // A WeightView carries it in `groups` beside its GGUF `data` (kernels/weights.h); the
 // portable path reads `data`, so every path computes the same values. A matrix regrouped
@@ -34,16 +39,17 @@ namespace troupe::kernels {
 
 constexpr int64_t kGroupRows = 16;
 
-// Bytes of one row group's block (544 or 288), and of the whole regrouped matrix.
+// Bytes of one row group's block (544, 288 or 272), and of the whole regrouped matrix.
 int64_t q8_group_block_bytes(WeightFormat f);
 int64_t q8_row_groups_bytes(const WeightView& w);
 
 // Writes w's regrouped copy (q8_row_groups_bytes(w) bytes) to out. w: Q8_0 or Q4_0 in
-// the GGUF layout.
+// the GGUF layout, or FP4 (codes and scales as kernels/weights.h stores them).
 void pack_q8_row_groups(const WeightView& w, uint8_t* out);
 
 // Rewrites w's GGUF bytes (data == w.data, writable; w.rows a multiple of 16) as its row
-// groups, in place: the 16 GGUF rows of group g occupy exactly the group's bytes, so each
+// groups, in place (Q8_0 / Q4_0: FP4 keeps its scales apart, so its groups never fit its
+// codes' bytes): the 16 GGUF rows of group g occupy exactly the group's bytes, so each
 // group is packed through a buffer of one group and copied over its own rows. Returns
 // data, now the groups; the matrix then has no GGUF rows, so its view is groups = data,
 // data = null (a loader keeping one copy of the matrix, model/llama_weights.cpp).

@@ -26,8 +26,9 @@ struct WeightView {
   int64_t cols = 0;               // in features
   const void* data = nullptr;     // layout per format above, row-major
   const uint8_t* scale = nullptr; // UE8M0 codes (FP8, FP4, ROWFP8), else null
-  // Q8_0 / Q4_0 only: the same matrix regrouped 16 rows at a time (kernels/q8_row_groups.h)
-  // for the AVX-512 VNNI decode kernel, or null. `data` stays the GGUF layout either way.
+  // Q8_0 / Q4_0 / FP4 only: the same matrix regrouped 16 rows at a time
+  // (kernels/q8_row_groups.h) for the int8 row-group kernels, or null. `data` stays the
+  // GGUF (FP4: codes and `scale`) layout either way, unless regrouped in place.
   const uint8_t* groups = nullptr;
 };
 

@@ -257,6 +257,7 @@ WeightView row_slice(const WeightView& w, int64_t r0, int64_t n) {
     case WeightFormat::FP4:
       s.data = static_cast<const uint8_t*>(w.data) + r0 * w.cols / 2;
       s.scale = w.scale + r0 * (w.cols / 32);
+      s.groups = w.groups && r0 % kernels::kGroupRows == 0 ? kernels::q8_row_groups_at(w, r0) : nullptr;
       break;
     case WeightFormat::ROWFP8:
       s.data = static_cast<const uint8_t*>(w.data) + r0 * w.cols;

@@ -42,6 +42,9 @@ class State {
   double flops = 0;   // per call
   double bytes = 0;   // per call
   Bound bound = Bound::Memory;
+  // A memory-bound case's arithmetic: its share of this peak is printed beside where its
+  // flops at the peak would take longer than its bytes at DRAM speed.
+  Bound compute = Bound::Fp32;
 
   bool quick() const { return quick_; }
   bool full() const { return full_; }

@@ -101,9 +101,9 @@ struct StoredWeight {
   double bytes() const { return static_cast<double>(data.size() + scale.size()); }
 };
 
-// A Q8_0 / Q4_0 weight's row groups (kernels/q8_row_groups.h), as a GGUF loader makes them.
+// A Q8_0 / Q4_0 / FP4 weight's row groups (kernels/q8_row_groups.h), as a loader makes them.
 std::vector<uint8_t> row_groups(const StoredWeight& w, WeightFormat f, int64_t n, int64_t k) {
-  const WeightView v{f, n, k, w.data.data(), nullptr};
+  const WeightView v{f, n, k, w.data.data(), w.scale.empty() ? nullptr : w.scale.data()};
   std::vector<uint8_t> out(static_cast<size_t>(kernels::q8_row_groups_bytes(v)));
   kernels::pack_q8_row_groups(v, out.data());
   return out;
@@ -116,7 +116,7 @@ struct WeightSet {
   std::string key;
   double bytes = 0;  // one copy's stored bytes (codes and scales)
   std::unique_ptr<HugeArena> arena;
-  std::vector<WeightView> copies;  // groups set for Q8_0 / Q4_0 (their row groups)
+  std::vector<WeightView> copies;  // groups set for Q8_0 / Q4_0 / FP4 (their row groups)
 };
 
 const WeightSet& weights_for(const Shape& sh, WeightFormat f) {
@@ -128,7 +128,7 @@ const WeightSet& weights_for(const Shape& sh, WeightFormat f) {
     cached->key = key;
     const StoredWeight first(f, sh.n, sh.k);
     const std::vector<uint8_t> groups =
-        kernels::is_ggml_block(f) ? row_groups(first, f, sh.n, sh.k) : std::vector<uint8_t>{};
+        kernels::is_ggml_block(f) || f == WeightFormat::FP4 ? row_groups(first, f, sh.n, sh.k) : std::vector<uint8_t>{};
     cached->bytes = first.bytes();
     const int copies = static_cast<int>(1 + (double{128 << 20} / first.bytes()));
     auto padded = [](size_t b) { return (b + 63) / 64 * 64; };
@@ -149,7 +149,8 @@ const WeightSet& weights_for(const Shape& sh, WeightFormat f) {
   return *cached;
 }
 
-// groups: a Q8_0 / Q4_0 weight with its row groups (the AVX-512 VNNI and AVX2 decode layout).
+// groups: a Q8_0 / Q4_0 weight with its row groups (the AVX-512 VNNI and AVX2 layout), or
+// an FP4 one under Int8 precision with them.
 void run_case(State& s, const Shape& sh, WeightFormat f, int64_t m, GemmPrecision prec,
               kernels::CpuPath path, bool groups) {
   const bool decode = m <= 16;
@@ -169,6 +170,7 @@ void run_case(State& s, const Shape& sh, WeightFormat f, int64_t m, GemmPrecisio
   s.bound = decode ? Bound::Memory
             : ggml ? Bound::Int8
             : prec == GemmPrecision::Bf16 ? Bound::Bf16 : Bound::Fp32;
+  s.compute = ggml || prec == GemmPrecision::Int8 ? Bound::Int8 : Bound::Fp32;
   size_t next = 0;
   s.run([&] {
     kernels::GemmParams p;
@@ -218,7 +220,8 @@ const bool registered = [] {
           if (m <= 16 && prec == GemmPrecision::Bf16) continue;  // decode: f32 and int8
           if (prec == GemmPrecision::Int8 && (m > 16 || f != WeightFormat::FP4)) continue;
           // q8_0 / q4_0 always run on int8 dot products: one case each, and one more with
-          // the weight's row groups ("groups", read by the AVX-512 VNNI and AVX2 paths).
+          // the weight's row groups ("groups", read by the AVX-512 VNNI and AVX2 paths);
+          // FP4 on int8 also with its row groups ("int8-groups").
           const bool ggml = kernels::is_ggml_block(f);
           if (ggml && prec != GemmPrecision::F32) continue;
           char mm[16];
@@ -226,9 +229,11 @@ const bool registered = [] {
           for (kernels::CpuPath path :
                {kernels::CpuPath::Avx512, kernels::CpuPath::Avx2, kernels::CpuPath::Portable})
             for (bool groups : {false, true}) {
-              if (groups && (!ggml || path == kernels::CpuPath::Portable)) continue;
+              const bool fp4_int8 = f == WeightFormat::FP4 && prec == GemmPrecision::Int8;
+              if (groups && ((!ggml && !fp4_int8) || path == kernels::CpuPath::Portable)) continue;
+              const std::string label = !groups ? precision_name(prec) : ggml ? "groups" : "int8-groups";
               const std::string name = std::string("gemm/") + sh.name + "/" + kernels::to_string(f) +
-                                       "/" + mm + "/" + (groups ? "groups" : precision_name(prec)) +
+                                       "/" + mm + "/" + label +
                                        "/" + kernels::to_string(path);
               add(name, [sh, f, m, prec, path, groups](State& s) { run_case(s, sh, f, m, prec, path, groups); });
             }

@@ -185,6 +185,7 @@ namespace {
 // tiles; the packed kernel's 32-wide panels; else the widest tile's 4 weight rows).
 struct QPlan {
   bool groups = false, packed = false;
+  bool fp4_order = false;  // x quantized in fp4_order (the per-block FP4 kernels' order)
   void (*range)(const QGemmArgs&, int64_t, int64_t) = gemm_q8_range_portable;
   int64_t unit = 4;
 };
@@ -192,12 +193,15 @@ struct QPlan {
 QPlan plan_for(const GemmParams& p, int64_t m, QGemmKernel kernel) {
   QPlan q;
   const bool fp4 = p.w.format == WeightFormat::FP4;
-  // The packed and row-group kernels have no FP4 (Int8 FP4 is for decode: M <= 64).
+  // The packed kernel has no FP4 (Int8 FP4 is for decode: M <= kInt8MaxRows); the
+  // row-group ones have.
   const bool avx2 = kernel == QGemmKernel::Avx2 || kernel == QGemmKernel::Avx2Groups;
   // Both ISAs read the row groups at any M where the weight has them (no per-call
   // repack; AVX2: faster than its per-block tiles everywhere measured).
-  q.groups = !fp4 && p.w.groups != nullptr &&
+  q.groups = p.w.groups != nullptr &&
              (avx2 || kernel == QGemmKernel::Avx512VnniGroups || kernel == QGemmKernel::Avx512Vnni);
+  // The row groups hold columns k and k + 16 in one byte, as Q4_0 blocks do: x in order.
+  q.fp4_order = fp4 && !q.groups && kernel != QGemmKernel::Portable;
   q.packed = !fp4 && !q.groups &&
              (kernel == QGemmKernel::Avx512VnniPacked || kernel == QGemmKernel::Avx512VnniGroups ||
               (kernel == QGemmKernel::Avx512Vnni && m >= kPackedMinRows));
@@ -229,10 +233,9 @@ void gemm_q8_shared_x(std::span<const GemmParams> ps, QGemmKernel kernel) {
 namespace {
 
 // Whether b's activations, quantized, are a's: the same x rows in the same byte order.
-bool same_quantized_x(const GemmParams& a, const GemmParams& b) {
+bool same_quantized_x(const GemmParams& a, const QPlan& pa, const GemmParams& b, const QPlan& pb) {
   const GemmShape sa = gemm_shape(a), sb = gemm_shape(b);
-  return a.x == b.x && sa.m == sb.m && sa.k == sb.k && sa.ldx == sb.ldx &&
-         (a.w.format == WeightFormat::FP4) == (b.w.format == WeightFormat::FP4);
+  return a.x == b.x && sa.m == sb.m && sa.k == sb.k && sa.ldx == sb.ldx && pa.fp4_order == pb.fp4_order;
 }
 
 // Where one run of GEMMs over the same x has its quantized x in the call's buffer: q [m,
@@ -255,14 +258,13 @@ QuantizedAt quantized_at(const GemmShape& sh, int64_t at, bool q4_off, bool sums
 // p's x quantized to q, d, off, sum (where not null; quantized_at's parts) on the
 // kernel's path, its rows split between the pool's threads (each row's bytes are the
 // same either way).
-void quantize_x(const GemmParams& p, const GemmShape& sh, QGemmKernel kernel, int8_t* q, float* d,
-                int32_t* off, int32_t* sum) {
+void quantize_x(const GemmParams& p, const GemmShape& sh, QGemmKernel kernel, bool fp4_order, int8_t* q,
+                float* d, int32_t* off, int32_t* sum) {
   const int64_t blocks = sh.k / kQBlock;
   const bool avx2 = kernel == QGemmKernel::Avx2 || kernel == QGemmKernel::Avx2Groups;
   const auto quantize = kernel == QGemmKernel::Portable ? quantize_rows_q8
                         : avx2                          ? quantize_rows_q8_avx2
                                                         : quantize_rows_q8_avx512;
-  const bool fp4_order = p.w.format == WeightFormat::FP4 && kernel != QGemmKernel::Portable;
   parallel_for(sh.m, std::max<int64_t>(1, (int64_t{1} << 14) / sh.k), [&](int64_t r0, int64_t r1) {
     quantize(p.x + r0 * sh.ldx, r1 - r0, sh.k, sh.ldx, q + r0 * sh.k, d + r0 * blocks,
              off ? off + r0 * blocks * 8 : nullptr, sum ? sum + r0 * blocks : nullptr, fp4_order);
@@ -289,7 +291,7 @@ void gemm_q8_grouped(std::span<const GemmParams> ps, QGemmKernel kernel) {
   scratch_vector<QuantizedAt> at(ps.size());
   int64_t bytes = 0;
   for (size_t i = 0; i < ps.size(); ++i) {
-    first[i] = i > 0 && same_quantized_x(ps[i - 1], ps[i]) ? first[i - 1] : i;
+    first[i] = i > 0 && same_quantized_x(ps[i - 1], plans[i - 1], ps[i], plans[i]) ? first[i - 1] : i;
     if (first[i] != i) continue;
     at[i] = quantized_at(gemm_shape(ps[i]), bytes, q4_off, sums);
     bytes = at[i].end;
@@ -307,7 +309,7 @@ void gemm_q8_grouped(std::span<const GemmParams> ps, QGemmKernel kernel) {
     float* d = reinterpret_cast<float*>(buf + where.d);
     int32_t* off = q4_off ? reinterpret_cast<int32_t*>(buf + where.off) : nullptr;
     int32_t* sum = sums ? reinterpret_cast<int32_t*>(buf + where.sum) : nullptr;
-    if (first[i] == i && sh.m > 0 && sh.k > 0) quantize_x(p, sh, kernel, q, d, off, sum);
+    if (first[i] == i && sh.m > 0 && sh.k > 0) quantize_x(p, sh, kernel, plans[i].fp4_order, q, d, off, sum);
     unit_end[i] = units;
     if (sh.m == 0 || sh.k == 0 || sh.n == 0) {
       gemm_trivial(p, sh);

@@ -45,11 +45,25 @@ constexpr int64_t kHalfRows = kGroupRows / kHalves;
 
 inline __m256i broadcast_i32(const int8_t* p) { return _mm256_set1_epi32(load_i32(p)); }
 
+// fp4_int8_scales()[e] of 8 UE8M0 codes: 2^(e - 128) as f32 bits, e - 1 in the exponent
+// field for e >= 2, the subnormals 2^-127 (e = 1) and 2^-128 (e = 0) apart, e = 255 the
+// quiet NaN.
+inline __m256 fp4_scales(const uint8_t* codes) {
+  const __m256i e = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes)));
+  __m256i bits = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+  const __m256i one = _mm256_set1_epi32(1), zero = _mm256_setzero_si256();
+  bits = _mm256_blendv_epi8(bits, _mm256_set1_epi32(0x00400000), _mm256_cmpeq_epi32(e, one));
+  bits = _mm256_blendv_epi8(bits, _mm256_set1_epi32(0x00200000), _mm256_cmpeq_epi32(e, zero));
+  bits = _mm256_blendv_epi8(bits, _mm256_set1_epi32(0x7FC00000), _mm256_cmpeq_epi32(e, _mm256_set1_epi32(255)));
+  return _mm256_castsi256_ps(bits);
+}
+
 // A group's codes unpacked (prefill), per block of the group, 64-byte chunks of 2 halves:
 //   Q8_0  chunk 2c: chunk c's q (the code's bias removed), chunk 2c + 1: its |q|
 //   Q4_0  chunk c < 4: chunk c's low nibbles (x's codes 4c..), chunk c + 4: its high ones
 //         (x's codes 16 + 4c..); each a u8 value 0..15
-// The f16 scales stay in the group.
+//   FP4   as Q4_0, each nibble looked up as 2 · E2M1 + 12 (0..24)
+// The scales stay in the group.
 template <WeightFormat F>
 constexpr int64_t kUnpackedBlockBytes = F == WeightFormat::Q8_0 ? 16 * 64 : 8 * 64;
 
@@ -57,6 +71,7 @@ template <WeightFormat F>
 void unpack_group(const uint8_t* group, int64_t blocks, uint8_t* out) {
   using L = GroupLayout<F>;
   const __m256i bias = _mm256_set1_epi8(char(0x80)), low4 = _mm256_set1_epi8(0x0F);
+  const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kFp4Biased)));
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* blk = group + b * L::kBlockBytes;
     auto* o = reinterpret_cast<__m256i*>(out + b * kUnpackedBlockBytes<F>);  // 32-byte units
@@ -68,8 +83,10 @@ void unpack_group(const uint8_t* group, int64_t blocks, uint8_t* out) {
           _mm256_store_si256(o + 4 * c + h, q);
           _mm256_store_si256(o + 4 * c + 2 + h, _mm256_abs_epi8(q));
         } else {
-          _mm256_store_si256(o + 2 * c + h, _mm256_and_si256(v, low4));
-          _mm256_store_si256(o + 2 * (c + 4) + h, _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
+          __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+          if constexpr (L::kFp4) lo = _mm256_shuffle_epi8(table, lo), hi = _mm256_shuffle_epi8(table, hi);
+          _mm256_store_si256(o + 2 * c + h, lo);
+          _mm256_store_si256(o + 2 * (c + 4) + h, hi);
         }
       }
   }
@@ -121,37 +138,52 @@ inline void dots_q8(const uint8_t* blk, const int8_t* const* xb, __m256i (&d)[MR
   }
 }
 
-template <int MR, bool kUnpacked>
-inline void dots_q4(const uint8_t* blk, const int8_t* const* xb, const int32_t* const* xs, int64_t b,
-                    __m256i (&d)[MR][kHalves]) {
+// Q4_0 and FP4 (nibbles; FP4's looked up as 2 · E2M1 + 12, kFp4Biased). The int16 pair
+// sums widen once per block for Q4_0 (8 chunks <= 8 · 3810), twice for FP4 (a pair of
+// 24 · 127 · 2 = 6096 allows 4 chunks, 24384, below 32767).
+template <WeightFormat F, int MR, bool kUnpacked>
+inline void dots_nibbles(const uint8_t* blk, const int8_t* const* xb, const int32_t* const* xs, int64_t b,
+                         __m256i (&d)[MR][kHalves]) {
+  constexpr bool kFp4 = F == WeightFormat::FP4;
+  constexpr int kWidenEvery = kFp4 ? 2 : 4;  // chunk pairs (lo + hi) per widening
   const __m256i ones = _mm256_set1_epi16(1), low4 = _mm256_set1_epi8(0x0F);
-  __m256i p[MR][kHalves];  // int16 pair sums of the block's 8 chunks
-  unroll<MR>([&](auto i) { unroll<kHalves>([&](auto h) { p[i][h] = _mm256_setzero_si256(); }); });
+  const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kFp4Biased)));
+  unroll<MR>([&](auto i) {
+    const __m256i init = _mm256_set1_epi32(-xs[i][b] * GroupLayout<F>::kBias);
+    unroll<kHalves>([&](auto h) { d[i][h] = init; });
+  });
+  for (int c0 = 0; c0 < 4; c0 += kWidenEvery) {
+    __m256i p[MR][kHalves];  // int16 pair sums of kWidenEvery chunk pairs
+    unroll<MR>([&](auto i) { unroll<kHalves>([&](auto h) { p[i][h] = _mm256_setzero_si256(); }); });
 #pragma GCC unroll 1
-  for (int c = 0; c < 4; ++c) {  // (a loop: see dots_q8) low nibbles: chunk c; high: c + 4
-    __m256i lo[kHalves], hi[kHalves];
-    unroll<kHalves>([&](auto h) {
-      if constexpr (kUnpacked) {
-        lo[h] = load_unpacked(blk, c, h);
-        hi[h] = load_unpacked(blk, c + 4, h);
-        return;
-      }
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * c + 32 * h));
-      lo[h] = _mm256_and_si256(v, low4);
-      hi[h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-    });
-    unroll<MR>([&](auto i) {
-      const __m256i xl = broadcast_i32(xb[i] + 4 * c), xh = broadcast_i32(xb[i] + 16 + 4 * c);
+    for (int c = c0; c < c0 + kWidenEvery; ++c) {  // (a loop: see dots_q8) low nibbles: chunk c; high: c + 4
+      __m256i lo[kHalves], hi[kHalves];
       unroll<kHalves>([&](auto h) {
-        p[i][h] = _mm256_add_epi16(p[i][h], _mm256_add_epi16(_mm256_maddubs_epi16(lo[h], xl),
-                                                             _mm256_maddubs_epi16(hi[h], xh)));
+        if constexpr (kUnpacked) {
+          lo[h] = load_unpacked(blk, c, h);
+          hi[h] = load_unpacked(blk, c + 4, h);
+          return;
+        }
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * c + 32 * h));
+        lo[h] = _mm256_and_si256(v, low4);
+        hi[h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+        if constexpr (kFp4) {
+          lo[h] = _mm256_shuffle_epi8(table, lo[h]);
+          hi[h] = _mm256_shuffle_epi8(table, hi[h]);
+        }
       });
+      unroll<MR>([&](auto i) {
+        const __m256i xl = broadcast_i32(xb[i] + 4 * c), xh = broadcast_i32(xb[i] + 16 + 4 * c);
+        unroll<kHalves>([&](auto h) {
+          p[i][h] = _mm256_add_epi16(p[i][h], _mm256_add_epi16(_mm256_maddubs_epi16(lo[h], xl),
+                                                               _mm256_maddubs_epi16(hi[h], xh)));
+        });
+      });
+    }
+    unroll<MR>([&](auto i) {
+      unroll<kHalves>([&](auto h) { d[i][h] = _mm256_add_epi32(d[i][h], _mm256_madd_epi16(p[i][h], ones)); });
     });
   }
-  unroll<MR>([&](auto i) {
-    const __m256i init = _mm256_set1_epi32(-xs[i][b] * GroupLayout<WeightFormat::Q4_0>::kBias);
-    unroll<kHalves>([&](auto h) { d[i][h] = _mm256_add_epi32(init, _mm256_madd_epi16(p[i][h], ones)); });
-  });
 }
 
 // The tile of Avx2GroupTile<F>::run; unpacked: the group's codes in this thread's
@@ -187,15 +219,16 @@ void group_tile(const QGemmArgs& a, int64_t m0, int64_t n, int64_t n_end, int64_
     if (unpacked != nullptr) {
       const uint8_t* u = unpacked + b * kUnpackedBlockBytes<F>;
       if constexpr (L::kQ8) dots_q8<MR, true>(u, xb, d);
-      else dots_q4<MR, true>(u, xb, xs, b, d);
+      else dots_nibbles<F, MR, true>(u, xb, xs, b, d);
     } else if constexpr (L::kQ8) {
       dots_q8<MR, false>(blk, xb, d);
     } else {
-      dots_q4<MR, false>(blk, xb, xs, b, d);
+      dots_nibbles<F, MR, false>(blk, xb, xs, b, d);
     }
     __m256 dw[kHalves];
     unroll<kHalves>([&](auto h) {
-      dw[h] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + L::kDataBytes + 16 * h)));
+      if constexpr (L::kFp4) dw[h] = fp4_scales(blk + L::kDataBytes + 8 * h);
+      else dw[h] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + L::kDataBytes + 16 * h)));
     });
     unroll<MR>([&](auto i) {
       const __m256 dx = _mm256_set1_ps(xd[i][b]);

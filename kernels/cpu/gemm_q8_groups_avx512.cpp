@@ -1,11 +1,14 @@
-// The AVX-512 VNNI kernel of cpu::gemm_q8 on regrouped Q8_0 / Q4_0 weights
+// The AVX-512 VNNI kernel of cpu::gemm_q8 on regrouped Q8_0 / Q4_0 / FP4 weights
 // (kernels/q8_row_groups.h), decode and prefill: lanes are weight rows. Per 32-column
 // block and group of 16 rows, each 64-byte chunk of codes meets 4 broadcast activation
 // bytes in one vpdpbusd (4 products into each row's lane); after the block's chunks a
-// lane holds the row's Σ (w + c) · x, c = 128 (Q8_0) or 8 (Q4_0), and starting the lane
-// at -c · Σx (the quantizer's block sum) leaves Σ w · x exactly. The f32 step is the
-// reference's, lane by lane: s += (dw · dx) · float(dot), block after block, no FMA, so
-// the result equals ref::gemm_q8's bit for bit (as the packed kernel's does).
+// lane holds the row's Σ (w + c) · x, c = 128 (Q8_0), 8 (Q4_0) or 12 (FP4, whose nibbles
+// become 2 · E2M1 + 12 by one vpshufb each), and starting the lane at -c · Σx (the
+// quantizer's block sum) leaves Σ w · x exactly. The f32 step is the reference's, lane by
+// lane: s += (dw · dx) · float(dot), block after block, no FMA, so the result equals
+// ref::gemm_q8's bit for bit (as the packed kernel's does). FP4's dw is its UE8M0 code's
+// fp4_int8_scales() value, 2^(e - 128), made exactly by vscalefps (subnormal at e = 0,
+// NaN at e = 255).
 //
 // Two tile shapes, one body (Avx512GroupTile<F, Prefill>):
 //   decode  (M <= kGroupsDecodeMaxRows)  4 groups (64 weight rows) at M <= 2, where the
@@ -36,6 +39,14 @@ namespace {
 
 using avx512::first_lanes;
 using avx512::unroll;
+
+// fp4_int8_scales()[e] of 16 UE8M0 codes: 1 · 2^(e - 128) by vscalefps, exact down to
+// the subnormal 2^-128 of e = 0 (the quiet NaN of e = 255 set apart).
+inline __m512 fp4_scales(__m128i codes) {
+  const __m512i e = _mm512_cvtepu8_epi32(codes);
+  const __m512 s = _mm512_scalef_ps(_mm512_set1_ps(1.0f), _mm512_cvtepi32_ps(_mm512_sub_epi32(e, _mm512_set1_epi32(128))));
+  return _mm512_mask_mov_ps(s, _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(255)), _mm512_set1_ps(__builtin_nanf("")));
+}
 
 template <WeightFormat F, bool Prefill>
 struct Avx512GroupTile {
@@ -74,6 +85,7 @@ void Avx512GroupTile<F, Prefill>::run(const QGemmArgs& a, int64_t m0, int64_t n,
   __m512 acc[MR][G];
   unroll<MR>([&](auto i) { unroll<G>([&](auto g) { acc[i][g] = _mm512_setzero_ps(); }); });
   const __m512i low4 = _mm512_set1_epi8(0x0F);
+  const __m512i fp4_table = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kFp4Biased)));
   for (int64_t b = 0; b < blocks; ++b) {
     // A plain loop, not unroll<>: inside the lambda GCC 12 dropped the prefetches
     // altogether (docs/kernels-bench.md).
@@ -120,6 +132,10 @@ void Avx512GroupTile<F, Prefill>::run(const QGemmArgs& a, int64_t m0, int64_t n,
           const __m512i v = _mm512_loadu_si512(gp[g] + b * L::kBlockBytes + 64 * c);
           lo[g] = _mm512_and_si512(v, low4);
           hi[g] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+          if constexpr (L::kFp4) {
+            lo[g] = _mm512_shuffle_epi8(fp4_table, lo[g]);
+            hi[g] = _mm512_shuffle_epi8(fp4_table, hi[g]);
+          }
         });
         unroll<MR>([&](auto i) {
           const __m512i xl = _mm512_set1_epi32(load_i32(xb[i] + 4 * c));
@@ -133,8 +149,9 @@ void Avx512GroupTile<F, Prefill>::run(const QGemmArgs& a, int64_t m0, int64_t n,
     }
     __m512 dw[G];
     unroll<G>([&](auto g) {
-      dw[g] = _mm512_cvtph_ps(_mm256_loadu_si256(
-          reinterpret_cast<const __m256i*>(gp[g] + b * L::kBlockBytes + L::kDataBytes)));
+      const uint8_t* scales = gp[g] + b * L::kBlockBytes + L::kDataBytes;
+      if constexpr (L::kFp4) dw[g] = fp4_scales(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales)));
+      else dw[g] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales)));
     });
     unroll<MR>([&](auto i) {
       const __m512 dx = _mm512_set1_ps(xd[i][b]);

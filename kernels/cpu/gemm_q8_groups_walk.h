@@ -35,15 +35,19 @@
 namespace troupe::kernels::cpu {
 
 // One block of a group (kernels/q8_row_groups.h): kDataBytes of 64-byte code chunks,
-// then the 16 rows' f16 scales. A code is the weight plus kBias (q + 128 or the nibble
-// q + 8).
+// then the 16 rows' scales (f16, or FP4's UE8M0 bytes). A code's value is the weight
+// plus kBias: q + 128, the nibble q + 8, or for FP4 the value the kernel looks the code
+// up as, 2 · E2M1 + 12 (0..24; kFp4Biased).
 template <WeightFormat F>
 struct GroupLayout {
-  static constexpr bool kQ8 = F == WeightFormat::Q8_0;
-  static constexpr int64_t kBlockBytes = kGroupRows * (kQ8 ? kQ8_0Bytes : kQ4_0Bytes);
-  static constexpr int64_t kDataBytes = kBlockBytes - 2 * kGroupRows;
-  static constexpr int32_t kBias = kQ8 ? 128 : 8;
+  static constexpr bool kQ8 = F == WeightFormat::Q8_0, kFp4 = F == WeightFormat::FP4;
+  static constexpr int64_t kBlockBytes = kGroupRows * (kQ8 ? kQ8_0Bytes : kFp4 ? kQBlock / 2 + 1 : kQ4_0Bytes);
+  static constexpr int64_t kDataBytes = kBlockBytes - (kFp4 ? 1 : 2) * kGroupRows;
+  static constexpr int32_t kBias = kQ8 ? 128 : kFp4 ? 12 : 8;
 };
+
+// FP4 codes looked up as kFp4Int8 + 12: unsigned, for the u8 operand of vpdpbusd.
+inline constexpr uint8_t kFp4Biased[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
 
 // Software prefetch. A tile reads its G groups side by side, block by block: G streams,
 // each restarting every 4 KiB page for the hardware prefetcher (a Q4_0 group at K = 1024
@@ -94,11 +98,12 @@ void walk_groups(const QGemmArgs& a, int64_t n0, int64_t n1) {
   }
 }
 
-// The row-group kernel of a file's Tile template, per weight format (Q8_0 or Q4_0).
+// The row-group kernel of a file's Tile template, per weight format (Q8_0, Q4_0 or FP4).
 template <template <WeightFormat> class Tile>
 void run_groups(const QGemmArgs& a, int64_t n0, int64_t n1) {
   if (a.format == WeightFormat::Q8_0) walk_groups<Tile<WeightFormat::Q8_0>>(a, n0, n1);
-  else walk_groups<Tile<WeightFormat::Q4_0>>(a, n0, n1);
+  else if (a.format == WeightFormat::Q4_0) walk_groups<Tile<WeightFormat::Q4_0>>(a, n0, n1);
+  else walk_groups<Tile<WeightFormat::FP4>>(a, n0, n1);
 }
 
 }  // namespace troupe::kernels::cpu

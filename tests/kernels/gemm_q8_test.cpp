@@ -320,8 +320,9 @@ bool groups_kernel(cpu::QGemmKernel k) {
 // the row-group ones (Avx512VnniGroups, Avx2Groups, given row groups) add the blocks in
 // the reference's order with the reference's f32 steps: bit for bit.
 bool bit_exact(cpu::QGemmKernel k, int64_t m, WeightFormat f) {
-  if (f == WeightFormat::FP4) return false;  // no packed or row-group FP4 kernel
-  return k == cpu::QGemmKernel::Avx512VnniPacked || groups_kernel(k) ||
+  if (groups_kernel(k)) return true;  // FP4 too
+  if (f == WeightFormat::FP4) return false;  // no packed FP4 kernel
+  return k == cpu::QGemmKernel::Avx512VnniPacked ||
          (k == cpu::QGemmKernel::Avx512Vnni && m >= cpu::kPackedMinRows);
 }
 
@@ -360,7 +361,7 @@ TEST_P(GemmQ8Kernel, EveryCaseMatchesTheReference) {
     p.y = want.data();
     ref::gemm_q8(p);
     std::vector<uint8_t> groups;  // the row-group kernel's layout of the same weight
-    if (groups_kernel(kernel()) && is_ggml_block(c.format)) {
+    if (groups_kernel(kernel())) {
       groups.assign(size_t(q8_row_groups_bytes(p.w)), 0xA5);
       pack_q8_row_groups(p.w, groups.data());
       p.w.groups = groups.data();
@@ -406,6 +407,10 @@ TEST_P(GemmQ8Kernel, SharedXGivesEachGemmsOwnBits) {
        {WeightFormat::Q4_0, 72, false, false, 1}},
       {{WeightFormat::Q4_0, 33, true, false, 0}, {WeightFormat::Q4_0, 33, true, false, 0}},
       {{WeightFormat::FP4, 37, false, false, 2}, {WeightFormat::FP4, 5, false, true, 0}},
+      // FP4 with row groups takes x in column order, without them (SIMD) in fp4_order:
+      // neighbours of either kind share x only where the orders agree.
+      {{WeightFormat::FP4, 37, true, false, 2}, {WeightFormat::FP4, 5, false, true, 0},
+       {WeightFormat::FP4, 20, true, true, 1}, {WeightFormat::Q4_0, 33, true, false, 0}},
   };
   const int64_t k = 160, ldx = k + 7;
   uint32_t seed = 300;
@@ -543,7 +548,7 @@ TEST_P(RowGroupsPath, RowGroupsFollowRowSlices) {
   const cpu::QGemmKernel kernel = GetParam();
   std::mt19937 rng(5);
   uint32_t seed = 900;
-  for (WeightFormat f : {WeightFormat::Q8_0, WeightFormat::Q4_0}) {
+  for (WeightFormat f : {WeightFormat::Q8_0, WeightFormat::Q4_0, WeightFormat::FP4}) {
     const TestWeight tw = random_weight(f, 80, 96, rng);
     std::vector<uint8_t> groups(size_t(q8_row_groups_bytes(tw.view())));
     pack_q8_row_groups(tw.view(), groups.data());
@@ -588,7 +593,7 @@ TEST_P(RowGroupsPath, TileWidthsAndThreadRangesMatchTheReference) {
   const cpu::QGemmKernel kernel = GetParam();
   std::mt19937 rng(7);
   uint32_t seed = 1200;
-  for (WeightFormat f : {WeightFormat::Q8_0, WeightFormat::Q4_0})
+  for (WeightFormat f : {WeightFormat::Q8_0, WeightFormat::Q4_0, WeightFormat::FP4})
     for (const auto& [n, k] : {std::pair<int64_t, int64_t>{48, 1024}, {71, 96}, {130, 2048}, {200, 96}, {16, 1024}, {100, 4096}}) {
       const TestWeight tw = random_weight(f, n, k, rng);
       std::vector<uint8_t> groups(size_t(q8_row_groups_bytes(tw.view())));
@@ -619,6 +624,49 @@ TEST_P(RowGroupsPath, TileWidthsAndThreadRangesMatchTheReference) {
         set_num_threads(0);
       }
     }
+}
+
+// FP4's row groups keep the UE8M0 codes, which the kernels turn into fp4_int8_scales()'s
+// values themselves: every code, the subnormal 2^-127 and 2^-128 (e = 1, 0) and the NaN
+// of e = 255 included, gives the reference's bits (NaN where the reference has NaN).
+TEST_P(RowGroupsPath, Fp4ScaleCodesAreTheReferencesValues) {
+  // Rows r < 240: block b has code 16r + b (mod 255), every finite code many times.
+  // Activation row i is nonzero in block i alone, so y(i, r) is one block's product, at
+  // code 16r + i: each output checks one code's value. Rows 240..255 hold code 255 (NaN)
+  // in one block, which makes the whole row NaN (NaN · 0 is NaN), as in the reference.
+  const int64_t blocks = 16, n = 256, k = blocks * 32, m = blocks;
+  std::mt19937 rng(8);
+  TestWeight tw = random_weight(WeightFormat::FP4, n, k, rng);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t b = 0; b < blocks; ++b)
+      tw.scale[size_t(r * blocks + b)] = r < 240 ? uint8_t((16 * r + b) % 255) : b == r - 240 ? 255 : 127;
+  std::vector<float> x(size_t(m * k), 0.0f);
+  for (int64_t i = 0; i < m; ++i)
+    for (int j = 0; j < 32; ++j) x[size_t(i * k + i * 32 + j)] = 1.0f - 0.07f * float(j) + 0.25f * float(i % 5);
+  std::vector<uint8_t> groups(size_t(q8_row_groups_bytes(tw.view())));
+  pack_q8_row_groups(tw.view(), groups.data());
+  GemmParams p;
+  p.x = x.data();
+  p.w = tw.view();
+  p.m = m;
+  std::vector<float> want(size_t(m * n)), got(size_t(m * n), 0.0f);
+  p.y = want.data();
+  ref::gemm_q8(p);
+  p.w.groups = groups.data();
+  p.y = got.data();
+  cpu::gemm_q8(p, GetParam());
+  int nans = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t r = 0; r < n; ++r) {
+      const size_t at = size_t(i * n + r);
+      const bool nan_code = r >= 240;
+      EXPECT_EQ(bool(std::isnan(want[at])), nan_code) << "ref y(" << i << ", " << r << ")";
+      nans += nan_code;
+      if (nan_code) EXPECT_TRUE(std::isnan(got[at])) << "y(" << i << ", " << r << ") = " << got[at];
+      else EXPECT_EQ(std::bit_cast<uint32_t>(got[at]), std::bit_cast<uint32_t>(want[at]))
+          << "y(" << i << ", " << r << ") = " << got[at] << ", ref " << want[at] << ", code " << (16 * r + i) % 255;
+    }
+  EXPECT_EQ(nans, 16 * 16);
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, RowGroupsPath,
