@@ -6,6 +6,7 @@
 
 #include "kernels/check.h"
 #include "model/llama_model.h"
+#include "model/row_groups_copy.h"
 #include "model/tensor_spec.h"
 #include "model/tiny_checkpoint.h"
 
@@ -50,6 +51,7 @@ std::unique_ptr<LoadedModel> load_model(const std::string& dir_arg, bool need_to
       model::Checkpoint::open(dir), {}, nullptr, nullptr});
   model::validate_checkpoint(m->checkpoint, m->config);
   m->weights = model::bind_weights(m->checkpoint, m->config);
+  if (options.expert_precision == kernels::GemmPrecision::Int8) model::add_expert_row_groups(m->weights);
   m->forward = std::make_unique<model::Forward>(m->config, m->weights, nullptr, options);
   const fs::path tok = fs::path(dir) / "tokenizer.json";
   if (fs::exists(tok)) {
@@ -68,6 +70,7 @@ std::unique_ptr<DraftModel> load_draft(const LoadedModel& m) {
     TROUPE_FAIL("speculative-config: method \"dspark\" needs the checkpoint's DSpark draft "
                 "(mtp.* tensors, MODEL.md 8): " << e.what());
   }
+  if (m.forward->options().expert_precision == kernels::GemmPrecision::Int8) model::add_expert_row_groups(d->weights);
   d->forward = std::make_unique<model::Forward>(m.config, m.weights, &d->weights, m.forward->options());
   d->draft = std::make_unique<model::DsparkDraft>(m.config, m.weights, d->weights);
   d->drafter = std::make_unique<runtime::DsparkDrafter>(*d->draft);

@@ -1,7 +1,5 @@
 #include "model/llama_weights.h"
 
-#include <sys/mman.h>
-
 #include <cstdint>
 #include <cstdlib>
 #include <sstream>
@@ -11,6 +9,7 @@
 #include "kernels/q8_row_groups.h"
 #include "model/gguf.h"
 #include "model/gguf_dequant.h"
+#include "model/row_groups_copy.h"
 #include "model/weights.h"
 
 namespace troupe::model {
@@ -129,27 +128,12 @@ LlamaLayerWeights read_layer(const GgufFile& f, const LlamaConfig& c, int64_t l)
   return w;
 }
 
-// The matrices' row groups in one anonymous mapping on 2 MiB pages that `w` owns, each
-// matrix's share 64-byte aligned (the kernel's loads then never split a cache line at a
-// group's start); the GGUF bytes stay where they are.
+// The matrices' row groups in a mapping of their own that `w` owns (pack_row_groups_copy);
+// the GGUF bytes stay where they are.
 void regroup_into_copy(LlamaWeights& w, const std::vector<LlamaMatrix*>& todo) {
-  auto share = [](const LlamaMatrix* m) { return size_t(kernels::q8_row_groups_bytes(m->full) + 63) / 64 * 64; };
-  size_t total = 0;
-  for (const LlamaMatrix* m : todo) total += share(m);
-  if (total == 0) return;
-  constexpr size_t kHuge = size_t{2} << 20;
-  const size_t mapped = (total + kHuge - 1) / kHuge * kHuge;
-  void* addr = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (addr == MAP_FAILED) return;  // the GEMM reads the GGUF blocks instead: same values
-  ::madvise(addr, mapped, MADV_HUGEPAGE);  // advice only: without THP this is plain memory
-  w.row_groups.reset(static_cast<uint8_t*>(addr), [mapped](uint8_t* p) { ::munmap(p, mapped); });
-  w.row_groups_bytes = int64_t(total);
-  uint8_t* next = w.row_groups.get();
-  for (LlamaMatrix* m : todo) {
-    kernels::pack_q8_row_groups(m->full, next);
-    m->full.groups = next;
-    next += share(m);
-  }
+  std::vector<kernels::WeightView*> views;
+  for (LlamaMatrix* m : todo) views.push_back(&m->full);
+  w.row_groups = pack_row_groups_copy(views, &w.row_groups_bytes);
 }
 
 // The matrices regrouped in the file's own bytes (kernels::regroup_q8_in_place): one copy

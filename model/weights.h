@@ -88,6 +88,8 @@ struct ModelWeights {
 
   // Owned conversions (F32 copies of unaligned tensors); views above may point here.
   std::vector<std::unique_ptr<std::vector<float>>> owned;
+  // The routed experts' row groups where add_expert_row_groups made them (model/row_groups_copy.h).
+  std::shared_ptr<uint8_t> expert_row_groups;
 };
 
 // One DSpark stage `mtp.{s}.` (MODEL.md §2, §8): an SWA block with the draft's MoE.
@@ -108,6 +110,7 @@ struct DsparkWeights {
   kernels::WeightView markov_head;         // [V, Mr] BF16 (stage S-1)
   Vec confidence;                          // [H + Mr] (stage S-1)
   std::vector<std::unique_ptr<std::vector<float>>> owned;
+  std::shared_ptr<uint8_t> expert_row_groups;  // as ModelWeights'
 };
 
 // Binds every tensor the target forward pass needs; a missing, misshaped or

@@ -21,6 +21,7 @@
 #include "model/llama_model.h"
 #include "model/temp_dir.h"
 #include "support/llama_ref.h"
+#include "support/scoped_env.h"
 
 namespace troupe::model {
 namespace {
@@ -43,20 +44,8 @@ const Case kCases[] = {
 };
 
 // TROUPE_Q8_ROW_GROUPS for one load.
-class ScopedRowGroupsEnv {
- public:
-  explicit ScopedRowGroupsEnv(const char* v) {
-    if (const char* old = std::getenv(kName)) old_ = old;
-    ::setenv(kName, v, 1);
-  }
-  ~ScopedRowGroupsEnv() {
-    if (old_) ::setenv(kName, old_->c_str(), 1);
-    else ::unsetenv(kName);
-  }
-
- private:
-  static constexpr const char* kName = "TROUPE_Q8_ROW_GROUPS";
-  std::optional<std::string> old_;
+struct ScopedRowGroupsEnv : testing::ScopedEnv {
+  explicit ScopedRowGroupsEnv(const char* v) : ScopedEnv("TROUPE_Q8_ROW_GROUPS", v) {}
 };
 
 class InPlaceGroups : public ::testing::TestWithParam<Case> {

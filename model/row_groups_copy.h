@@ -1,0 +1,36 @@
+// Row groups (kernels/q8_row_groups.h) packed into memory of their own, beside the bytes
+// the views already read: a GGUF file's Q8_0 / Q4_0 matrices that cannot be regrouped in
+// place (model/llama_weights.cpp), and a V4.1 checkpoint's FP4 experts when they run on
+// int8 (ForwardOptions::expert_precision = Int8; the f32 GEMMs, and every GEMM of more
+// than kInt8MaxRows rows, keep reading the checkpoint's codes).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "kernels/weights.h"
+
+namespace troupe::model {
+
+struct ModelWeights;
+struct DsparkWeights;
+
+// The views' row groups in one anonymous mapping on 2 MiB pages, each view's share 64-byte
+// aligned (the kernels' loads then never split a cache line at a group's start); sets
+// each view's `groups`. Returns the mapping's owner, or null where there was nothing to
+// pack or no memory to map (the views keep no groups: the GEMMs read their bytes, the
+// same values).
+std::shared_ptr<uint8_t> pack_row_groups_copy(std::span<kernels::WeightView* const> views,
+                                              int64_t* bytes = nullptr);
+
+// Row groups for every FP4 routed expert matrix (w1, w3, w2 of each layer's experts; the
+// draft's stages' too), when this process's int8 GEMM reads them
+// (kernels::q8_row_groups_used()): the int8 expert path then runs the row-group kernels,
+// which read each weight byte once per decode step at M <= 16 (docs/kernels-bench.md).
+// Costs the experts' bytes again in memory. Returns the bytes packed.
+// TROUPE_Q8_ROW_GROUPS=0 leaves them out (to measure without them).
+int64_t add_expert_row_groups(ModelWeights& w);
+int64_t add_expert_row_groups(DsparkWeights& w);
+
+}  // namespace troupe::model

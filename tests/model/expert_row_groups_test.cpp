@@ -1,0 +1,104 @@
+// model::add_expert_row_groups (model/row_groups_copy.h): under int8 experts the loader
+// gives every FP4 routed expert (the target's and the DSpark draft's) its row groups,
+// exactly kernels::pack_q8_row_groups of its own view, and the int8 forward reads them:
+// poisoning the groups moves the logits, and the logits stay within the int8 path's
+// documented tolerance of the golden f64 values (docs/model-notes.md "Int8 experts").
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "kernels/dispatch.h"
+#include "kernels/q8_row_groups.h"
+#include "model/row_groups_copy.h"
+#include "support/golden.h"
+#include "support/scoped_env.h"
+
+namespace troupe::model {
+namespace {
+
+using testing::Golden;
+
+// The FP4 expert views of a layer list's MoE blocks, in order.
+template <class Layers>
+std::vector<const kernels::WeightView*> fp4_experts(const Layers& layers) {
+  std::vector<const kernels::WeightView*> out;
+  for (const auto& l : layers)
+    for (const kernels::ExpertWeights& e : l.ffn.experts)
+      for (const kernels::WeightView* v : {&e.w1, &e.w3, &e.w2})
+        if (v->format == kernels::WeightFormat::FP4) out.push_back(v);
+  return out;
+}
+
+void expect_packed(const std::vector<const kernels::WeightView*>& views, int64_t bytes) {
+  ASSERT_FALSE(views.empty());
+  int64_t want = 0;
+  for (const kernels::WeightView* v : views) {
+    ASSERT_NE(v->groups, nullptr);
+    std::vector<uint8_t> packed(size_t(kernels::q8_row_groups_bytes(*v)));
+    kernels::pack_q8_row_groups(*v, packed.data());
+    EXPECT_EQ(std::memcmp(v->groups, packed.data(), packed.size()), 0);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(v->groups) % 64, 0u);
+    want += (int64_t(packed.size()) + 63) / 64 * 64;
+  }
+  EXPECT_EQ(bytes, want);
+}
+
+TEST(ExpertRowGroups, EveryFp4ExpertGetsItsOwnPackedGroups) {
+  if (!kernels::q8_row_groups_used()) GTEST_SKIP() << "this CPU path's int8 GEMM reads no row groups";
+  const auto& g = testing::golden_model(Golden::kSeed7);
+  ModelWeights w = bind_weights(g.ckpt, g.config);
+  expect_packed(fp4_experts(w.layers), add_expert_row_groups(w));
+  EXPECT_NE(w.expert_row_groups, nullptr);
+  for (const LayerWeights& l : w.layers) EXPECT_EQ(l.ffn.shared.w1.groups, nullptr);  // FP8: not int8
+  EXPECT_EQ(add_expert_row_groups(w), 0);  // grouped once
+
+  DsparkWeights d = bind_dspark_weights(g.ckpt, g.config);
+  expect_packed(fp4_experts(d.stages), add_expert_row_groups(d));
+}
+
+TEST(ExpertRowGroups, NoneWhereTheGemmReadsNoneOrTheEnvironmentSaysSo) {
+  const auto& g = testing::golden_model(Golden::kSeed7);
+  {
+    kernels::ScopedCpuPath portable(kernels::CpuPath::Portable);
+    ModelWeights w = bind_weights(g.ckpt, g.config);
+    EXPECT_EQ(add_expert_row_groups(w), 0);
+    for (const kernels::WeightView* v : fp4_experts(w.layers)) EXPECT_EQ(v->groups, nullptr);
+  }
+  testing::ScopedEnv off("TROUPE_Q8_ROW_GROUPS", "0");
+  ModelWeights w = bind_weights(g.ckpt, g.config);
+  EXPECT_EQ(add_expert_row_groups(w), 0);
+  EXPECT_EQ(w.expert_row_groups, nullptr);
+}
+
+TEST(ExpertRowGroups, TheInt8ForwardReadsThemWithinItsTolerance) {
+  if (!kernels::q8_row_groups_used()) GTEST_SKIP() << "this CPU path's int8 GEMM reads no row groups";
+  const auto& g = testing::golden_model(Golden::kSeed11Aux);
+  const auto j = testing::read_json(testing::golden_dir(Golden::kSeed11Aux) + "/logits-130-all.json");
+  const auto tokens = j["tokens"].get<std::vector<int32_t>>();
+  const auto want = j["logits"].get<std::vector<std::vector<double>>>();
+  ModelWeights w = bind_weights(g.ckpt, g.config);
+  ASSERT_GT(add_expert_row_groups(w), 0);
+  ForwardOptions o;
+  o.expert_precision = kernels::GemmPrecision::Int8;
+  const Forward f(g.config, w, nullptr, o);
+  auto logits = [&] {
+    SequenceState st = SequenceState::empty(g.config);
+    SequenceInput in{&st, tokens, /*all_logits=*/true};
+    return f.run({&in, 1})[0];
+  };
+  const std::vector<float> grouped = logits();
+  const testing::LogitsAgreement a = testing::compare_logits(grouped, want, g.config.vocab_size);
+  std::printf("[ expert int8, row groups ] logits-130: %s\n", a.summary().c_str());
+  EXPECT_LE(a.mean, 0.2);  // expert_precision_test's bounds
+  EXPECT_GE(static_cast<double>(a.agree), 0.6 * static_cast<double>(a.positions()));
+  // Poisoned groups (every code the largest, 2 · E2M1 = 12): the same forward moves.
+  const kernels::WeightView& first = w.layers[0].ffn.experts[0].w1;
+  std::memset(const_cast<uint8_t*>(first.groups), 0x77, size_t(kernels::q8_row_groups_bytes(first) / 2));
+  const std::vector<float> poisoned = logits();
+  EXPECT_NE(std::memcmp(grouped.data(), poisoned.data(), grouped.size() * sizeof(float)), 0)
+      << "the int8 forward gave the same logits with the groups poisoned: it does not read them";
+}
+
+}  // namespace
+}  // namespace troupe::model
