@@ -230,6 +230,33 @@ void prepare_x(const GemmShape& sh, const float* x, bool pairs, bool round, floa
   });
 }
 
+// FP8 at M = 1 multiplies a block's x by the tile's 2^120·scale where that is exact for
+// every x of the block, as the AVX-512 direct tiles do (gemm_direct_avx512.h,
+// x_fold_ranges, says why): block b may fold UE8M0 codes range[2b] .. range[2b + 1]
+// (lo > hi: none). xb: [m, kp] prepared x.
+void x_fold_ranges(const float* xb, int64_t m, int64_t kp, uint8_t* range) {
+  const __m256i magnitude = _mm256_set1_epi32(0x7FFFFFFF), zero = _mm256_setzero_si256();
+  for (int64_t kb = 0; kb < kp; kb += 32) {
+    // Zero x is left out of both: the max starts at 0, the min at 255 (zeros set to 255).
+    __m256i emax = zero, emin = _mm256_set1_epi32(255);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t h = 0; h < 32; h += 8) {
+        const __m256i v = _mm256_and_si256(_mm256_castps_si256(_mm256_load_ps(xb + i * kp + kb + h)), magnitude);
+        const __m256i e = _mm256_srli_epi32(v, 23);
+        const __m256i is_zero = _mm256_cmpeq_epi32(v, zero);
+        emax = _mm256_max_epu32(emax, e);
+        emin = _mm256_min_epu32(emin, _mm256_or_si256(e, _mm256_and_si256(is_zero, _mm256_set1_epi32(255))));
+      }
+    alignas(32) uint32_t mx[8], mn[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(mx), emax);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(mn), emin);
+    uint32_t hi_e = 0, lo_e = 255;
+    for (int l = 0; l < 8; ++l) hi_e = std::max(hi_e, mx[l]), lo_e = std::min(lo_e, mn[l]);
+    range[kb / 16] = static_cast<uint8_t>(std::max(0, 8 - static_cast<int>(lo_e)));
+    range[kb / 16 + 1] = static_cast<uint8_t>(std::min(kMaxFoldedScale, 261 - static_cast<int>(hi_e)));
+  }
+}
+
 // --- decode, M <= 4: weights decoded in registers ---------------------------------------
 
 // x rows x weight rows per direct tile (<= 4 ymm accumulators).
@@ -271,10 +298,17 @@ AVX2_INLINE void prefetch_rows_ahead(const WeightSrc& s, int64_t r, int64_t kb, 
 // y's values first when accumulating). So a row's result does not depend on whether its
 // batch takes this path or the blocked one: outputs are independent of the batch size.
 // rows_ahead: the rows two tiles on are the thread's (prefetch_block).
+// x_fold: FP8 at M = 1, x's fold ranges (x_fold_ranges), else null.
 template <WeightFormat F, int MR>
-void direct_tile(const WeightSrc& s, const float* x, int64_t ldx, const int64_t* r, bool add,
-                 bool rows_ahead, __m128* out) {
+void direct_tile(const WeightSrc& s, const float* x, int64_t ldx, const uint8_t* x_fold, const int64_t* r,
+                 bool add, bool rows_ahead, __m128* out) {
   constexpr int NR = direct_rows(MR);
+  // FP8 rows of one 32x32 scale tile share each block's scale: where x · 2^120·scale is
+  // exact (x_fold), x takes it (4 multiplies) instead of every row's decoded block (4 · NR).
+  const uint8_t* shared_scales = nullptr;
+  if constexpr (F == WeightFormat::FP8) {
+    if (x_fold != nullptr && r[0] / 32 == r[NR - 1] / 32) shared_scales = s.scale + (r[0] / 32) * s.scale_ld;
+  }
   __m256i nan[NR];
   for (__m256i& v : nan) v = _mm256_setzero_si256();
   for (int64_t k0 = 0; k0 < s.k; k0 += kChunkCols) {
@@ -285,6 +319,25 @@ void direct_tile(const WeightSrc& s, const float* x, int64_t ldx, const int64_t*
       // unroll<>, not a loop over j: GCC 12 left this loop rolled for FP8 (its decode is
       // long) and kept acc in memory, a store and a reload on every block's FMA chain
       // (perf annotate; FP8 ran at 9-14% of DRAM, unroll.h).
+      if constexpr (F == WeightFormat::FP8 && MR == 1) {
+        if (shared_scales != nullptr && kb + 32 <= s.k) {
+          const uint8_t code = shared_scales[kb / 32];
+          if (code >= x_fold[kb / 16] && code <= x_fold[kb / 16 + 1]) {
+            const __m256 f = _mm256_set1_ps(s.e4m3_scale[code]);
+            __m256 xf[4];
+            for (int v = 0; v < 4; ++v) xf[v] = _mm256_mul_ps(_mm256_load_ps(x + kb + 8 * v), f);
+            unroll<NR>([&](auto j) {
+              const uint8_t* p = s.data + r[j] * s.row_bytes + kb;
+              _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
+              Vec32 w;
+              e4m3x16_unscaled(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), w.v[0], w.v[1], nan[j]);
+              e4m3x16_unscaled(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)), w.v[2], w.v[3], nan[j]);
+              for (int v = 0; v < 4; ++v) acc[0][j] = _mm256_fmadd_ps(xf[v], w.v[v], acc[0][j]);
+            });
+            continue;
+          }
+        }
+      }
       unroll<NR>([&](auto j) {
         if constexpr (rows_ahead_format<F>()) {
           prefetch_rows_ahead<F>(s, r[j], kb, rows_ahead ? 2 * NR : 0);
@@ -325,6 +378,7 @@ struct Plan {  // one call, shared read-only by the threads
   int64_t panel;    // weight rows per buffered block
   float* y;
   bool accumulate;
+  const uint8_t* x_fold;  // FP8 at M = 1: x_fold_ranges of xb, else null
 };
 
 template <WeightFormat F, int MR>
@@ -340,8 +394,8 @@ void run_direct(const Plan& pl, int64_t nb, int64_t ne) {
       for (int j = 0; pl.accumulate && j < nr; ++j) v[j] = pl.y[i * pl.sh.ldy + n0 + j];
       out[i] = _mm_load_ps(v);
     }
-    direct_tile<F, MR>(pl.src, pl.xb, pl.kp, r, pl.accumulate, rows_ahead_format<F>() && n0 + 2 * NR < ne,
-                       out);
+    direct_tile<F, MR>(pl.src, pl.xb, pl.kp, pl.x_fold, r, pl.accumulate,
+                       rows_ahead_format<F>() && n0 + 2 * NR < ne, out);
     store_tile(out, MR, nr, pl.y + n0, pl.sh.ldy, /*add=*/false);
   }
 }
@@ -472,11 +526,18 @@ void gemm_avx2(const GemmParams& p) {
   const GemmShape sh = gemm_shape(p);
   if (gemm_trivial(p, sh)) return;
   const int64_t kp = (sh.k + 31) / 32 * 32;
-  float* xb = gemm_x_scratch().get<float>(sh.m * kp);
+  // x, then (FP8 at M = 1) its fold ranges: 2 bytes per 32 columns.
+  const bool fold = p.w.format == WeightFormat::FP8 && sh.m == 1;
+  float* xb = gemm_x_scratch().get<float>(sh.m * kp + (fold ? kp / 64 + 1 : 0));
   prepare_x(sh, p.x, pairs_order(p.w.format), p.precision == GemmPrecision::Bf16, xb, kp);
+  uint8_t* x_fold = nullptr;
+  if (fold) {
+    x_fold = reinterpret_cast<uint8_t*>(xb + sh.m * kp);
+    x_fold_ranges(xb, sh.m, kp, x_fold);
+  }
   const bool direct = sh.m <= kDirectMaxM;
   const Plan pl{sh,  weight_src(p.w), xb, kp, sh.m <= kDecodeMaxM ? kNR : kPrefillPanel,
-                p.y, p.accumulate};
+                p.y, p.accumulate, x_fold};
   const int64_t tile_rows = direct ? direct_rows(static_cast<int>(sh.m)) : kNR;
   parallel_for(sh.n, gemm_min_chunk(sh, tile_rows),
                [&](int64_t nb, int64_t ne) { run_format(pl, p.w.format, nb, ne); });

@@ -550,13 +550,14 @@ TEST_P(GemmPath, Fp8DecodeShapesOfV41Small) {
     }
 }
 
-// The AVX-512 FP8 tiles of M <= 4 multiply x by a block's 2^120·scale instead of the
-// weights where that product is exact for the whole block (E4m3TileRows, x_fold_ranges).
+// The AVX-512 FP8 tiles of M <= 4 (AVX2's of M = 1) multiply x by a block's 2^120·scale
+// instead of the weights where that product is exact for the whole block (E4m3TileRows,
+// x_fold_ranges).
 // Here blocks hold x that the largest scale codes would overflow (1.5·2^100 with code 134:
 // 2^127) and x whose product with the smallest codes falls below the normals (a full
 // mantissa at 2^-126 or a subnormal, with code 1: 2^-6), beside ordinary ones, under
 // every code class (1, 7, 8, 127, 134, 135, 200): each row of M = 1..4 and of M = 8 (the
-// direct tiles in passes) must equal bit for bit the same row in an M = 20 call (the
+// direct tiles in passes), and rows 1..3 each alone, must equal bit for bit the same row in an M = 20 call (the
 // prefill panels, which scale the weights), on 1 and 2 threads; and the sums stay near
 // ref's wherever ref is finite.
 TEST_P(GemmPath, Fp8ScaleFoldedIntoXOnlyWhereExact) {
@@ -579,10 +580,10 @@ TEST_P(GemmPath, Fp8ScaleFoldedIntoXOnlyWhereExact) {
       std::copy(x.begin() + (i % 4) * kK, x.begin() + (i % 4 + 1) * kK, x.begin() + i * kK);
     for (int threads : {1, 2}) {
       set_num_threads(threads);
-      auto run = [&](int64_t m) {
+      auto run = [&](int64_t m, int64_t first_row = 0) {
         std::vector<float> y(m * kN, kSentinel);
         GemmParams p;
-        p.x = x.data();
+        p.x = x.data() + first_row * kK;
         p.w = w.view();
         p.y = y.data();
         p.m = m;
@@ -594,6 +595,12 @@ TEST_P(GemmPath, Fp8ScaleFoldedIntoXOnlyWhereExact) {
         const std::vector<float> direct = run(m);
         EXPECT_EQ(std::memcmp(direct.data(), panel.data(), direct.size() * 4), 0)
             << path().name << " codes " << int{tile_codes[0]} << ".. m=" << m << " threads " << threads;
+      }
+      // Each of rows 1..3 alone (M = 1, where the AVX2 tiles fold): its own blocks decide.
+      for (int64_t i = 1; i < 4; ++i) {
+        const std::vector<float> alone = run(1, i);
+        EXPECT_EQ(std::memcmp(alone.data(), panel.data() + i * kN, alone.size() * 4), 0)
+            << path().name << " codes " << int{tile_codes[0]} << ".. row " << i << " alone, threads " << threads;
       }
       std::vector<float> ref(20 * kN);
       {
