@@ -271,8 +271,8 @@ constexpr int direct_rows(int mr) {
 // the row two tiles on, or, in a thread's last two tiles (those rows are another
 // thread's), F16 / BF16 kPrefetchBytes ahead in the row. Measured at M = 1, 2 threads:
 // F16 / BF16 1.3-1.7x (docs/kernels-bench.md). FP8 / ROWFP8 decode is the bound (rows
-// ahead measured up to 1.3x slower): kPrefetchBytes ahead in the row, as before; FP4
-// nothing (rows ahead measured no gain).
+// ahead measured up to 1.3x slower): kPrefetchBytes ahead in the row, as before, except
+// FP8's x-folded blocks at M = 1 (direct_tile); FP4 nothing (rows ahead measured no gain).
 template <WeightFormat F>
 constexpr bool rows_ahead_format() {
   return F == WeightFormat::F32 || F == WeightFormat::BF16 || F == WeightFormat::F16;
@@ -328,7 +328,10 @@ void direct_tile(const WeightSrc& s, const float* x, int64_t ldx, const uint8_t*
             for (int v = 0; v < 4; ++v) xf[v] = _mm256_mul_ps(_mm256_load_ps(x + kb + 8 * v), f);
             unroll<NR>([&](auto j) {
               const uint8_t* p = s.data + r[j] * s.row_bytes + kb;
-              _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
+              // With the decode this light, the rows two tiles on (their line, once per
+              // line) beat the bytes ahead in the row (1.05-1.2x at M = 1, noisy).
+              if (!rows_ahead) _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
+              else if (kb % 64 == 0) _mm_prefetch(reinterpret_cast<const char*>(p + 2 * NR * s.row_bytes), _MM_HINT_T0);
               Vec32 w;
               e4m3x16_unscaled(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), w.v[0], w.v[1], nan[j]);
               e4m3x16_unscaled(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)), w.v[2], w.v[3], nan[j]);
@@ -394,8 +397,8 @@ void run_direct(const Plan& pl, int64_t nb, int64_t ne) {
       for (int j = 0; pl.accumulate && j < nr; ++j) v[j] = pl.y[i * pl.sh.ldy + n0 + j];
       out[i] = _mm_load_ps(v);
     }
-    direct_tile<F, MR>(pl.src, pl.xb, pl.kp, pl.x_fold, r, pl.accumulate,
-                       rows_ahead_format<F>() && n0 + 2 * NR < ne, out);
+    const bool ahead = rows_ahead_format<F>() || (F == WeightFormat::FP8 && pl.x_fold != nullptr);
+    direct_tile<F, MR>(pl.src, pl.xb, pl.kp, pl.x_fold, r, pl.accumulate, ahead && n0 + 2 * NR < ne, out);
     store_tile(out, MR, nr, pl.y + n0, pl.sh.ldy, /*add=*/false);
   }
 }
