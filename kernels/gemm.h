@@ -19,16 +19,19 @@ namespace troupe::kernels {
 enum class GemmPrecision : uint8_t {
   F32,   // exact f32 products (the model's defined numerics)
   Bf16,  // activations rounded to bf16, f32 accumulation (faster, documented tolerance)
-  Int8,  // FP4 weights, M <= kInt8MaxRows: activations quantized to q8_0 per 32 columns,
-         // int8 dot products (kernels/ggml_blocks.h); larger M and every other format run
-         // exactly as F32. CPU only.
+  Int8,  // FP4 weights, M <= kInt8MaxRows or with row groups: activations quantized to
+         // q8_0 per 32 columns, int8 dot products (kernels/ggml_blocks.h); larger M without
+         // row groups and every other format run exactly as F32. CPU only.
 };
 
-// Rows up to which GemmPrecision::Int8 takes FP4 weights to int8: decode and small
-// batches, where the int8 tiles beat the f32 ones; a prefill's larger GEMMs keep the f32
-// path (its packed kernels are faster there, and exact). Per call, so every row of one
-// GEMM gets the same numerics, and an expert-parallel owner (which runs all rows of its
-// expert in one call) computes what one rank would.
+// Rows up to which GemmPrecision::Int8 takes FP4 weights without row groups to int8:
+// decode and small batches, where the per-block int8 tiles beat the f32 ones; their
+// larger GEMMs keep the f32 path (its packed kernels are faster there, and exact). A
+// weight with row groups (WeightView::groups, kernels/q8_row_groups.h) takes int8 at any
+// M: the row-group kernels run a prefill at ~3x the f32 path's speed (M = 512,
+// docs/kernels-bench.md). Per call and per weight view, so every row of one GEMM gets the
+// same numerics, and an expert-parallel owner (which runs all rows of its expert in one
+// call, on a copy that keeps the groups) computes what one rank would.
 constexpr int64_t kInt8MaxRows = 32;
 
 struct GemmParams {
@@ -42,9 +45,10 @@ struct GemmParams {
   GemmPrecision precision = GemmPrecision::F32;
 };
 
-// FP4 weights under GemmPrecision::Int8, at most kInt8MaxRows rows.
+// FP4 weights under GemmPrecision::Int8: at most kInt8MaxRows rows, or with row groups.
 inline bool fp4_on_int8(const GemmParams& p) {
-  return p.precision == GemmPrecision::Int8 && p.w.format == WeightFormat::FP4 && p.m <= kInt8MaxRows;
+  return p.precision == GemmPrecision::Int8 && p.w.format == WeightFormat::FP4 &&
+         (p.m <= kInt8MaxRows || p.w.groups != nullptr);
 }
 // Whether the call quantizes x to q8_0 and multiplies on int8 (ref::gemm_q8, cpu::gemm_q8).
 inline bool q8_activations(const GemmParams& p) { return is_ggml_block(p.w.format) || fp4_on_int8(p); }

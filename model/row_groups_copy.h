@@ -1,8 +1,8 @@
 // Row groups (kernels/q8_row_groups.h) packed into memory of their own, beside the bytes
 // the views already read: a GGUF file's Q8_0 / Q4_0 matrices that cannot be regrouped in
 // place (model/llama_weights.cpp), and a V4.1 checkpoint's FP4 experts when they run on
-// int8 (ForwardOptions::expert_precision = Int8; the f32 GEMMs, and every GEMM of more
-// than kInt8MaxRows rows, keep reading the checkpoint's codes).
+// int8 (ForwardOptions::expert_precision = Int8: with them every expert GEMM runs on
+// int8, prefill too; the checkpoint's codes stay mapped for the other readers).
 #pragma once
 
 #include <cstdint>
@@ -26,8 +26,8 @@ std::shared_ptr<uint8_t> pack_row_groups_copy(std::span<kernels::WeightView* con
 
 // Row groups for every FP4 routed expert matrix (w1, w3, w2 of each layer's experts; the
 // draft's stages' too), when this process's int8 GEMM reads them
-// (kernels::q8_row_groups_used()): the int8 expert path then runs the row-group kernels,
-// which read each weight byte once per decode step at M <= 16 (docs/kernels-bench.md).
+// (kernels::q8_row_groups_used()): the int8 expert path then runs the row-group kernels
+// at every M (kernels/gemm.h kInt8MaxRows; docs/kernels-bench.md).
 // Costs the experts' bytes again in memory. Returns the bytes packed.
 // TROUPE_Q8_ROW_GROUPS=0 leaves them out (to measure without them).
 int64_t add_expert_row_groups(ModelWeights& w);

@@ -168,7 +168,7 @@ void run_case(State& s, const Shape& sh, WeightFormat f, int64_t m, GemmPrecisio
   s.bytes = ws.bytes;
   const bool ggml = f == WeightFormat::Q8_0 || f == WeightFormat::Q4_0;
   s.bound = decode ? Bound::Memory
-            : ggml ? Bound::Int8
+            : ggml || prec == GemmPrecision::Int8 ? Bound::Int8
             : prec == GemmPrecision::Bf16 ? Bound::Bf16 : Bound::Fp32;
   s.compute = ggml || prec == GemmPrecision::Int8 ? Bound::Int8 : Bound::Fp32;
   size_t next = 0;
@@ -218,7 +218,9 @@ const bool registered = [] {
       for (int64_t m : sh.ms)
         for (GemmPrecision prec : {GemmPrecision::F32, GemmPrecision::Bf16, GemmPrecision::Int8}) {
           if (m <= 16 && prec == GemmPrecision::Bf16) continue;  // decode: f32 and int8
-          if (prec == GemmPrecision::Int8 && (m > 16 || f != WeightFormat::FP4)) continue;
+          // Int8 FP4 at prefill sizes: only with the row groups (without them kernels::gemm
+          // runs f32 above kInt8MaxRows), "int8-groups" at M = 512 beside f32 and bf16.
+          if (prec == GemmPrecision::Int8 && (f != WeightFormat::FP4 || (m > 16 && m != 512))) continue;
           // q8_0 / q4_0 always run on int8 dot products: one case each, and one more with
           // the weight's row groups ("groups", read by the AVX-512 VNNI and AVX2 paths);
           // FP4 on int8 also with its row groups ("int8-groups").
@@ -231,6 +233,7 @@ const bool registered = [] {
             for (bool groups : {false, true}) {
               const bool fp4_int8 = f == WeightFormat::FP4 && prec == GemmPrecision::Int8;
               if (groups && ((!ggml && !fp4_int8) || path == kernels::CpuPath::Portable)) continue;
+              if (fp4_int8 && m > 16 && !groups) continue;
               const std::string label = !groups ? precision_name(prec) : ggml ? "groups" : "int8-groups";
               const std::string name = std::string("gemm/") + sh.name + "/" + kernels::to_string(f) +
                                        "/" + mm + "/" + label +

@@ -467,6 +467,37 @@ INSTANTIATE_TEST_SUITE_P(Kernels, GemmQ8Kernel, ::testing::Range(0, int(std::siz
                            return s;
                          });
 
+// GemmPrecision::Int8 above kInt8MaxRows: a weight with row groups stays on int8 (the
+// dispatched gemm gives ref::gemm_q8's bits, the row-group kernels' order), one without
+// them runs f32 (the F32 call's bits).
+TEST(GemmQ8, Int8AboveItsRowsNeedsRowGroups) {
+  if (!q8_row_groups_used()) GTEST_SKIP() << "this CPU path's int8 GEMM reads no row groups";
+  std::mt19937 rng(31);
+  const int64_t m = kInt8MaxRows + 38, n = 40, k = 256;
+  const TestWeight tw = random_weight(WeightFormat::FP4, n, k, rng);
+  const std::vector<float> x = awkward_activations(m, k, 41);
+  std::vector<uint8_t> groups(size_t(q8_row_groups_bytes(tw.view())));
+  pack_q8_row_groups(tw.view(), groups.data());
+  auto run = [&](GemmPrecision prec, bool with_groups, bool reference_q8) {
+    std::vector<float> y(size_t(m * n), NAN);
+    GemmParams p;
+    p.x = x.data();
+    p.w = tw.view();
+    if (with_groups) p.w.groups = groups.data();
+    p.m = m;
+    p.precision = prec;
+    p.y = y.data();
+    if (reference_q8) ref::gemm_q8(p);
+    else gemm(p);
+    return y;
+  };
+  const std::vector<float> q8 = run(GemmPrecision::Int8, false, true);
+  const std::vector<float> f32 = run(GemmPrecision::F32, false, false);
+  EXPECT_EQ(std::memcmp(run(GemmPrecision::Int8, true, false).data(), q8.data(), q8.size() * 4), 0);
+  EXPECT_EQ(std::memcmp(run(GemmPrecision::Int8, false, false).data(), f32.data(), f32.size() * 4), 0);
+  EXPECT_NE(std::memcmp(q8.data(), f32.data(), f32.size() * 4), 0);  // the two numerics differ
+}
+
 // FP4 on int8 changes only x: when every activation block is already a q8_0 block
 // (d = amax / 127 a half, x = d · q), the dispatched Int8 GEMM equals the exact F32 one
 // (ref::gemm, weights by dequantize_rows) up to summation order.
