@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "kernels/check.h"
+#include "kernels/q8_row_groups.h"
+#include "model/row_groups_copy.h"
 #include "runtime/dep/rank_choice.h"
 #include "runtime/eplb/static_placement.h"
 #include "support/dep_rank_forward.h"
@@ -74,8 +76,9 @@ TEST(RankChoice, TheRankHoldingANamedSavedPrefixWinsWhateverTheLoads) {
 // (support/dep_rank_forward.h); returns each sequence's logits (every position).
 std::vector<std::vector<float>> dep_forward(const std::vector<Ids>& prompts, int ranks,
                                             bool own_copies,
-                                            const model::Forward* forward = nullptr) {
-  const auto& g = golden_model();
+                                            const model::Forward* forward = nullptr,
+                                            const testing::GoldenModel* model = nullptr) {
+  const auto& g = model != nullptr ? *model : golden_model();
   InProcessGroup group(ranks);
   auto placement = std::make_shared<const eplb::ExpertPlacement>(eplb::ep_default_placement(
       g.config.num_hidden_layers, g.config.n_routed_experts, ranks, 0));
@@ -128,6 +131,34 @@ TEST(DepForward, Int8ExpertsEqualOneRankBitForBit) {
   for (int ranks : {2, 4})
     for (bool own : {false, true}) {
       const auto got = dep_forward(prompts, ranks, own, &int8);
+      for (size_t i = 0; i < prompts.size(); ++i)
+        EXPECT_TRUE(got[i] == want[i]) << "R = " << ranks << ", sequence " << i << ", copies " << own;
+    }
+}
+
+// The same with the experts' row groups (model::add_expert_row_groups, as the loader
+// packs them under int8 experts): every expert GEMM is then int8 on the row-group
+// kernels, prefill included, and the owners' copies carry the groups, so DEP-R still
+// equals one rank bit for bit.
+TEST(DepForward, Int8ExpertsWithRowGroupsEqualOneRankBitForBit) {
+  if (!kernels::q8_row_groups_used()) GTEST_SKIP() << "this CPU path's int8 GEMM reads no row groups";
+  const auto& g = golden_model();
+  testing::GoldenModel grouped{g.config, model::Checkpoint::open(testing::golden_dir(testing::Golden::kSeed7)), {},
+                               nullptr};
+  grouped.weights = model::bind_weights(grouped.ckpt, grouped.config);
+  ASSERT_GT(model::add_expert_row_groups(grouped.weights), 0);
+  model::ForwardOptions o;
+  o.expert_precision = kernels::GemmPrecision::Int8;
+  grouped.forward = std::make_unique<model::Forward>(grouped.config, grouped.weights, nullptr, o);
+  const std::vector<Ids> prompts = {random_tokens(29, 4), random_tokens(3, 5), random_tokens(41, 6)};
+  std::vector<model::SequenceState> states;
+  for (size_t i = 0; i < prompts.size(); ++i) states.push_back(model::SequenceState::empty(g.config));
+  std::vector<model::SequenceInput> in;
+  for (size_t i = 0; i < prompts.size(); ++i) in.push_back({&states[i], prompts[i], true});
+  const auto want = grouped.forward->run(in);
+  for (int ranks : {2, 3})
+    for (bool own : {false, true}) {
+      const auto got = dep_forward(prompts, ranks, own, grouped.forward.get(), &grouped);
       for (size_t i = 0; i < prompts.size(); ++i)
         EXPECT_TRUE(got[i] == want[i]) << "R = " << ranks << ", sequence " << i << ", copies " << own;
     }
