@@ -193,8 +193,8 @@ struct QPlan {
 QPlan plan_for(const GemmParams& p, int64_t m, QGemmKernel kernel) {
   QPlan q;
   const bool fp4 = p.w.format == WeightFormat::FP4;
-  // The packed kernel has no FP4 (Int8 FP4 is for decode: M <= kInt8MaxRows); the
-  // row-group ones have.
+  // The packed kernel has no FP4 (FP4 without row groups is int8 only up to
+  // kInt8MaxRows); the row-group ones have.
   const bool avx2 = kernel == QGemmKernel::Avx2 || kernel == QGemmKernel::Avx2Groups;
   // Both ISAs read the row groups at any M where the weight has them (no per-call
   // repack; AVX2: faster than its per-block tiles everywhere measured).

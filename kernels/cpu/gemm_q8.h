@@ -16,8 +16,8 @@
 // (gemm_q8_packed_avx512.cpp): each thread repacks 32 weight rows at a time into a panel
 // of 16-column x 4-byte interleaved u8 chunks, and 6 x 32 register tiles run vpdpbusd
 // with the activation bytes broadcast; its f32 steps are the reference's (bit for bit).
-// A weight regrouped at load time (WeightView::groups, kernels/q8_row_groups.h) runs a
-// row-group kernel at any M, on AVX-512 VNNI (gemm_q8_groups_avx512.cpp: decode tiles up
+// A weight regrouped at load time (WeightView::groups, kernels/q8_row_groups.h; Q8_0,
+// Q4_0 and FP4) runs a row-group kernel at any M, on AVX-512 VNNI (gemm_q8_groups_avx512.cpp: decode tiles up
 // to kGroupsDecodeMaxRows rows, the packed kernel's 6 x 32 tiles above) and on AVX2
 // (gemm_q8_groups_avx2.cpp): the same products on the codes as the loader laid them
 // out, no per-call packing, also bit for bit the reference.
@@ -93,7 +93,7 @@ void gemm_q8_range_portable(const QGemmArgs& a, int64_t n0, int64_t n1);
 void gemm_q8_range_avx2(const QGemmArgs& a, int64_t n0, int64_t n1);    // AVX2+FMA+F16C
 void gemm_q8_range_avx512(const QGemmArgs& a, int64_t n0, int64_t n1);  // + BW/VL/VNNI
 void gemm_q8_range_avx512_packed(const QGemmArgs& a, int64_t n0, int64_t n1);  // needs x.sum; no FP4
-// On a.groups (needs x.sum; no FP4); n0 a multiple of 16 (kGroupRows).
+// On a.groups (needs x.sum; FP4 too, x in column order); n0 a multiple of 16 (kGroupRows).
 void gemm_q8_groups_avx512(const QGemmArgs& a, int64_t n0, int64_t n1);
 void gemm_q8_groups_avx2(const QGemmArgs& a, int64_t n0, int64_t n1);  // AVX2+FMA+F16C
 

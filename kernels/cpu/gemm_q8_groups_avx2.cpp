@@ -1,4 +1,4 @@
-// The AVX2 decode kernel of cpu::gemm_q8 on regrouped Q8_0 / Q4_0 weights
+// The AVX2 kernel of cpu::gemm_q8 on regrouped Q8_0 / Q4_0 / FP4 weights
 // (kernels/q8_row_groups.h), the AVX-512 VNNI one's layout and f32 steps on ymm: a
 // 64-byte chunk of 16 rows x 4 codes is two ymm of 8 rows each, one int32 lane per row.
 // AVX2 has no vpdpbusd; vpmaddubsw (u8 x s8 -> adjacent pairs summed in int16, saturating)
@@ -12,6 +12,10 @@
 //         block's 8 chunks add up in int16 (<= 30480) and one vpmaddwd per block widens
 //         them; the lane starts at -8 · Σx (the quantizer's block sum), as on AVX-512.
 //
+//   FP4   the nibble looked up as 2 · E2M1 + 12 (vpshufb, 0..24): a pair is at most
+//         2 · 24 · 127 = 6096, so the int16 sums widen every 2 chunk pairs (24384); the
+//         lane starts at -12 · Σx. The 8 rows' UE8M0 codes become 2^(e - 128) in
+//         registers (fp4_scales).
 // All integer sums are exact, so a lane holds the block's dot product exactly, and the
 // f32 step is the reference's: s += (dw · dx) · float(dot), no FMA. The result equals
 // ref::gemm_q8's bit for bit.
