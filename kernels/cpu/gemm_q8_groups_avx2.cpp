@@ -11,11 +11,11 @@
 //   Q4_0  the nibble q + 8 is already u8: a pair is at most 2 · 15 · 127 = 3810, so the
 //         block's 8 chunks add up in int16 (<= 30480) and one vpmaddwd per block widens
 //         them; the lane starts at -8 · Σx (the quantizer's block sum), as on AVX-512.
-//
 //   FP4   the nibble looked up as 2 · E2M1 + 12 (vpshufb, 0..24): a pair is at most
 //         2 · 24 · 127 = 6096, so the int16 sums widen every 2 chunk pairs (24384); the
 //         lane starts at -12 · Σx. The 8 rows' UE8M0 codes become 2^(e - 128) in
 //         registers (fp4_scales).
+//
 // All integer sums are exact, so a lane holds the block's dot product exactly, and the
 // f32 step is the reference's: s += (dw · dx) · float(dot), no FMA. The result equals
 // ref::gemm_q8's bit for bit.
