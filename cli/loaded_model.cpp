@@ -51,7 +51,9 @@ std::unique_ptr<LoadedModel> load_model(const std::string& dir_arg, bool need_to
       model::Checkpoint::open(dir), {}, nullptr, nullptr});
   model::validate_checkpoint(m->checkpoint, m->config);
   m->weights = model::bind_weights(m->checkpoint, m->config);
-  if (options.expert_precision == kernels::GemmPrecision::Int8) model::add_expert_row_groups(m->weights);
+  // The experts held once: their checkpoint bytes go back once their row groups exist.
+  if (options.expert_precision == kernels::GemmPrecision::Int8)
+    model::add_expert_row_groups(m->weights, &m->checkpoint);
   m->forward = std::make_unique<model::Forward>(m->config, m->weights, nullptr, options);
   const fs::path tok = fs::path(dir) / "tokenizer.json";
   if (fs::exists(tok)) {

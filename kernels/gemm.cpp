@@ -31,12 +31,14 @@ void validate(const GemmParams& p) {
     TROUPE_CHECK(p.y != nullptr || w.rows == 0, "gemm: y is null with m = ", p.m);
   }
   if (w.rows > 0 && w.cols > 0) {
-    // A Q8_0 / Q4_0 matrix regrouped in place has only its groups (cpu::gemm_q8 checks that
-    // its kernel reads them).
-    TROUPE_CHECK(w.data != nullptr || (is_ggml_block(w.format) && w.groups != nullptr),
-                 "gemm: w.data is null (", to_string(w.format), ")");
-    TROUPE_CHECK(!scaled || w.scale != nullptr, "gemm: w.scale is null (", to_string(w.format),
-                 ")");
+    // A Q8_0 / Q4_0 matrix regrouped in place, or FP4 experts whose checkpoint bytes were
+    // given back (model/row_groups_copy.h), have only their groups: only an int8 GEMM
+    // reads them (cpu::gemm_q8 checks that its kernel is a row-group one).
+    const bool groups_only = w.data == nullptr && w.groups != nullptr && q8_activations(p);
+    TROUPE_CHECK(w.data != nullptr || groups_only, "gemm: w.data is null (", to_string(w.format),
+                 w.groups ? ": only its row groups are kept, which only GemmPrecision::Int8 reads" : "", ")");
+    TROUPE_CHECK(!scaled || w.scale != nullptr || groups_only, "gemm: w.scale is null (",
+                 to_string(w.format), ")");
   }
 }
 

@@ -74,18 +74,20 @@ int64_t scale_bytes(const WeightView& w) {
 namespace {
 int64_t groups_bytes(const WeightView& w) { return w.groups ? q8_row_groups_bytes(w) : 0; }
 
-// The GGUF bytes a copy takes: none for a matrix regrouped in place (its groups are all
-// there is).
-int64_t copied_data_bytes(const WeightView& w) { return w.data == nullptr && w.groups ? 0 : data_bytes(w); }
+// The codes and scales a copy takes: none for a matrix whose groups are all there is
+// (a GGUF matrix regrouped in place; FP4 experts whose checkpoint bytes were given back).
+bool groups_only(const WeightView& w) { return w.data == nullptr && w.groups != nullptr; }
+int64_t copied_data_bytes(const WeightView& w) { return groups_only(w) ? 0 : data_bytes(w); }
+int64_t copied_scale_bytes(const WeightView& w) { return groups_only(w) ? 0 : scale_bytes(w); }
 }  // namespace
 
 int64_t copied_bytes(const WeightView& w) {
-  return (copied_data_bytes(w) + 63) / 64 * 64 + (scale_bytes(w) + 63) / 64 * 64 +
+  return (copied_data_bytes(w) + 63) / 64 * 64 + (copied_scale_bytes(w) + 63) / 64 * 64 +
          (groups_bytes(w) + 63) / 64 * 64;
 }
 
 WeightView copy_weight(const WeightView& w, std::byte* dst) {
-  const int64_t data = copied_data_bytes(w), scale = scale_bytes(w);
+  const int64_t data = copied_data_bytes(w), scale = copied_scale_bytes(w);
   TROUPE_CHECK(has_bytes(w) && (scale == 0 || w.scale != nullptr),
                "copy_weight: a ", to_string(w.format), " weight without its bytes");
   TROUPE_CHECK(reinterpret_cast<uintptr_t>(dst) % 64 == 0, "copy_weight: dst is not 64-byte aligned");

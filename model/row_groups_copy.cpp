@@ -45,26 +45,33 @@ void collect(MoeWeights& ffn, std::vector<kernels::WeightView*>& out) {
 
 // TROUPE_Q8_ROW_GROUPS=0 leaves them out, as for a GGUF file's matrices (to measure
 // without them).
-int64_t pack_into(std::vector<kernels::WeightView*>& views, std::shared_ptr<uint8_t>& owner) {
+int64_t pack_into(std::vector<kernels::WeightView*>& views, std::shared_ptr<uint8_t>& owner, Checkpoint* release) {
   const char* env = std::getenv("TROUPE_Q8_ROW_GROUPS");
   if (!kernels::q8_row_groups_used() || views.empty() || (env && std::strcmp(env, "0") == 0)) return 0;
   int64_t bytes = 0;
   owner = pack_row_groups_copy(views, &bytes);
+  if (owner == nullptr || release == nullptr) return bytes;
+  for (kernels::WeightView* v : views) {
+    if (v->groups == nullptr || !release->release(v->data, kernels::data_bytes(*v))) continue;
+    release->release(v->scale, kernels::scale_bytes(*v));
+    v->data = nullptr;  // the groups hold the codes and the scales
+    v->scale = nullptr;
+  }
   return bytes;
 }
 
 }  // namespace
 
-int64_t add_expert_row_groups(ModelWeights& w) {
+int64_t add_expert_row_groups(ModelWeights& w, Checkpoint* release) {
   std::vector<kernels::WeightView*> views;
   for (LayerWeights& l : w.layers) collect(l.ffn, views);
-  return pack_into(views, w.expert_row_groups);
+  return pack_into(views, w.expert_row_groups, release);
 }
 
-int64_t add_expert_row_groups(DsparkWeights& w) {
+int64_t add_expert_row_groups(DsparkWeights& w, Checkpoint* release) {
   std::vector<kernels::WeightView*> views;
   for (DsparkStageWeights& s : w.stages) collect(s.ffn, views);
-  return pack_into(views, w.expert_row_groups);
+  return pack_into(views, w.expert_row_groups, release);
 }
 
 }  // namespace troupe::model

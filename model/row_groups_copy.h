@@ -15,6 +15,7 @@ namespace troupe::model {
 
 struct ModelWeights;
 struct DsparkWeights;
+class Checkpoint;
 
 // The views' row groups in one anonymous mapping on 2 MiB pages, each view's share 64-byte
 // aligned (the kernels' loads then never split a cache line at a group's start); sets
@@ -27,10 +28,16 @@ std::shared_ptr<uint8_t> pack_row_groups_copy(std::span<kernels::WeightView* con
 // Row groups for every FP4 routed expert matrix (w1, w3, w2 of each layer's experts; the
 // draft's stages' too), when this process's int8 GEMM reads them
 // (kernels::q8_row_groups_used()): the int8 expert path then runs the row-group kernels
-// at every M (kernels/gemm.h kInt8MaxRows; docs/kernels-bench.md).
-// Costs the experts' bytes again in memory. Returns the bytes packed.
-// TROUPE_Q8_ROW_GROUPS=0 leaves them out (to measure without them).
-int64_t add_expert_row_groups(ModelWeights& w);
-int64_t add_expert_row_groups(DsparkWeights& w);
+// at every M (kernels/gemm.h kInt8MaxRows; docs/kernels-bench.md). Returns the bytes
+// packed. TROUPE_Q8_ROW_GROUPS=0 leaves them out (to measure without them).
+//
+// With `release` (the checkpoint the views point into), each grouped matrix's codes and
+// scales are given back to the system (Checkpoint::release) and its view keeps only its
+// groups (data = scale = null, as a GGUF matrix regrouped in place): the experts are
+// then held once. Such a view runs only GemmPrecision::Int8 on the row-group kernels;
+// any other reader fails with an error naming why (kernels/gemm.cpp). Without it the
+// experts' bytes are held twice (the checkpoint's and the groups).
+int64_t add_expert_row_groups(ModelWeights& w, Checkpoint* release = nullptr);
+int64_t add_expert_row_groups(DsparkWeights& w, Checkpoint* release = nullptr);
 
 }  // namespace troupe::model

@@ -380,7 +380,25 @@ const TensorInfo& Checkpoint::get(const std::string& name, const std::vector<DTy
     TROUPE_FAIL("tensor '" << name << "': expected " << dtypes_str(dtypes) << ' '
                            << shape_str(shape) << ", found " << to_string(t->dtype) << ' '
                            << shape_str(t->shape) << " in " << t->file);
+  if (t->released)
+    TROUPE_FAIL("tensor '" << name << "': its bytes were given back after load (the int8 "
+                              "experts keep only their row groups, model/row_groups_copy.h)");
   return *t;
+}
+
+bool Checkpoint::release(const void* data, int64_t nbytes) {
+  if (by_data_.empty())
+    for (auto& [name, t] : tensors_) by_data_.emplace(t.data, &t);
+  const auto it = by_data_.find(static_cast<const uint8_t*>(data));
+  if (it == by_data_.end() || it->second->nbytes != nbytes || nbytes <= 0) return false;
+  TensorInfo& t = *it->second;
+  // Whole pages only: a page shared with a neighbouring tensor stays.
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(t.data) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(t.data) + uintptr_t(t.nbytes)) / page * page;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+  t.released = true;
+  return true;
 }
 
 void SafetensorsWriter::add(const std::string& name, DType dtype, std::vector<int64_t> shape,

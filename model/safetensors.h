@@ -24,6 +24,7 @@ struct TensorInfo {
   const uint8_t* data = nullptr;  // into the mmap
   int64_t nbytes = 0;
   std::string file;  // which file holds it
+  bool released = false;  // Checkpoint::release gave its bytes back: data must not be read
   int64_t numel() const;
 };
 
@@ -48,10 +49,18 @@ class Checkpoint {
   const TensorInfo* find(const std::string& name) const;
   const std::map<std::string, TensorInfo>& tensors() const { return tensors_; }
 
+  // Gives back the memory of the tensor whose bytes are exactly [data, data + nbytes)
+  // (the whole pages inside them: madvise DONTNEED on the mapping), once nothing will read
+  // them again: get() of it then fails, naming why. False (nothing done) where no tensor
+  // has those bytes. Used by model/row_groups_copy.h for the experts whose row groups
+  // are all the int8 path reads.
+  bool release(const void* data, int64_t nbytes);
+
  private:
   Checkpoint() = default;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, TensorInfo> tensors_;
+  std::map<const uint8_t*, TensorInfo*> by_data_;  // release's index, made on first use
 };
 
 // Writer: tensors in the order added; header keys sorted, offsets packed, 8-byte aligned header.

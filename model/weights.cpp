@@ -255,8 +255,9 @@ WeightView row_slice(const WeightView& w, int64_t r0, int64_t n) {
       s.scale = w.scale + (r0 / 32) * ceil_div(w.cols, 32);
       break;
     case WeightFormat::FP4:
-      s.data = static_cast<const uint8_t*>(w.data) + r0 * w.cols / 2;
-      s.scale = w.scale + r0 * (w.cols / 32);
+      // Null where only the groups are kept (model/row_groups_copy.h).
+      s.data = w.data ? static_cast<const uint8_t*>(w.data) + r0 * w.cols / 2 : nullptr;
+      s.scale = w.scale ? w.scale + r0 * (w.cols / 32) : nullptr;
       s.groups = w.groups && r0 % kernels::kGroupRows == 0 ? kernels::q8_row_groups_at(w, r0) : nullptr;
       break;
     case WeightFormat::ROWFP8:

@@ -8,7 +8,9 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/check.h"
 #include "kernels/dispatch.h"
+#include "kernels/gemm.h"
 #include "kernels/q8_row_groups.h"
 #include "model/row_groups_copy.h"
 #include "support/golden.h"
@@ -98,6 +100,69 @@ TEST(ExpertRowGroups, TheInt8ForwardReadsThemWithinItsTolerance) {
   const std::vector<float> poisoned = logits();
   EXPECT_NE(std::memcmp(grouped.data(), poisoned.data(), grouped.size() * sizeof(float)), 0)
       << "the int8 forward gave the same logits with the groups poisoned: it does not read them";
+}
+
+// With the checkpoint to give back: each grouped expert keeps only its groups (data and
+// scale null), its checkpoint tensors refuse a second read, and the int8 forward gives
+// the logits of the same groups beside the checkpoint's bytes, bit for bit. A copy of
+// such a view (an expert-parallel owner's) takes only the groups; any GEMM but Int8
+// refuses it with an error naming why.
+TEST(ExpertRowGroups, ReleasedExpertsRunFromTheirGroupsAlone) {
+  if (!kernels::q8_row_groups_used()) GTEST_SKIP() << "this CPU path's int8 GEMM reads no row groups";
+  const auto& g = testing::golden_model(Golden::kSeed11Aux);
+  Checkpoint ckpt = Checkpoint::open(testing::golden_dir(Golden::kSeed11Aux));
+  ModelWeights released = bind_weights(ckpt, g.config);
+  ASSERT_GT(add_expert_row_groups(released, &ckpt), 0);
+  ModelWeights kept = bind_weights(g.ckpt, g.config);
+  ASSERT_GT(add_expert_row_groups(kept), 0);
+  for (const kernels::WeightView* v : fp4_experts(released.layers)) {
+    ASSERT_NE(v->groups, nullptr);
+    EXPECT_EQ(v->data, nullptr);
+    EXPECT_EQ(v->scale, nullptr);
+  }
+  int refused = 0;
+  for (const auto& [name, t] : ckpt.tensors()) {
+    if (!t.released) continue;
+    EXPECT_THROW(ckpt.get(name, {t.dtype}, t.shape), Error) << name;
+    ++refused;
+  }
+  EXPECT_EQ(refused, 2 * int(fp4_experts(released.layers).size()));  // codes and scales
+
+  ForwardOptions o;
+  o.expert_precision = kernels::GemmPrecision::Int8;
+  const std::vector<int32_t> tokens = {5, 17, 3, 99, 41, 8, 250, 7, 61, 2, 33, 19};
+  auto logits = [&](const ModelWeights& w) {
+    const Forward f(g.config, w, nullptr, o);
+    SequenceState st = SequenceState::empty(g.config);
+    SequenceInput in{&st, tokens, /*all_logits=*/true};
+    return f.run({&in, 1})[0];
+  };
+  const std::vector<float> a = logits(released), b = logits(kept);
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+
+  const kernels::WeightView& w = released.layers[0].ffn.experts[1].w2;
+  std::vector<float> x(size_t(3 * w.cols), 0.25f), y0(size_t(3 * w.rows)), y1(y0.size());
+  kernels::GemmParams p;
+  p.x = x.data();
+  p.w = w;
+  p.m = 3;
+  p.y = y0.data();
+  p.precision = kernels::GemmPrecision::F32;
+  EXPECT_THROW(kernels::gemm(p), Error);
+  p.precision = kernels::GemmPrecision::Int8;
+  kernels::gemm(p);
+  std::vector<std::byte> buf(size_t(kernels::copied_bytes(w)) + 64);
+  auto* dst = reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) / 64 * 64);
+  EXPECT_EQ(kernels::copied_bytes(w), (kernels::q8_row_groups_bytes(w) + 63) / 64 * 64);
+  p.w = kernels::copy_weight(w, dst);
+  EXPECT_EQ(p.w.data, nullptr);
+  p.y = y1.data();
+  kernels::gemm(p);
+  EXPECT_EQ(std::memcmp(y0.data(), y1.data(), y0.size() * sizeof(float)), 0);
+  const kernels::WeightView slice = row_slice(w, 16, 16);
+  EXPECT_EQ(slice.data, nullptr);
+  EXPECT_EQ(slice.groups, kernels::q8_row_groups_at(w, 16));
 }
 
 }  // namespace
