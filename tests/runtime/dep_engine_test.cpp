@@ -96,14 +96,20 @@ std::vector<std::vector<float>> dep_forward(const std::vector<Ids>& prompts, int
   return logits;
 }
 
+// Every prompt's logits (all positions) from one forward call on one rank.
+std::vector<std::vector<float>> one_rank_logits(const model::Forward& f, const model::ModelConfig& c,
+                                                const std::vector<Ids>& prompts) {
+  std::vector<model::SequenceState> states;
+  for (size_t i = 0; i < prompts.size(); ++i) states.push_back(model::SequenceState::empty(c));
+  std::vector<model::SequenceInput> in;
+  for (size_t i = 0; i < prompts.size(); ++i) in.push_back({&states[i], prompts[i], true});
+  return f.run(in);
+}
+
 TEST(DepForward, LogitsEqualOneRankBitForBit) {
   const auto& g = golden_model();
   const std::vector<Ids> prompts = {random_tokens(37, 1), random_tokens(5, 2), random_tokens(70, 3)};
-  std::vector<model::SequenceState> states;
-  for (size_t i = 0; i < prompts.size(); ++i) states.push_back(model::SequenceState::empty(g.config));
-  std::vector<model::SequenceInput> in;
-  for (size_t i = 0; i < prompts.size(); ++i) in.push_back({&states[i], prompts[i], true});
-  const auto want = g.forward->run(in);
+  const auto want = one_rank_logits(*g.forward, g.config, prompts);
   for (int ranks : {1, 2, 3, 4})  // 4: one rank has no sequence and joins idle
     for (bool own : {false, true}) {
       const auto got = dep_forward(prompts, ranks, own);
@@ -121,11 +127,7 @@ TEST(DepForward, Int8ExpertsEqualOneRankBitForBit) {
   o.expert_precision = kernels::GemmPrecision::Int8;
   const model::Forward int8(g.config, g.weights, nullptr, o);
   const std::vector<Ids> prompts = {random_tokens(29, 4), random_tokens(3, 5), random_tokens(41, 6)};
-  std::vector<model::SequenceState> states;
-  for (size_t i = 0; i < prompts.size(); ++i) states.push_back(model::SequenceState::empty(g.config));
-  std::vector<model::SequenceInput> in;
-  for (size_t i = 0; i < prompts.size(); ++i) in.push_back({&states[i], prompts[i], true});
-  const auto want = int8.run(in);
+  const auto want = one_rank_logits(int8, g.config, prompts);
   const auto f32 = dep_forward(prompts, 1, false);
   EXPECT_FALSE(f32[0] == want[0]) << "the Int8 option did not change the logits";
   for (int ranks : {2, 4})
@@ -151,11 +153,7 @@ TEST(DepForward, Int8ExpertsWithRowGroupsEqualOneRankBitForBit) {
   o.expert_precision = kernels::GemmPrecision::Int8;
   grouped.forward = std::make_unique<model::Forward>(grouped.config, grouped.weights, nullptr, o);
   const std::vector<Ids> prompts = {random_tokens(29, 4), random_tokens(3, 5), random_tokens(41, 6)};
-  std::vector<model::SequenceState> states;
-  for (size_t i = 0; i < prompts.size(); ++i) states.push_back(model::SequenceState::empty(g.config));
-  std::vector<model::SequenceInput> in;
-  for (size_t i = 0; i < prompts.size(); ++i) in.push_back({&states[i], prompts[i], true});
-  const auto want = grouped.forward->run(in);
+  const auto want = one_rank_logits(*grouped.forward, g.config, prompts);
   for (int ranks : {2, 3})
     for (bool own : {false, true}) {
       const auto got = dep_forward(prompts, ranks, own, grouped.forward.get(), &grouped);
