@@ -103,6 +103,15 @@ AVX2_INLINE void e4m3x16_unscaled(__m128i codes, __m256& even, __m256& odd, __m2
   odd = bits(_mm256_and_si256(_mm256_slli_epi32(w, 4), keep));
 }
 
+// The 32 E4M3 codes at p as one block, up to 2^120 · scale (load_block's FP8 decode before
+// its scale; FP8 tiles at M = 1 give the scale to x instead).
+AVX2_INLINE Vec32 e4m3x32_unscaled(const uint8_t* p, __m256i& nan) {
+  Vec32 b;
+  e4m3x16_unscaled(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), b.v[0], b.v[1], nan);
+  e4m3x16_unscaled(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)), b.v[2], b.v[3], nan);
+  return b;
+}
+
 // 2·E2M1 for codes 0..15 (bit 3 = sign): exact int8 values, so vpshufb is the decode.
 // Code 8 (-0) becomes +0, which no sum can tell apart from -0 once added to +0.
 AVX2_INLINE __m128i e2m1_twice_table() {
@@ -151,9 +160,7 @@ AVX2_INLINE Vec32 load_block(const WeightSrc& s, int64_t r, int64_t kb, __m256i&
   } else {  // FP8 (32x32 scale tiles) or ROWFP8 (scale per 32 columns of a row)
     const int64_t scale_row = F == WeightFormat::FP8 ? r / 32 : r;
     const uint8_t code = s.scale[scale_row * s.scale_ld + kb / 32];
-    e4m3x16_unscaled(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), b.v[0], b.v[1], nan);
-    e4m3x16_unscaled(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)), b.v[2], b.v[3],
-                     nan);
+    b = e4m3x32_unscaled(p, nan);
     if (code <= kMaxFoldedScale) {  // one multiply by 2^120·scale: code·scale's one rounding
       const __m256 f = _mm256_set1_ps(s.e4m3_scale[code]);
       for (__m256& v : b.v) v = _mm256_mul_ps(v, f);
@@ -332,9 +339,7 @@ void direct_tile(const WeightSrc& s, const float* x, int64_t ldx, const uint8_t*
               // line) beat the bytes ahead in the row (1.05-1.2x at M = 1, noisy).
               if (!rows_ahead) _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
               else if (kb % 64 == 0) _mm_prefetch(reinterpret_cast<const char*>(p + 2 * NR * s.row_bytes), _MM_HINT_T0);
-              Vec32 w;
-              e4m3x16_unscaled(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), w.v[0], w.v[1], nan[j]);
-              e4m3x16_unscaled(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)), w.v[2], w.v[3], nan[j]);
+              const Vec32 w = e4m3x32_unscaled(p, nan[j]);
               for (int v = 0; v < 4; ++v) acc[0][j] = _mm256_fmadd_ps(xf[v], w.v[v], acc[0][j]);
             });
             continue;
