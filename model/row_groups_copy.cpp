@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <vector>
 
 #include "kernels/q8_row_groups.h"
@@ -11,7 +12,8 @@
 
 namespace troupe::model {
 
-std::shared_ptr<uint8_t> pack_row_groups_copy(std::span<kernels::WeightView* const> views, int64_t* bytes) {
+std::shared_ptr<uint8_t> pack_row_groups_copy(std::span<kernels::WeightView* const> views, int64_t* bytes,
+                                              const std::function<void(kernels::WeightView&)>& packed) {
   auto share = [](const kernels::WeightView* v) { return size_t(kernels::q8_row_groups_bytes(*v) + 63) / 64 * 64; };
   size_t total = 0;
   for (const kernels::WeightView* v : views) total += share(v);
@@ -28,6 +30,7 @@ std::shared_ptr<uint8_t> pack_row_groups_copy(std::span<kernels::WeightView* con
     kernels::pack_q8_row_groups(*v, next);
     v->groups = next;
     next += share(v);
+    if (packed) packed(*v);
   }
   if (bytes) *bytes = int64_t(total);
   return owner;
@@ -49,14 +52,17 @@ int64_t pack_into(std::vector<kernels::WeightView*>& views, std::shared_ptr<uint
   const char* env = std::getenv("TROUPE_Q8_ROW_GROUPS");
   if (!kernels::q8_row_groups_used() || views.empty() || (env && std::strcmp(env, "0") == 0)) return 0;
   int64_t bytes = 0;
-  owner = pack_row_groups_copy(views, &bytes);
-  if (owner == nullptr || release == nullptr) return bytes;
-  for (kernels::WeightView* v : views) {
-    if (v->groups == nullptr || !release->release(v->data, kernels::data_bytes(*v))) continue;
-    release->release(v->scale, kernels::scale_bytes(*v));
-    v->data = nullptr;  // the groups hold the codes and the scales
-    v->scale = nullptr;
-  }
+  // Each view's bytes go back once its own groups are written; views sharing bytes (none
+  // today) keep them, as a later one still reads them.
+  std::map<const void*, int> readers;
+  for (const kernels::WeightView* v : views) readers[v->data] += 1;
+  auto give_back = [release, &readers](kernels::WeightView& v) {
+    if (readers[v.data] > 1 || !release->release(v.data, kernels::data_bytes(v))) return;
+    release->release(v.scale, kernels::scale_bytes(v));
+    v.data = nullptr;  // the groups hold the codes and the scales
+    v.scale = nullptr;
+  };
+  owner = pack_row_groups_copy(views, &bytes, release ? give_back : std::function<void(kernels::WeightView&)>{});
   return bytes;
 }
 

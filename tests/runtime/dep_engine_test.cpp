@@ -239,7 +239,9 @@ TEST_P(DepEngineRanks, AnAbortedRequestStopsEarlyAndTheOthersAreUnchanged) {
   ASSERT_LT(cut.size(), want.tokens.at(1).size());
   EXPECT_TRUE(std::equal(cut.begin(), cut.end(), want.tokens.at(1).begin()));
   for (const auto& [id, tokens] : want.tokens)
-    if (id != 1) EXPECT_EQ(got.tokens.at(id), tokens) << "request " << id;
+    if (id != 1) {
+      EXPECT_EQ(got.tokens.at(id), tokens) << "request " << id;
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, DepEngineRanks,
@@ -313,7 +315,9 @@ TEST(EplbPlanner, PlansEveryIntervalFromTheWindowAndRaisesBalanceOnASkew) {
   std::optional<eplb::Rebalance> plan;
   for (int step = 1; step <= 4; ++step) {
     plan = planner.record(skew, start);
-    if (step < 4) EXPECT_FALSE(plan.has_value()) << "step " << step;
+    if (step < 4) {
+      EXPECT_FALSE(plan.has_value()) << "step " << step;
+    }
   }
   ASSERT_TRUE(plan.has_value());
   EXPECT_NO_THROW(eplb::check_placement(plan->placement));
