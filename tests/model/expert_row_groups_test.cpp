@@ -59,6 +59,33 @@ TEST(ExpertRowGroups, EveryFp4ExpertGetsItsOwnPackedGroups) {
   expect_packed(fp4_experts(d.stages), add_expert_row_groups(d));
 }
 
+// The loader gives a matrix's checkpoint bytes back in pack_row_groups_copy's per-view
+// callback, so the load holds one copy of the experts: the callback must come once per
+// view, right after that view's own groups are written and before the next view's.
+TEST(ExpertRowGroups, EachViewIsHandedOverAsSoonAsItsGroupsAreWritten) {
+  if (!kernels::q8_row_groups_used()) GTEST_SKIP() << "this CPU path's int8 GEMM reads no row groups";
+  const auto& g = testing::golden_model(Golden::kSeed7);
+  ModelWeights w = bind_weights(g.ckpt, g.config);
+  std::vector<kernels::WeightView*> views;
+  for (LayerWeights& l : w.layers)
+    for (kernels::ExpertWeights& e : l.ffn.experts) views.insert(views.end(), {&e.w1, &e.w3, &e.w2});
+  size_t calls = 0;
+  const auto owner = pack_row_groups_copy(views, nullptr, [&](kernels::WeightView& v) {
+    ASSERT_LT(calls, views.size());
+    EXPECT_EQ(&v, views[calls]) << "call " << calls;
+    ASSERT_NE(v.groups, nullptr);
+    std::vector<uint8_t> packed(size_t(kernels::q8_row_groups_bytes(v)));
+    kernels::pack_q8_row_groups(v, packed.data());
+    EXPECT_EQ(std::memcmp(v.groups, packed.data(), packed.size()), 0) << "call " << calls;
+    if (calls + 1 < views.size()) {
+      EXPECT_EQ(views[calls + 1]->groups, nullptr) << "call " << calls;
+    }
+    ++calls;
+  });
+  ASSERT_NE(owner, nullptr);
+  EXPECT_EQ(calls, views.size());
+}
+
 TEST(ExpertRowGroups, NoneWhereTheGemmReadsNoneOrTheEnvironmentSaysSo) {
   const auto& g = testing::golden_model(Golden::kSeed7);
   {
