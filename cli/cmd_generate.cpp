@@ -63,7 +63,7 @@ void generate_speculative(const LoadedModel& m, const std::vector<int32_t>& prom
                           bool ignore_eos) {
   const model::DsparkWeights dw = model::bind_dspark_weights(m.checkpoint, m.config);
   const model::Forward forward(m.config, m.weights, &dw, m.forward->options());
-  const model::DsparkDraft draft(m.config, m.weights, dw);
+  const model::DsparkDraft draft(m.config, m.weights, dw, m.forward->options().expert_precision);
   model::SequenceState state = model::SequenceState::empty(m.config);
   const model::SpeculativeResult r = model::speculative_greedy(forward, draft, state, prompt, n);
   TextStream out(*m.tokenizer);
@@ -148,7 +148,7 @@ int generate_gguf(const std::string& path, const Args& a, int64_t max_tokens,
 
 // --speculative-config JSON: one request through the Engine with DSpark drafting and
 // verification (the serving path, paged rollback; sampling stays exact); stats to stderr.
-void generate_engine_speculative(const LoadedModel& m, const std::vector<int32_t>& prompt,
+void generate_engine_speculative(LoadedModel& m, const std::vector<int32_t>& prompt,
                                  int64_t n, bool ignore_eos,
                                  const runtime::SpeculativeConfig& spec,
                                  const kernels::SamplingParams& sampling) {

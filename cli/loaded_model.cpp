@@ -64,7 +64,7 @@ std::unique_ptr<LoadedModel> load_model(const std::string& dir_arg, bool need_to
   return m;
 }
 
-std::unique_ptr<DraftModel> load_draft(const LoadedModel& m) {
+std::unique_ptr<DraftModel> load_draft(LoadedModel& m) {
   auto d = std::make_unique<DraftModel>();
   try {
     d->weights = model::bind_dspark_weights(m.checkpoint, m.config);
@@ -72,9 +72,12 @@ std::unique_ptr<DraftModel> load_draft(const LoadedModel& m) {
     TROUPE_FAIL("speculative-config: method \"dspark\" needs the checkpoint's DSpark draft "
                 "(mtp.* tensors, MODEL.md 8): " << e.what());
   }
-  if (m.forward->options().expert_precision == kernels::GemmPrecision::Int8) model::add_expert_row_groups(d->weights);
+  // Its experts held once too (their checkpoint bytes are the draft's alone).
+  if (m.forward->options().expert_precision == kernels::GemmPrecision::Int8)
+    model::add_expert_row_groups(d->weights, &m.checkpoint);
   d->forward = std::make_unique<model::Forward>(m.config, m.weights, &d->weights, m.forward->options());
-  d->draft = std::make_unique<model::DsparkDraft>(m.config, m.weights, d->weights);
+  d->draft = std::make_unique<model::DsparkDraft>(m.config, m.weights, d->weights,
+                                                  m.forward->options().expert_precision);
   d->drafter = std::make_unique<runtime::DsparkDrafter>(*d->draft);
   return d;
 }

@@ -48,6 +48,6 @@ struct DraftModel {
 };
 
 // Throws troupe::Error naming speculative-config when the checkpoint has no DSpark draft.
-std::unique_ptr<DraftModel> load_draft(const LoadedModel& m);
+std::unique_ptr<DraftModel> load_draft(LoadedModel& m);
 
 }  // namespace troupe::cli

@@ -5,21 +5,31 @@
 
 #include "kernels/check.h"
 #include "kernels/dispatch.h"
-#include "kernels/q8_row_groups.h"
+#include "kernels/gemm.h"
 
 namespace troupe::kernels {
 namespace {
 
-void check_weight(const WeightView& w, int64_t rows, int64_t cols, int64_t e, const char* name) {
-  TROUPE_CHECK(has_bytes(w), "experts[", e, "].", name, ".data is null (expert is picked)");
+// A view that keeps only its row groups (a GGUF matrix regrouped in place; FP4 experts
+// whose checkpoint bytes went back, model/row_groups_copy.h) runs only where its GEMM
+// reads groups (q8_activations: Q8_0 / Q4_0 always, FP4 under Int8); elsewhere it would
+// read its null bytes.
+void check_weight(const WeightView& w, int64_t rows, int64_t cols, int64_t e, const char* name,
+                  GemmPrecision precision) {
+  GemmParams as_read;
+  as_read.w = w;
+  as_read.precision = precision;
+  const bool groups_read = w.groups != nullptr && q8_activations(as_read);
+  TROUPE_CHECK(w.data != nullptr || groups_read, "experts[", e, "].", name, ".data is null (expert is picked",
+               w.groups ? "; only its row groups are kept, which only GemmPrecision::Int8 reads" : "", ")");
   TROUPE_CHECK(w.rows == rows && w.cols == cols, "experts[", e, "].", name, " is [", w.rows, ", ",
                w.cols, "], expected [", rows, ", ", cols, "]");
 }
 
-void check_expert(const ExpertWeights& w, int64_t inter, int64_t hidden, int64_t e) {
-  check_weight(w.w1, inter, hidden, e, "w1");
-  check_weight(w.w3, inter, hidden, e, "w3");
-  check_weight(w.w2, hidden, inter, e, "w2");
+void check_expert(const ExpertWeights& w, int64_t inter, int64_t hidden, int64_t e, GemmPrecision precision) {
+  check_weight(w.w1, inter, hidden, e, "w1", precision);
+  check_weight(w.w3, inter, hidden, e, "w3", precision);
+  check_weight(w.w2, hidden, inter, e, "w2", precision);
 }
 
 }  // namespace
@@ -64,7 +74,7 @@ void moe_experts(const MoeExpertsParams& p) {
     TROUPE_CHECK(e >= -1 && e < p.experts_count, "pick[", i / p.top_k, ", ", i % p.top_k,
                  "] = ", e, " with experts_count = ", p.experts_count);
     if (e < 0) continue;
-    check_expert(p.experts[e], p.inter, p.hidden, e);
+    check_expert(p.experts[e], p.inter, p.hidden, e, p.precision);
   }
   switch (active_backend()) {
     case Backend::Ref: return ref::moe_experts(p);
@@ -87,7 +97,7 @@ void moe_expert_rows(const MoeExpertRowsParams& p) {
     TROUPE_CHECK(e >= -1 && e < p.experts_count, "pick[", i, "] = ", e,
                  " with experts_count = ", p.experts_count);
     if (e < 0) continue;
-    check_expert(p.experts[e], p.inter, p.hidden, e);
+    check_expert(p.experts[e], p.inter, p.hidden, e, p.precision);
   }
   switch (active_backend()) {
     case Backend::Ref: return ref::moe_expert_rows(p);

@@ -205,11 +205,12 @@ void draft_attention(const ModelConfig& c, const AttentionWeights& w,
 }
 
 DsparkDraft::DsparkDraft(const ModelConfig& c, const ModelWeights& target,
-                         const DsparkWeights& draft)
+                         const DsparkWeights& draft, kernels::GemmPrecision expert_precision)
     : c_(c),
       target_(target),
       w_(draft),
-      freqs_(kernels::rope_frequencies(c.rope_theta, c.qk_rope_head_dim, {})) {
+      freqs_(kernels::rope_frequencies(c.rope_theta, c.qk_rope_head_dim, {})),
+      expert_precision_(expert_precision) {
   TROUPE_CHECK(static_cast<int64_t>(draft.stages.size()) == c.num_nextn_predict_layers,
                "DsparkDraft: ", draft.stages.size(), " stages bound, config has ",
                c.num_nextn_predict_layers);
@@ -233,8 +234,9 @@ void DsparkDraft::stage(int64_t s, std::span<const DraftInput> q, scratch_vector
   const HcMix f = hc_mix(c_, st.hc_ffn, X.data(), rows);
   hc_premix(c_, X.data(), a.pre.data(), rows, x.data());
   rms_norm_rows(x.data(), rows, H, st.ffn_norm, c_.rms_norm_eps);
-  Batch slots;  // the MoE only needs the row count (no trace)
+  Batch slots;  // the MoE only needs the row count (no trace) and the experts' precision
   slots.rows = rows;
+  slots.expert_precision = expert_precision_;
   moe_layer(c_, st.ffn, s, slots, x.data(), y.data(), c_.dspark_top_k, routed);
   hc_expand(c_, y.data(), f, rows, X.data());
   pre = f.pre;
@@ -242,7 +244,7 @@ void DsparkDraft::stage(int64_t s, std::span<const DraftInput> q, scratch_vector
 
 void DsparkDraft::join_idle(RoutedExperts& routed) const {
   for (int64_t s = 0; s < c_.num_nextn_predict_layers; ++s)
-    routed.run(RoutedBatch::none(c_, w_.stages[s].ffn, s, c_.dspark_top_k));
+    routed.run(RoutedBatch::none(c_, w_.stages[s].ffn, s, c_.dspark_top_k, expert_precision_));
 }
 
 std::vector<float> DsparkDraft::hidden(const FeatureRing& F, int64_t anchor,

@@ -38,7 +38,11 @@ struct DraftProposal {
 
 class DsparkDraft {
  public:
-  DsparkDraft(const ModelConfig& c, const ModelWeights& target, const DsparkWeights& draft);
+  // expert_precision: the draft MoE's routed expert GEMMs, as the target's
+  // (ForwardOptions::expert_precision; Int8 reads the experts' row groups where the loader
+  // packed them, model/row_groups_copy.h).
+  DsparkDraft(const ModelConfig& c, const ModelWeights& target, const DsparkWeights& draft,
+              kernels::GemmPrecision expert_precision = kernels::GemmPrecision::F32);
 
   // h [Bs, H]: Σ pre X of every slot after the last stage (pre-norm), for anchor a whose
   // token is anchor_token. Needs F[a] in the ring.
@@ -90,6 +94,7 @@ class DsparkDraft {
   const ModelWeights& target_;
   const DsparkWeights& w_;
   std::vector<double> freqs_;  // rope_theta, no YaRN
+  kernels::GemmPrecision expert_precision_;
 };
 
 // Draft attention of one stage (§8), exposed for tests: x [Bs, H] the normalized slot

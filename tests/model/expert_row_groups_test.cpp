@@ -5,6 +5,7 @@
 // documented tolerance of the golden f64 values (docs/model-notes.md "Int8 experts").
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -190,6 +191,58 @@ TEST(ExpertRowGroups, ReleasedExpertsRunFromTheirGroupsAlone) {
   const kernels::WeightView slice = row_slice(w, 16, 16);
   EXPECT_EQ(slice.data, nullptr);
   EXPECT_EQ(slice.groups, kernels::q8_row_groups_at(w, 16));
+}
+
+// The DSpark draft runs its experts at the target's precision: under int8 its MoE reads
+// the stages' row groups (poisoning them moves its hidden states), so its checkpoint bytes
+// can go back as the target's do; the released draft then gives the kept groups' hidden
+// states bit for bit. (Until 2026-12-06 the draft ran f32 experts whatever the target's
+// precision; with its bytes released that read null.)
+TEST(ExpertRowGroups, TheInt8DraftReadsItsStagesGroups) {
+  if (!kernels::q8_row_groups_used()) GTEST_SKIP() << "this CPU path's int8 GEMM reads no row groups";
+  const auto& g = testing::golden_model(Golden::kSeed11Aux);
+  const std::vector<int32_t> prompt = testing::random_tokens(24, 1206);
+  SequenceState st = SequenceState::empty(g.config);
+  st.enable_features(g.config);
+  SequenceInput in{&st, prompt, false};
+  testing::golden_draft(Golden::kSeed11Aux).forward->run({&in, 1});
+  const FeatureRing& F = *st.feature_ring;
+  const int64_t anchor = static_cast<int64_t>(prompt.size()) - 1;
+
+  Checkpoint ckpt = Checkpoint::open(testing::golden_dir(Golden::kSeed11Aux));
+  DsparkWeights released = bind_dspark_weights(ckpt, g.config);
+  ASSERT_GT(add_expert_row_groups(released, &ckpt), 0);
+  DsparkWeights kept = bind_dspark_weights(g.ckpt, g.config);
+  ASSERT_GT(add_expert_row_groups(kept), 0);
+  for (const kernels::WeightView* v : fp4_experts(released.stages)) ASSERT_EQ(v->data, nullptr);
+  constexpr auto kInt8 = kernels::GemmPrecision::Int8;
+  const DsparkDraft from_groups(g.config, g.weights, released, kInt8);
+  const DsparkDraft beside_bytes(g.config, g.weights, kept, kInt8);
+  const DsparkDraft exact(g.config, g.weights, kept);
+  const std::vector<float> h = from_groups.hidden(F, anchor, prompt.back());
+  const std::vector<float> h_kept = beside_bytes.hidden(F, anchor, prompt.back());
+  const std::vector<float> h_f32 = exact.hidden(F, anchor, prompt.back());
+  ASSERT_EQ(h.size(), h_f32.size());
+  EXPECT_EQ(std::memcmp(h.data(), h_kept.data(), h.size() * sizeof(float)), 0);
+  EXPECT_NE(std::memcmp(h.data(), h_f32.data(), h.size() * sizeof(float)), 0) << "int8 gave f32's bits";
+  double err = 0, norm = 0;
+  for (size_t i = 0; i < h.size(); ++i) {
+    err += (double(h[i]) - h_f32[i]) * (double(h[i]) - h_f32[i]);
+    norm += double(h_f32[i]) * h_f32[i];
+  }
+  std::printf("[ expert int8, draft ] hidden relative L2 vs f32 experts: %.3g\n", std::sqrt(err / norm));
+  EXPECT_LE(std::sqrt(err / norm), 0.2);
+  for (const kernels::WeightView* v : fp4_experts(kept.stages))
+    std::memset(const_cast<uint8_t*>(v->groups), 0x77, size_t(kernels::q8_row_groups_bytes(*v)));
+  EXPECT_NE(std::memcmp(beside_bytes.hidden(F, anchor, prompt.back()).data(), h_kept.data(),
+                        h.size() * sizeof(float)),
+            0)
+      << "the int8 draft gave the same hidden states with its groups poisoned";
+  const std::vector<float> h_f32_again = exact.hidden(F, anchor, prompt.back());
+  EXPECT_EQ(std::memcmp(h_f32_again.data(), h_f32.data(), h.size() * sizeof(float)), 0);
+  // f32 experts on the released stages: an error naming why, not a read of null bytes.
+  const DsparkDraft f32_on_groups(g.config, g.weights, released);
+  EXPECT_THROW(f32_on_groups.hidden(F, anchor, prompt.back()), Error);
 }
 
 }  // namespace
