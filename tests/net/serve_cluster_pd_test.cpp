@@ -46,6 +46,38 @@ std::string pd_yaml(uint16_t router, uint16_t prefill, uint16_t decode) {
              + cluster_serve_section();
 }
 
+// `troupe cluster status`'s line of one engine ("" when absent).
+std::string status_line(const std::string& file, const std::string& engine) {
+  const RunResult status = run_troupe("cluster status --config " + file);
+  const size_t at = status.out.find(engine);
+  return at == std::string::npos ? std::string()
+                                 : status.out.substr(at, status.out.find('\n', at) - at);
+}
+
+constexpr const char* kIdle = "up: 0 running, 0 waiting, KV 0.0%, ";
+
+// status_line once it holds `want` (an engine frees a finished request's blocks just after
+// its last token goes out, so the first look may come a moment early), or its last
+// line after 10 s.
+std::string status_line_once(const std::string& file, const std::string& engine,
+                             const std::string& want = kIdle) {
+  std::string line;
+  for (int i = 0; i < 100; ++i) {
+    line = status_line(file, engine);
+    if (line.find(want) != std::string::npos) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  return line;
+}
+
+// The count before " tokens computed" in a status line; -1: none.
+int64_t tokens_computed(const std::string& line) {
+  const size_t end = line.find(" tokens computed");
+  if (end == std::string::npos) return -1;
+  const size_t begin = line.rfind(", ", end) + 2;
+  return std::stoll(line.substr(begin, end - begin));
+}
+
 std::vector<int32_t> tokens_of(const json& body) {
   return body["choices"][0]["token_ids"].get<std::vector<int32_t>>();
 }
@@ -158,11 +190,8 @@ TEST(ServeClusterPd, DrainMovesADecodingRequestToTheOtherDecodeInstance) {
   // decode1 holds nothing and steps no more; the next request decodes on decode2.
   const HttpResponse next = http(port, "POST", "/v1/completions", completion(prompt, 4, false).dump());
   ASSERT_EQ(next.status, 200) << next.body;
-  const RunResult status = run_troupe("cluster status --config " + file);
-  const size_t at = status.out.find("instance d1 on node decode1");
-  ASSERT_NE(at, std::string::npos) << status.out;
-  const std::string line = status.out.substr(at, status.out.find('\n', at) - at);
-  EXPECT_NE(line.find("up: 0 running, 0 waiting, KV 0.0%, "), std::string::npos) << line;
+  const std::string line = status_line_once(file, "instance d1 on node decode1");
+  EXPECT_NE(line.find(kIdle), std::string::npos) << line;
   // Refused: an instance the file does not have (a usage error, 2); the last decode
   // instance up (the router says no, 1).
   const RunResult unknown = run_troupe("drain --config " + file + " --instance zz --url http://127.0.0.1:" +
@@ -230,7 +259,7 @@ TEST(ServeClusterPd, APrefillProcessKilledMidTransferIsRecomputedOnTheDecodeSide
     const size_t at = status.out.find("instance d on node decode");
     if (at == std::string::npos) continue;
     line = status.out.substr(at, status.out.find('\n', at) - at);
-    freed = line.find("up: 0 running, 0 waiting, KV 0.0%, ") != std::string::npos &&
+    freed = line.find(kIdle) != std::string::npos &&
             decode->output().find("injected fault kv-import-stall") != std::string::npos &&
             i >= 35;  // past the stall
   }
@@ -340,10 +369,9 @@ TEST(ServeClusterPd, RequestsPrefillOnOneInstanceAndDecodeOnTheOther) {
   const RunResult status = run_troupe("cluster status --config " + file);
   EXPECT_EQ(status.status, 0) << status.out;
   for (const std::string engine : {"instance p on node prefill", "instance d on node decode"}) {
-    const size_t at = status.out.find(engine);
-    ASSERT_NE(at, std::string::npos) << status.out;
-    const std::string line = status.out.substr(at, status.out.find('\n', at) - at);
-    EXPECT_NE(line.find("up: 0 running, 0 waiting, KV 0.0%, "), std::string::npos) << line;
+    const std::string line = status_line_once(file, engine);
+    ASSERT_FALSE(line.empty()) << status.out;
+    EXPECT_NE(line.find(kIdle), std::string::npos) << line;
     const size_t steps = line.rfind(", ") + 2;
     EXPECT_GT(std::stoll(line.substr(steps)), 0) << line;
   }
@@ -407,22 +435,6 @@ int64_t concurrent_completions_match(uint16_t port, int requests, int64_t first_
   return decode_tokens;
 }
 
-// `troupe cluster status`'s line of one engine ("" when absent).
-std::string status_line(const std::string& file, const std::string& engine) {
-  const RunResult status = run_troupe("cluster status --config " + file);
-  const size_t at = status.out.find(engine);
-  return at == std::string::npos ? std::string()
-                                 : status.out.substr(at, status.out.find('\n', at) - at);
-}
-
-// The count before " tokens computed" in a status line; -1: none.
-int64_t tokens_computed(const std::string& line) {
-  const size_t end = line.find(" tokens computed");
-  if (end == std::string::npos) return -1;
-  const size_t begin = line.rfind(", ", end) + 2;
-  return std::stoll(line.substr(begin, end - begin));
-}
-
 TEST(ServeClusterPd, ADecodeInstanceWhoseRanksAreProcessesOfTheirOwn) {
   test::TempDir dir;
   const std::string file = dir.file("pd-ranks.yaml");
@@ -460,8 +472,8 @@ TEST(ServeClusterPd, ADecodeInstanceWhoseRanksAreProcessesOfTheirOwn) {
   // ranks stepped (the one without a request ran dummy steps, which compute nothing).
   int64_t computed = 0;
   for (const char* engine : {"instance d2 rank 0 on node rank0", "instance d2 rank 1 on node rank1"}) {
-    const std::string line = status_line(file, engine);
-    EXPECT_NE(line.find("up: 0 running, 0 waiting, KV 0.0%, "), std::string::npos) << line;
+    const std::string line = status_line_once(file, engine);
+    EXPECT_NE(line.find(kIdle), std::string::npos) << line;
     computed += tokens_computed(line);
   }
   EXPECT_EQ(computed, decode_tokens);
@@ -482,8 +494,8 @@ TEST(ServeClusterPd, ADecodeInstanceWhoseRanksAreProcessesOfTheirOwn) {
   EXPECT_TRUE(out.error.empty()) << out.error;
   EXPECT_EQ(out.tokens, runtime::engine_greedy(*golden_model().forward, prompt, n));
   EXPECT_TRUE(router->wait_output("went on on instance d2 rank [01]", 10s)) << router->output();
-  const std::string d1 = status_line(file, "instance d1 on node solo");
-  EXPECT_NE(d1.find("up: 0 running, 0 waiting, KV 0.0%, "), std::string::npos) << d1;
+  const std::string d1 = status_line_once(file, "instance d1 on node solo");
+  EXPECT_NE(d1.find(kIdle), std::string::npos) << d1;
   EXPECT_GT(tokens_computed(d1), 0) << d1;  // it decoded before the drain
 
   // d1 restarted (no longer draining); two streams, one on d1 and one on a rank of d2
@@ -506,8 +518,8 @@ TEST(ServeClusterPd, ADecodeInstanceWhoseRanksAreProcessesOfTheirOwn) {
   EXPECT_EQ(b.tokens, runtime::engine_greedy(*golden_model().forward, other, n));
   EXPECT_TRUE(router->wait_output("went on on instance d1 on node solo", 10s)) << router->output();
   for (const char* engine : {"instance d2 rank 0 on node rank0", "instance d2 rank 1 on node rank1"}) {
-    const std::string line = status_line(file, engine);
-    EXPECT_NE(line.find("up: 0 running, 0 waiting, KV 0.0%, "), std::string::npos) << line;
+    const std::string line = status_line_once(file, engine);
+    EXPECT_NE(line.find(kIdle), std::string::npos) << line;
   }
   const std::string after = http(port, "GET", "/metrics").body;
   EXPECT_EQ(series_with(after, "troupe:kv_transfer_fallbacks_total", "model_name"), 0) << after;
@@ -561,7 +573,7 @@ TEST(ServeClusterPd, APrefillInstanceWhoseRanksAreProcessesOfTheirOwn) {
   EXPECT_EQ(series_with(m, "troupe:kv_transfer_fallbacks_total", "model_name"), 0) << m;
   // Both prefill ranks computed prompts; the decode engine computed decode tokens only.
   for (const char* engine : {"instance p2 rank 0 on node rank0", "instance p2 rank 1 on node rank1"}) {
-    const std::string line = status_line(file, engine);
+    const std::string line = status_line_once(file, engine, "up: 0 running, 0 waiting, KV ");
     EXPECT_NE(line.find("up: 0 running, 0 waiting, KV "), std::string::npos) << line;
     EXPECT_GT(tokens_computed(line), 0) << line;
   }
