@@ -56,9 +56,9 @@ std::string status_line(const std::string& file, const std::string& engine) {
 
 constexpr const char* kIdle = "up: 0 running, 0 waiting, KV 0.0%, ";
 
-// status_line once it holds `want` (an engine frees a finished request's blocks just after
-// its last token goes out, so the first look may come a moment early), or its last
-// line after 10 s.
+// status_line once it holds `want`, or its last line after 10 s: an engine may free blocks
+// a moment after the client has its last token (a prefill engine releases a handed-off
+// request's blocks when the answer to its move reaches it), so one look can come early.
 std::string status_line_once(const std::string& file, const std::string& engine,
                              const std::string& want = kIdle) {
   std::string line;
