@@ -20,6 +20,7 @@
 #include "net/cluster_test_support.h"
 #include "runtime/golden_engine_config.h"
 #include "support/golden.h"
+#include "support/prometheus_text.h"
 
 namespace troupe::testing {
 namespace {
@@ -40,6 +41,14 @@ std::string dep_cluster_yaml(const std::vector<uint16_t>& ports) {
          "  - {name: dep2, ranks: [rank0, rank1], threads: 1}\n"  // expert parallel: the default
          "  - {name: one, ranks: [solo], threads: 1}\n"
              + cluster_serve_section();
+}
+
+// The same cluster with DSpark drafting on every engine (the serve section's
+// speculative-config): the dep2 group's draft experts are spread over its two processes as
+// the target's are, and each step's draft exchange crosses them.
+std::string speculative_dep_cluster_yaml(const std::vector<uint16_t>& ports) {
+  return dep_cluster_yaml(ports) +
+         "  speculative-config: '{\"method\": \"dspark\", \"num_speculative_tokens\": 3}'\n";
 }
 
 std::vector<int32_t> dep2_greedy(const std::vector<int32_t>& prompt, int64_t n) {
@@ -124,6 +133,58 @@ TEST(ServeClusterDep, AnExpertParallelInstanceWithItsRanksInTwoProcesses) {
   EXPECT_EQ(back.error, "");
   EXPECT_EQ(back.tokens, dep2_greedy(long_prompt, 120));
   EXPECT_NE(rank0->output().find("group 2 has every rank"), std::string::npos) << rank0->output();
+  for (Daemon* d : {rank0.get(), rank1.get(), solo.get(), router.get()})
+    EXPECT_EQ(d->stop(SIGTERM), 0) << d->output();
+}
+
+// Speculative decoding across rank processes (issue 13; docs/dspark.md said no test ran
+// it): the group forms, every step drafts k = 3 for each running request (the random
+// tiny draft accepts none), and greedy completions on either instance still get DEP-2's
+// tokens, which are the plain Engine's.
+TEST(ServeClusterDep, ASpeculativeExpertParallelInstanceWithItsRanksInTwoProcesses) {
+  test::TempDir dir;
+  const std::string file = dir.file("cluster.yaml");
+  std::ofstream(file) << speculative_dep_cluster_yaml(free_ports(4));
+  auto node = [&](const char* name) {
+    return std::make_unique<Daemon>(std::vector<std::string>{"--config", file, "--node", name});
+  };
+  auto router = node("router");
+  const uint16_t port = router->port();
+  ASSERT_NE(port, 0) << router->output();
+  auto rank0 = node("rank0");
+  auto rank1 = node("rank1");
+  auto solo = node("solo");
+  ASSERT_TRUE(router->wait_ready(port, 120s))
+      << health_message(port) << rank0->output() << rank1->output() << solo->output();
+  for (Daemon* d : {rank0.get(), rank1.get()})
+    EXPECT_TRUE(d->wait_output("group formed; serving", 30s)) << d->output();
+
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 6; ++i) prompts.push_back(random_tokens(9 + 11 * i, 930 + i));
+  std::vector<HttpResponse> responses(prompts.size());
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < prompts.size(); ++i)
+    clients.emplace_back([&, i] {
+      responses[i] = http(port, "POST", "/v1/completions", completion(prompts[i], 14, false).dump());
+    });
+  for (auto& t : clients) t.join();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ASSERT_EQ(responses[i].status, 200) << responses[i].body << rank0->output() << rank1->output();
+    EXPECT_EQ(token_ids(responses[i]), dep2_greedy(prompts[i], 14)) << "request " << i;
+  }
+  // A long stream on the group (the first engine), to run many speculative steps there.
+  const std::vector<int32_t> long_prompt = random_tokens(24, 991);
+  const HttpResponse one = http(port, "POST", "/v1/completions", completion(long_prompt, 60, false).dump());
+  ASSERT_EQ(one.status, 200) << one.body;
+  EXPECT_EQ(token_ids(one), dep2_greedy(long_prompt, 60));
+  // Every engine drafted at each decode step of each request but its last (one token
+  // left: nothing to draft), the group's ranks included: n - 2 drafts for n tokens.
+  const std::string m = http(port, "GET", "/metrics").body;
+  double want = 60 - 2;
+  for (size_t i = 0; i < prompts.size(); ++i) want += 14 - 2;
+  EXPECT_EQ(prometheus_value(m, "troupe:spec_decode_num_drafts_total"), want) << m;
+  EXPECT_GT(prometheus_value(m, "troupe:spec_decode_num_draft_tokens_total"), want) << m;
+  EXPECT_EQ(prometheus_value(m, "troupe:spec_decode_num_accepted_tokens_total"), 0) << m;
   for (Daemon* d : {rank0.get(), rank1.get(), solo.get(), router.get()})
     EXPECT_EQ(d->stop(SIGTERM), 0) << d->output();
 }
