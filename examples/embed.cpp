@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
     caf::scoped_actor self{sys};
     const char* prompts[] = {"Once upon a time", "The sea was calm"};
     for (int i = 0; i < 2; ++i) {
-      actors::GenerateRequest req{i, tokenizer.encode(prompts[i], true), {}};
+      actors::GenerateRequest req{i, tokenizer.encode(prompts[i], true), {}, {}};
       req.params.max_tokens = 12;
       self->send(router, actors::generate_atom::value, std::move(req), caf::actor{self});
     }

@@ -59,7 +59,7 @@ TEST_F(EngineActors, StreamsTheEnginesTokens) {
   auto router = spawn_router(sys_, {engine_});
   caf::scoped_actor self{sys_};
   for (auto& [id, p] : prompts)
-    self->send(router, generate_atom::value, GenerateRequest{id, p, greedy(5)}, caf::actor{self});
+    self->send(router, generate_atom::value, GenerateRequest{id, p, greedy(5), {}}, caf::actor{self});
   std::map<runtime::RequestId, std::vector<int32_t>> got;
   const auto last = collect(self, prompts.size(), got);
   EXPECT_EQ(got, want);
@@ -72,7 +72,7 @@ TEST_F(EngineActors, StreamsTheEnginesTokens) {
 
 TEST_F(EngineActors, AbortEndsTheStreamAndFreesBlocks) {
   caf::scoped_actor self{sys_};
-  self->send(engine_, generate_atom::value, GenerateRequest{7, random_tokens(40, 9), greedy(500)},
+  self->send(engine_, generate_atom::value, GenerateRequest{7, random_tokens(40, 9), greedy(500), {}},
              caf::actor{self});
   // Wait for the first streamed token, then abort.
   bool first = false;
@@ -89,12 +89,12 @@ TEST_F(EngineActors, AbortEndsTheStreamAndFreesBlocks) {
 
 TEST_F(EngineActors, BadRequestGetsAnErrorAndServingGoesOn) {
   caf::scoped_actor self{sys_};
-  self->send(engine_, generate_atom::value, GenerateRequest{1, {}, greedy(3)}, caf::actor{self});
+  self->send(engine_, generate_atom::value, GenerateRequest{1, {}, greedy(3), {}}, caf::actor{self});
   std::map<runtime::RequestId, std::vector<int32_t>> got;
   auto last = collect(self, 1, got);
   EXPECT_EQ(last.at(1).status, runtime::RequestStatus::FinishedError);
   EXPECT_FALSE(last.at(1).error.empty());
-  self->send(engine_, generate_atom::value, GenerateRequest{2, random_tokens(9, 3), greedy(3)},
+  self->send(engine_, generate_atom::value, GenerateRequest{2, random_tokens(9, 3), greedy(3), {}},
              caf::actor{self});
   last = collect(self, 1, got);
   EXPECT_EQ(got[2].size(), 3u);

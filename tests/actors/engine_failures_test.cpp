@@ -60,7 +60,7 @@ class EngineFailures : public ::testing::Test {
   // Sends one request and receives its events until it finished.
   Finished run(RequestId id, const std::vector<int32_t>& prompt, int64_t max_tokens) {
     caf::scoped_actor self{sys_};
-    self->send(engine_, generate_atom::value, GenerateRequest{id, prompt, greedy(max_tokens)},
+    self->send(engine_, generate_atom::value, GenerateRequest{id, prompt, greedy(max_tokens), {}},
                caf::actor{self});
     Finished f;
     for (bool done = false; !done;) {
