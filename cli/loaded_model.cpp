@@ -72,12 +72,12 @@ std::unique_ptr<DraftModel> load_draft(LoadedModel& m) {
     TROUPE_FAIL("speculative-config: method \"dspark\" needs the checkpoint's DSpark draft "
                 "(mtp.* tensors, MODEL.md 8): " << e.what());
   }
+  const model::ForwardOptions& options = m.forward->options();
   // Its experts held once too (their checkpoint bytes are the draft's alone).
-  if (m.forward->options().expert_precision == kernels::GemmPrecision::Int8)
+  if (options.expert_precision == kernels::GemmPrecision::Int8)
     model::add_expert_row_groups(d->weights, &m.checkpoint);
-  d->forward = std::make_unique<model::Forward>(m.config, m.weights, &d->weights, m.forward->options());
-  d->draft = std::make_unique<model::DsparkDraft>(m.config, m.weights, d->weights,
-                                                  m.forward->options().expert_precision);
+  d->forward = std::make_unique<model::Forward>(m.config, m.weights, &d->weights, options);
+  d->draft = std::make_unique<model::DsparkDraft>(m.config, m.weights, d->weights, options.expert_precision);
   d->drafter = std::make_unique<runtime::DsparkDrafter>(*d->draft);
   return d;
 }

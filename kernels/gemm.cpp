@@ -34,7 +34,7 @@ void validate(const GemmParams& p) {
     // A Q8_0 / Q4_0 matrix regrouped in place, or FP4 experts whose checkpoint bytes were
     // given back (model/row_groups_copy.h), have only their groups: only an int8 GEMM
     // reads them (cpu::gemm_q8 checks that its kernel is a row-group one).
-    const bool groups_only = w.data == nullptr && w.groups != nullptr && q8_activations(p);
+    const bool groups_only = w.data == nullptr && reads_row_groups(w, p.precision);
     TROUPE_CHECK(w.data != nullptr || groups_only, "gemm: w.data is null (", to_string(w.format),
                  w.groups ? ": only its row groups are kept, which only GemmPrecision::Int8 reads" : "", ")");
     TROUPE_CHECK(!scaled || w.scale != nullptr || groups_only, "gemm: w.scale is null (",

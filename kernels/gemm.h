@@ -52,6 +52,13 @@ inline bool fp4_on_int8(const GemmParams& p) {
 }
 // Whether the call quantizes x to q8_0 and multiplies on int8 (ref::gemm_q8, cpu::gemm_q8).
 inline bool q8_activations(const GemmParams& p) { return is_ggml_block(p.w.format) || fp4_on_int8(p); }
+// Whether a GEMM at `precision` reads w's row groups (Q8_0 / Q4_0 always, FP4 under Int8),
+// so that a view keeping only its groups (w.data null: a GGUF matrix regrouped in place,
+// FP4 experts whose checkpoint bytes went back, model/row_groups_copy.h) can run there.
+inline bool reads_row_groups(const WeightView& w, GemmPrecision precision) {
+  return w.groups != nullptr &&
+         (is_ggml_block(w.format) || (precision == GemmPrecision::Int8 && w.format == WeightFormat::FP4));
+}
 
 // Validated, dispatched entry (kernels/dispatch.cpp picks the backend).
 void gemm(const GemmParams& p);

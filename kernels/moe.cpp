@@ -10,17 +10,12 @@
 namespace troupe::kernels {
 namespace {
 
-// A view that keeps only its row groups (a GGUF matrix regrouped in place; FP4 experts
-// whose checkpoint bytes went back, model/row_groups_copy.h) runs only where its GEMM
-// reads groups (q8_activations: Q8_0 / Q4_0 always, FP4 under Int8); elsewhere it would
-// read its null bytes.
+// A view that keeps only its row groups runs only where its GEMM reads them
+// (reads_row_groups); elsewhere it would read its null bytes.
 void check_weight(const WeightView& w, int64_t rows, int64_t cols, int64_t e, const char* name,
                   GemmPrecision precision) {
-  GemmParams as_read;
-  as_read.w = w;
-  as_read.precision = precision;
-  const bool groups_read = w.groups != nullptr && q8_activations(as_read);
-  TROUPE_CHECK(w.data != nullptr || groups_read, "experts[", e, "].", name, ".data is null (expert is picked",
+  TROUPE_CHECK(w.data != nullptr || reads_row_groups(w, precision), "experts[", e, "].", name,
+               ".data is null (expert is picked",
                w.groups ? "; only its row groups are kept, which only GemmPrecision::Int8 reads" : "", ")");
   TROUPE_CHECK(w.rows == rows && w.cols == cols, "experts[", e, "].", name, " is [", w.rows, ", ",
                w.cols, "], expected [", rows, ", ", cols, "]");

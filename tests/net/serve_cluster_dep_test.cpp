@@ -59,6 +59,26 @@ std::vector<int32_t> token_ids(const HttpResponse& r) {
   return json::parse(r.body)["choices"][0]["token_ids"].get<std::vector<int32_t>>();
 }
 
+// Six prompts of 9, 20, ..., 64 tokens from seeds seed .. seed + 5.
+std::vector<std::vector<int32_t>> six_prompts(uint32_t seed) {
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 6; ++i) prompts.push_back(random_tokens(9 + 11 * i, seed + uint32_t(i)));
+  return prompts;
+}
+
+// Greedy completions of n tokens for every prompt at once, the answers in prompt order.
+std::vector<HttpResponse> complete_concurrently(uint16_t port, const std::vector<std::vector<int32_t>>& prompts,
+                                                int n) {
+  std::vector<HttpResponse> responses(prompts.size());
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < prompts.size(); ++i)
+    clients.emplace_back([&, i] {
+      responses[i] = http(port, "POST", "/v1/completions", completion(prompts[i], n, false).dump());
+    });
+  for (auto& t : clients) t.join();
+  return responses;
+}
+
 TEST(ServeClusterDep, AnExpertParallelInstanceWithItsRanksInTwoProcesses) {
   test::TempDir dir;
   const std::string file = dir.file("cluster.yaml");
@@ -81,15 +101,8 @@ TEST(ServeClusterDep, AnExpertParallelInstanceWithItsRanksInTwoProcesses) {
   }
 
   // Concurrent completions spread over the three engines: DEP-2's tokens everywhere.
-  std::vector<std::vector<int32_t>> prompts;
-  for (int i = 0; i < 6; ++i) prompts.push_back(random_tokens(9 + 11 * i, 900 + i));
-  std::vector<HttpResponse> responses(prompts.size());
-  std::vector<std::thread> clients;
-  for (size_t i = 0; i < prompts.size(); ++i)
-    clients.emplace_back([&, i] {
-      responses[i] = http(port, "POST", "/v1/completions", completion(prompts[i], 14, false).dump());
-    });
-  for (auto& t : clients) t.join();
+  const std::vector<std::vector<int32_t>> prompts = six_prompts(900);
+  const std::vector<HttpResponse> responses = complete_concurrently(port, prompts, 14);
   for (size_t i = 0; i < prompts.size(); ++i) {
     ASSERT_EQ(responses[i].status, 200) << responses[i].body;
     const std::vector<int32_t> want = dep2_greedy(prompts[i], 14);
@@ -159,15 +172,8 @@ TEST(ServeClusterDep, ASpeculativeExpertParallelInstanceWithItsRanksInTwoProcess
   for (Daemon* d : {rank0.get(), rank1.get()})
     EXPECT_TRUE(d->wait_output("group formed; serving", 30s)) << d->output();
 
-  std::vector<std::vector<int32_t>> prompts;
-  for (int i = 0; i < 6; ++i) prompts.push_back(random_tokens(9 + 11 * i, 930 + i));
-  std::vector<HttpResponse> responses(prompts.size());
-  std::vector<std::thread> clients;
-  for (size_t i = 0; i < prompts.size(); ++i)
-    clients.emplace_back([&, i] {
-      responses[i] = http(port, "POST", "/v1/completions", completion(prompts[i], 14, false).dump());
-    });
-  for (auto& t : clients) t.join();
+  const std::vector<std::vector<int32_t>> prompts = six_prompts(930);
+  const std::vector<HttpResponse> responses = complete_concurrently(port, prompts, 14);
   for (size_t i = 0; i < prompts.size(); ++i) {
     ASSERT_EQ(responses[i].status, 200) << responses[i].body << rank0->output() << rank1->output();
     EXPECT_EQ(token_ids(responses[i]), dep2_greedy(prompts[i], 14)) << "request " << i;
