@@ -36,6 +36,7 @@
 #include "bench/engine/replay_bench.h"
 #include "bench/engine/speculative_bench.h"
 #include "bench/engine/tier_fetch_bench.h"
+#include "runtime/speculative/speculative_config.h"
 #include "bench/engine/step_bench.h"
 #include "bench/eplb/eplb_bench.h"
 #include "bench/eplb/eplb_counts_bench.h"
@@ -172,7 +173,7 @@ int bench_forward_speculative(const Args& a) {
     std::printf("\nadaptive: k per step by the online cost table; its measured step times as a "
                 "speculative-config seed (%s):\n\"step_seconds\": %s\n",
                 draft ? "the dspark adaptive run's" : "the last adaptive run's",
-                bench::step_seconds_json(r.step_seconds, s.k).c_str());
+                runtime::step_seconds_json(r.step_seconds, 6).c_str());
   return 0;
 }
 

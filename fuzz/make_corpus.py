@@ -471,8 +471,21 @@ def kv_handoff():
     write("kv_handoff", "bad-feature-flag.bin", real[:-8] + struct.pack("<Q", 2))
 
 
+def cost_table():
+    """runtime/speculative/cost_table_file.h: speculative-config "table_file"."""
+    write("cost_table", "two-rows.json",
+          '{"step_seconds": {"1": [0.0167, 0.0377, 0.0457, 0.0523], "8": [0.05, null, 0.09]}}\n')
+    write("cost_table", "exact.json",
+          '{"step_seconds": {"16": [0.33333333333333331, 1.2345678901234567e-05]}}')
+    write("cost_table", "empty.json", '{"step_seconds": {}}')
+    write("cost_table", "huge-batch.json", '{"step_seconds": {"99999999999999999999": [1]}}')
+    write("cost_table", "long-row.json", '{"step_seconds": {"2": [1, 2, 3, 4, 5, 6, 7, 8]}}')
+    write("cost_table", "zero.json", '{"step_seconds": {"1": [0]}}')
+    write("cost_table", "truncated.json", '{"step_seconds": {"1": [0.01, ')
+
+
 if __name__ == "__main__":
     for make in (openai_body, http_request, tcp_frame, serve_config, safetensors,
                  tokenizer_json, expert_loads_json, gguf, kv_block_file, cluster_config,
-                 peer_wire, kv_pin_index, kv_handoff, hf_config):
+                 peer_wire, kv_pin_index, kv_handoff, hf_config, cost_table):
         make()

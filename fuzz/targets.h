@@ -23,13 +23,14 @@ void peer_wire(const uint8_t* data, size_t size);
 void kv_pin_index(const uint8_t* data, size_t size);
 void kv_handoff(const uint8_t* data, size_t size);
 void hf_config(const uint8_t* data, size_t size);
+void cost_table(const uint8_t* data, size_t size);
 
 struct Target {
   std::string_view name;  // also the folder under fuzz/corpus and fuzz/regressions
   Entry entry;
 };
 
-inline constexpr std::array<Target, 14> kTargets{{
+inline constexpr std::array<Target, 15> kTargets{{
     {"http_request", http_request},
     {"openai_body", openai_body},
     {"tcp_frame", tcp_frame},
@@ -44,6 +45,7 @@ inline constexpr std::array<Target, 14> kTargets{{
     {"kv_pin_index", kv_pin_index},
     {"kv_handoff", kv_handoff},
     {"hf_config", hf_config},
+    {"cost_table", cost_table},
 }};
 
 }  // namespace troupe::fuzz

@@ -53,6 +53,7 @@ KvCacheConfig prepare_engine(const model::ServingShape& m, EngineConfig& config)
     config.scheduler.num_speculative_tokens = config.speculative.num_speculative_tokens;
     config.scheduler.adaptive_speculation = config.speculative.adaptive;
     config.scheduler.speculation_seed = config.speculative.step_seconds;
+    config.scheduler.speculation_table_file = config.speculative.table_file;
     // The drafter reads the anchor token, the one before the chunk.
     config.scheduler.chunk_lookback_tokens = std::max<int64_t>(config.scheduler.chunk_lookback_tokens, 1);
   }

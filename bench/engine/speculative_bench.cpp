@@ -216,24 +216,4 @@ void print_speculative_profile(const std::vector<SpeculativeBenchRow>& rows) {
   }
 }
 
-std::string step_seconds_json(std::span<const runtime::StepTimeSample> samples, int64_t kmax) {
-  std::map<int64_t, std::vector<double>> by_batch;
-  for (const runtime::StepTimeSample& s : samples) {
-    auto& v = by_batch[s.batch];
-    if (static_cast<int64_t>(v.size()) == s.k) v.push_back(s.seconds);
-  }
-  std::string out = "{";
-  for (const auto& [batch, times] : by_batch) {
-    if (static_cast<int64_t>(times.size()) != kmax + 1) continue;
-    out += (out.size() > 1 ? ", \"" : "\"") + std::to_string(batch) + "\": [";
-    for (size_t k = 0; k < times.size(); ++k) {
-      char t[32];
-      std::snprintf(t, sizeof t, "%s%.6g", k ? ", " : "", times[k]);
-      out += t;
-    }
-    out += "]";
-  }
-  return out + "}";
-}
-
 }  // namespace troupe::bench

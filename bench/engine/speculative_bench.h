@@ -68,7 +68,5 @@ void print_speculative_table(const std::vector<SpeculativeBenchRow>& rows);
 // Per batch size, ms per decode step of each op by mode: the target's ops, then the
 // draft's (rows measured with `profile`).
 void print_speculative_profile(const std::vector<SpeculativeBenchRow>& rows);
-// {"<batch>": [T(b, 0), ..., T(b, k)]} of the batches whose every k was measured.
-std::string step_seconds_json(std::span<const runtime::StepTimeSample> samples, int64_t kmax);
 
 }  // namespace troupe::bench

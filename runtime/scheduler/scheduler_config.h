@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "runtime/speculative/draft_length.h"
@@ -50,6 +51,9 @@ struct SchedulerConfig {
   // running acceptance; speculation_seed: step times of a bench run to start from.
   bool adaptive_speculation = false;
   std::vector<StepTimeSample> speculation_seed;
+  // Where the table is kept across restarts ("": nowhere): read when the StepPipeline is
+  // made (its cells over the seed's), written every StepPipeline::kSaveEvery timed steps and at its end.
+  std::string speculation_table_file;
   // After every step's update, check the KV bookkeeping (KvCacheManager::check_invariants:
   // each block has as many refs as tables and pins hold it, so eviction under memory
   // pressure never hands out a block a request uses; the tiers' and snapshots' lists and

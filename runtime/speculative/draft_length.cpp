@@ -46,6 +46,14 @@ void StepCostTable::seed(const StepTimeSample& s) {
   cells_[index(s.batch, s.k)] = {s.seconds, 2};
 }
 
+std::vector<StepTimeSample> StepCostTable::cells() const {
+  std::vector<StepTimeSample> out;
+  for (int64_t b = 1; b <= max_batch_; ++b)
+    for (int64_t k = 0; k <= kmax_; ++k)
+      if (cell(b, k).count > 0) out.push_back({b, k, cell(b, k).seconds});
+  return out;
+}
+
 bool StepCostTable::measured(int64_t batch, int64_t k) const {
   return k >= 0 && k <= kmax_ && cell(batch, k).count > 0;
 }

@@ -60,6 +60,9 @@ class StepCostTable {
   // Whether the time estimate() gives rests on a single sample.
   bool single_sample(int64_t batch, int64_t k) const;
 
+  // The measured cells, by batch then k: what a table file keeps (cost_table_file.h).
+  std::vector<StepTimeSample> cells() const;
+
   int64_t max_batch() const { return max_batch_; }
   int64_t kmax() const { return kmax_; }
 

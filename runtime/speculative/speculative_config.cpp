@@ -2,17 +2,20 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+
 #include "kernels/check.h"
 
 namespace troupe::runtime {
-namespace {
 
-// {"<batch>": [seconds at k = 0, 1, ...], ...}
-std::vector<StepTimeSample> parse_step_seconds(const nlohmann::json& value) {
+std::vector<StepTimeSample> parse_step_seconds(const nlohmann::json& value, std::string_view where) {
   if (!value.is_object())
-    TROUPE_FAIL("speculative-config: \"step_seconds\" must be an object {\"<batch>\": [seconds "
-                "by k]}");
+    TROUPE_FAIL(where << ": \"step_seconds\" must be an object {\"<batch>\": [seconds by k]}");
   std::vector<StepTimeSample> out;
+  std::set<int64_t> batches;
   for (const auto& [batch, times] : value.items()) {
     int64_t b = 0;
     try {
@@ -22,22 +25,49 @@ std::vector<StepTimeSample> parse_step_seconds(const nlohmann::json& value) {
     } catch (const std::exception&) {
       b = 0;
     }
-    if (b < 1) TROUPE_FAIL("speculative-config: \"step_seconds\" key \"" << batch
+    if (b < 1) TROUPE_FAIL(where << ": \"step_seconds\" key \"" << batch
                            << "\" is not a batch size >= 1");
+    if (!batches.insert(b).second)
+      TROUPE_FAIL(where << ": \"step_seconds\" gives batch size " << b << " twice");
     if (!times.is_array() || times.empty())
-      TROUPE_FAIL("speculative-config: \"step_seconds\"[\"" << batch
+      TROUPE_FAIL(where << ": \"step_seconds\"[\"" << batch
                   << "\"] must be a non-empty array of seconds by k");
     for (size_t k = 0; k < times.size(); ++k) {
+      if (times[k].is_null()) continue;  // not measured
       if (!times[k].is_number() || !(times[k].get<double>() > 0))
-        TROUPE_FAIL("speculative-config: \"step_seconds\"[\"" << batch << "\"][" << k
-                    << "] must be a number of seconds > 0, got " << times[k].dump());
+        TROUPE_FAIL(where << ": \"step_seconds\"[\"" << batch << "\"][" << k
+                    << "] must be a number of seconds > 0 or null, got " << times[k].dump());
       out.push_back({b, static_cast<int64_t>(k), times[k].get<double>()});
     }
   }
+  std::stable_sort(out.begin(), out.end(), [](const StepTimeSample& a, const StepTimeSample& b) {
+    return a.batch < b.batch;  // JSON object keys come in text order: "16" before "8"
+  });
   return out;
 }
 
-}  // namespace
+std::string step_seconds_json(std::span<const StepTimeSample> cells, int digits) {
+  std::map<int64_t, std::vector<double>> rows;  // by batch; 0: no cell
+  for (const StepTimeSample& s : cells) {
+    if (s.batch < 1 || s.k < 0) continue;
+    std::vector<double>& row = rows[s.batch];
+    if (static_cast<int64_t>(row.size()) <= s.k) row.resize(size_t(s.k + 1), 0.0);
+    row[size_t(s.k)] = s.seconds;
+  }
+  std::string out = "{";
+  for (const auto& [batch, row] : rows) {
+    out += (out.size() > 1 ? ", \"" : "\"") + std::to_string(batch) + "\": [";
+    for (size_t k = 0; k < row.size(); ++k) {
+      char t[40];
+      if (row[k] > 0) std::snprintf(t, sizeof t, "%s%.*g", k ? ", " : "", digits, row[k]);
+      else std::snprintf(t, sizeof t, "%snull", k ? ", " : "");
+      out += t;
+    }
+    out += "]";
+  }
+  return out + "}";
+}
+
 
 SpeculativeConfig parse_speculative_config(std::string_view text) {
   SpeculativeConfig c;
@@ -71,11 +101,15 @@ SpeculativeConfig parse_speculative_config(std::string_view text) {
         TROUPE_FAIL("speculative-config: \"adaptive\" must be true or false");
       c.adaptive = value.get<bool>();
     } else if (key == "step_seconds") {
-      c.step_seconds = parse_step_seconds(value);
+      c.step_seconds = parse_step_seconds(value, "speculative-config");
+    } else if (key == "table_file") {
+      if (!value.is_string() || value.get<std::string>().empty())
+        TROUPE_FAIL("speculative-config: \"table_file\" must be a non-empty path");
+      c.table_file = value.get<std::string>();
     } else {
       TROUPE_FAIL("speculative-config: unknown key \"" << key
                   << "\" (known: method, num_speculative_tokens, acceptance_rate, adaptive, "
-                     "step_seconds)");
+                     "step_seconds, table_file)");
     }
   }
   if (c.method.empty()) TROUPE_FAIL("speculative-config: \"method\" is required");
@@ -95,12 +129,8 @@ std::string to_json(const SpeculativeConfig& c) {
   nlohmann::json j{{"method", c.method}, {"num_speculative_tokens", c.num_speculative_tokens}};
   if (c.method == "oracle") j["acceptance_rate"] = c.acceptance_rate;
   if (c.adaptive) j["adaptive"] = true;
-  if (!c.step_seconds.empty()) {
-    nlohmann::json table = nlohmann::json::object();
-    for (const StepTimeSample& s : c.step_seconds)
-      table[std::to_string(s.batch)].push_back(s.seconds);
-    j["step_seconds"] = table;
-  }
+  if (!c.step_seconds.empty()) j["step_seconds"] = nlohmann::json::parse(step_seconds_json(c.step_seconds));
+  if (!c.table_file.empty()) j["table_file"] = c.table_file;
   return j.dump();
 }
 

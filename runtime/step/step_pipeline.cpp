@@ -6,7 +6,10 @@
 #include <chrono>
 #include <utility>
 
+#include <spdlog/spdlog.h>
+
 #include "kernels/check.h"
+#include "runtime/speculative/cost_table_file.h"
 
 namespace troupe::runtime {
 namespace {
@@ -75,9 +78,38 @@ StepPipeline::StepPipeline(Scheduler& scheduler, EngineFigures& figures, int dep
   TROUPE_CHECK(depth >= 1, "StepPipeline: depth must be >= 1, got ", depth);
   plans_.resize(size_t(depth));
   const SchedulerConfig& c = scheduler.config();
-  if (c.adaptive_speculation)
-    chooser_ = std::make_unique<DraftLengthChooser>(c.num_speculative_tokens, c.max_num_running,
-                                                    c.speculation_seed);
+  if (!c.adaptive_speculation) return;
+  std::vector<StepTimeSample> seed = c.speculation_seed;
+  if (!c.speculation_table_file.empty()) {
+    // A file that cannot be read is not worth refusing to serve for: the table is then
+    // calibrated as without one, and the file replaced at the first write.
+    try {
+      const std::vector<StepTimeSample> kept = read_cost_table(c.speculation_table_file);
+      seed.insert(seed.end(), kept.begin(), kept.end());  // after the seed: the newer times
+      if (!kept.empty())
+        spdlog::info("speculative-config table_file {}: {} step times read",
+                     c.speculation_table_file, kept.size());
+    } catch (const Error& e) {
+      spdlog::warn("speculative-config table_file: {} (starting without it)", e.what());
+    }
+  }
+  chooser_ = std::make_unique<DraftLengthChooser>(c.num_speculative_tokens, c.max_num_running, seed);
+}
+
+StepPipeline::~StepPipeline() {
+  if (timed_since_save_ > 0) save_table();
+}
+
+void StepPipeline::save_table() {
+  const std::string& path = scheduler_.config().speculation_table_file;
+  timed_since_save_ = 0;
+  if (!chooser_ || path.empty()) return;
+  try {
+    write_cost_table(path, chooser_->table().cells());
+  } catch (const std::exception& e) {  // Error, or bad_alloc: serving goes on regardless
+    if (!save_failed_) spdlog::warn("speculative-config table_file: {}", e.what());
+    save_failed_ = true;
+  }
 }
 
 const StepPlan* StepPipeline::plan_next(std::vector<RequestOutput>& outputs) {
@@ -111,7 +143,12 @@ void StepPipeline::complete(std::span<const SampledChunk> sampled, double run_se
   if (scheduler_.config().num_speculative_tokens > 0) {
     step_outcome(plan, sampled, run_seconds, outcome_);
     record_speculation(figures_, plan, outcome_);
-    if (chooser_) chooser_->observe(outcome_);
+    if (chooser_) {
+      chooser_->observe(outcome_);
+      if (outcome_.decode_only && outcome_.batch > 0 && ++timed_since_save_ >= kSaveEvery &&
+          !scheduler_.config().speculation_table_file.empty())
+        save_table();
+    }
   }
   const double t0 = thread_cpu_seconds();
   scheduler_.update(plan, sampled, outputs);

@@ -32,6 +32,10 @@ class StepPipeline {
   // scheduler and figures must outlive the pipeline; figures keeps counting from what it
   // holds (an actor restarted after a failure continues its predecessor's counts).
   StepPipeline(Scheduler& scheduler, EngineFigures& figures, int depth);
+  // Writes the cost table to its file (SchedulerConfig::speculation_table_file), if any.
+  ~StepPipeline();
+  StepPipeline(const StepPipeline&) = delete;
+  StepPipeline& operator=(const StepPipeline&) = delete;
 
   // Plans the next step if fewer than `depth` plans are in flight and returns it, to be
   // run; it stays valid until complete() of it. Returns nullptr when the pipeline is full
@@ -66,6 +70,9 @@ class StepPipeline {
   bool busy() const { return count_ > 0 || scheduler_.has_unfinished(); }
   // The online cost table (SchedulerConfig::adaptive_speculation), else nullptr.
   const DraftLengthChooser* draft_length() const { return chooser_.get(); }
+  // Timed steps between writes of the cost table's file: a file write now and then, never
+  // per step (the low-latency path allocates nothing per step).
+  static constexpr int64_t kSaveEvery = 512;
 
  private:
   Scheduler& scheduler_;
@@ -76,6 +83,9 @@ class StepPipeline {
   std::vector<StepPlan> plans_;
   int head_ = 0, count_ = 0;
   std::unique_ptr<DraftLengthChooser> chooser_;
+  void save_table();
+  int64_t timed_since_save_ = 0;  // decode-only steps the table learned since its last write
+  bool save_failed_ = false;      // warned once
   StepOutcome outcome_;                // reused (its drafts' capacity)
   std::vector<SampledChunk> sampled_;  // step()'s, reused
 };

@@ -62,7 +62,10 @@ runtime::RequestParams params_of(const Work& w) {
 runtime::EngineConfig config(bool async, int64_t k, const std::string& method) {
   runtime::EngineConfig c = runtime::golden_engine_config(int64_t(32) << 20, async, 24, 4);
   c.enable_prefix_snapshots = false;
-  if (k > 0) c.speculative = {method, k, 1.0};
+  if (k > 0) {
+    c.speculative.method = method;
+    c.speculative.num_speculative_tokens = k;
+  }
   return c;
 }
 
@@ -323,8 +326,9 @@ runtime::EngineFigures expect_one_rank_engine(int ranks, bool async, const std::
     auto it = drafted.find(key);
     if (key.first == kAborted && it == drafted.end()) continue;
     EXPECT_NE(it, drafted.end()) << "request " << key.first << " anchor " << key.second;
-    if (it != drafted.end())
+    if (it != drafted.end()) {
       EXPECT_EQ(it->second, tokens) << "request " << key.first << " anchor " << key.second;
+    }
   }
   return f;
 }

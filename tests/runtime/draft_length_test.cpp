@@ -9,14 +9,19 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
 #include <deque>
+#include <fstream>
 #include <map>
 #include <random>
 
 #include "kernels/check.h"
 #include "runtime/kv_cache/kv_cache_manager.h"
 #include "runtime/scheduler/scheduler.h"
+#include "runtime/speculative/cost_table_file.h"
 #include "runtime/speculative/speculative_config.h"
 #include "runtime/step/step_pipeline.h"
 
@@ -281,12 +286,55 @@ TEST(SpeculativeConfigAdaptive, ParsesTheSeedTable) {
   EXPECT_EQ(c.step_seconds[4].k, 1);
   EXPECT_DOUBLE_EQ(c.step_seconds[4].seconds, 0.03);
   EXPECT_EQ(parse_speculative_config(to_json(c)), c);
+  // null: a cell left to be measured; rows by batch size, not by the keys' text order.
+  const SpeculativeConfig gaps = parse_speculative_config(
+      R"({"method": "dspark", "num_speculative_tokens": 2, "adaptive": true,
+          "table_file": "/tmp/t.json", "step_seconds": {"16": [0.5, null, 0.75], "8": [null, 0.25]}})");
+  EXPECT_EQ(gaps.table_file, "/tmp/t.json");
+  const std::vector<StepTimeSample> want{{8, 1, 0.25}, {16, 0, 0.5}, {16, 2, 0.75}};
+  EXPECT_EQ(gaps.step_seconds, want);
+  EXPECT_EQ(parse_speculative_config(to_json(gaps)), gaps);
   for (const char* bad :
        {R"({"method": "dspark", "num_speculative_tokens": 2, "adaptive": 1})",
         R"({"method": "dspark", "num_speculative_tokens": 1, "step_seconds": {"1": [1, 1, 1]}})",
         R"({"method": "dspark", "num_speculative_tokens": 1, "step_seconds": {"x": [1]}})",
-        R"({"method": "dspark", "num_speculative_tokens": 1, "step_seconds": {"2": [0]}})"})
+        R"({"method": "dspark", "num_speculative_tokens": 1, "step_seconds": {"2": [0]}})",
+        R"({"method": "dspark", "num_speculative_tokens": 1, "step_seconds": {"2": ["1"]}})",
+        R"({"method": "dspark", "num_speculative_tokens": 1, "table_file": ""})",
+        R"({"method": "dspark", "num_speculative_tokens": 1, "table_file": 3})"})
     EXPECT_THROW(parse_speculative_config(bad), troupe::Error) << bad;
+}
+
+// --- the table file (runtime/speculative/cost_table_file.h) -------------------------------
+
+std::string temp_path(const std::string& name) {
+  return ::testing::TempDir() + "troupe-" + std::to_string(::getpid()) + "-" + name;
+}
+
+TEST(CostTableFile, KeepsTheMeasuredCellsBitForBit) {
+  StepCostTable t(16, 3);
+  t.observe({1, 0, 1.0 / 3});
+  t.observe({1, 3, 0.0123456789012345678});
+  t.observe({1, 3, 0.02});
+  t.observe({1, 3, 0.03});  // an EWMA value: not a short decimal
+  t.observe({12, 2, 7e-5});
+  const std::vector<StepTimeSample> cells = t.cells();
+  ASSERT_EQ(cells.size(), 3u);
+  EXPECT_EQ(cells[1].k, 3);
+  EXPECT_EQ(cells[2].batch, 12);
+  const std::string path = temp_path("table.json");
+  std::remove(path.c_str());
+  EXPECT_TRUE(read_cost_table(path).empty());  // no file yet: nothing, no error
+  write_cost_table(path, cells);
+  EXPECT_EQ(read_cost_table(path), cells);
+  write_cost_table(path, {});  // replaced whole
+  EXPECT_TRUE(read_cost_table(path).empty());
+  std::remove(path.c_str());
+  EXPECT_THROW(write_cost_table(temp_path("no-such-dir/table.json"), cells), troupe::Error);
+  for (const char* bad : {"", "{", "[]", "{}", R"({"step_seconds": []})",
+                          R"({"step_seconds": {"0": [1]}})", R"({"step_seconds": {"1": [-1]}})",
+                          R"({"step_seconds": {"1": []}})", R"({"step_seconds": {"1": [1], "01": [2]}})"})
+    EXPECT_THROW(parse_cost_table(bad, "t.json"), troupe::Error) << bad;
 }
 
 // --- through the StepPipeline, with a mocked model -------------------------------------
@@ -294,9 +342,9 @@ TEST(SpeculativeConfigAdaptive, ParsesTheSeedTable) {
 // Four greedy requests; the mocked model's step takes times[k] seconds per step of k
 // drafts and accepts every draft (accept_all) or none; tokens are 7 + position.
 struct Mocked {
-  Mocked(bool async, std::vector<double> times, bool accept_all)
+  Mocked(bool async, std::vector<double> times, bool accept_all, std::string table_file = "")
       : kv(kv_config()),
-        s(config(), kv, 1),
+        s(config(std::move(table_file)), kv, 1),
         pipeline(s, figures, async ? 2 : 1),
         times(std::move(times)),
         accept_all(accept_all) {
@@ -316,8 +364,9 @@ struct Mocked {
     c.enable_prefix_cache = false;
     return c;
   }
-  static SchedulerConfig config() {
+  static SchedulerConfig config(std::string table_file) {
     SchedulerConfig c;
+    c.speculation_table_file = std::move(table_file);
     c.num_speculative_tokens = 3;
     c.chunk_lookback_tokens = 1;
     c.max_num_running = 8;
@@ -425,6 +474,49 @@ TEST_P(AdaptivePipeline, RejectedDraftsSettleOnZeroAndDecodeAheadResumes) {
   if (GetParam()) {
     EXPECT_GT(m.planned_ahead, 0);  // k = 0 decodes overlap again
   }
+}
+
+// speculative-config "table_file": a pipeline made again (a restarted engine or scheduler
+// actor) starts from the times its predecessor measured, and goes on correcting them.
+TEST_P(AdaptivePipeline, TheCostTableIsCarriedAcrossARestart) {
+  const std::string path = temp_path(std::string("carried-") + (GetParam() ? "async" : "sync"));
+  std::remove(path.c_str());
+  std::vector<StepTimeSample> learned;
+  {
+    Mocked first(GetParam(), {1.0, 1.5, 2.0, 2.5}, /*accept_all=*/false, path);
+    EXPECT_TRUE(first.pipeline.draft_length()->table().cells().empty());
+    first.drive();
+    expect_positions(first);
+    learned = first.pipeline.draft_length()->table().cells();
+    ASSERT_EQ(learned.size(), 4u);  // batch 4, every k (calibration)
+  }
+  EXPECT_EQ(read_cost_table(path), learned);  // written when the pipeline ended
+  Mocked second(GetParam(), {1.0, 1.5, 2.0, 2.5}, /*accept_all=*/false, path);
+  const StepCostTable& t = second.pipeline.draft_length()->table();
+  EXPECT_EQ(t.cells(), learned);
+  for (const StepTimeSample& c : learned) EXPECT_FALSE(t.single_sample(c.batch, c.k));
+  second.drive();
+  expect_positions(second);
+}
+
+// A file that is not a table does not stop the engine: it starts without it (a warning)
+// and the file is replaced by the table it learns.
+TEST_P(AdaptivePipeline, ABadTableFileIsReplacedByTheTableLearned) {
+  const std::string path = temp_path(std::string("bad-") + (GetParam() ? "async" : "sync"));
+  {
+    std::ofstream(path) << "{\"step_seconds\": {\"1\": [-3]}}";
+  }
+  std::vector<StepTimeSample> learned;
+  {
+    Mocked m(GetParam(), {1.0, 1.5, 2.0, 2.5}, /*accept_all=*/true, path);
+    EXPECT_TRUE(m.pipeline.draft_length()->table().cells().empty());
+    m.drive();
+    expect_positions(m);
+    learned = m.pipeline.draft_length()->table().cells();
+  }
+  ASSERT_FALSE(learned.empty());
+  EXPECT_EQ(read_cost_table(path), learned);
+  std::remove(path.c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(Scheduling, AdaptivePipeline, ::testing::Values(false, true),

@@ -77,7 +77,10 @@ EngineConfig engine_config(bool async, int64_t k, const std::string& method) {
   EngineConfig c = golden_engine_config(6 * per_request + 14 * 16 * 212, async, 48, 6);
   c.executor.bounded_replay = false;  // full compute: the plain forward is the reference
   c.enable_prefix_snapshots = false;
-  if (k > 0) c.speculative = {method, k, 1.0};
+  if (k > 0) {
+    c.speculative.method = method;
+    c.speculative.num_speculative_tokens = k;
+  }
   return c;
 }
 
@@ -261,8 +264,11 @@ TEST_P(SpeculativeEngine, SampledTokensEqualPlainSampling) {
   // The real draft on sampled requests: same tokens too.
   const DsparkDrafter dspark(*d.draft);
   const EngineRun real = run(*d.forward, engine_config(GetParam(), 3, "dspark"), &dspark, s);
-  for (const auto& [id, want] : plain.tokens)
-    if (id != kAborted) EXPECT_EQ(real.tokens.at(id), want) << "request " << id;
+  for (const auto& [id, want] : plain.tokens) {
+    if (id != kAborted) {
+      EXPECT_EQ(real.tokens.at(id), want) << "request " << id;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Scheduling, SpeculativeEngine, ::testing::Values(false, true),

@@ -77,7 +77,10 @@ kernels::SamplingParams sampling(uint64_t seed) {
 
 Sampled sample_many(uint64_t first_seed, const Drafter* drafter) {
   EngineConfig c = golden_engine_config(int64_t(256) << 20, /*async=*/true, 1024, 64);
-  if (drafter != nullptr) c.speculative = {"oracle", 3, 1.0};
+  if (drafter != nullptr) {
+    c.speculative.method = "oracle";
+    c.speculative.num_speculative_tokens = 3;
+  }
   Engine e(*golden_draft().forward, nullptr, c, drafter);
   for (int64_t i = 0; i < kSeeds; ++i) {
     RequestParams p = greedy(kOutput);

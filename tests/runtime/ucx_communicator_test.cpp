@@ -128,7 +128,9 @@ TEST_P(UcxPeers, AllToAllDeliversEveryBufferToItsRank) {
     // The transport line names a transport for every peer; peer error mode means TCP.
     EXPECT_NE(first_line(got).find("rank " + std::to_string((me + 1) % size()) + ": "), std::string::npos)
         << first_line(got);
-    if (peer_errors()) EXPECT_NE(first_line(got).find("tcp"), std::string::npos) << first_line(got);
+    if (peer_errors()) {
+      EXPECT_NE(first_line(got).find("tcp"), std::string::npos) << first_line(got);
+    }
   }
 }
 
