@@ -32,6 +32,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/cpu/prefetch.h"
 #include "kernels/cpu/gemm_internal.h"
 #include "kernels/cpu/gemm_weight_src.h"
 #include "kernels/cpu/unroll.h"
@@ -293,9 +294,9 @@ AVX2_INLINE void prefetch_rows_ahead(const WeightSrc& s, int64_t r, int64_t kb, 
   const char* at = reinterpret_cast<const char*>(s.data + r * s.row_bytes + kb * block_bytes(F) / 32);
   if (ahead > 0) {
     for (int64_t line = 0; line < block_bytes(F); line += 64)
-      _mm_prefetch(at + ahead * s.row_bytes + line, _MM_HINT_T0);
+      prefetch_l2(at + ahead * s.row_bytes + line);
   } else if constexpr (F != WeightFormat::F32) {
-    _mm_prefetch(at + kPrefetchBytes, _MM_HINT_T0);
+    prefetch_l2(at + kPrefetchBytes);
   }
 }
 

@@ -31,6 +31,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/avx512_vec.h"  // also silences GCC 12.2's header warnings (PR 105593)
+#include "kernels/cpu/prefetch.h"
 #include "kernels/cpu/gemm_q8.h"
 #include "kernels/cpu/gemm_q8_groups_walk.h"
 
@@ -94,7 +95,7 @@ void Avx512GroupTile<F, Prefill>::run(const QGemmArgs& a, int64_t m0, int64_t n,
         const int64_t t = first + g * group_bytes + group_prefetch_offset(b * L::kBlockBytes, group_bytes, step);
         if (t + L::kBlockBytes > prefetch_end) continue;
         for (int64_t l = 0; l < L::kBlockBytes; l += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(a.groups + t + l), _MM_HINT_T0);
+          prefetch_l2(a.groups + t + l);
       }
     }
     // d[kChains - 1] is the second chain, or the first again when there is one.
