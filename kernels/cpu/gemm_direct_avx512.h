@@ -46,7 +46,7 @@ GEMM_INLINE __m128 reduce4(__m512 a, __m512 b, __m512 c, __m512 d) {
 // tile ahead 2.0-2.3x on a quiet machine, two tiles ahead ~1.4x faster again than one
 // under load (where DRAM latency is longer), three no better. Prefetches never fault; a
 // tile whose target rows lie past the thread's range does not issue them (another
-// thread's rows).
+// thread's rows). The lines go to L2, not L1 (prefetch_l2: kernels/cpu/prefetch.h).
 constexpr int64_t kPrefetchRows = 2 * kNR;
 
 // Columns in one 64-byte line of a row's codes.
