@@ -68,7 +68,6 @@ std::string step_seconds_json(std::span<const StepTimeSample> cells, int digits)
   return out + "}";
 }
 
-
 SpeculativeConfig parse_speculative_config(std::string_view text) {
   SpeculativeConfig c;
   if (text.empty()) return c;

@@ -476,20 +476,23 @@ TEST_P(AdaptivePipeline, RejectedDraftsSettleOnZeroAndDecodeAheadResumes) {
   }
 }
 
+// A pipeline over `table_file` that starts with no table (no file, or a bad one) runs the
+// workload; its learned cells, once it ended (and wrote the file).
+std::vector<StepTimeSample> learn_from_empty(bool async, bool accept_all, const std::string& table_file) {
+  Mocked m(async, {1.0, 1.5, 2.0, 2.5}, accept_all, table_file);
+  EXPECT_TRUE(m.pipeline.draft_length()->table().cells().empty());
+  m.drive();
+  expect_positions(m);
+  return m.pipeline.draft_length()->table().cells();
+}
+
 // speculative-config "table_file": a pipeline made again (a restarted engine or scheduler
 // actor) starts from the times its predecessor measured, and goes on correcting them.
 TEST_P(AdaptivePipeline, TheCostTableIsCarriedAcrossARestart) {
   const std::string path = temp_path(std::string("carried-") + (GetParam() ? "async" : "sync"));
   std::remove(path.c_str());
-  std::vector<StepTimeSample> learned;
-  {
-    Mocked first(GetParam(), {1.0, 1.5, 2.0, 2.5}, /*accept_all=*/false, path);
-    EXPECT_TRUE(first.pipeline.draft_length()->table().cells().empty());
-    first.drive();
-    expect_positions(first);
-    learned = first.pipeline.draft_length()->table().cells();
-    ASSERT_EQ(learned.size(), 4u);  // batch 4, every k (calibration)
-  }
+  const std::vector<StepTimeSample> learned = learn_from_empty(GetParam(), /*accept_all=*/false, path);
+  ASSERT_EQ(learned.size(), 4u);  // batch 4, every k (calibration)
   EXPECT_EQ(read_cost_table(path), learned);  // written when the pipeline ended
   Mocked second(GetParam(), {1.0, 1.5, 2.0, 2.5}, /*accept_all=*/false, path);
   const StepCostTable& t = second.pipeline.draft_length()->table();
@@ -506,14 +509,7 @@ TEST_P(AdaptivePipeline, ABadTableFileIsReplacedByTheTableLearned) {
   {
     std::ofstream(path) << "{\"step_seconds\": {\"1\": [-3]}}";
   }
-  std::vector<StepTimeSample> learned;
-  {
-    Mocked m(GetParam(), {1.0, 1.5, 2.0, 2.5}, /*accept_all=*/true, path);
-    EXPECT_TRUE(m.pipeline.draft_length()->table().cells().empty());
-    m.drive();
-    expect_positions(m);
-    learned = m.pipeline.draft_length()->table().cells();
-  }
+  const std::vector<StepTimeSample> learned = learn_from_empty(GetParam(), /*accept_all=*/true, path);
   ASSERT_FALSE(learned.empty());
   EXPECT_EQ(read_cost_table(path), learned);
   std::remove(path.c_str());
