@@ -18,9 +18,13 @@ while [ $# -gt 0 ]; do
     *) targets+=("$1"); shift ;;
   esac
 done
-[ ${#targets[@]} -eq 0 ] && targets=(http_request openai_body tcp_frame serve_config safetensors
-                                    tokenizer_json expert_loads_json gguf kv_block_file cluster_config
-                                    peer_wire kv_pin_index kv_handoff hf_config)
+# All: the names fuzz/CMakeLists.txt builds (TROUPE_FUZZ_NAMES), the one list of them (a
+# list kept here too had missed a new target).
+if [ ${#targets[@]} -eq 0 ]; then
+  read -r -a targets <<< "$(sed -n '/^set(TROUPE_FUZZ_NAMES/,/)/p' "$root/fuzz/CMakeLists.txt" |
+                            tr '()\n' '   ' | sed 's/set *TROUPE_FUZZ_NAMES//')"
+fi
+[ ${#targets[@]} -gt 0 ] || { echo "$(basename "$0"): no fuzz targets found in fuzz/CMakeLists.txt" >&2; exit 2; }
 
 "$root/scripts/install-deps.sh" --fuzz
 export CCACHE_DIR=${CCACHE_DIR:-$root/.cache/ccache}
