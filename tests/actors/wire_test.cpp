@@ -94,7 +94,7 @@ TEST(Wire, EveryPayloadComesBackEqual) {
 
   for (runtime::StopReason why : {runtime::StopReason{}, runtime::StopReason{int32_t(13)},
                                   runtime::StopReason{std::string("END")}}) {
-    const TokenEvent t{output(why)};
+    const TokenEvent t{output(why), {}};
     EXPECT_TRUE(round_trip(t).output == t.output);
   }
   EXPECT_TRUE(round_trip(figures(true)) == figures(true));

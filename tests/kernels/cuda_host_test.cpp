@@ -166,7 +166,9 @@ TEST(CudaBackend, DeviceCountGivesAReasonWhenZero) {
     EXPECT_THROW(cuda::DeviceContext(0), Error);
   }
   EXPECT_STREQ(to_string(Backend::Cuda), "cuda");
-  if (!cuda::built()) EXPECT_EQ(n, 0);
+  if (!cuda::built()) {
+    EXPECT_EQ(n, 0);
+  }
 }
 
 }  // namespace

@@ -61,6 +61,10 @@ struct StoredWeight {
         const double v = ref_e2m1_magnitude(code & 7) * ((code & 8) ? -1 : 1);
         return std::ldexp(v, scale[scale_index(r, c)] - 127);
       }
+      case WeightFormat::Q8_0:
+      case WeightFormat::Q4_0:  // GGUF blocks: their own test (tests/kernels/gemm_q8_test.cpp)
+        ADD_FAILURE() << "value(): no " << to_string(format) << " weights here";
+        return 0;
     }
     return 0;
   }

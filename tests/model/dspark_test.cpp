@@ -51,10 +51,11 @@ void expect_same_state(const SequenceState& a, const SequenceState& b, const std
     // Slots a ring does not hold may keep stale bytes; compare the held ones.
     const int64_t row = a.layout.window.bytes();
     for (size_t s = 0; s < a.layers[l].window_pos.size(); ++s)
-      if (a.layers[l].window_pos[s] >= 0)
+      if (a.layers[l].window_pos[s] >= 0) {
         EXPECT_TRUE(std::equal(&a.layers[l].window[s * row], &a.layers[l].window[(s + 1) * row],
                                &b.layers[l].window[s * row]))
             << "slot " << s;
+      }
     EXPECT_EQ(a.layers[l].ckv, b.layers[l].ckv);
     EXPECT_EQ(a.layers[l].ikey, b.layers[l].ikey);
     EXPECT_EQ(a.layers[l].carry_v, b.layers[l].carry_v);
@@ -64,10 +65,11 @@ void expect_same_state(const SequenceState& a, const SequenceState& b, const std
   if (!a.feature_ring) return;
   ASSERT_EQ(a.feature_ring->pos, b.feature_ring->pos);
   for (int64_t p : a.feature_ring->pos)
-    if (p >= 0)
+    if (p >= 0) {
       EXPECT_TRUE(std::equal(a.feature_ring->row(p), a.feature_ring->row(p) + a.feature_ring->width,
                              b.feature_ring->row(p)))
           << "F[" << p << "]";
+    }
 }
 
 TEST(DsparkFeatures, RingHoldsRmsNormOfMainProjOverTargetLayers) {
@@ -305,7 +307,9 @@ TEST_P(DsparkGreedy, EqualsPlainGreedy) {
   EXPECT_EQ(best.tokens, want.tokens) << "oracle draft";
   EXPECT_EQ(best.stats.accepted, best.stats.drafted);
   EXPECT_EQ(best.stats.emitted, gc.n - 1);
-  if (gc.n > 1) EXPECT_EQ(best.stats.steps, (gc.n - 2) / (c.num_speculative_tokens + 1) + 1);
+  if (gc.n > 1) {
+    EXPECT_EQ(best.stats.steps, (gc.n - 2) / (c.num_speculative_tokens + 1) + 1);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dspark, DsparkGreedy,

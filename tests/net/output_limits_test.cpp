@@ -51,7 +51,8 @@ class OutputLimits : public ::testing::Test {
     http_->set_backend(backend());
   }
   void start_tcp(size_t cap, ms timeout) {
-    net::tcp::TcpServerOptions o{"127.0.0.1", 0};
+    net::tcp::TcpServerOptions o;
+    o.port = 0;
     o.max_queued_bytes = cap;
     o.write_timeout = timeout;
     tcp_ = std::make_unique<net::tcp::TcpServer>(o);
@@ -162,7 +163,8 @@ TEST(TcpDrain, AFrameStillInTheParsePoolIsAnsweredBeforeTheServerStops) {
   std::mutex m;
   std::condition_variable cv;
   bool parsing = false, go_on = false;
-  net::tcp::TcpServerOptions o{"127.0.0.1", 0};
+  net::tcp::TcpServerOptions o;
+  o.port = 0;
   o.on_offloaded_parse = [&] {
     std::unique_lock lock(m);
     parsing = true;

@@ -100,8 +100,9 @@ TEST_F(ServeLogprobs, GreedyCompletionMatchesThePlainForward) {
     for (int64_t j = 0; j < k; ++j) {
       const std::string t = text_of(order[size_t(j)]);
       ASSERT_TRUE(top.contains(t)) << t << " not in " << top.dump();
-      if (top.size() == size_t(k))  // distinct texts: each value is its token's
+      if (top.size() == size_t(k)) {  // distinct texts: each value is its token's
         EXPECT_NEAR(top[t].get<double>(), want[size_t(order[size_t(j)])], 1e-4);
+      }
     }
   }
 

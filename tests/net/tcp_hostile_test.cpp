@@ -595,7 +595,11 @@ struct FlakyServer {
     server.set_backend(scripted_backend(engine, /*max_model_len=*/64));
   }
   ScriptedEngine engine;
-  net::tcp::TcpServer server{net::tcp::TcpServerOptions{"127.0.0.1", 0}};
+  net::tcp::TcpServer server{[] {
+    net::tcp::TcpServerOptions o;
+    o.port = 0;  // the OS picks one
+    return o;
+  }()};
   uint16_t port = 0;
 };
 

@@ -151,7 +151,9 @@ std::map<RequestId, Result> run_workload(bool async, int64_t budget_bytes, bool 
   }
   EXPECT_FALSE(e.has_unfinished());
   EXPECT_EQ(e.kv_cache().num_used_blocks(), 0);
-  if (budget_bytes < (1 << 20)) EXPECT_GT(e.figures().preemptions, 0);
+  if (budget_bytes < (1 << 20)) {
+    EXPECT_GT(e.figures().preemptions, 0);
+  }
   return out;
 }
 

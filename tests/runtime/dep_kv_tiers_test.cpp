@@ -18,6 +18,12 @@
 namespace troupe::runtime {
 namespace {
 
+DepConfig dep_config(int ranks) {
+  DepConfig d;
+  d.ranks = ranks;
+  return d;
+}
+
 using namespace tier_workload;
 using testing::golden_model;
 
@@ -57,7 +63,7 @@ TEST_P(DepKvTiers, EachRankHitsItsOwnHostAndDiskAndTheTokensEqualAnUnboundedPool
   const EngineConfig c = tier_engine(kPrimaryBlocks, 24, 128, dir.path.string(), R);
   std::vector<Out> first(static_cast<size_t>(n));
   {
-    DepEngine e(*golden_model().forward, nullptr, c, DepConfig{R});
+    DepEngine e(*golden_model().forward, nullptr, c, dep_config(R));
     for (int r = 0; r < R; ++r) {  // the instance's tiers, split evenly
       ASSERT_EQ(e.kv_cache(r).pool().num_blocks(), kPrimaryBlocks);
       ASSERT_EQ(e.kv_cache(r).tiers()->host().num_slots(), 24);
@@ -85,7 +91,7 @@ TEST_P(DepKvTiers, EachRankHitsItsOwnHostAndDiskAndTheTokensEqualAnUnboundedPool
     }
     EXPECT_TRUE(dir.files().empty()) << "a block file outside the ranks' folders";
   }  // the daemon stops: primary pools and host tiers are gone, the files stay
-  DepEngine e(*golden_model().forward, nullptr, c, DepConfig{R});
+  DepEngine e(*golden_model().forward, nullptr, c, dep_config(R));
   for (int r = 0; r < R; ++r)
     EXPECT_EQ(e.kv_cache(r).tiers()->disk().num_used(),
               int64_t(dir.files("rank-" + std::to_string(r)).size()))
@@ -94,10 +100,14 @@ TEST_P(DepKvTiers, EachRankHitsItsOwnHostAndDiskAndTheTokensEqualAnUnboundedPool
     const std::vector<int32_t> prompt = second_turn(k, first[size_t(k)]);
     const bool on_disk = e.kv_cache(k % R).cached_prefix_tokens(prompt) > 0;
     for (int r = 0; r < R; ++r)
-      if (r != k % R) EXPECT_EQ(e.kv_cache(r).cached_prefix_tokens(prompt), 0);
+      if (r != k % R) {
+        EXPECT_EQ(e.kv_cache(r).cached_prefix_tokens(prompt), 0);
+      }
     int placed = -1;
     const Out second = run_one(e, 2000 + k, prompt, -1, placed);
-    if (on_disk) EXPECT_EQ(placed, k % R) << "conversation " << k << " after the restart";
+    if (on_disk) {
+      EXPECT_EQ(placed, k % R) << "conversation " << k << " after the restart";
+    }
     EXPECT_TRUE(second == reference(k).second) << "after the restart, conversation " << k;
   }
   for (int r = 0; r < R; ++r)

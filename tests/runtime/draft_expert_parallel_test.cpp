@@ -108,7 +108,9 @@ TEST_P(DraftExpertParallel, DraftsAndConfidencesEqualTheOneQueryLocalDraftBitFor
   const std::vector<RankRun> runs = run_ranks(R, /*busy=*/R == 1 ? 1 : R - 1, /*redundant=*/1);
   std::map<size_t, model::DraftProposal> got;
   for (const RankRun& r : runs) got.insert(r.proposals.begin(), r.proposals.end());
-  if (R > 1) EXPECT_TRUE(runs.back().proposals.empty());  // the idle rank
+  if (R > 1) {
+    EXPECT_TRUE(runs.back().proposals.empty());  // the idle rank
+  }
   const auto& queries = prefilled().queries;
   ASSERT_EQ(got.size(), queries.size());
   for (size_t i = 0; i < queries.size(); ++i) {

@@ -18,7 +18,9 @@ KvCacheConfig pin_config() {
 // Runs `tokens` as request id and frees it, pinning it as `name` if given.
 void run(KvCacheManager& kv, RequestId id, const std::vector<int32_t>& tokens,
          const std::string& name = {}) {
-  if (!name.empty()) ASSERT_EQ(kv.reserve_pin(id, name, tokens), "");
+  if (!name.empty()) {
+    ASSERT_EQ(kv.reserve_pin(id, name, tokens), "");
+  }
   ASSERT_TRUE(admit(kv, id, tokens, int64_t(tokens.size())));
   kv.commit_full_blocks(id, tokens, int64_t(tokens.size()));
   if (!name.empty()) kv.pin_finished(id);

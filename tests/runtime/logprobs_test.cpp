@@ -28,7 +28,9 @@ void expect_ranked(const std::vector<Logprob>& top) {
   std::set<int32_t> seen;
   for (size_t i = 0; i < top.size(); ++i) {
     EXPECT_TRUE(seen.insert(top[i].token).second) << "token " << top[i].token << " twice";
-    if (i > 0) EXPECT_GE(top[i - 1].logprob, top[i].logprob) << "rank " << i;
+    if (i > 0) {
+      EXPECT_GE(top[i - 1].logprob, top[i].logprob) << "rank " << i;
+    }
   }
 }
 

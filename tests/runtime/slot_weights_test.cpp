@@ -36,7 +36,9 @@ TEST(SlotWeights, HoldCopiesOfTheExpertsOfTheRanksSlots) {
     int64_t bytes = 0;
     for (int64_t l = 0; l < L; ++l) {
       EXPECT_TRUE(w.copies(l, &g.weights.layers[l].ffn));
-      if (L > 1) EXPECT_FALSE(w.copies(l, &g.weights.layers[(l + 1) % L].ffn));
+      if (L > 1) {
+        EXPECT_FALSE(w.copies(l, &g.weights.layers[(l + 1) % L].ffn));
+      }
       for (int64_t s = 0; s < w.slots_per_rank(); ++s) {
         const auto& src = g.weights.layers[l].ffn.experts[p.logical_of(l, r * w.slots_per_rank() + s)];
         const auto& got = w.slot(l, s);

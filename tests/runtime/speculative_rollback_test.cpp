@@ -79,10 +79,11 @@ void expect_same_slot(PagedKvStorage& s, int32_t a, int32_t b, const std::vector
   const model::FeatureRing& fb = *s.features(b);
   ASSERT_EQ(fa.pos, fb.pos);
   for (int64_t i = 0; i < fa.slots(); ++i)
-    if (fa.pos[i] >= 0)
+    if (fa.pos[i] >= 0) {
       EXPECT_TRUE(std::equal(&fa.rows[i * fa.width], &fa.rows[(i + 1) * fa.width],
                              &fb.rows[i * fb.width]))
           << "F slot " << i;
+    }
 }
 
 TEST(SpeculativeRollback, RejectedTailLeavesTheStateOfAFreshRun) {
