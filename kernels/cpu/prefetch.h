@@ -7,8 +7,9 @@
 // busy the in-flight lines, and so one thread's bandwidth, stop growing. prefetcht1 fills
 // L2 only, whose miss queue is deeper; the load later finds the line in L2. Measured on a
 // Zen 4 (AMD EPYC, 2 vCPUs; docs/kernels-bench.md "Prefetch into L2"): F16 M = 1 at
-// K = 1024 went from 12.9 to 19.6 GB/s on one thread, the dense F16 decode chain 1.2-1.3x,
-// the AVX-512 Q8_0 / Q4_0 row groups 1.2-1.5x, FP8 1.1-1.8x. Not everywhere: the AVX2
+// K = 1024 went from 12.9 to 19.6 GB/s on one thread; at 2 threads the dense F16 decode
+// chain 1.21-1.48x, the AVX-512 Q8_0 / Q4_0 row groups 1.17-1.46x, FP8 1.13-1.77x (M = 1,
+// two sweeps). Not everywhere: the AVX2
 // row-group kernel (its int8 arithmetic is ~its DRAM speed per thread) and the int8 FP4
 // tiles' 1 KiB-ahead fetch were slower, and keep prefetcht0.
 #pragma once
