@@ -150,6 +150,10 @@ int bench_forward_speculative(const Args& a) {
   s.new_tokens = at_least(a, "new-tokens", s.new_tokens, 2);
   s.adaptive = a.has("adaptive");
   s.profile = a.has("profile");
+  s.ranks = static_cast<int>(at_least(a, "dep", 1, 1));
+  if (s.ranks > 1 && s.profile)
+    TROUPE_FAIL("--profile times the ops of the calling thread; with --dep the ranks run on "
+                "threads of their own: leave one of them out");
   kernels::set_num_threads(threads_flag(a));
   auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false, forward_options(a));
   std::unique_ptr<DraftModel> draft;  // --adaptive: the DSpark rows, when there is a draft
@@ -161,9 +165,14 @@ int bench_forward_speculative(const Args& a) {
               "own greedy continuation kept with probability p)\n",
               m->dir.c_str());
   std::printf("context %lld, new tokens %lld, k %lld, threads %d; decode steps only (after "
-              "every request's first token)\n\n",
+              "every request's first token)\n",
               static_cast<long long>(s.context), static_cast<long long>(s.new_tokens),
               static_cast<long long>(s.k), kernels::num_threads());
+  if (s.ranks > 1)
+    std::printf("DEP-%d: the requests spread over %d ranks (attention data-parallel, the target's "
+                "and the draft's MoE expert-parallel), %d kernel threads each\n",
+                s.ranks, s.ranks, std::max(1, kernels::num_threads() / s.ranks));
+  std::printf("\n");
   const bench::DsparkBench dspark{draft ? draft->forward.get() : nullptr,
                                   draft ? draft->drafter.get() : nullptr};
   const bench::SpeculativeBenchResult r = bench::run_speculative_bench(*m->forward, s, c, dspark);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "kernels/check.h"
+#include "runtime/dep/dep_engine.h"
 #include "runtime/speculative/oracle_drafter.h"
 
 namespace troupe::bench {
@@ -28,17 +29,28 @@ std::vector<runtime::StepTimeSample> measured_cells(const runtime::DraftLengthCh
   return out;
 }
 
+// The cost table a run reports (DEP-R: rank 0's, each rank learns its own) and the
+// batch size its cells are at: the requests that rank runs.
+const runtime::DraftLengthChooser* draft_length(const runtime::Engine& e) { return e.draft_length(); }
+const runtime::DraftLengthChooser* draft_length(const runtime::DepEngine& e) { return e.draft_length(0); }
+int64_t table_batch(const runtime::Engine&, int64_t requests) { return requests; }
+int64_t table_batch(const runtime::DepEngine& e, int64_t requests) {
+  int64_t n = 0;
+  for (int64_t i = 0; i < requests; ++i) n += e.rank_of(static_cast<runtime::RequestId>(i)) == 0;
+  return n;
+}
+
 // B requests prefilled (untimed: until every request has its first token), then decoded
 // to the end (timed).
 // profile: each op of the timed steps into the row's ops / draft_ops.
-Timed run_once(const model::Forward& forward, runtime::EngineConfig config,
-               const runtime::Drafter* drafter, const std::vector<std::vector<int32_t>>& prompts,
-               int64_t new_tokens, bool profile) {
-  runtime::Engine engine(forward, nullptr, config, drafter);
+template <class E>
+Timed run_once(E& engine, const std::vector<std::vector<int32_t>>& prompts, int64_t new_tokens,
+               bool profile) {
   for (size_t i = 0; i < prompts.size(); ++i)
     engine.add_request(static_cast<runtime::RequestId>(i), prompts[i], greedy_params(new_tokens));
   Timed t;
   t.row.batch = static_cast<int64_t>(prompts.size());
+  const int64_t cells_at = table_batch(engine, t.row.batch);
   auto collect = [&](const std::vector<runtime::RequestOutput>& outs) {
     for (const runtime::RequestOutput& o : outs) {
       check_output(o);
@@ -56,13 +68,12 @@ Timed run_once(const model::Forward& forward, runtime::EngineConfig config,
     ops.emplace(t.row.ops);
   }
   const auto t0 = std::chrono::steady_clock::now();
-  while (engine.has_unfinished()) collect(engine.step());
+  for (; engine.has_unfinished(); ++t.row.decode_steps) collect(engine.step());
   ops.reset();
   t.row.ops.draft = nullptr;  // the row is copied: no pointer into it
   t.row.decode_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const runtime::EngineFigures after = engine.figures();
-  t.row.decode_steps = after.steps - before.steps;
   int64_t all = 0;
   for (const auto& [id, v] : t.outputs) all += static_cast<int64_t>(v.size());
   t.row.tokens = all - first;
@@ -72,9 +83,22 @@ Timed run_once(const model::Forward& forward, runtime::EngineConfig config,
   t.row.steps_by_k = after.spec_steps_by_k;
   for (size_t k = 0; k < before.spec_steps_by_k.size(); ++k)
     t.row.steps_by_k[k] -= before.spec_steps_by_k[k];
-  if (const runtime::DraftLengthChooser* c = engine.draft_length())
-    t.table = measured_cells(*c, t.row.batch);
+  if (const runtime::DraftLengthChooser* c = draft_length(engine))
+    t.table = measured_cells(*c, cells_at);
   return t;
+}
+
+Timed run_once(const model::Forward& forward, runtime::EngineConfig config,
+               const runtime::Drafter* drafter, const std::vector<std::vector<int32_t>>& prompts,
+               const SpeculativeBenchShape& shape) {
+  if (shape.ranks > 1) {
+    runtime::DepConfig d;
+    d.ranks = shape.ranks;
+    runtime::DepEngine engine(forward, nullptr, config, d, drafter);
+    return run_once(engine, prompts, shape.new_tokens, shape.profile);
+  }
+  runtime::Engine engine(forward, nullptr, config, drafter);
+  return run_once(engine, prompts, shape.new_tokens, shape.profile);
 }
 
 runtime::SpeculativeConfig speculative(const char* method, int64_t k, double p, bool adaptive) {
@@ -92,7 +116,7 @@ void run_batch(const model::Forward& forward, const SpeculativeBenchShape& shape
                const runtime::EngineConfig& plain_config, const DsparkBench& dspark,
                const std::vector<std::vector<int32_t>>& prompts, SpeculativeBenchResult& out) {
   const int64_t vocab = forward.config().vocab_size;
-  const Timed plain = run_once(forward, plain_config, nullptr, prompts, shape.new_tokens, shape.profile);
+  const Timed plain = run_once(forward, plain_config, nullptr, prompts, shape);
   out.rows.push_back(plain.row);
   out.rows.back().mode = "plain";
   std::vector<runtime::StepTimeSample> table;
@@ -100,7 +124,7 @@ void run_batch(const model::Forward& forward, const SpeculativeBenchShape& shape
                   const runtime::Drafter& drafter) {
     runtime::EngineConfig c = plain_config;
     c.speculative = sc;
-    Timed t = run_once(f, c, &drafter, prompts, shape.new_tokens, shape.profile);
+    Timed t = run_once(f, c, &drafter, prompts, shape);
     TROUPE_CHECK(t.outputs == plain.outputs, "bench forward --speculative: batch ",
                  prompts.size(), ", ", mode, ": the speculative tokens differ from plain decoding");
     t.row.mode = mode;

@@ -29,6 +29,10 @@ struct SpeculativeBenchShape {
   uint64_t seed = 99;
   bool adaptive = false;
   bool profile = false;  // time each op of the decode steps, the draft's apart
+  // > 1: every run on a DepEngine of this many ranks (DEP-R: the requests spread over the
+  // ranks, the target's and the DSpark draft's MoE expert-parallel over them), the
+  // machine's kernel threads shared out. Not with `profile` (it times the caller's thread).
+  int ranks = 1;
 };
 
 // The checkpoint's DSpark draft for the bench: the target Forward that fills its feature
@@ -41,11 +45,12 @@ struct DsparkBench {
 struct SpeculativeBenchRow {
   int64_t batch = 0;
   std::string mode;           // "plain", "oracle p=0.6", "adaptive p=0.6", "dspark k=3", ...
-  int64_t decode_steps = 0;   // steps after the prefill steps
+  int64_t decode_steps = 0;   // steps after the prefill steps (DEP-R: lockstep group steps)
   double decode_seconds = 0;  // wall time of those steps
   int64_t tokens = 0;         // output tokens after each request's first
   double mean_accepted_length = 0;  // tokens per speculative verify (1 + accepted / drafts)
-  std::vector<int64_t> steps_by_k;  // decode steps by draft limit (EngineFigures::spec_steps_by_k)
+  std::vector<int64_t> steps_by_k;  // decode steps by draft limit (EngineFigures::spec_steps_by_k;
+                                    // DEP-R: the ranks' steps summed)
   // With `profile`: the decode steps' ops (the target's), and the draft's ops (in
   // ops.draft_seconds their wall time).
   model::OpProfile ops, draft_ops;
@@ -54,7 +59,7 @@ struct SpeculativeBenchRow {
 struct SpeculativeBenchResult {
   std::vector<SpeculativeBenchRow> rows;
   // The adaptive runs' measured step times (the DSpark one's when there is one), as the
-  // speculative-config "step_seconds" seed; empty without `adaptive`.
+  // speculative-config "step_seconds" seed (DEP-R: rank 0's); empty without `adaptive`.
   std::vector<runtime::StepTimeSample> step_seconds;
 };
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kernels/check.h"
+#include "kernels/parallel.h"
 #include "runtime/dep/rank_choice.h"
 #include "runtime/dep/rank_step.h"
 #include "runtime/dep/rank_tiers.h"
@@ -18,26 +19,35 @@ namespace troupe::runtime {
 
 struct DepEngine::Rank {
   // tier_config: this rank's share of the host and disk tiers, in its own disk folder.
+  // drafter: speculative decoding's (null: none); draft_placement: its MoE's slots when
+  // it has MoE layers (null: none).
   Rank(const model::BatchForward& forward, const model::TextTokenizer* tokenizer,
        const EngineConfig& c, const KvCacheConfig& kv_config, Communicator& comm,
-       std::shared_ptr<const eplb::ExpertPlacement> placement, const EngineConfig& tier_config)
+       std::shared_ptr<const eplb::ExpertPlacement> placement, const EngineConfig& tier_config,
+       const Drafter* drafter, std::shared_ptr<const eplb::ExpertPlacement> draft_placement)
       : kv(kv_config),
         storage(forward.shape(), kv_config.block_size, kv_config.num_blocks,
-                kv_config.storage_slots()),
+                kv_config.storage_slots(), drafter != nullptr && drafter->needs_features()),
         tiers(make_tier_storage(forward.shape(), tier_config, kv_config)),
         scheduler(c.scheduler, kv, forward.shape().eos_token_id, tokenizer),
         experts(comm, std::move(placement), forward.routed_layers()),
-        executor(forward, storage, c.executor, &experts),
+        draft_experts(draft_placement ? std::make_unique<ExpertParallel>(comm, std::move(draft_placement),
+                                                                         drafter->moe_layers())
+                                      : nullptr),
+        executor(forward, storage, c.executor, &experts, drafter, draft_experts.get()),
         pipeline(scheduler, counts, c.async_scheduling ? 2 : 1) {
     if (tiers) attach_disk_tier(kv, *tiers);  // the disk index, rebuilt from its folder
     executor.set_tier_storage(tiers.get());
   }
+
+  ExpertParallel* experts_of(bool draft) { return draft ? draft_experts.get() : &experts; }
 
   KvCacheManager kv;
   PagedKvStorage storage;
   std::unique_ptr<TierStorage> tiers;  // null: no host and disk tiers
   Scheduler scheduler;
   ExpertParallel experts;
+  std::unique_ptr<ExpertParallel> draft_experts;  // the draft's MoE, on the same group
   Executor executor;
   EngineFigures counts;
   StepPipeline pipeline;
@@ -48,27 +58,48 @@ struct DepEngine::Rank {
   int64_t dummy_steps = 0;
 };
 
+namespace {
+
+// The default placement of `layers` MoE layers of `experts` experts each over the ranks.
+std::shared_ptr<const eplb::ExpertPlacement> default_placement(int64_t layers, int64_t experts,
+                                                               const DepConfig& dep) {
+  return std::make_shared<const eplb::ExpertPlacement>(
+      eplb::ep_default_placement(layers, experts, dep.ranks, dep.num_redundant_experts));
+}
+
+}  // namespace
+
 DepEngine::DepEngine(const model::BatchForward& forward, const model::TextTokenizer* tokenizer,
-                     EngineConfig config, DepConfig dep)
+                     EngineConfig config, DepConfig dep, const Drafter* drafter)
     : config_(config), dep_(dep) {
   TROUPE_CHECK(dep.ranks >= 1, "data-parallel-size must be >= 1, got ", dep.ranks);
   TROUPE_CHECK(forward.shape().expert_parallel,
                "expert parallelism: the model has no MoE layer whose experts could spread");
+  TROUPE_CHECK(!config.speculative.enabled() || drafter != nullptr, "speculative-config: method \"",
+               config.speculative.method, "\" has no drafter in this engine");
+  if (!config.speculative.enabled()) drafter = nullptr;
   config_ = rank_tier_share(std::move(config_), dep.ranks);  // each rank its own tiers
+  if (config_.executor.kernel_threads == 0 && dep.ranks > 1)  // as the engine actors share them
+    config_.executor.kernel_threads = std::max(1, kernels::default_num_threads() / dep.ranks);
   const KvCacheConfig kv = prepare_engine(forward.shape(), config_);
-  placement_ = std::make_shared<const eplb::ExpertPlacement>(eplb::ep_default_placement(
-      static_cast<int64_t>(forward.routed_layers().size()), model::routed_expert_count(forward),
-      dep.ranks, dep.num_redundant_experts));
+  target_.placement = default_placement(static_cast<int64_t>(forward.routed_layers().size()),
+                                        model::routed_expert_count(forward), dep);
+  // The draft's MoE on a placement of its own (balanced apart, MODEL.md §9): the same
+  // default layout and redundant count over its experts.
+  if (drafter != nullptr && !drafter->moe_layers().empty())
+    draft_.placement = default_placement(static_cast<int64_t>(drafter->moe_layers().size()),
+                                         static_cast<int64_t>(drafter->moe_layers().front()->size()), dep);
   group_ = std::make_unique<InProcessGroup>(dep.ranks);
   threads_ = std::make_unique<RankThreads>(dep.ranks);
-  if (dep.eplb.enabled)
-    planner_ = std::make_unique<eplb::EplbPlanner>(dep.eplb, placement_->num_layers,
-                                                   placement_->num_logical,
-                                                   placement_->num_physical, dep.ranks);
+  for (Moe* moe : {&target_, &draft_})
+    if (dep.eplb.enabled && moe->placement)
+      moe->planner = std::make_unique<eplb::EplbPlanner>(dep.eplb, moe->placement->num_layers,
+                                                         moe->placement->num_logical,
+                                                         moe->placement->num_physical, dep.ranks);
   for (int r = 0; r < dep.ranks; ++r)
-    ranks_.push_back(std::make_unique<Rank>(forward, tokenizer, config_, kv,
-                                            group_->communicator(r), placement_,
-                                            rank_tier_config(config_, r, dep.ranks)));
+    ranks_.push_back(std::make_unique<Rank>(forward, tokenizer, config_, kv, group_->communicator(r),
+                                            target_.placement, rank_tier_config(config_, r, dep.ranks),
+                                            drafter, draft_.placement));
 }
 
 DepEngine::~DepEngine() = default;
@@ -123,15 +154,20 @@ bool DepEngine::has_unfinished() const {
 
 std::vector<RequestOutput> DepEngine::step() {
   std::vector<RequestOutput> outputs;
-  bool any_work = false;
+  bool any_work = false, any_draft = false;
   for (auto& r : ranks_) {
     while (r->pipeline.plan_next(outputs) != nullptr) {
     }
     any_work = any_work || r->pipeline.in_flight() > 0;
+    any_draft = any_draft || (r->pipeline.in_flight() > 0 && r->pipeline.oldest().drafts());
   }
   if (any_work) {
-    // Lockstep: every rank runs at once, its oldest plan or a dummy step.
-    const StepPlan idle;
+    // Lockstep: every rank runs at once, its oldest plan or a dummy step; where any rank
+    // drafts, every rank joins the draft's exchanges (what the DP sync agrees).
+    StepPlan idle;
+    idle.draft_exchange = any_draft;
+    for (auto& r : ranks_)
+      if (r->pipeline.in_flight() > 0) r->pipeline.set_draft_exchange(any_draft);
     threads_->run([&](int i) {
       Rank& r = *ranks_[i];
       const StepPlan& plan = r.pipeline.in_flight() > 0 ? r.pipeline.oldest() : idle;
@@ -140,13 +176,14 @@ std::vector<RequestOutput> DepEngine::step() {
       r.error.clear();
       try {
         const bool inject = dep_.faults && i == dep_.fault_rank && dep_.faults->next_step().fail;
-        r.sampled = run_rank_step(r.executor, r.experts, plan, inject);
+        r.sampled = run_rank_step(r.executor, r.experts, plan, inject, r.draft_experts.get());
       } catch (const std::exception& e) {  // run_rank_step aborted the step on every rank
         r.error = e.what();
       }
       r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     });
-    rebalance_if_due();
+    rebalance_if_due(target_, /*draft=*/false);
+    rebalance_if_due(draft_, /*draft=*/true);
     for (auto& r : ranks_) {
       if (r->pipeline.in_flight() == 0) continue;
       auto done =
@@ -163,33 +200,46 @@ std::vector<RequestOutput> DepEngine::step() {
   return outputs;
 }
 
-// Between steps (every rank's thread has joined): the step's counts to the planner, and a
-// new placement, when it makes one, to every rank at once.
-void DepEngine::rebalance_if_due() {
-  if (!planner_) return;
+// Between steps (every rank's thread has joined): the step's counts of one MoE (the
+// target's, or the draft's) to its planner, and a new placement, when it makes one, to
+// every rank at once.
+void DepEngine::rebalance_if_due(Moe& moe, bool draft) {
+  if (!moe.planner) return;
   std::vector<int64_t> counts;
   for (auto& r : ranks_) {
-    const std::vector<int64_t> c = r->experts.take_counts();
+    const std::vector<int64_t> c = r->experts_of(draft)->take_counts();
     if (counts.empty()) counts.assign(c.size(), 0);
     for (size_t i = 0; i < c.size(); ++i) counts[i] += c[i];
   }
-  std::optional<eplb::Rebalance> plan = planner_->record(counts, *placement_);
+  std::optional<eplb::Rebalance> plan = moe.planner->record(counts, *moe.placement);
   if (!plan) return;
-  placement_ = std::make_shared<const eplb::ExpertPlacement>(plan->placement);
-  const int64_t epoch = static_cast<int64_t>(rebalances_.size()) + 1;
+  moe.placement = std::make_shared<const eplb::ExpertPlacement>(plan->placement);
+  const int64_t epoch = static_cast<int64_t>(moe.rebalances.size()) + 1;
   for (size_t r = 0; r < ranks_.size(); ++r) {
-    ExpertParallel& e = ranks_[r]->experts;
-    e.stage(epoch, placement_,
-            std::make_shared<const SlotWeights>(e.layers(), *placement_, int(r), ranks()));
+    ExpertParallel& e = *ranks_[r]->experts_of(draft);
+    e.stage(epoch, moe.placement,
+            std::make_shared<const SlotWeights>(e.layers(), *moe.placement, int(r), ranks()));
     e.use(epoch);
   }
-  spdlog::info("eplb: rebalanced at {}", eplb::describe(*plan));
-  rebalances_.push_back(std::move(*plan));
+  spdlog::info("eplb: {}rebalanced at {}", draft ? "draft " : "", eplb::describe(*plan));
+  moe.rebalances.push_back(std::move(*plan));
 }
 
 EngineFigures DepEngine::figures(int rank) const {
   const Rank& r = *ranks_.at(rank);
   return current_figures(r.counts, r.scheduler, r.kv);
+}
+
+EngineFigures DepEngine::figures() const {
+  std::vector<EngineFigures> ranks;
+  for (int r = 0; r < this->ranks(); ++r) ranks.push_back(figures(r));
+  EngineFigures s = sum_figures(ranks);
+  s.per_rank = std::move(ranks);
+  return s;
+}
+
+const DraftLengthChooser* DepEngine::draft_length(int rank) const {
+  return ranks_.at(rank)->pipeline.draft_length();
 }
 
 int64_t DepEngine::dummy_steps(int rank) const {

@@ -5,6 +5,12 @@
 // every MoE exchange with zero rows. Same interface as Engine, which it equals bit for
 // bit (the tests run both). The actors drive the same pieces per rank.
 //
+// Speculative decoding (config.speculative, a Drafter as for Engine): each rank drafts
+// its own requests; a draft network with MoE layers (DSpark) runs them expert-parallel
+// too, on a placement of their own over the same ranks (balanced apart from the target's
+// under live EPLB), and in a step where any rank drafts every rank joins the draft's
+// exchanges, with zero rows if it drafts nothing (the DP sync's any_draft).
+//
 //   DepEngine e(forward, &tokenizer, engine_config, dep_config);   // dep_config.ranks = 3
 //   e.add_request(id, prompt, params);          // to the least loaded rank
 //   while (e.has_unfinished()) for (auto& out : e.step()) stream(out);
@@ -43,9 +49,14 @@ struct DepConfig {
 class DepEngine {
  public:
   // forward: a MoE model (shape().expert_parallel: V4.1, or a LLaMA-family MoE); its
-  // routed layers set the placement. Throws troupe::Error for a model without one.
+  // routed layers set the placement. Throws troupe::Error for a model without one. The
+  // ranks time-share the machine's kernel threads (each default / R) unless
+  // config.executor.kernel_threads says how many each runs.
+  // drafter: required when config.speculative is on (a DsparkDrafter needs `forward` made
+  // with the draft weights, to fill the feature rings); shared by the ranks' threads;
+  // must outlive the engine.
   DepEngine(const model::BatchForward& forward, const model::TextTokenizer* tokenizer,
-            EngineConfig config, DepConfig dep);
+            EngineConfig config, DepConfig dep, const Drafter* drafter = nullptr);
   ~DepEngine();
 
   void add_request(RequestId id, std::span<const int32_t> prompt, RequestParams params,
@@ -61,27 +72,40 @@ class DepEngine {
   int ranks() const { return static_cast<int>(ranks_.size()); }
   int rank_of(RequestId id) const;  // -1: not known (finished, or never added)
   EngineFigures figures(int rank) const;
+  // The instance's: every rank's counts and state summed (sum_figures), per_rank filled.
+  EngineFigures figures() const;
+  // Rank `rank`'s online cost table (SchedulerConfig::adaptive_speculation), else nullptr.
+  const DraftLengthChooser* draft_length(int rank) const;
   const KvCacheManager& kv_cache(int rank) const;
   // Steps rank `rank` ran as a dummy (no plan of its own: it joined the MoE exchanges with
   // zero rows because another rank had work).
   int64_t dummy_steps(int rank) const;
-  const eplb::ExpertPlacement& placement() const { return *placement_; }
+  const eplb::ExpertPlacement& placement() const { return *target_.placement; }
   // The rebalances applied so far (each switched every rank at one step boundary).
-  const std::vector<eplb::Rebalance>& rebalances() const { return rebalances_; }
+  const std::vector<eplb::Rebalance>& rebalances() const { return target_.rebalances; }
+  // The same for the draft's MoE (speculative decoding with a drafter that has one);
+  // draft_placement() is null without.
+  const eplb::ExpertPlacement* draft_placement() const { return draft_.placement.get(); }
+  const std::vector<eplb::Rebalance>& draft_rebalances() const { return draft_.rebalances; }
 
  private:
   struct Rank;
-  void rebalance_if_due();
+  // One expert-parallel MoE of the instance (the target's, or the draft's) and its live
+  // rebalancing.
+  struct Moe {
+    std::shared_ptr<const eplb::ExpertPlacement> placement;  // null: none
+    std::unique_ptr<eplb::EplbPlanner> planner;              // null: a static placement
+    std::vector<eplb::Rebalance> rebalances;
+  };
+  void rebalance_if_due(Moe& moe, bool draft);
   int pick_rank(std::span<const int32_t> prompt) const;
 
   EngineConfig config_;
-  std::shared_ptr<const eplb::ExpertPlacement> placement_;
+  Moe target_, draft_;
   std::unique_ptr<InProcessGroup> group_;
   std::vector<std::unique_ptr<Rank>> ranks_;
   std::unordered_map<RequestId, int> rank_of_;
   DepConfig dep_;
-  std::unique_ptr<eplb::EplbPlanner> planner_;
-  std::vector<eplb::Rebalance> rebalances_;
   std::unique_ptr<RankThreads> threads_;  // last: joined before the ranks go
 };
 

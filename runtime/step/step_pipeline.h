@@ -66,6 +66,10 @@ class StepPipeline {
   void step(RunPlanInto run, std::vector<RequestOutput>& outputs);
 
   const StepPlan& oldest() const { return plans_[head_]; }
+  // DEP-R in one process (DepEngine): whether some rank of the group drafts this step, as
+  // the group agreed it, written into the oldest plan before it runs
+  // (StepPlan::draft_exchange; the scheduler actors carry it in the DP sync instead).
+  void set_draft_exchange(bool any_draft) { plans_[head_].draft_exchange = any_draft; }
   int in_flight() const { return count_; }
   bool busy() const { return count_ > 0 || scheduler_.has_unfinished(); }
   // The online cost table (SchedulerConfig::adaptive_speculation), else nullptr.

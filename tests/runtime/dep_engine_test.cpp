@@ -1,6 +1,7 @@
 // DEP-R (R ranks, attention data-parallel, MoE expert-parallel, lockstep) against DEP-1:
-// the same logits and tokens bit for bit, on the golden model. Also the default expert
-// placement for R that does not divide the expert count, and a failing rank.
+// the same logits and tokens bit for bit, on the golden model, plain and speculative (the
+// DSpark draft's MoE expert-parallel too). Also the default expert placement for R that
+// does not divide the expert count, and a failing rank.
 #include "runtime/dep/dep_engine.h"
 
 #include <gtest/gtest.h>
@@ -21,6 +22,8 @@
 #include "model/row_groups_copy.h"
 #include "runtime/dep/rank_choice.h"
 #include "runtime/eplb/static_placement.h"
+#include "runtime/speculative/dspark_drafter.h"
+#include "runtime/speculative/oracle_drafter.h"
 #include "support/dep_rank_forward.h"
 #include "support/golden.h"
 #include "runtime/golden_engine_config.h"
@@ -28,6 +31,7 @@
 namespace troupe::runtime {
 namespace {
 
+using testing::golden_draft;
 using testing::golden_model;
 using testing::random_tokens;
 using Ids = std::vector<int32_t>;
@@ -184,21 +188,27 @@ void collect(E& e, Outcome& r, RequestId abort_id, int64_t abort_step) {
   EXPECT_FALSE(e.has_unfinished());
 }
 
-// Mixed: different lengths, chunked prefill (small token budget), a shared prefix (hits
-// once its first request has committed blocks), n = 2, logprobs, an abort.
-template <class E>
-Outcome run_workload(E& e, RequestId abort_id = -1, int64_t abort_step = -1) {
+// The workload's prompts; request i has prompts[i].
+std::vector<Ids> workload_prompts() {
   const Ids shared = random_tokens(48, 9);
   std::vector<Ids> prompts = {random_tokens(20, 4), random_tokens(90, 5), random_tokens(7, 6), shared};
   Ids with_prefix = shared;
   for (int32_t t : random_tokens(11, 7)) with_prefix.push_back(t);
   prompts.push_back(with_prefix);
+  return prompts;
+}
+constexpr RequestId kSiblingOf2 = 100;  // request 2's second choice (n = 2)
+
+// Mixed: different lengths, chunked prefill (small token budget), a shared prefix (hits
+// once its first request has committed blocks), n = 2, logprobs, an abort.
+template <class E>
+Outcome run_workload(E& e, RequestId abort_id = -1, int64_t abort_step = -1) {
   RequestId id = 0;
-  for (const Ids& p : prompts) {
+  for (const Ids& p : workload_prompts()) {
     RequestParams params = greedy(6 + id % 3);
     params.num_logprobs = 2;
     std::vector<Sibling> sibs;
-    if (id == 2) sibs.push_back({100, params});  // n = 2
+    if (id == 2) sibs.push_back({kSiblingOf2, params});
     e.add_request(id++, p, params, std::move(sibs));
   }
   Outcome r;
@@ -246,6 +256,118 @@ TEST_P(DepEngineRanks, AnAbortedRequestStopsEarlyAndTheOthersAreUnchanged) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, DepEngineRanks,
                          ::testing::Combine(::testing::Values(2, 3, 4), ::testing::Bool()));
+
+// Speculative decoding on DEP-R (k = 2): each rank drafts and verifies its own requests.
+// The DSpark draft's MoE runs expert-parallel on its own placement (R = 3: 8 experts
+// padded to 9 slots), every rank joining its exchanges whenever some rank drafts; the
+// TEST-ONLY oracle's drafts (the plain run's tokens, kept with p = 0.6) are local. Tokens
+// and logprobs equal the one-rank speculative Engine's bit for bit, the tokens the plain
+// Engine's.
+class DepEngineSpeculative : public ::testing::TestWithParam<std::tuple<int, bool>> {
+ protected:
+  void SetUp() override {
+    ranks = std::get<0>(GetParam());
+    c = golden_engine_config(int64_t(64) << 20, std::get<1>(GetParam()), 24, 4);
+    // Every prefix hit replays exactly, so it equals a cold run whichever rank serves it
+    // (a window snapshot continues its writer's state, which under bounded replay differs
+    // from a cold run: docs/kv-cache.md; the ranks' schedules differ from one rank's).
+    c.enable_prefix_snapshots = false;
+    Engine one(*golden_model().forward, nullptr, c);
+    plain = run_workload(one);
+    c.speculative.num_speculative_tokens = 2;
+  }
+  // The workload on the one-rank Engine and on DEP-R with `drafter`: the same outcome,
+  // the plain tokens. Returns the drafts and accepted tokens of every rank together (not
+  // the one rank's: the ranks' schedules differ, and with them where drafting stops).
+  std::pair<int64_t, int64_t> expect_one_rank_engine(const Drafter& drafter, DepConfig d = {}) {
+    Engine one(*golden_draft().forward, nullptr, c, &drafter);
+    const Outcome want = run_workload(one);
+    d.ranks = ranks;
+    DepEngine dep(*golden_draft().forward, nullptr, c, d, &drafter);
+    const Outcome got = run_workload(dep);
+    EXPECT_EQ(got.tokens, want.tokens);
+    EXPECT_EQ(got.logprobs, want.logprobs);
+    EXPECT_EQ(got.reasons, want.reasons);
+    EXPECT_EQ(got.tokens, plain.tokens);
+    int64_t drafts = 0, accepted = 0;
+    for (int r = 0; r < ranks; ++r) {
+      EXPECT_EQ(dep.kv_cache(r).num_used_blocks(), 0) << "rank " << r;
+      drafts += dep.figures(r).spec_num_drafts;
+      accepted += dep.figures(r).spec_num_accepted_tokens;
+    }
+    EXPECT_EQ(dep.draft_placement() != nullptr, !drafter.moe_layers().empty());
+    if (d.eplb.enabled && dep.draft_placement() != nullptr) {
+      EXPECT_GE(dep.draft_rebalances().size(), 1u) << "no draft placement went live";
+      EXPECT_GE(dep.rebalances().size(), 1u) << "no target placement went live";
+    }
+    return {drafts, accepted};
+  }
+  int ranks = 1;
+  EngineConfig c;
+  Outcome plain;
+};
+
+TEST_P(DepEngineSpeculative, DsparkDraftExpertParallelEqualsTheOneRankEngine) {
+  c.speculative.method = "dspark";
+  const DsparkDrafter drafter(*golden_draft().draft);
+  EXPECT_GT(expect_one_rank_engine(drafter).first, 0);
+}
+
+TEST_P(DepEngineSpeculative, OracleDraftAcceptsAndRollsBackAsOnOneRank) {
+  c.speculative.method = "oracle";
+  OracleDrafter oracle(0.6, golden_model().config.vocab_size, 31);
+  const std::vector<Ids> prompts = workload_prompts();
+  for (const auto& [id, out] : plain.tokens) {  // prompt + the plain continuation
+    Ids seq = prompts.at(id == kSiblingOf2 ? 2 : id);
+    seq.insert(seq.end(), out.begin(), out.end());
+    oracle.set_sequence(id, seq);
+  }
+  const auto [drafts, accepted] = expect_one_rank_engine(oracle);
+  EXPECT_GT(accepted, 0);           // accepted runs
+  EXPECT_LT(accepted, 2 * drafts);  // and rolled-back tails
+}
+
+// Live EPLB of both MoEs every 3 steps from a 4-step window (2 redundant slots): the
+// draft's placements switch apart from the target's, every rank at one step boundary.
+TEST_P(DepEngineSpeculative, ALiveDraftRebalanceLeavesTheTokensUnchanged) {
+  c.speculative.method = "dspark";
+  const DsparkDrafter drafter(*golden_draft().draft);
+  DepConfig d;
+  d.num_redundant_experts = 2;
+  d.eplb.enabled = true;
+  d.eplb.window_size = 4;
+  d.eplb.step_interval = 3;
+  expect_one_rank_engine(drafter, d);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, DepEngineSpeculative,
+                         ::testing::Combine(::testing::Values(2, 3), ::testing::Bool()));
+
+// One request on DEP-3: two ranks draft nothing and join every draft exchange idle.
+TEST(DepEngine, IdleRanksJoinTheDraftExchanges) {
+  EngineConfig c = golden_engine_config(int64_t(64) << 20, true, 64, 4);
+  c.speculative.method = "dspark";
+  c.speculative.num_speculative_tokens = 3;
+  const DsparkDrafter drafter(*golden_draft().draft);
+  DepConfig d;
+  d.ranks = 3;
+  DepEngine dep(*golden_draft().forward, nullptr, c, d, &drafter);
+  Engine one(*golden_model().forward, nullptr, golden_engine_config(int64_t(64) << 20, true, 64, 4));
+  const Ids prompt = random_tokens(30, 12);
+  dep.add_request(1, prompt, greedy(10));
+  one.add_request(1, prompt, greedy(10));
+  Outcome got, want;
+  collect(dep, got, -1, -1);
+  collect(one, want, -1, -1);
+  EXPECT_EQ(got.tokens, want.tokens);
+  int64_t drafts = 0, dummies = 0;
+  for (int r = 0; r < 3; ++r) {
+    drafts += dep.figures(r).spec_num_drafts;
+    dummies += dep.dummy_steps(r);
+  }
+  EXPECT_GT(drafts, 0);
+  EXPECT_GE(dummies, 2 * drafts);  // the two idle ranks joined every drafting step
+}
 
 TEST(DepEngine, IdleRanksJoinTheExchangeAndTheBusyOnesFinish) {
   const auto& g = golden_model();
