@@ -723,7 +723,7 @@ TEST_P(GemmPath, RowsDoNotDependOnTheBatch) {
       c.accumulate = acc;
       SCOPED_TRACE(c.str());
       const Problem pr = make_problem(c, 11);
-      for (int64_t m : {1, 2, 3, 4, 5, 7, 16, 17, 40}) {
+      for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 9, 12, 15, 16, 17, 40}) {
         GemmParams p = pr.params(nullptr);
         p.m = m;
         std::vector<float> batch = pr.y0;
