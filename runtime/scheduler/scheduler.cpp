@@ -171,6 +171,15 @@ void Scheduler::schedule(StepPlan& plan) {
 
 void Scheduler::schedule_running(StepPlan& plan, StepBudget& budget, bool decodes) {
   order_.assign(running_.begin(), running_.end());  // a copy: preemption edits running_
+  // Async scheduling: a speculating decode is not planned ahead (its start waits for its
+  // accepted count), so requests whose decodes speculate would settle into two phases,
+  // each verified every other step with half of them (staggered arrivals: 1.6x the steps
+  // of sync scheduling for the same tokens, tests/runtime/speculative_engine_test.cpp).
+  // So while a plan in flight verifies drafts, no other request starts to: the ones
+  // ready now join the next plan's verify, and every speculating request runs in one.
+  const bool verify_in_flight = decodes && std::any_of(running_.begin(), running_.end(), [](const Request* q) {
+    return q->num_speculative_in_flight > 0;
+  });
   for (Request* r : order_) {
     const int64_t uncomputed = r->num_uncomputed();
     // Preempted earlier in this step, or waiting for its sampled token (planner ahead).
@@ -180,6 +189,7 @@ void Scheduler::schedule_running(StepPlan& plan, StepBudget& budget, bool decode
     const ChunkCandidate c{*r, r->num_computed_tokens, prefill};
     int64_t n = num_new_tokens(c, budget, config_);
     const int64_t drafts = n == 1 && !prefill ? num_draft_tokens(*r, budget) : 0;
+    if (drafts > 0 && verify_in_flight) continue;
     n += drafts;
     if (n == 0 || !reserve(*r, c.start + n, plan, budget)) continue;
     add_chunk(*r, c.start, n, prefill, plan, budget);
