@@ -188,6 +188,17 @@ void collect(E& e, Outcome& r, RequestId abort_id, int64_t abort_step) {
   EXPECT_FALSE(e.has_unfinished());
 }
 
+// One request of n tokens on both engines (a DEP-R and a one-rank one): the same tokens.
+template <class A, class B>
+void expect_same_tokens(A& a, B& b, RequestId id, const Ids& prompt, int64_t n) {
+  a.add_request(id, prompt, greedy(n));
+  b.add_request(id, prompt, greedy(n));
+  Outcome got, want;
+  collect(a, got, -1, -1);
+  collect(b, want, -1, -1);
+  EXPECT_EQ(got.tokens, want.tokens);
+}
+
 // The workload's prompts; request i has prompts[i].
 std::vector<Ids> workload_prompts() {
   const Ids shared = random_tokens(48, 9);
@@ -353,13 +364,7 @@ TEST(DepEngine, IdleRanksJoinTheDraftExchanges) {
   d.ranks = 3;
   DepEngine dep(*golden_draft().forward, nullptr, c, d, &drafter);
   Engine one(*golden_model().forward, nullptr, golden_engine_config(int64_t(64) << 20, true, 64, 4));
-  const Ids prompt = random_tokens(30, 12);
-  dep.add_request(1, prompt, greedy(10));
-  one.add_request(1, prompt, greedy(10));
-  Outcome got, want;
-  collect(dep, got, -1, -1);
-  collect(one, want, -1, -1);
-  EXPECT_EQ(got.tokens, want.tokens);
+  expect_same_tokens(dep, one, 1, random_tokens(30, 12), 10);
   int64_t drafts = 0, dummies = 0;
   for (int r = 0; r < 3; ++r) {
     drafts += dep.figures(r).spec_num_drafts;
@@ -376,13 +381,7 @@ TEST(DepEngine, IdleRanksJoinTheExchangeAndTheBusyOnesFinish) {
   d.ranks = 4;
   DepEngine dep(*g.forward, nullptr, c, d);
   Engine one(*g.forward, nullptr, c);
-  const Ids prompt = random_tokens(30, 12);
-  dep.add_request(1, prompt, greedy(8));  // one request: three ranks idle every step
-  one.add_request(1, prompt, greedy(8));
-  Outcome got, want;
-  collect(dep, got, -1, -1);
-  collect(one, want, -1, -1);
-  EXPECT_EQ(got.tokens, want.tokens);
+  expect_same_tokens(dep, one, 1, random_tokens(30, 12), 8);  // one request: three ranks idle
 }
 
 TEST(DepEngine, ARankWhoseStepThrowsFailsTheStepEverywhereWithoutHanging) {
@@ -407,13 +406,7 @@ TEST(DepEngine, ARankWhoseStepThrowsFailsTheStepEverywhereWithoutHanging) {
   }
   // The group serves on: a new request gets the one-rank engine's tokens.
   Engine one(*g.forward, nullptr, c);
-  const Ids prompt = random_tokens(18, 15);
-  dep.add_request(3, prompt, greedy(5));
-  one.add_request(3, prompt, greedy(5));
-  Outcome got, want;
-  collect(dep, got, -1, -1);
-  collect(one, want, -1, -1);
-  EXPECT_EQ(got.tokens, want.tokens);
+  expect_same_tokens(dep, one, 3, random_tokens(18, 15), 5);
   for (int r = 0; r < 2; ++r) EXPECT_EQ(dep.kv_cache(r).num_used_blocks(), 0);
 }
 
