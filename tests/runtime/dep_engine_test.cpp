@@ -384,14 +384,16 @@ TEST(DepEngine, IdleRanksJoinTheExchangeAndTheBusyOnesFinish) {
   expect_same_tokens(dep, one, 1, random_tokens(30, 12), 8);  // one request: three ranks idle
 }
 
-TEST(DepEngine, ARankWhoseStepThrowsFailsTheStepEverywhereWithoutHanging) {
-  const auto& g = golden_model();
-  const EngineConfig c = golden_engine_config(int64_t(64) << 20, false, 64, 4);
+// Rank 1's step 2 throws as it starts (an injected fault) while rank 0 runs into the step's
+// exchanges (with a drafter: the draft's first); both ranks' requests fail with the
+// fault's message, no rank hangs, and the group serves on.
+void expect_a_throwing_rank_fails_the_step(const model::Forward& f, const EngineConfig& c,
+                                           const Drafter* drafter) {
   DepConfig dep_config;
   dep_config.ranks = 2;
   dep_config.faults = std::make_shared<const FaultPlan>(FaultPlan::parse("step-throw@2"));
   dep_config.fault_rank = 1;
-  DepEngine dep(*g.forward, nullptr, c, dep_config);
+  DepEngine dep(f, nullptr, c, dep_config, drafter);
   dep.add_request(1, random_tokens(30, 13), greedy(6));
   dep.add_request(2, random_tokens(25, 14), greedy(6));
   std::map<RequestId, RequestOutput> last;
@@ -405,9 +407,22 @@ TEST(DepEngine, ARankWhoseStepThrowsFailsTheStepEverywhereWithoutHanging) {
     EXPECT_NE(o.error.find("injected fault"), std::string::npos) << o.error;  // on both ranks
   }
   // The group serves on: a new request gets the one-rank engine's tokens.
-  Engine one(*g.forward, nullptr, c);
+  Engine one(f, nullptr, c, drafter);
   expect_same_tokens(dep, one, 3, random_tokens(18, 15), 5);
   for (int r = 0; r < 2; ++r) EXPECT_EQ(dep.kv_cache(r).num_used_blocks(), 0);
+}
+
+TEST(DepEngine, ARankWhoseStepThrowsFailsTheStepEverywhereWithoutHanging) {
+  expect_a_throwing_rank_fails_the_step(*golden_model().forward,
+                                        golden_engine_config(int64_t(64) << 20, false, 64, 4), nullptr);
+}
+
+TEST(DepEngine, ARankWhoseStepThrowsBeforeTheDraftExchangesFailsTheStepEverywhere) {
+  EngineConfig c = golden_engine_config(int64_t(64) << 20, false, 64, 4);
+  c.speculative.method = "dspark";
+  c.speculative.num_speculative_tokens = 2;
+  const DsparkDrafter drafter(*golden_draft().draft);
+  expect_a_throwing_rank_fails_the_step(*golden_draft().forward, c, &drafter);
 }
 
 }  // namespace
