@@ -21,7 +21,6 @@
 #include <unordered_set>
 
 #include "actors/supervisor_state.h"
-#include "kernels/parallel.h"
 #include "runtime/dep/rank_tiers.h"
 #include "runtime/eplb/static_placement.h"
 
@@ -514,17 +513,14 @@ scheduler_actor spawn_engine(caf::actor_system& sys, const model::BatchForward& 
   TROUPE_CHECK(!config.speculative.enabled() || options.drafter != nullptr,
                "speculative-config: method \"", config.speculative.method,
                "\" has no drafter in this engine");
-  // The ranks in this process share its host and disk tier budgets; each has a disk
-  // folder of its own named by its rank in the instance (runtime/dep/rank_tiers.h).
+  // The ranks in this process share its host and disk tier budgets and its kernel
+  // threads; each has a disk folder of its own named by its rank in the instance
+  // (runtime/dep/rank_tiers.h).
   const int group_size = options.member ? options.member->size : options.data_parallel_size;
-  config = runtime::rank_tier_share(std::move(config), options.data_parallel_size);
+  config = runtime::rank_share(std::move(config), options.data_parallel_size);
   // Checked here, on the caller's thread: a config that cannot work stops start-up with
   // the numbers instead of killing the first request.
   const runtime::KvCacheConfig kv = runtime::prepare_engine(forward.shape(), config);
-  // R ranks time-share the machine's threads unless told otherwise.
-  if (config.executor.kernel_threads == 0 && options.data_parallel_size > 1)
-    config.executor.kernel_threads =
-        std::max(1, kernels::default_num_threads() / options.data_parallel_size);
   if (kv.disk_blocks > 0)
     for (int r = 0; r < options.data_parallel_size; ++r)
       runtime::ensure_disk_dir(runtime::rank_disk_dir(

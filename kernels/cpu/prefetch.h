@@ -9,9 +9,9 @@
 // Zen 4 (AMD EPYC, 2 vCPUs; docs/kernels-bench.md "Prefetch into L2"): F16 M = 1 at
 // K = 1024 went from 12.9 to 19.6 GB/s on one thread; at 2 threads the dense F16 decode
 // chain 1.21-1.48x, the AVX-512 Q8_0 / Q4_0 row groups 1.17-1.46x, FP8 1.13-1.77x (M = 1,
-// two sweeps). Not everywhere: the AVX2
-// row-group kernel (its int8 arithmetic is ~its DRAM speed per thread) and the int8 FP4
-// tiles' 1 KiB-ahead fetch were slower, and keep prefetcht0.
+// two sweeps). Not everywhere: the AVX2 row-group kernel (its int8 arithmetic is ~its
+// DRAM speed per thread) and the int8 FP4 tiles' 1 KiB-ahead fetch were slower, and keep
+// prefetcht0.
 #pragma once
 
 #include <immintrin.h>

@@ -9,7 +9,6 @@
 #include <string>
 
 #include "kernels/check.h"
-#include "kernels/parallel.h"
 #include "runtime/dep/rank_choice.h"
 #include "runtime/dep/rank_step.h"
 #include "runtime/dep/rank_tiers.h"
@@ -78,9 +77,7 @@ DepEngine::DepEngine(const model::BatchForward& forward, const model::TextTokeni
   TROUPE_CHECK(!config.speculative.enabled() || drafter != nullptr, "speculative-config: method \"",
                config.speculative.method, "\" has no drafter in this engine");
   if (!config.speculative.enabled()) drafter = nullptr;
-  config_ = rank_tier_share(std::move(config_), dep.ranks);  // each rank its own tiers
-  if (config_.executor.kernel_threads == 0 && dep.ranks > 1)  // as the engine actors share them
-    config_.executor.kernel_threads = std::max(1, kernels::default_num_threads() / dep.ranks);
+  config_ = rank_share(std::move(config_), dep.ranks);  // each rank its tiers and threads
   const KvCacheConfig kv = prepare_engine(forward.shape(), config_);
   target_.placement = default_placement(static_cast<int64_t>(forward.routed_layers().size()),
                                         model::routed_expert_count(forward), dep);
@@ -233,9 +230,7 @@ EngineFigures DepEngine::figures(int rank) const {
 EngineFigures DepEngine::figures() const {
   std::vector<EngineFigures> ranks;
   for (int r = 0; r < this->ranks(); ++r) ranks.push_back(figures(r));
-  EngineFigures s = sum_figures(ranks);
-  s.per_rank = std::move(ranks);
-  return s;
+  return sum_figures(ranks);
 }
 
 const DraftLengthChooser* DepEngine::draft_length(int rank) const {

@@ -72,7 +72,7 @@ class DepEngine {
   int ranks() const { return static_cast<int>(ranks_.size()); }
   int rank_of(RequestId id) const;  // -1: not known (finished, or never added)
   EngineFigures figures(int rank) const;
-  // The instance's: every rank's counts and state summed (sum_figures), per_rank filled.
+  // The instance's: every rank's counts and state summed, per_rank the ranks' (sum_figures).
   EngineFigures figures() const;
   // Rank `rank`'s online cost table (SchedulerConfig::adaptive_speculation), else nullptr.
   const DraftLengthChooser* draft_length(int rank) const;

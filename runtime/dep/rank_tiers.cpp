@@ -1,14 +1,17 @@
 #include "runtime/dep/rank_tiers.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "kernels/check.h"
+#include "kernels/parallel.h"
 
 namespace troupe::runtime {
 
-EngineConfig rank_tier_share(EngineConfig c, int ranks) {
-  TROUPE_CHECK(ranks >= 1, "rank_tier_share: ranks must be >= 1, got ", ranks);
+EngineConfig rank_share(EngineConfig c, int ranks) {
+  TROUPE_CHECK(ranks >= 1, "rank_share: ranks must be >= 1, got ", ranks);
   if (ranks == 1) return c;
+  if (c.executor.kernel_threads == 0) c.executor.kernel_threads = std::max(1, kernels::default_num_threads() / ranks);
   c.kv_offload_bytes /= ranks;
   c.kv_disk_bytes /= ranks;
   if (c.kv_offload_snapshots > 0) c.kv_offload_snapshots /= ranks;

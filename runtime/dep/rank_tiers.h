@@ -16,12 +16,13 @@
 
 namespace troupe::runtime {
 
-// One rank's share of a process's tiers: kv_offload_bytes and kv_disk_bytes (and the
-// tier snapshot counts when set) divided by `ranks`, the ranks in the process, rounded
-// down. kv_pinned_bytes is not
+// One rank's share of a process: kv_offload_bytes and kv_disk_bytes (and the tier
+// snapshot counts when set) divided by `ranks`, the ranks in the process, rounded down;
+// and, unless executor.kernel_threads says how many, the process's kernel threads
+// (each rank at least one), so R ranks time-share the machine. kv_pinned_bytes is not
 // split: it is a share of the rank's own primary pool, which kv_budget_bytes sizes per
 // rank. ranks == 1: unchanged.
-EngineConfig rank_tier_share(EngineConfig instance, int ranks);
+EngineConfig rank_share(EngineConfig instance, int ranks);
 
 // Rank `rank`'s disk folder: dir/rank-<rank> for ranks > 1, dir itself for one rank (so a
 // one-rank daemon keeps the folder it always used). Empty dir: empty (no disk tier).

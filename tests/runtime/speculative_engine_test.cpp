@@ -277,12 +277,11 @@ INSTANTIATE_TEST_SUITE_P(Scheduling, SpeculativeEngine, ::testing::Values(false,
 // Requests arriving one per step, their 20-token prompts in two chunks (the window
 // snapshot rule ends the first at the block boundary, 16; the second is planned while the
 // first runs, so each request's decodes start a plan later than they would; with
-// snapshots off nothing splits here): under async scheduling a speculating decode waits
-// for its accepted count, and
-// before the scheduler kept every speculating request in one phase they settled into two,
-// each verified every other step (32 steps, 28 with decodes, where sync scheduling takes
-// 22 and 19 here). Now the async run takes at most one step with decodes more than the
-// sync one, with the same tokens.
+// snapshots off nothing splits here). Under async scheduling a speculating decode waits
+// for its accepted count, and before the scheduler kept every speculating request in one
+// phase they settled into two, each verified every other step (32 steps, 28 with decodes,
+// where sync scheduling takes 22 and 19 here). Now the async run takes at most one step
+// with decodes more than the sync one, with the same tokens.
 TEST(SpeculativeEngineAsync, StaggeredArrivalsVerifyTogether) {
   constexpr int kRequests = 8;
   struct Run {
