@@ -25,6 +25,7 @@
 #include <cmath>
 #include <cstdio>
 #include <deque>
+#include <map>
 #include <memory>
 #include <thread>
 #include <utility>
@@ -76,6 +77,9 @@ struct SchedulerState {
   std::vector<int32_t> wake;   // peers to wake as a step starts (wake_peers)
   bool syncing = false;        // that all-reduce is running
   const runtime::StepPlan* sync_plan = nullptr;  // the plan it is for; null: none here
+  // An adaptive draft length, the group's (StepPipeline::group_draft_length): this rank's
+  // summaries of the steps it finished, by group step, until an all-reduce carries them.
+  std::map<int64_t, runtime::DraftStepSummary> draft_steps;
   // --- live EPLB only: the target's placements, and the draft's (balanced apart)
   struct Placements {
     int64_t ready = 0;        // the newest placement the rank has copied (its results say)
@@ -192,6 +196,11 @@ void on_step_result(scheduler_pointer self, const StepResult& result) {
     spdlog::debug("scheduler: dummy step (rank step {}) failed: {}", result.rank_step,
                   result.error);
   }
+  if (s.dp && s.pipeline->group_draft_length()) {
+    runtime::DraftStepSummary& d = s.draft_steps[step.step];
+    d = real ? s.pipeline->last_step_summary() : runtime::DraftStepSummary{};
+    if (!real) d.seconds = result.run_seconds;
+  }
   save_pin_index(s);
   // Lockstep: a peer may be waiting; a saved prefix's disk writes are a plan of their own.
   if (s.dp || s.scheduler->has_unfinished() || s.kv->has_pending_tier_ops()) kick(self);
@@ -254,6 +263,8 @@ void on_synced(scheduler_pointer self, const runtime::collectives::StepMetadata&
   const runtime::StepPlan* plan = std::exchange(s.sync_plan, nullptr);
   s.syncing = false;
   const int64_t step = s.sync_step++;
+  // Every rank alike, before its next plan: the same k from the same group steps.
+  if (s.pipeline->group_draft_length()) s.pipeline->agree_draft_length(m.draft_step);
   if (!m.any_work) return;
   const Switch to = switch_for_step(s, m.placement_ready, m.draft_placement_ready);
   send_to_rank(self, plan ? *plan : runtime::StepPlan{}, plan != nullptr, step, to, m.any_draft);
@@ -279,6 +290,19 @@ void deliver(scheduler_pointer self, runtime::collectives::Progress<runtime::col
   if (p.result) on_synced(self, *p.result);
 }
 
+// What this rank's all-reduce of the next step carries for the group's draft length: its
+// summary of the step `depth` back (finished here unless steps between had no work: a
+// rank holds at most depth - 1 steps as it starts one; a summary not yet here is left out
+// on this rank, and every rank still gets the same reduction) and its running requests.
+runtime::DraftStepSummary draft_step_to_send(SchedulerState& s) {
+  const int64_t of = s.sync_step - s.depth;
+  runtime::DraftStepSummary d;
+  if (auto it = s.draft_steps.find(of); it != s.draft_steps.end()) d = std::move(it->second);
+  s.draft_steps.erase(s.draft_steps.begin(), s.draft_steps.upper_bound(of));
+  d.running = s.scheduler->num_running();
+  return d;
+}
+
 // Lockstep: plans the next step if the rank has room and starts its all-reduce, when
 // this rank has a plan or a peer has started that step.
 void kick_lockstep(scheduler_pointer self, std::vector<runtime::RequestOutput>& finished) {
@@ -291,11 +315,11 @@ void kick_lockstep(scheduler_pointer self, std::vector<runtime::RequestOutput>& 
     s.sync_plan = plan;
     for (int32_t peer : s.wake) self->send(s.peers.at(peer), dpwake_atom::value, s.sync_step);
     const int64_t tokens = plan ? plan->num_tokens : 0;
-    deliver(self, s.dp->start(s.sync_step, runtime::collectives::local_step_metadata(
-                                               s.sync.rank, s.sync.size, s.sync_step, tokens,
-                                               plan != nullptr, s.target.ready,
-                                               /*failed=*/false, plan && plan->drafts(),
-                                               s.draft.ready)));
+    runtime::collectives::StepMetadata mine = runtime::collectives::local_step_metadata(
+        s.sync.rank, s.sync.size, s.sync_step, tokens, plan != nullptr, s.target.ready,
+        /*failed=*/false, plan && plan->drafts(), s.draft.ready);
+    if (s.pipeline->group_draft_length()) mine.draft_step = draft_step_to_send(s);
+    deliver(self, s.dp->start(s.sync_step, std::move(mine)));
   }
 }
 
@@ -594,8 +618,9 @@ scheduler_core_actor::behavior_type scheduler_fun(
       config.scheduler, *st.kv, forward->shape().eos_token_id, tokenizer);
   st.rank = std::move(rank);
   st.ledger = std::move(ledger);
-  st.pipeline = std::make_unique<runtime::StepPipeline>(*st.scheduler, st.ledger->counters,
-                                                        config.async_scheduling ? 2 : 1);
+  st.pipeline = std::make_unique<runtime::StepPipeline>(
+      *st.scheduler, st.ledger->counters, config.async_scheduling ? 2 : 1,
+      sync.lockstep ? sync.size : 1);
   st.request_timeout = request_timeout;
   st.depth = config.async_scheduling ? 2 : 1;
   st.model = &forward->shape();

@@ -112,6 +112,12 @@ typename Inspector::result_type inspect(Inspector& f, EngineFigures& x) {
            x.schedule_cpu_s, x.update_cpu_s, x.rank_busy_seconds, x.recent_steps, x.per_rank);
 }
 
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, DraftStepSummary& x) {
+  return f(caf::meta::type_name("DraftStepSummary"), x.limit, x.decodes, x.timed, x.seconds,
+           x.verified, x.running);
+}
+
 }  // namespace troupe::runtime
 
 namespace troupe::runtime::collectives {
@@ -119,7 +125,7 @@ namespace troupe::runtime::collectives {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StepMetadata& x) {
   return f(caf::meta::type_name("StepMetadata"), x.step_min, x.step_max, x.tokens, x.any_work,
-           x.placement_ready, x.any_failed, x.any_draft, x.draft_placement_ready);
+           x.placement_ready, x.any_failed, x.any_draft, x.draft_placement_ready, x.draft_step);
 }
 
 template <class Inspector, class T>

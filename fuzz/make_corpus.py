@@ -439,10 +439,16 @@ def peer_wire():
     write("peer_wire", "peer-address.bin", addr)
     write("peer_wire", "peer-address-truncated.bin", addr[:-3])
     write("peer_wire", "peer-address-huge-key.bin", b"TRPA" + struct.pack("<II", 1, 1 << 31))
-    msg = (struct.pack("<iiqiqqI", 1, 0, 7, 0, 7, 7, 2) + struct.pack("<qq", 1, 2)
-           + struct.pack("<BqB", 1, 0, 0))
+    head = (struct.pack("<iiqiqqI", 1, 0, 7, 0, 7, 7, 2) + struct.pack("<qq", 1, 2)
+            + struct.pack("<BqBBq", 1, 0, 0, 1, 0))
+    # draft_step: limit 3, 2 decodes, timed, 0.02 s, 4 running; side 4, cells (2, 1) x 1
+    # and (3, 3) x 2 (the group's draft length, runtime/speculative/draft_step_summary.h)
+    summary = struct.pack("<qqBdqII", 3, 2, 1, 0.02, 4, 4, 2) + struct.pack("<BBqBBq", 2, 1, 1, 3, 3, 2)
+    msg = head + summary
     write("peer_wire", "dp-sync-message.bin", msg)
-    write("peer_wire", "dp-sync-bad-flag.bin", msg[:-1] + b"\x02")
+    write("peer_wire", "dp-sync-bad-flag.bin", head[:-10] + b"\x02" + head[-9:] + summary)
+    write("peer_wire", "dp-sync-cells-out-of-order.bin",
+          head + summary[:-20] + struct.pack("<BBqBBq", 3, 3, 2, 2, 1, 1))
     write("peer_wire", "dp-sync-many-ranks.bin", struct.pack("<iiqiqqI", 0, 1, 0, 0, 0, 0, 1 << 30))
 
 

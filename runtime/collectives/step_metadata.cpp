@@ -41,6 +41,7 @@ StepMetadata StepMetadataReduce::operator()(const StepMetadata& a, const StepMet
   r.any_failed = a.any_failed || b.any_failed;
   r.any_draft = a.any_draft || b.any_draft;
   r.draft_placement_ready = std::min(a.draft_placement_ready, b.draft_placement_ready);
+  r.draft_step = reduce_summaries(a.draft_step, b.draft_step);
   return r;
 }
 

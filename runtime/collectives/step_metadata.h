@@ -11,10 +11,16 @@
 //   any_draft                        or: some rank drafts, so every rank joins the
 //                                    expert-parallel draft's MoE exchanges
 //   draft_placement_ready            min: placement_ready of the draft's own placement
+//   draft_step                       reduce_summaries: with an adaptive draft length, an
+//                                    earlier step of every rank and its running requests,
+//                                    from which all ranks choose the same k
+//                                    (runtime/speculative/draft_step_summary.h)
 #pragma once
 
 #include <cstdint>
 #include <vector>
+
+#include "runtime/speculative/draft_step_summary.h"
 
 namespace troupe::runtime::collectives {
 
@@ -27,6 +33,7 @@ struct StepMetadata {
   bool any_failed = false;      // some rank's previous step failed
   bool any_draft = false;       // some rank's plan asks for drafts (StepPlan::drafts)
   int64_t draft_placement_ready = 0;  // min over ranks, the draft's placement
+  DraftStepSummary draft_step;        // adaptive speculation: the group's draft-length inputs
 
   bool agreed() const { return step_min == step_max; }
   int64_t total_tokens() const;

@@ -34,7 +34,7 @@ struct DepEngine::Rank {
                                                                          drafter->moe_layers())
                                       : nullptr),
         executor(forward, storage, c.executor, &experts, drafter, draft_experts.get()),
-        pipeline(scheduler, counts, c.async_scheduling ? 2 : 1) {
+        pipeline(scheduler, counts, c.async_scheduling ? 2 : 1, comm.size()) {
     if (tiers) attach_disk_tier(kv, *tiers);  // the disk index, rebuilt from its folder
     executor.set_tier_storage(tiers.get());
   }
@@ -54,6 +54,7 @@ struct DepEngine::Rank {
   std::vector<SampledChunk> sampled;
   std::string error;
   double seconds = 0;
+  bool ran_plan = false;  // this step ran the pipeline's plan (else a dummy step)
   int64_t dummy_steps = 0;
 };
 
@@ -167,8 +168,9 @@ std::vector<RequestOutput> DepEngine::step() {
       if (r->pipeline.in_flight() > 0) r->pipeline.set_draft_exchange(any_draft);
     threads_->run([&](int i) {
       Rank& r = *ranks_[i];
-      const StepPlan& plan = r.pipeline.in_flight() > 0 ? r.pipeline.oldest() : idle;
-      r.dummy_steps += r.pipeline.in_flight() == 0;
+      r.ran_plan = r.pipeline.in_flight() > 0;
+      const StepPlan& plan = r.ran_plan ? r.pipeline.oldest() : idle;
+      r.dummy_steps += !r.ran_plan;
       const auto t0 = std::chrono::steady_clock::now();
       r.error.clear();
       try {
@@ -191,10 +193,26 @@ std::vector<RequestOutput> DepEngine::step() {
                     r->seconds);
       for (RequestOutput& o : done) outputs.push_back(std::move(o));
     }
+    if (ranks_.front()->pipeline.group_draft_length()) agree_draft_length();
   }
   for (const RequestOutput& o : outputs)
     if (o.finished()) rank_of_.erase(o.id);
   return outputs;
+}
+
+// An adaptive draft length, chosen by the group (draft_step_summary.h): the ranks'
+// summaries of this step reduced in rank order, as the DP sync reduces them, and given to
+// every rank, so all choose the same k for their next plans.
+void DepEngine::agree_draft_length() {
+  DraftStepSummary group;
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    Rank& r = *ranks_[i];
+    DraftStepSummary mine = r.ran_plan ? r.pipeline.last_step_summary() : DraftStepSummary{};
+    if (!r.ran_plan) mine.seconds = r.seconds;
+    mine.running = r.scheduler.num_running();
+    group = i == 0 ? std::move(mine) : reduce_summaries(group, mine);
+  }
+  for (auto& r : ranks_) r->pipeline.agree_draft_length(group);
 }
 
 // Between steps (every rank's thread has joined): the step's counts of one MoE (the

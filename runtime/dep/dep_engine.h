@@ -10,6 +10,8 @@
 // too, on a placement of their own over the same ranks (balanced apart from the target's
 // under live EPLB), and in a step where any rank drafts every rank joins the draft's
 // exchanges, with zero rows if it drafts nothing (the DP sync's any_draft).
+// With an adaptive draft length the ranks choose one k per step from the group's steps
+// (runtime/speculative/draft_step_summary.h), as the scheduler actors do over the DP sync.
 //
 //   DepEngine e(forward, &tokenizer, engine_config, dep_config);   // dep_config.ranks = 3
 //   e.add_request(id, prompt, params);          // to the least loaded rank
@@ -74,7 +76,8 @@ class DepEngine {
   EngineFigures figures(int rank) const;
   // The instance's: every rank's counts and state summed, per_rank the ranks' (sum_figures).
   EngineFigures figures() const;
-  // Rank `rank`'s online cost table (SchedulerConfig::adaptive_speculation), else nullptr.
+  // Rank `rank`'s online cost table (SchedulerConfig::adaptive_speculation), else nullptr;
+  // every rank's learns the same group steps, so all are alike.
   const DraftLengthChooser* draft_length(int rank) const;
   const KvCacheManager& kv_cache(int rank) const;
   // Steps rank `rank` ran as a dummy (no plan of its own: it joined the MoE exchanges with
@@ -98,6 +101,7 @@ class DepEngine {
     std::vector<eplb::Rebalance> rebalances;
   };
   void rebalance_if_due(Moe& moe, bool draft);
+  void agree_draft_length();
   int pick_rank(std::span<const int32_t> prompt) const;
 
   EngineConfig config_;

@@ -73,8 +73,8 @@ void step_outcome(const StepPlan& plan, std::span<const SampledChunk> sampled, d
 
 }  // namespace
 
-StepPipeline::StepPipeline(Scheduler& scheduler, EngineFigures& figures, int depth)
-    : scheduler_(scheduler), figures_(figures), depth_(depth) {
+StepPipeline::StepPipeline(Scheduler& scheduler, EngineFigures& figures, int depth, int group_ranks)
+    : scheduler_(scheduler), figures_(figures), depth_(depth), group_ranks_(group_ranks) {
   TROUPE_CHECK(depth >= 1, "StepPipeline: depth must be >= 1, got ", depth);
   plans_.resize(size_t(depth));
   const SchedulerConfig& c = scheduler.config();
@@ -93,7 +93,9 @@ StepPipeline::StepPipeline(Scheduler& scheduler, EngineFigures& figures, int dep
       spdlog::warn("speculative-config table_file: {} (starting without it)", e.what());
     }
   }
-  chooser_ = std::make_unique<DraftLengthChooser>(c.num_speculative_tokens, c.max_num_running, seed);
+  // A group's table is by the group's batch: up to every rank's max-num-seqs.
+  chooser_ = std::make_unique<DraftLengthChooser>(c.num_speculative_tokens,
+                                                  c.max_num_running * std::max(1, group_ranks), seed);
 }
 
 StepPipeline::~StepPipeline() {
@@ -115,7 +117,8 @@ void StepPipeline::save_table() {
 const StepPlan* StepPipeline::plan_next(std::vector<RequestOutput>& outputs) {
   if (in_flight() >= depth_) return nullptr;
   const double t0 = thread_cpu_seconds();
-  if (chooser_) scheduler_.set_draft_limit(chooser_->choose(scheduler_.num_running()));
+  if (chooser_ && !group_draft_length())
+    scheduler_.set_draft_limit(chooser_->choose(scheduler_.num_running()));
   StepPlan& plan = plans_[size_t((head_ + count_) % depth_)];
   scheduler_.schedule(plan);
   record_plan(figures_, plan, thread_cpu_seconds() - t0);
@@ -143,18 +146,31 @@ void StepPipeline::complete(std::span<const SampledChunk> sampled, double run_se
   if (scheduler_.config().num_speculative_tokens > 0) {
     step_outcome(plan, sampled, run_seconds, outcome_);
     record_speculation(figures_, plan, outcome_);
-    if (chooser_) {
-      chooser_->observe(outcome_);
-      if (outcome_.decode_only && outcome_.batch > 0 && ++timed_since_save_ >= kSaveEvery &&
-          !scheduler_.config().speculation_table_file.empty())
-        save_table();
-    }
+    if (chooser_ && !group_draft_length()) learn(outcome_);
   }
   const double t0 = thread_cpu_seconds();
   scheduler_.update(plan, sampled, outputs);
   figures_.update_cpu_s += thread_cpu_seconds() - t0;
   head_ = (head_ + 1) % depth_;  // the plan stays as it is until a later plan reuses it
   --count_;
+}
+
+void StepPipeline::learn(const StepOutcome& outcome) {
+  chooser_->observe(outcome);
+  if (outcome.decode_only && outcome.batch > 0 && ++timed_since_save_ >= kSaveEvery &&
+      !scheduler_.config().speculation_table_file.empty())
+    save_table();
+}
+
+DraftStepSummary StepPipeline::last_step_summary() const {
+  return summarize(outcome_, scheduler_.config().num_speculative_tokens, 0);
+}
+
+void StepPipeline::agree_draft_length(const DraftStepSummary& group) {
+  TROUPE_CHECK(group_draft_length(), "StepPipeline: no group draft length to agree on");
+  group_outcome(group, scheduler_.config().num_speculative_tokens, group_);
+  learn(group_);
+  if (group.running > 0) scheduler_.set_draft_limit(chooser_->choose(group.running));
 }
 
 std::vector<RequestOutput> StepPipeline::complete_failed(const std::string& why,

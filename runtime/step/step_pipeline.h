@@ -23,6 +23,7 @@
 #include "kernels/function_ref.h"
 #include "runtime/scheduler/scheduler.h"
 #include "runtime/speculative/draft_length.h"
+#include "runtime/speculative/draft_step_summary.h"
 #include "runtime/step/engine_figures.h"
 
 namespace troupe::runtime {
@@ -31,7 +32,9 @@ class StepPipeline {
  public:
   // scheduler and figures must outlive the pipeline; figures keeps counting from what it
   // holds (an actor restarted after a failure continues its predecessor's counts).
-  StepPipeline(Scheduler& scheduler, EngineFigures& figures, int depth);
+  // group_ranks: the ranks of the instance this pipeline is one rank of (DEP-R); with more
+  // than one, an adaptive draft length is the group's (agree_draft_length), not this rank's.
+  StepPipeline(Scheduler& scheduler, EngineFigures& figures, int depth, int group_ranks = 1);
   // Writes the cost table to its file (SchedulerConfig::speculation_table_file), if any.
   ~StepPipeline();
   StepPipeline(const StepPipeline&) = delete;
@@ -74,6 +77,15 @@ class StepPipeline {
   bool busy() const { return count_ > 0 || scheduler_.has_unfinished(); }
   // The online cost table (SchedulerConfig::adaptive_speculation), else nullptr.
   const DraftLengthChooser* draft_length() const { return chooser_.get(); }
+
+  // DEP-R with an adaptive draft length (draft_step_summary.h): the ranks choose one k
+  // from the group's steps. This rank's part: the summary of the step complete() last
+  // finished (running 0: the caller sets it), to send; then, on every rank alike, the
+  // group's reduction of an earlier step's summaries, which the cost table learns from,
+  // and whose running requests it chooses the next plans' k for.
+  bool group_draft_length() const { return chooser_ != nullptr && group_ranks_ > 1; }
+  DraftStepSummary last_step_summary() const;
+  void agree_draft_length(const DraftStepSummary& group);
   // Timed steps between writes of the cost table's file: a file write now and then, never
   // per step (the low-latency path allocates nothing per step).
   static constexpr int64_t kSaveEvery = 512;
@@ -82,15 +94,18 @@ class StepPipeline {
   Scheduler& scheduler_;
   EngineFigures& figures_;
   int depth_;
+  int group_ranks_;
   // Plans in flight, a ring of `depth` plans reused in place: count_ of them from head_,
   // planned and handed out, not completed; oldest first.
   std::vector<StepPlan> plans_;
   int head_ = 0, count_ = 0;
   std::unique_ptr<DraftLengthChooser> chooser_;
   void save_table();
+  void learn(const StepOutcome& outcome);  // the cost table's part of a finished step
   int64_t timed_since_save_ = 0;  // decode-only steps the table learned since its last write
   bool save_failed_ = false;      // warned once
   StepOutcome outcome_;                // reused (its drafts' capacity)
+  StepOutcome group_;                  // agree_draft_length's, reused
   std::vector<SampledChunk> sampled_;  // step()'s, reused
 };
 

@@ -238,7 +238,11 @@ TEST_P(SpeculativeActors, AdaptiveKStreamsThePlainGreedyTokens) {
   runtime::EngineFigures f;
   const Streams got = serve(c, &drafter, ranks, f);
   expect_plain_tokens(got, async);
-  EXPECT_FALSE(f.spec_steps_by_k.empty());
+  // The calibration runs every k once before choosing; with R ranks the group agrees on
+  // each (over the DP sync), so steps ran under more than one limit.
+  int64_t limits = 0;
+  for (int64_t n : f.spec_steps_by_k) limits += n > 0;
+  EXPECT_GE(limits, 2);
   EXPECT_EQ(f.used_blocks, 0);
 }
 

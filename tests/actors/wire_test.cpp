@@ -101,7 +101,8 @@ TEST(Wire, EveryPayloadComesBackEqual) {
 
   DpSyncMessage m;
   m.from = 3, m.to = 5, m.step = 99, m.round = 2;
-  m.payload = {4, 6, {1, 0, 7}, true, 2, true, true, 3};
+  m.payload = {4, 6, {1, 0, 7}, true, 2, true, true, 3,
+               runtime::DraftStepSummary{2, 5, false, 0.0125, {0, 0, 0, 3, 1, 0, 2, 0, 1}, 9}};
   const DpSyncMessage m2 = round_trip(m);
   EXPECT_EQ(m2.from, 3);
   EXPECT_EQ(m2.to, 5);

@@ -188,11 +188,20 @@ TEST(AllReduceSim, StepMetadataAgreesWithAPlainLoop) {
   for (const auto make : kSchedules)
     for (const int32_t R : {1, 2, 3, 7, 8, 13, 32, 33}) {
       auto local = [R](int32_t r, int s) {
-        return local_step_metadata(r, R, 1000 + s, (r * 37 + s * 11) % 5 == 0 ? 0 : r * 3 + s,
-                                   r == R - 1 && s == 1, /*placement_ready=*/s + (r % 3),
-                                   /*failed=*/s == 2 && r == R / 2,
-                                   /*drafts=*/s != 1 && r == (s * 5) % R,
-                                   /*draft_placement_ready=*/s + (r % 2));
+        StepMetadata m =
+            local_step_metadata(r, R, 1000 + s, (r * 37 + s * 11) % 5 == 0 ? 0 : r * 3 + s,
+                                r == R - 1 && s == 1, /*placement_ready=*/s + (r % 3),
+                                /*failed=*/s == 2 && r == R / 2,
+                                /*drafts=*/s != 1 && r == (s * 5) % R,
+                                /*draft_placement_ready=*/s + (r % 2));
+        StepOutcome o;  // the rank's step `depth` back, for the group's draft length
+        o.limit = (r + s) % 3;
+        o.batch = r % 4;
+        o.decode_only = (r + s) % 5 != 0;
+        o.seconds = 1e-3 * ((r * 7 + s) % 11);
+        if (r % 3 != 2) o.drafts = {{2, r % 3}, {1, s % 2}};
+        m.draft_step = summarize(o, 2, r % 5);
+        return m;
       };
       const auto run = simulate<StepMetadata, StepMetadataReduce>(make, R, 3, R, local);
       ASSERT_TRUE(run.complete);
@@ -206,6 +215,7 @@ TEST(AllReduceSim, StepMetadataAgreesWithAPlainLoop) {
           want.any_failed = want.any_failed || m.any_failed;
           want.any_draft = want.any_draft || m.any_draft;
           want.draft_placement_ready = std::min(want.draft_placement_ready, m.draft_placement_ready);
+          want.draft_step = reduce_summaries(want.draft_step, m.draft_step);
         }
         for (int32_t r = 0; r < R; ++r) EXPECT_EQ(run.results[r][s], want) << R << " " << r;
         EXPECT_TRUE(run.results[0][s].agreed());

@@ -313,6 +313,15 @@ class DepEngineSpeculative : public ::testing::TestWithParam<std::tuple<int, boo
     }
     return {drafts, accepted};
   }
+  // The TEST-ONLY oracle over the plain run: each request's prompt and continuation.
+  void follow_plain(OracleDrafter& oracle) const {
+    const std::vector<Ids> prompts = workload_prompts();
+    for (const auto& [id, out] : plain.tokens) {
+      Ids seq = prompts.at(id == kSiblingOf2 ? 2 : id);
+      seq.insert(seq.end(), out.begin(), out.end());
+      oracle.set_sequence(id, seq);
+    }
+  }
   int ranks = 1;
   EngineConfig c;
   Outcome plain;
@@ -327,15 +336,43 @@ TEST_P(DepEngineSpeculative, DsparkDraftExpertParallelEqualsTheOneRankEngine) {
 TEST_P(DepEngineSpeculative, OracleDraftAcceptsAndRollsBackAsOnOneRank) {
   c.speculative.method = "oracle";
   OracleDrafter oracle(0.6, golden_model().config.vocab_size, 31);
-  const std::vector<Ids> prompts = workload_prompts();
-  for (const auto& [id, out] : plain.tokens) {  // prompt + the plain continuation
-    Ids seq = prompts.at(id == kSiblingOf2 ? 2 : id);
-    seq.insert(seq.end(), out.begin(), out.end());
-    oracle.set_sequence(id, seq);
-  }
+  follow_plain(oracle);
   const auto [drafts, accepted] = expect_one_rank_engine(oracle);
   EXPECT_GT(accepted, 0);           // accepted runs
   EXPECT_LT(accepted, 2 * drafts);  // and rolled-back tails
+}
+
+// An adaptive draft length on DEP-R is the group's: every rank's cost table learns the
+// same steps (the lockstep step's time, every rank's drafts), so each rank's table ends
+// the same, cell for cell, and the ranks chose the same k each step. Each rank alone would
+// time its own k against the others' and learn its own requests' acceptance only.
+TEST_P(DepEngineSpeculative, AnAdaptiveDraftLengthIsTheGroupsOnEveryRank) {
+  c.speculative.method = "oracle";
+  c.speculative.num_speculative_tokens = 3;
+  c.speculative.adaptive = true;
+  OracleDrafter oracle(0.6, golden_model().config.vocab_size, 31);
+  follow_plain(oracle);
+  DepConfig d;
+  d.ranks = ranks;
+  DepEngine dep(*golden_draft().forward, nullptr, c, d, &oracle);
+  const Outcome got = run_workload(dep);
+  EXPECT_EQ(got.tokens, plain.tokens);
+  const DraftLengthChooser& first = *dep.draft_length(0);
+  const std::vector<StepTimeSample> cells = first.table().cells();
+  EXPECT_FALSE(cells.empty()) << "no step was timed";
+  EXPECT_NE(first.acceptance().rate(1), 0.5) << "no draft was learned (0.5 is the prior)";
+  for (int r = 1; r < ranks; ++r) {
+    const DraftLengthChooser& other = *dep.draft_length(r);
+    const std::vector<StepTimeSample> theirs = other.table().cells();
+    ASSERT_EQ(theirs.size(), cells.size()) << "rank " << r;
+    for (size_t i = 0; i < cells.size(); ++i) {
+      EXPECT_EQ(theirs[i].batch, cells[i].batch) << "rank " << r;
+      EXPECT_EQ(theirs[i].k, cells[i].k) << "rank " << r;
+      EXPECT_EQ(theirs[i].seconds, cells[i].seconds) << "rank " << r;
+    }
+    for (int64_t j = 1; j <= 3; ++j)
+      EXPECT_EQ(other.acceptance().rate(j), first.acceptance().rate(j)) << "rank " << r << " position " << j;
+  }
 }
 
 // Live EPLB of both MoEs every 3 steps from a 4-step window (2 redundant slots): the
