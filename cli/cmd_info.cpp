@@ -13,7 +13,7 @@ int run_info(const CommandArgs& argv) {
   const auto& f = kernels::cpu_features();
   std::printf("troupe\n");
   std::printf("  backend:    %s\n", kernels::to_string(kernels::active_backend()));
-  std::printf("  cpu path:   %s (AVX-512 > AVX2+FMA > portable; TROUPE_CPU=avx2|portable caps it)\n",
+  std::printf("  cpu path:   %s (AVX-512 > AVX2+FMA > portable; TROUPE_CPU=avx512|avx2|portable caps it)\n",
               kernels::to_string(kernels::active_cpu_path()));
   std::printf("  threads:    %d\n", kernels::num_threads());
   std::printf("  avx2:       %s (fma %s, f16c %s)\n", f.avx2 ? "yes" : "no", f.fma ? "yes" : "no",

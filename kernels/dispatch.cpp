@@ -56,7 +56,8 @@ CpuFeatures detect() { return {}; }
 #endif
 
 // TROUPE_CPU caps the rung: "portable" hides every extension, "avx2" the AVX-512 and
-// AMX ones; "avx512" or unset keeps what the CPU has.
+// AMX ones, "avx512" the AMX ones (the VNNI kernels where AMX would run); "amx" or unset
+// keeps what the CPU has.
 CpuFeatures detect_with_override() {
   const char* forced = std::getenv("TROUPE_CPU");
   if (forced && std::strcmp(forced, "portable") == 0) return {};
@@ -68,8 +69,12 @@ CpuFeatures detect_with_override() {
     capped.f16c = f.f16c;
     return capped;
   }
-  if (forced && *forced && std::strcmp(forced, "avx512") != 0)
-    std::fprintf(stderr, "troupe: TROUPE_CPU=%s is not avx512, avx2 or portable; ignored\n",
+  if (forced && std::strcmp(forced, "avx512") == 0) {
+    f.amx_bf16 = f.amx_int8 = false;
+    return f;
+  }
+  if (forced && *forced && std::strcmp(forced, "amx") != 0)
+    std::fprintf(stderr, "troupe: TROUPE_CPU=%s is not amx, avx512, avx2 or portable; ignored\n",
                  forced);
   return f;
 }

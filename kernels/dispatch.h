@@ -6,7 +6,7 @@
 //                              the AVX-512, AVX2+FMA or portable C++ kernels
 //
 // The CPU path defaults to the best the CPU has (AVX-512 > AVX2+FMA > portable);
-// TROUPE_CPU=avx2|portable caps it for the process (the features above the cap read as
+// TROUPE_CPU=avx512|avx2|portable caps it for the process (the features above the cap read as
 // absent), and tests and benchmarks switch it with ScopedCpuPath.
 //
 //   Backend::Cuda -> cuda::op  kernels/cuda on the device of the calling thread's

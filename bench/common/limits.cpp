@@ -173,6 +173,29 @@ __attribute__((target("avx2"))) float int8_loop_avx2(int64_t iters) {
   return static_cast<float>(_mm_cvtsi128_si32(_mm256_castsi256_si128(s)));
 }
 
+// AMX-INT8: tdpbusd on tiles of 16 rows x 64 bytes, 16 · 16 · 64 products each, into
+// four accumulators (tmm0-3) from two A (tmm4-5) and two B (tmm6-7) tiles, so no
+// instruction waits on the one before. The unit's rate does not depend on the values.
+constexpr double kAmxOpsPerIter = 4 * 16 * 16 * 64 * 2.0;
+__attribute__((target("amx-tile,amx-int8"))) float int8_loop_amx(int64_t iters) {
+  struct alignas(64) {
+    uint8_t palette = 1, start_row = 0, reserved[14] = {};
+    uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
+    uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
+  } cfg;
+  _tile_loadconfig(&cfg);  // zeroes every tile
+  for (int64_t i = 0; i < iters; ++i) {
+    _tile_dpbusd(0, 4, 6);
+    _tile_dpbusd(1, 4, 7);
+    _tile_dpbusd(2, 5, 6);
+    _tile_dpbusd(3, 5, 7);
+  }
+  alignas(64) int32_t out[16][16];
+  _tile_stored(0, out, 64);
+  _tile_release();
+  return static_cast<float>(out[0][0]);
+}
+
 // GFLOP/s of `loop` (flops_per_iter per iteration) run on `threads` threads at once.
 double peak(float (*loop)(int64_t), double flops_per_iter, int threads, int64_t iters) {
   kernels::set_num_threads(threads);
@@ -224,7 +247,10 @@ MachineLimits measure_limits(bool quick) {
   }
   if (f.has_avx512() && f.avx512bf16)
     l.bf16 = measure("bf16 dot (avx512)", bf16_loop, kChains * 64.0);
-  if (f.has_avx512() && f.avx512vnni) {
+  if (f.amx_int8) {  // the widest int8 unit; the VNNI one beside it
+    l.int8 = measure("int8 tiles (amx)", int8_loop_amx, kAmxOpsPerIter);
+    if (f.has_avx512() && f.avx512vnni) l.int8_vnni = measure("int8 dot (vnni)", int8_loop_vnni, kChains * 128.0);
+  } else if (f.has_avx512() && f.avx512vnni) {
     l.int8 = measure("int8 dot (vnni)", int8_loop_vnni, kChains * 128.0);
   } else if (f.has_avx2()) {
     l.int8 = measure("int8 dot (avx2)", int8_loop_avx2, kInt8Chains * 64.0);
@@ -236,9 +262,10 @@ void print_limits(const MachineLimits& l) {
   std::printf("machine limits (measured now)       1 thread   %d threads\n", l.threads);
   std::printf("  %-22s GB/s     %10.1f %10.1f\n", "DRAM read bandwidth", l.dram_gbs_1,
               l.dram_gbs_all);
-  for (const Peak* p : {&l.fp32, &l.fp32_avx2, &l.bf16, &l.int8})
+  for (const Peak* p : {&l.fp32, &l.fp32_avx2, &l.bf16, &l.int8, &l.int8_vnni})
     if (*p->what)
-      std::printf("  %-22s %-8s %10.1f %10.1f\n", p->what, p == &l.int8 ? "GOP/s" : "GFLOP/s",
+      std::printf("  %-22s %-8s %10.1f %10.1f\n", p->what,
+                  p == &l.int8 || p == &l.int8_vnni ? "GOP/s" : "GFLOP/s",
                   p->gflops_1, p->gflops_all);
   if (!*l.bf16.what) std::printf("  (no bf16 dot on this CPU: bf16 cases are judged on fp32 FMA)\n");
   std::printf("\n");

@@ -17,7 +17,8 @@ enum class Bound : uint8_t {
 
 // Peaks of the instructions this CPU has, each with 1 and all threads. A probe the CPU
 // cannot run is left out (never reported as 0): an AVX2 machine gets the 256-bit FMA
-// and vpmaddubsw peaks, an AVX-512 one also the 512-bit FMA, vdpbf16ps and vpdpbusd.
+// and vpmaddubsw peaks, an AVX-512 one also the 512-bit FMA, vdpbf16ps and vpdpbusd, an
+// AMX one the int8 tiles' tdpbusd.
 struct Peak {
   const char* what = "";  // "fp32 FMA (avx512)", ...
   double gflops_1 = 0;    // GFLOP/s (GOP/s for int8) with 1 thread
@@ -30,7 +31,8 @@ struct MachineLimits {
   double dram_gbs_all = 0;
   Peak fp32;  // the widest fp32 FMA the CPU has (scalar-free SSE2 loop without AVX2)
   Peak bf16;  // vdpbf16ps, 2 flops per bf16 pair (what empty: no AVX512_BF16)
-  Peak int8;  // vpdpbusd (AVX512_VNNI) or vpmaddubsw+vpmaddwd (AVX2)
+  Peak int8;  // AMX-INT8 tiles, else vpdpbusd (AVX512_VNNI) or vpmaddubsw+vpmaddwd (AVX2)
+  Peak int8_vnni;  // vpdpbusd as well, when the widest is AMX
   Peak fp32_avx2;  // the 256-bit FMA as well, when the widest is 512-bit
 };
 

@@ -1,5 +1,5 @@
-// Vector e^x and small helpers for *_avx512.cpp files only (they are compiled
-// with the AVX-512 flags; nothing else may include this header).
+// Vector e^x and small helpers for *_avx512.cpp and *_amx.cpp files only (they are
+// compiled with the AVX-512 flags; nothing else may include this header).
 #pragma once
 
 // GCC 12.2's AVX-512 intrinsics seed their pass-through operand from
@@ -25,6 +25,14 @@ inline __mmask16 first_lanes(int64_t n) {
 }
 
 using cpu::unroll;
+
+// fp4_int8_scales()[e] of 16 UE8M0 codes: 1 · 2^(e - 128) by vscalefps, exact down to
+// the subnormal 2^-128 of e = 0 (the quiet NaN of e = 255 set apart).
+inline __m512 fp4_scales(__m128i codes) {
+  const __m512i e = _mm512_cvtepu8_epi32(codes);
+  const __m512 s = _mm512_scalef_ps(_mm512_set1_ps(1.0f), _mm512_cvtepi32_ps(_mm512_sub_epi32(e, _mm512_set1_epi32(128))));
+  return _mm512_mask_mov_ps(s, _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(255)), _mm512_set1_ps(__builtin_nanf("")));
+}
 
 // Horizontal sum / max by halving (a fixed tree order). Written out instead of
 // _mm512_reduce_*_ps, whose GCC 12 expansion trips -Wuninitialized.

@@ -145,6 +145,8 @@ const char* to_string(QGemmKernel k) {
     case QGemmKernel::Avx512VnniPacked: return "avx512-vnni-packed";
     case QGemmKernel::Avx512VnniGroups: return "avx512-vnni-groups";
     case QGemmKernel::Avx2Groups: return "avx2-groups";
+    case QGemmKernel::AmxGroups: return "amx-groups";
+    case QGemmKernel::AmxGroupsEmulated: return "amx-groups-emulated";
   }
   return "?";
 }
@@ -157,13 +159,17 @@ bool q_kernel_supported(QGemmKernel k) {
     case QGemmKernel::Avx2Groups: return f.has_avx2() && f.f16c;
     case QGemmKernel::Avx512Vnni:
     case QGemmKernel::Avx512VnniPacked:
-    case QGemmKernel::Avx512VnniGroups: return f.has_avx512() && f.avx512vnni && f.f16c;
+    case QGemmKernel::Avx512VnniGroups:
+    case QGemmKernel::AmxGroupsEmulated: return f.has_avx512() && f.avx512vnni && f.f16c;
+    case QGemmKernel::AmxGroups: return f.has_avx512() && f.avx512vnni && f.f16c && f.amx_int8;
   }
   return false;
 }
 
 const char* missing_q_kernel_reason(QGemmKernel k) {
   if (q_kernel_supported(k)) return "";
+  if (k == QGemmKernel::AmxGroups && cpu_features().has_avx512())
+    return "this CPU lacks AMX-INT8 (or the OS did not grant its tile state)";
   return k == QGemmKernel::Avx2 || k == QGemmKernel::Avx2Groups ? "this CPU (or TROUPE_CPU) lacks AVX2+FMA+F16C"
                                 : "this CPU (or TROUPE_CPU) lacks AVX-512 F/BW/VL/DQ+VNNI";
 }
@@ -196,25 +202,36 @@ QPlan plan_for(const GemmParams& p, int64_t m, QGemmKernel kernel) {
   // The packed kernel has no FP4 (FP4 without row groups is int8 only up to
   // kInt8MaxRows); the row-group ones have.
   const bool avx2 = kernel == QGemmKernel::Avx2 || kernel == QGemmKernel::Avx2Groups;
+  // AMX-INT8 takes the row groups' prefill (gemm_q8_groups_amx.cpp) where the CPU has
+  // it; named, at any M (the tests' and benchmarks' choice).
+  const bool amx = kernel == QGemmKernel::AmxGroups || kernel == QGemmKernel::AmxGroupsEmulated ||
+                   (kernel == QGemmKernel::Avx512Vnni && m > kGroupsDecodeMaxRows &&
+                    cpu_features().amx_int8);
+  const bool named_groups = kernel == QGemmKernel::Avx512VnniGroups ||
+                            kernel == QGemmKernel::AmxGroups ||
+                            kernel == QGemmKernel::AmxGroupsEmulated;
   // Both ISAs read the row groups at any M where the weight has them (no per-call
   // repack; AVX2: faster than its per-block tiles everywhere measured).
-  q.groups = p.w.groups != nullptr &&
-             (avx2 || kernel == QGemmKernel::Avx512VnniGroups || kernel == QGemmKernel::Avx512Vnni);
+  q.groups = p.w.groups != nullptr && (avx2 || named_groups || kernel == QGemmKernel::Avx512Vnni);
   // The row groups hold columns k and k + 16 in one byte, as Q4_0 blocks do: x in order.
   q.fp4_order = fp4 && !q.groups && kernel != QGemmKernel::Portable;
   q.packed = !fp4 && !q.groups &&
-             (kernel == QGemmKernel::Avx512VnniPacked || kernel == QGemmKernel::Avx512VnniGroups ||
+             (kernel == QGemmKernel::Avx512VnniPacked || named_groups ||
               (kernel == QGemmKernel::Avx512Vnni && m >= kPackedMinRows));
   if (q.groups) {
-    q.range = avx2 ? gemm_q8_groups_avx2 : gemm_q8_groups_avx512;
-    // AVX-512's prefill tiles are 2 groups wide: chunks of whole tiles (a chunk of one
-    // group, which the pool's shrinking chunks would hand out, runs a tile half as wide).
-    q.unit = !avx2 && m > kGroupsDecodeMaxRows ? 2 * kGroupRows : kGroupRows;
+    q.range = avx2                                           ? gemm_q8_groups_avx2
+              : kernel == QGemmKernel::AmxGroupsEmulated ? gemm_q8_groups_amx_emulated
+              : amx                                          ? gemm_q8_groups_amx
+                                                             : gemm_q8_groups_avx512;
+    // AVX-512's prefill tiles and AMX's are 2 groups wide: chunks of whole tiles (a chunk
+    // of one group, which the pool's shrinking chunks would hand out, runs a tile half as
+    // wide).
+    q.unit = !avx2 && (amx || m > kGroupsDecodeMaxRows) ? 2 * kGroupRows : kGroupRows;
   } else if (q.packed) {
     q.range = gemm_q8_range_avx512_packed;
     q.unit = 32;
   } else if (kernel == QGemmKernel::Avx512Vnni || kernel == QGemmKernel::Avx512VnniPacked ||
-             kernel == QGemmKernel::Avx512VnniGroups) {
+             named_groups) {
     q.range = gemm_q8_range_avx512;
   } else if (avx2) {
     q.range = gemm_q8_range_avx2;

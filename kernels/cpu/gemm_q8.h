@@ -20,7 +20,9 @@
 // Q4_0 and FP4) runs a row-group kernel at any M, on AVX-512 VNNI (gemm_q8_groups_avx512.cpp: decode tiles up
 // to kGroupsDecodeMaxRows rows, the packed kernel's 6 x 32 tiles above) and on AVX2
 // (gemm_q8_groups_avx2.cpp): the same products on the codes as the loader laid them
-// out, no per-call packing, also bit for bit the reference.
+// out, no per-call packing, also bit for bit the reference. On a CPU with AMX-INT8 a
+// prefill's row groups run on the tile unit instead (gemm_q8_groups_amx.cpp: a block's
+// codes are already the B tile's layout; the same f32 steps, bit for bit).
 // The quantizer runs on the pool's threads (rows split between them).
 //
 // Each range kernel walks tiles of MR activation rows x NR weight rows
@@ -96,14 +98,23 @@ void gemm_q8_range_avx512_packed(const QGemmArgs& a, int64_t n0, int64_t n1);  /
 // On a.groups (needs x.sum; FP4 too, x in column order); n0 a multiple of 16 (kGroupRows).
 void gemm_q8_groups_avx512(const QGemmArgs& a, int64_t n0, int64_t n1);
 void gemm_q8_groups_avx2(const QGemmArgs& a, int64_t n0, int64_t n1);  // AVX2+FMA+F16C
+// AMX-INT8 tiles on the groups (+ AVX-512 for the f32 steps); the same kernel with the
+// tile instructions emulated in C++ (any AVX-512 machine: tests).
+void gemm_q8_groups_amx(const QGemmArgs& a, int64_t n0, int64_t n1);
+void gemm_q8_groups_amx_emulated(const QGemmArgs& a, int64_t n0, int64_t n1);
 
 // Avx512Vnni takes the row-group kernel at any M when the weight has row groups, else
 // the packed kernel from kPackedMinRows rows; Avx2 takes its row-group kernel at any M
 // when the weight has row groups, else its per-block tiles.
 // Avx512VnniPacked takes the packed one and Avx512VnniGroups the row-group one (where the
 // weight has them) at any M; Avx2Groups is Avx2, named apart so the kernel tests can say
-// which of its two kernels a case runs (best_q_kernel() never returns these three).
-enum class QGemmKernel : uint8_t { Portable, Avx2, Avx512Vnni, Avx512VnniPacked, Avx512VnniGroups, Avx2Groups };
+// which of its two kernels a case runs. On a CPU with AMX-INT8, Avx512Vnni runs a prefill's
+// row groups (M > kGroupsDecodeMaxRows) on the AMX kernel; AmxGroups runs it at any M and
+// AmxGroupsEmulated the same kernel with its tile instructions emulated (best_q_kernel()
+// never returns these five).
+enum class QGemmKernel : uint8_t {
+  Portable, Avx2, Avx512Vnni, Avx512VnniPacked, Avx512VnniGroups, Avx2Groups, AmxGroups, AmxGroupsEmulated
+};
 const char* to_string(QGemmKernel k);
 QGemmKernel best_q_kernel();             // for active_cpu_path() and the CPU's features
 bool q_kernel_supported(QGemmKernel k);  // false: missing_q_kernel_reason says why

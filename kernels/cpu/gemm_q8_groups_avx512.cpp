@@ -39,15 +39,8 @@ namespace troupe::kernels::cpu {
 namespace {
 
 using avx512::first_lanes;
+using avx512::fp4_scales;
 using avx512::unroll;
-
-// fp4_int8_scales()[e] of 16 UE8M0 codes: 1 · 2^(e - 128) by vscalefps, exact down to
-// the subnormal 2^-128 of e = 0 (the quiet NaN of e = 255 set apart).
-inline __m512 fp4_scales(__m128i codes) {
-  const __m512i e = _mm512_cvtepu8_epi32(codes);
-  const __m512 s = _mm512_scalef_ps(_mm512_set1_ps(1.0f), _mm512_cvtepi32_ps(_mm512_sub_epi32(e, _mm512_set1_epi32(128))));
-  return _mm512_mask_mov_ps(s, _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(255)), _mm512_set1_ps(__builtin_nanf("")));
-}
 
 template <WeightFormat F, bool Prefill>
 struct Avx512GroupTile {

@@ -310,10 +310,13 @@ constexpr cpu::QGemmKernel kKernels[] = {cpu::QGemmKernel::Portable, cpu::QGemmK
                                          cpu::QGemmKernel::Avx512Vnni,
                                          cpu::QGemmKernel::Avx512VnniPacked,
                                          cpu::QGemmKernel::Avx512VnniGroups,
-                                         cpu::QGemmKernel::Avx2Groups};
+                                         cpu::QGemmKernel::Avx2Groups,
+                                         cpu::QGemmKernel::AmxGroups,
+                                         cpu::QGemmKernel::AmxGroupsEmulated};
 
 bool groups_kernel(cpu::QGemmKernel k) {
-  return k == cpu::QGemmKernel::Avx512VnniGroups || k == cpu::QGemmKernel::Avx2Groups;
+  return k == cpu::QGemmKernel::Avx512VnniGroups || k == cpu::QGemmKernel::Avx2Groups ||
+         k == cpu::QGemmKernel::AmxGroups || k == cpu::QGemmKernel::AmxGroupsEmulated;
 }
 
 // The packed kernel (any M on Avx512VnniPacked, M >= kPackedMinRows on Avx512Vnni) and
