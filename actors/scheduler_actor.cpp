@@ -196,11 +196,8 @@ void on_step_result(scheduler_pointer self, const StepResult& result) {
     spdlog::debug("scheduler: dummy step (rank step {}) failed: {}", result.rank_step,
                   result.error);
   }
-  if (s.dp && s.pipeline->group_draft_length()) {
-    runtime::DraftStepSummary& d = s.draft_steps[step.step];
-    d = real ? s.pipeline->last_step_summary() : runtime::DraftStepSummary{};
-    if (!real) d.seconds = result.run_seconds;
-  }
+  if (s.dp && s.pipeline->group_draft_length())
+    s.draft_steps[step.step] = s.pipeline->step_summary(real, result.run_seconds);
   save_pin_index(s);
   // Lockstep: a peer may be waiting; a saved prefix's disk writes are a plan of their own.
   if (s.dp || s.scheduler->has_unfinished() || s.kv->has_pending_tier_ops()) kick(self);

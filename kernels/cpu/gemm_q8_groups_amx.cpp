@@ -142,11 +142,21 @@ void unpack_nibbles(const uint8_t* group, int64_t blocks, uint8_t* out) {
   }
 }
 
+// C(a, g) = A a · B g of one block, stored to c[C(a, g)] (16 int32 per row).
+template <class Ops, int A, int G>
+void block_product(int32_t (*c)[16][16]) {
+  constexpr int C = c_tile(A, G);
+  Ops::template zero<C>();
+  Ops::template dp_sud<C, kATile + A, kBTile + G>();
+  Ops::template store<C>(c[C], 64);
+}
+
 // One tile: activation rows [m0, m0 + mr) x groups [n, n + 16 · groups), mr <= 32,
-// groups <= 2. b_src[g]: group g's B operand for block 0 and its bytes per block.
+// groups <= 2; group: the first group's bytes. b_src[g]: group g's B operand for block 0
+// and its bytes per block.
 template <WeightFormat F, class Ops>
 void amx_tile(const QGemmArgs& a, int64_t m0, int mr, int groups, int64_t n, int64_t n_end,
-              const uint8_t* const* b_src, int64_t b_step) {
+              const uint8_t* group, const uint8_t* const* b_src, int64_t b_step) {
   using L = GroupLayout<F>;
   const int64_t blocks = a.x.k / kQBlock, group_bytes = blocks * L::kBlockBytes;
   const int a_tiles = (mr + 15) / 16;
@@ -167,33 +177,18 @@ void amx_tile(const QGemmArgs& a, int64_t m0, int mr, int groups, int64_t n, int
   Ops::configure(cfg);
   alignas(64) int32_t c[4][16][16];
   alignas(64) float acc[32][2][16] = {};
-  const uint8_t* gp[2] = {a.groups + n / kGroupRows * group_bytes, nullptr};
-  if (groups == 2) gp[1] = gp[0] + group_bytes;
+  const uint8_t* gp[2] = {group, group + group_bytes};
   for (int64_t b = 0; b < blocks; ++b) {
     const int8_t* xb = a.x.q + m0 * a.x.k + b * kQBlock;
-    // The tile indices are immediates: each (a, g) written out.
+    // The tile indices are immediates: one block_product instance per (a, g).
     Ops::template load<kATile>(xb, a.x.k);
     if (a_tiles == 2) Ops::template load<kATile + 1>(xb + 16 * a.x.k, a.x.k);
     Ops::template load<kBTile>(b_src[0] + b * b_step, 64);
     if (groups == 2) Ops::template load<kBTile + 1>(b_src[1] + b * b_step, 64);
-    Ops::template zero<c_tile(0, 0)>();
-    Ops::template dp_sud<c_tile(0, 0), kATile, kBTile>();
-    Ops::template store<c_tile(0, 0)>(c[c_tile(0, 0)], 64);
-    if (groups == 2) {
-      Ops::template zero<c_tile(0, 1)>();
-      Ops::template dp_sud<c_tile(0, 1), kATile, kBTile + 1>();
-      Ops::template store<c_tile(0, 1)>(c[c_tile(0, 1)], 64);
-    }
-    if (a_tiles == 2) {
-      Ops::template zero<c_tile(1, 0)>();
-      Ops::template dp_sud<c_tile(1, 0), kATile + 1, kBTile>();
-      Ops::template store<c_tile(1, 0)>(c[c_tile(1, 0)], 64);
-      if (groups == 2) {
-        Ops::template zero<c_tile(1, 1)>();
-        Ops::template dp_sud<c_tile(1, 1), kATile + 1, kBTile + 1>();
-        Ops::template store<c_tile(1, 1)>(c[c_tile(1, 1)], 64);
-      }
-    }
+    block_product<Ops, 0, 0>(c);
+    if (groups == 2) block_product<Ops, 0, 1>(c);
+    if (a_tiles == 2) block_product<Ops, 1, 0>(c);
+    if (a_tiles == 2 && groups == 2) block_product<Ops, 1, 1>(c);
     __m512 dw[2];
     for (int g = 0; g < groups; ++g) {
       const uint8_t* scales = gp[g] + b * L::kBlockBytes + L::kDataBytes;
@@ -244,7 +239,7 @@ struct AmxTiles {
       const uint8_t* b_src[2];
       if constexpr (L::kQ8) {  // the codes as the loader laid them out
         for (int g = 0; g < G; ++g) b_src[g] = group + g * group_bytes;
-        return amx_tile<F, Ops>(a, m0, MR, G, n, n_end, b_src, L::kBlockBytes);
+        return amx_tile<F, Ops>(a, m0, MR, G, n, n_end, group, b_src, L::kBlockBytes);
       } else {
         // The walk runs every row tile over these groups before the next ones: the first
         // unpacks them into this thread's scratch, the rest read it there.
@@ -254,7 +249,7 @@ struct AmxTiles {
           if (m0 == 0) unpack_nibbles<F>(group + g * group_bytes, blocks, unpacked + g * bytes);
           b_src[g] = unpacked + g * bytes;
         }
-        return amx_tile<F, Ops>(a, m0, MR, G, n, n_end, b_src, kBRows * 64);
+        return amx_tile<F, Ops>(a, m0, MR, G, n, n_end, group, b_src, kBRows * 64);
       }
     }
   };

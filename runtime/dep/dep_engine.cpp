@@ -207,8 +207,7 @@ void DepEngine::agree_draft_length() {
   DraftStepSummary group;
   for (size_t i = 0; i < ranks_.size(); ++i) {
     Rank& r = *ranks_[i];
-    DraftStepSummary mine = r.ran_plan ? r.pipeline.last_step_summary() : DraftStepSummary{};
-    if (!r.ran_plan) mine.seconds = r.seconds;
+    DraftStepSummary mine = r.pipeline.step_summary(r.ran_plan, r.seconds);
     mine.running = r.scheduler.num_running();
     group = i == 0 ? std::move(mine) : reduce_summaries(group, mine);
   }

@@ -162,8 +162,11 @@ void StepPipeline::learn(const StepOutcome& outcome) {
     save_table();
 }
 
-DraftStepSummary StepPipeline::last_step_summary() const {
-  return summarize(outcome_, scheduler_.config().num_speculative_tokens, 0);
+DraftStepSummary StepPipeline::step_summary(bool ran_plan, double seconds) const {
+  DraftStepSummary s;
+  if (ran_plan) s = summarize(outcome_, scheduler_.config().num_speculative_tokens, 0);
+  else s.seconds = seconds;
+  return s;
 }
 
 void StepPipeline::agree_draft_length(const DraftStepSummary& group) {

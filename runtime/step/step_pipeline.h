@@ -79,12 +79,13 @@ class StepPipeline {
   const DraftLengthChooser* draft_length() const { return chooser_.get(); }
 
   // DEP-R with an adaptive draft length (draft_step_summary.h): the ranks choose one k
-  // from the group's steps. This rank's part: the summary of the step complete() last
-  // finished (running 0: the caller sets it), to send; then, on every rank alike, the
-  // group's reduction of an earlier step's summaries, which the cost table learns from,
-  // and whose running requests it chooses the next plans' k for.
+  // from the group's steps. This rank's part: the summary of its last step, to send
+  // (ran_plan: the plan complete() last finished, else a dummy step of `seconds`; running
+  // 0: the caller sets it); then, on every rank alike, the group's reduction of an
+  // earlier step's summaries, which the cost table learns from, and whose running
+  // requests it chooses the next plans' k for.
   bool group_draft_length() const { return chooser_ != nullptr && group_ranks_ > 1; }
-  DraftStepSummary last_step_summary() const;
+  DraftStepSummary step_summary(bool ran_plan, double seconds) const;
   void agree_draft_length(const DraftStepSummary& group);
   // Timed steps between writes of the cost table's file: a file write now and then, never
   // per step (the low-latency path allocates nothing per step).
