@@ -4,6 +4,7 @@
 // All thread over output columns, so every y element is computed by one thread in a
 // fixed order.
 #include <algorithm>
+#include <bit>
 #include <vector>
 
 #include "kernels/cpu/gemm_internal.h"
@@ -51,6 +52,13 @@ WeightSrc weight_src(const WeightView& w) {
       for (int i = 0; i < 16; ++i) t[c * 16 + i] = e2m1_table()[i] * ue8m0[c];
     return t;
   }();
+  static const uint32_t* fp4_xor8 = [] {
+    alignas(64) static uint32_t t[256 * 8];
+    for (int c = 0; c < 256; ++c)
+      for (uint32_t i = 0; i < 8; ++i)
+        t[c * 8 + i] = std::bit_cast<uint32_t>(fp4_scaled[c * 16 + i]) ^ (i << 28);
+    return t;
+  }();
   const int64_t k = w.cols;
   int64_t row_bytes = k, scale_ld = k / 32;
   if (w.format == WeightFormat::F32) row_bytes = 4 * k;
@@ -64,7 +72,8 @@ WeightSrc weight_src(const WeightView& w) {
           scale_ld,
           ue8m0,
           e4m3_scale,
-          fp4_scaled};
+          fp4_scaled,
+          fp4_xor8};
 }
 
 bool gemm_trivial(const GemmParams& p, const GemmShape& sh) {
@@ -127,11 +136,19 @@ void gemm_shared_x(std::span<const GemmParams> ps) {
   if (!ps.empty() && std::all_of(ps.begin(), ps.end(), shares_quantized_x))
     return gemm_q8_shared_x(ps, best_q_kernel());
   if (active_cpu_path() == CpuPath::Avx512 && avx512_shares_x(ps)) return gemm_avx512_shared_x(ps);
+  if (active_cpu_path() == CpuPath::Avx2 && std::all_of(ps.begin(), ps.end(), avx2_direct))
+    return gemm_avx2_grouped(ps);
   for (const GemmParams& p : ps) cpu::gemm(p);
 }
 
 bool gemm_joins_group(const GemmParams& p) {
-  return q8_activations(p) || (active_cpu_path() == CpuPath::Avx512 && avx512_direct(p));
+  if (q8_activations(p)) return true;
+  switch (active_cpu_path()) {
+    case CpuPath::Avx512: return avx512_direct(p);
+    case CpuPath::Avx2: return avx2_direct(p);
+    case CpuPath::Portable: return false;
+  }
+  return false;
 }
 
 void gemm_grouped(std::span<const GemmParams> ps) {
@@ -142,7 +159,9 @@ void gemm_grouped(std::span<const GemmParams> ps) {
     else cpu::gemm(p);
   }
   if (!q8.empty()) gemm_q8_grouped(q8, best_q_kernel());
-  if (!direct.empty()) gemm_avx512_grouped(direct);
+  if (direct.empty()) return;
+  if (active_cpu_path() == CpuPath::Avx512) gemm_avx512_grouped(direct);
+  else gemm_avx2_grouped(direct);
 }
 
 }  // namespace troupe::kernels::cpu

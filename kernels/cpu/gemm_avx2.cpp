@@ -17,9 +17,9 @@
 // do not depend on the thread count, the tile an element lands in or the batch size M
 // (tests/kernels/gemm_test.cpp "RowsDoNotDependOnTheBatch").
 //
-// Decoding (32 columns -> four 8-float vectors): FP4 nibbles through vpshufb on a
-// 16-byte register table of 2·E2M1 as int8 (exact small integers), widened and
-// converted, times scale/2; E4M3 by sign extension, shifts and a mask into the f32 bit
+// Decoding (32 columns -> four 8-float vectors): FP4 codes widened to 32-bit lanes and
+// looked up by vpermps in the block's row of 8 scaled magnitudes, the sign XORed in
+// (fp4x8); E4M3 by sign extension, shifts and a mask into the f32 bit
 // pattern times 2^120·scale (as gemm_blocks_avx512.h explains); BF16 by a shift. Two
 // 16-bit (or 4-bit) values share a 32-bit lane, so these formats yield even and odd
 // columns apart ("pairs" order below) and the activations are permuted to match; a dot
@@ -32,11 +32,14 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/check.h"
 #include "kernels/cpu/prefetch.h"
 #include "kernels/cpu/gemm_internal.h"
 #include "kernels/cpu/gemm_weight_src.h"
 #include "kernels/cpu/unroll.h"
+#include "kernels/dispatch.h"
 #include "kernels/parallel.h"
+#include "kernels/scratch.h"
 
 // Innermost-loop helpers returning several vectors: GCC does not always inline them.
 #define AVX2_INLINE inline __attribute__((always_inline))
@@ -113,14 +116,16 @@ AVX2_INLINE Vec32 e4m3x32_unscaled(const uint8_t* p, __m256i& nan) {
   return b;
 }
 
-// 2·E2M1 for codes 0..15 (bit 3 = sign): exact int8 values, so vpshufb is the decode.
-// Code 8 (-0) becomes +0, which no sum can tell apart from -0 once added to +0.
-AVX2_INLINE __m128i e2m1_twice_table() {
-  return _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
-}
-
-AVX2_INLINE __m256 int8x8_to_f32(__m128i v) {
-  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v));
+// Eight FP4 codes, one in bits 0..3 of each 32-bit lane (bits 4..7 may hold the byte's
+// other code; bits past 7 are zero), as f32 times the block's scale: `table` is the
+// block's row of WeightSrc::fp4_xor8. vpermps reads index bits 0..2, the magnitude; the
+// lane shifted left by 28 has the sign (bit 3) on bit 31, the magnitude's bits on 28..30
+// and the other code shifted out, and the table's rows carry i << 28 XORed in already,
+// so one XOR leaves the exact product E2M1 · scale with its sign. Three instructions per
+// 8 weights where widening 2·E2M1 from a vpshufb table took a widen, a convert and a
+// multiply (each value is the same product, so sums are unchanged bit for bit).
+AVX2_INLINE __m256 fp4x8(__m256 table, __m256i codes) {
+  return _mm256_xor_ps(_mm256_permutevar8x32_ps(table, codes), bits(_mm256_slli_epi32(codes, 28)));
 }
 
 // Columns kb..kb+31 of row r as f32 in the format's order; columns at or past K read
@@ -148,16 +153,13 @@ AVX2_INLINE Vec32 load_block(const WeightSrc& s, int64_t r, int64_t kb, __m256i&
     for (int i = 0; i < 4; ++i)
       b.v[i] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * i)));
   } else if constexpr (F == WeightFormat::FP4) {
-    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    const __m128i low4 = _mm_set1_epi8(0x0F);
-    const __m128i ev = _mm_shuffle_epi8(e2m1_twice_table(), _mm_and_si128(q, low4));
-    const __m128i od =
-        _mm_shuffle_epi8(e2m1_twice_table(), _mm_and_si128(_mm_srli_epi16(q, 4), low4));
-    const __m256 half_scale = _mm256_set1_ps(0.5f * s.ue8m0[s.scale[r * s.scale_ld + kb / 32]]);
-    b = {{_mm256_mul_ps(int8x8_to_f32(ev), half_scale),
-          _mm256_mul_ps(int8x8_to_f32(od), half_scale),
-          _mm256_mul_ps(int8x8_to_f32(_mm_srli_si128(ev, 8)), half_scale),
-          _mm256_mul_ps(int8x8_to_f32(_mm_srli_si128(od, 8)), half_scale)}};
+    const __m256 table = _mm256_load_ps(
+        reinterpret_cast<const float*>(s.fp4_xor8 + 8 * s.scale[r * s.scale_ld + kb / 32]));
+    // Bytes 0..7 and 8..15 in 32-bit lanes: low nibbles are the even columns, high the odd.
+    const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    const __m256i hi = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8)));
+    b = {{fp4x8(table, lo), fp4x8(table, _mm256_srli_epi32(lo, 4)), fp4x8(table, hi),
+          fp4x8(table, _mm256_srli_epi32(hi, 4))}};
   } else {  // FP8 (32x32 scale tiles) or ROWFP8 (scale per 32 columns of a row)
     const int64_t scale_row = F == WeightFormat::FP8 ? r / 32 : r;
     const uint8_t code = s.scale[scale_row * s.scale_ld + kb / 32];
@@ -280,18 +282,25 @@ constexpr int direct_rows(int mr) {
 // thread's), F16 / BF16 kPrefetchBytes ahead in the row. Measured at M = 1, 2 threads:
 // F16 / BF16 1.3-1.7x (docs/kernels-bench.md). FP8 / ROWFP8 decode is the bound (rows
 // ahead measured up to 1.3x slower): kPrefetchBytes ahead in the row, as before, except
-// FP8's x-folded blocks at M = 1 (direct_tile); FP4 nothing (rows ahead measured no gain).
+// FP8's x-folded blocks at M = 1 (direct_tile). FP4, since its decode went to vpermps
+// (fp4x8), waits on memory too: its tiles fetch the row two tiles on once per 64-byte line
+// (4 blocks) and every 64 blocks that row's scale line.
 template <WeightFormat F>
 constexpr bool rows_ahead_format() {
-  return F == WeightFormat::F32 || F == WeightFormat::BF16 || F == WeightFormat::F16;
+  return F == WeightFormat::F32 || F == WeightFormat::BF16 || F == WeightFormat::F16 ||
+         F == WeightFormat::FP4;
 }
 
-// F32 / BF16 / F16: the lines of block kb of row r + ahead (ahead > 0), or F16 / BF16
-// kPrefetchBytes on in row r itself (ahead == 0).
+// The lines of block kb of row r + ahead (ahead > 0), or F16 / BF16 / FP4 kPrefetchBytes
+// on in row r itself (ahead == 0).
 template <WeightFormat F>
 AVX2_INLINE void prefetch_rows_ahead(const WeightSrc& s, int64_t r, int64_t kb, int64_t ahead) {
   static_assert(rows_ahead_format<F>());
   const char* at = reinterpret_cast<const char*>(s.data + r * s.row_bytes + kb * block_bytes(F) / 32);
+  if constexpr (F == WeightFormat::FP4) {
+    if (kb % 128 != 0) return;  // one 64-byte line holds 4 blocks
+    if (ahead > 0 && kb % (64 * 32) == 0) prefetch_l2(s.scale + (r + ahead) * s.scale_ld + kb / 32);
+  }
   if (ahead > 0) {
     for (int64_t line = 0; line < block_bytes(F); line += 64)
       prefetch_l2(at + ahead * s.row_bytes + line);
@@ -550,6 +559,71 @@ void gemm_avx2(const GemmParams& p) {
   const int64_t tile_rows = direct ? direct_rows(static_cast<int>(sh.m)) : kNR;
   parallel_for(sh.n, gemm_min_chunk(sh, tile_rows),
                [&](int64_t nb, int64_t ne) { run_format(pl, p.w.format, nb, ne); });
+  gemm_x_scratch().trim(kKeepScratchBytes);
+}
+
+bool avx2_direct(const GemmParams& p) {
+  return !q8_activations(p) && p.m <= kDirectMaxM &&
+         (p.w.format != WeightFormat::F16 || cpu_features().f16c);
+}
+
+void gemm_avx2_grouped(std::span<const GemmParams> ps) {
+  TROUPE_CHECK(std::all_of(ps.begin(), ps.end(), avx2_direct), "gemm_avx2_grouped: not decode rows");
+  // A run of consecutive GEMMs over the same x (m, K, layout and rounding alike) shares
+  // one prepared x: first[i] is the first GEMM of i's run, at[first] its offset in buf.
+  const auto same_x = [](const GemmParams& a, const GemmParams& b) {
+    const GemmShape sa = gemm_shape(a), sb = gemm_shape(b);
+    return a.x == b.x && sa.m == sb.m && sa.k == sb.k && sa.ldx == sb.ldx &&
+           pairs_order(a.w.format) == pairs_order(b.w.format) && a.precision == b.precision;
+  };
+  // Room for x and, after it, FP8's fold ranges (2 bytes per 32 columns), 64-byte aligned.
+  const auto x_floats = [](const GemmShape& sh) {
+    const int64_t kp = (sh.k + 31) / 32 * 32;
+    return (sh.m * kp + kp / 64 + 1 + 15) / 16 * 16;
+  };
+  const auto folds = [](const GemmParams& p) { return p.w.format == WeightFormat::FP8 && p.m == 1; };
+  scratch_vector<size_t> first(ps.size());
+  scratch_vector<int64_t> at(ps.size());
+  scratch_vector<uint8_t> fold(ps.size(), 0);  // a run with FP8 weights at M = 1
+  int64_t floats = 0;
+  for (size_t i = 0; i < ps.size(); ++i) {
+    first[i] = i > 0 && same_x(ps[i - 1], ps[i]) ? first[i - 1] : i;
+    if (first[i] == i) at[i] = floats, floats += x_floats(gemm_shape(ps[i]));
+    fold[first[i]] |= folds(ps[i]);
+  }
+  float* buf = gemm_x_scratch().get<float>(floats);
+  scratch_vector<Plan> plans(ps.size());
+  scratch_vector<int64_t> unit_end(ps.size());  // tiles of GEMMs [0, i]
+  int64_t tiles = 0;
+  for (size_t i = 0; i < ps.size(); ++i) {
+    const GemmParams& p = ps[i];
+    const GemmShape sh = gemm_shape(p);
+    const int64_t kp = (sh.k + 31) / 32 * 32;
+    float* xb = buf + at[first[i]];
+    const auto x_fold = reinterpret_cast<uint8_t*>(xb + sh.m * kp);
+    if (first[i] == i && sh.m > 0 && sh.k > 0) {  // (a run's first GEMM may have N = 0)
+      prepare_x(sh, p.x, pairs_order(p.w.format), p.precision == GemmPrecision::Bf16, xb, kp);
+      if (fold[i]) x_fold_ranges(xb, sh.m, kp, x_fold);
+    }
+    if (!gemm_trivial(p, sh)) {
+      plans[i] = {sh, weight_src(p.w), xb, kp, kNR, p.y, p.accumulate, folds(p) ? x_fold : nullptr};
+      tiles += (sh.n + direct_rows(static_cast<int>(sh.m)) - 1) / direct_rows(static_cast<int>(sh.m));
+    }
+    unit_end[i] = tiles;
+  }
+  if (tiles > 0) {
+    // Threads take runs of tiles across all the GEMMs, about the rows one call of the
+    // first GEMM's shape would give a chunk.
+    const GemmShape sh0 = gemm_shape(ps[0]);
+    const int64_t rows0 = direct_rows(static_cast<int>(std::max<int64_t>(1, sh0.m)));
+    parallel_for(tiles, std::max<int64_t>(1, gemm_min_chunk(sh0, rows0) / rows0), [&](int64_t t0, int64_t t1) {
+      for_each_weight_run(unit_end, t0, t1, [&](size_t i, int64_t a, int64_t b) {
+        const Plan& pl = plans[i];
+        const int64_t nr = direct_rows(static_cast<int>(pl.sh.m));
+        run_format(pl, ps[i].w.format, a * nr, std::min(pl.sh.n, b * nr));
+      });
+    });
+  }
   gemm_x_scratch().trim(kKeepScratchBytes);
 }
 

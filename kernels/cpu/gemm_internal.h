@@ -77,5 +77,11 @@ void gemm_avx512_grouped(std::span<const GemmParams> ps);
 // when cpu_features().f16c too): f32 FMAs for both precisions (Bf16 rounds x to bf16
 // first, the same definition).
 void gemm_avx2(const GemmParams& p);
+// Whether gemm_avx2_grouped takes p: decode rows on the direct tiles (M <= 4).
+bool avx2_direct(const GemmParams& p);
+// Independent GEMMs (all avx2_direct) as gemm_avx2 gives each, bit for bit, in one
+// fork-join over all their tiles; consecutive GEMMs over the same x have it prepared
+// once (a layer's q / k / v, an MLP's gate and up, a decode step's MoE experts).
+void gemm_avx2_grouped(std::span<const GemmParams> ps);
 
 }  // namespace troupe::kernels::cpu

@@ -345,32 +345,48 @@ TEST_P(GemmPath, Fp8DecodesEveryCodeExactly) {
   EXPECT_EQ(e4m3_decode(0x01), 0x1p-9f);
 }
 
+// Every E2M1 code in every column of a 32-column block (row r: code r % 16 in column
+// (r / 16) % 32, +0 codes elsewhere; x rows all ones), at scales from the f32 subnormal
+// 2^-127 to 2^127 (6 · 2^127 overflows to inf) and the NaN code 255, through the direct
+// (M = 1), blocked decode (M = 5) and prefill (M = 20) loops in both precisions: y[.][r]
+// is exactly the code's value times the scale, computed here by ldexp on MODEL.md §3's grid.
 TEST_P(GemmPath, Fp4DecodesEveryCodeExactly) {
   const Path& path = this->path();
   const float grid[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};  // MODEL.md §3 E2M1
-  TestWeight w{WeightFormat::FP4, 32, 32, std::vector<uint8_t>(32 * 16, 0),
-               std::vector<uint8_t>(32, 127)};
-  // Row r: code (r % 16) in column r % 2 (low nibble for even columns, high for odd).
-  for (int r = 0; r < 32; ++r) w.data[r * 16] = static_cast<uint8_t>((r % 16) << (4 * (r % 2)));
-  for (int r = 0; r < 32; ++r) w.scale[r] = static_cast<uint8_t>(120 + r % 8);
-  for (int col = 0; col < 2; ++col) {
-    std::vector<float> x(32, 0.0f);
-    x[col] = 1.0f;
-    {
-      std::vector<float> y(32, kSentinel);
+  const uint8_t scales[] = {0, 1, 2, 100, 126, 127, 128, 200, 253, 254, 255};
+  constexpr int64_t kRows = 16 * 32 * 2;  // each (code, column) twice, at two scales
+  TestWeight w{WeightFormat::FP4, kRows, 32, std::vector<uint8_t>(kRows * 16, 0),
+               std::vector<uint8_t>(kRows, 0)};
+  for (int64_t r = 0; r < kRows; ++r) {
+    const int code = static_cast<int>(r % 16), col = static_cast<int>(r / 16 % 32);
+    w.data[r * 16 + col / 2] = static_cast<uint8_t>(code << (4 * (col % 2)));
+    w.scale[r] = scales[(r / 16 + r / 512) % std::size(scales)];
+  }
+  for (int64_t m : {1, 5, 20})
+    for (GemmPrecision prec : {GemmPrecision::F32, GemmPrecision::Bf16}) {
+      std::vector<float> x(32 * m, 1.0f), y(kRows * m, kSentinel);
       GemmParams p;
       p.x = x.data();
       p.w = w.view();
       p.y = y.data();
-      p.m = 1;
+      p.m = m;
+      p.precision = prec;
       path.run(p);
-      for (int r = col; r < 32; r += 2) {
-        const int code = r % 16;
-        const float want = (code & 8 ? -1.0f : 1.0f) * grid[code & 7] * std::ldexp(1.0f, r % 8 - 7);
-        EXPECT_EQ(y[r], want) << path.name << " row " << r;
-      }
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t r = 0; r < kRows; ++r) {
+          const int code = static_cast<int>(r % 16), scale = w.scale[r];
+          // bf16 dot products may flush f32 subnormals: those scales are f32-only.
+          if (prec == GemmPrecision::Bf16 && scale < 2) continue;
+          const float want = (code & 8 ? -1.0f : 1.0f) * std::ldexp(grid[code & 7], scale - 127);
+          const float got = y[i * kRows + r];
+          if (scale == 255) {
+            EXPECT_TRUE(std::isnan(got)) << path.name << " m=" << m << " row " << r;
+          } else {
+            EXPECT_EQ(got, want) << path.name << " m=" << m << (prec == GemmPrecision::Bf16 ? " bf16" : " f32") << " row " << r
+                                 << " code " << code << " scale " << scale;
+          }
+        }
     }
-  }
 }
 
 // Every IEEE half code, one per weight row, in column r % 48 (so every lane of a block
