@@ -7,6 +7,7 @@
 #include <bit>
 #include <vector>
 
+#include "kernels/check.h"
 #include "kernels/cpu/gemm_internal.h"
 #include "kernels/cpu/gemm_q8.h"
 #include "kernels/cpu/gemm_weight_src.h"
@@ -52,11 +53,18 @@ WeightSrc weight_src(const WeightView& w) {
       for (int i = 0; i < 16; ++i) t[c * 16 + i] = e2m1_table()[i] * ue8m0[c];
     return t;
   }();
-  static const uint32_t* fp4_xor8 = [] {
-    alignas(64) static uint32_t t[256 * 8];
+  static const uint8_t* fp4_bf16 = [] {
+    alignas(64) static uint8_t t[256 * 32];
     for (int c = 0; c < 256; ++c)
-      for (uint32_t i = 0; i < 8; ++i)
-        t[c * 8 + i] = std::bit_cast<uint32_t>(fp4_scaled[c * 16 + i]) ^ (i << 28);
+      for (int i = 0; i < 16; ++i) {
+        // E2M1 · 2^(c-127) has two significant bits and bf16's exponent range (its least,
+        // 2^-128, is above bf16's smallest subnormal 2^-133): the low half is zero, also
+        // for the overflow to inf and the NaN of code 255.
+        const uint32_t f = std::bit_cast<uint32_t>(fp4_scaled[c * 16 + i]);
+        TROUPE_CHECK((f & 0xFFFF) == 0, "an E2M1 value times a UE8M0 scale is a bf16 value");
+        t[c * 32 + i] = static_cast<uint8_t>(f >> 16);
+        t[c * 32 + 16 + i] = static_cast<uint8_t>(f >> 24);
+      }
     return t;
   }();
   const int64_t k = w.cols;
@@ -73,7 +81,7 @@ WeightSrc weight_src(const WeightView& w) {
           ue8m0,
           e4m3_scale,
           fp4_scaled,
-          fp4_xor8};
+          fp4_bf16};
 }
 
 bool gemm_trivial(const GemmParams& p, const GemmShape& sh) {

@@ -17,9 +17,9 @@
 // do not depend on the thread count, the tile an element lands in or the batch size M
 // (tests/kernels/gemm_test.cpp "RowsDoNotDependOnTheBatch").
 //
-// Decoding (32 columns -> four 8-float vectors): FP4 codes widened to 32-bit lanes and
-// looked up by vpermps in the block's row of 8 scaled magnitudes, the sign XORed in
-// (fp4x8); E4M3 by sign extension, shifts and a mask into the f32 bit
+// Decoding (32 columns -> four 8-float vectors): FP4 codes through two vpshufb on the
+// block's row of 16 scaled values as bf16 bytes, then as BF16 ("quads" order below);
+// E4M3 by sign extension, shifts and a mask into the f32 bit
 // pattern times 2^120·scale (as gemm_blocks_avx512.h explains); BF16 by a shift. Two
 // 16-bit (or 4-bit) values share a 32-bit lane, so these formats yield even and odd
 // columns apart ("pairs" order below) and the activations are permuted to match; a dot
@@ -58,14 +58,19 @@ constexpr int64_t kPrefetchBytes = 512;  // direct decode without rows ahead: by
 
 // 32 columns as four vectors, in the format's order:
 //   natural (F32, F16): v[0] = columns 0..7, v[1] = 8..15, v[2] = 16..23, v[3] = 24..31
-//   pairs (BF16, FP8, ROWFP8, FP4): v[0] = even columns of 0..15, v[1] = odd columns of
+//   pairs (BF16, FP8, ROWFP8): v[0] = even columns of 0..15, v[1] = odd columns of
 //           0..15, v[2] = even of 16..31, v[3] = odd of 16..31
+//   quads (FP4): v[0] = columns 0, 4, 8, 12, 1, 5, 9, 13, v[1] = 2, 6, 10, 14, 3, 7, 11,
+//           15, v[2] and v[3] the same of 16..31 (each 16 columns as a 4x4 transposed)
 struct Vec32 {
   __m256 v[4];
 };
 
-constexpr bool pairs_order(WeightFormat f) {
-  return f != WeightFormat::F32 && f != WeightFormat::F16;
+enum class ColOrder { Natural, Pairs, Quads };
+
+constexpr ColOrder col_order(WeightFormat f) {
+  if (f == WeightFormat::F32 || f == WeightFormat::F16) return ColOrder::Natural;
+  return f == WeightFormat::FP4 ? ColOrder::Quads : ColOrder::Pairs;
 }
 
 // Stored bytes per 32 columns.
@@ -116,16 +121,23 @@ AVX2_INLINE Vec32 e4m3x32_unscaled(const uint8_t* p, __m256i& nan) {
   return b;
 }
 
-// Eight FP4 codes, one in bits 0..3 of each 32-bit lane (bits 4..7 may hold the byte's
-// other code; bits past 7 are zero), as f32 times the block's scale: `table` is the
-// block's row of WeightSrc::fp4_xor8. vpermps reads index bits 0..2, the magnitude; the
-// lane shifted left by 28 has the sign (bit 3) on bit 31, the magnitude's bits on 28..30
-// and the other code shifted out, and the table's rows carry i << 28 XORed in already,
-// so one XOR leaves the exact product E2M1 · scale with its sign. Three instructions per
-// 8 weights where widening 2·E2M1 from a vpshufb table took a widen, a convert and a
-// multiply (each value is the same product, so sums are unchanged bit for bit).
-AVX2_INLINE __m256 fp4x8(__m256 table, __m256i codes) {
-  return _mm256_xor_ps(_mm256_permutevar8x32_ps(table, codes), bits(_mm256_slli_epi32(codes, 28)));
+// The 32 FP4 codes at p times their block's scale, `table` the block's row of
+// WeightSrc::fp4_bf16 (E2M1 · scale is a bf16 value, so its two bytes are the f32's
+// upper half exactly). The 16 bytes go to both lanes, the low nibbles (even columns)
+// kept in lane 0 and the high (odd) in lane 1; a vpshufb per byte of the bf16 values and
+// an interleave give each lane's 16 values as bf16, whose even and odd 16-bit halves are
+// "quads" order. Eleven instructions per 32 weights (a widen, a convert and a multiply
+// per 8 before); each value is the same product E2M1 · scale, signed zero included.
+AVX2_INLINE Vec32 fp4x32(const uint8_t* p, const uint8_t* table) {
+  const __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  const __m256i codes =
+      _mm256_and_si256(_mm256_blend_epi32(q, _mm256_srli_epi16(q, 4), 0xF0), _mm256_set1_epi8(0x0F));
+  const __m256i lo_bytes = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(table)));
+  const __m256i hi_bytes =
+      _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(table + 16)));
+  const __m256i lo = _mm256_shuffle_epi8(lo_bytes, codes), hi = _mm256_shuffle_epi8(hi_bytes, codes);
+  const __m256i first = _mm256_unpacklo_epi8(lo, hi), second = _mm256_unpackhi_epi8(lo, hi);
+  return {{bf16_even(first), bf16_odd(first), bf16_even(second), bf16_odd(second)}};
 }
 
 // Columns kb..kb+31 of row r as f32 in the format's order; columns at or past K read
@@ -153,13 +165,7 @@ AVX2_INLINE Vec32 load_block(const WeightSrc& s, int64_t r, int64_t kb, __m256i&
     for (int i = 0; i < 4; ++i)
       b.v[i] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * i)));
   } else if constexpr (F == WeightFormat::FP4) {
-    const __m256 table = _mm256_load_ps(
-        reinterpret_cast<const float*>(s.fp4_xor8 + 8 * s.scale[r * s.scale_ld + kb / 32]));
-    // Bytes 0..7 and 8..15 in 32-bit lanes: low nibbles are the even columns, high the odd.
-    const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-    const __m256i hi = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8)));
-    b = {{fp4x8(table, lo), fp4x8(table, _mm256_srli_epi32(lo, 4)), fp4x8(table, hi),
-          fp4x8(table, _mm256_srli_epi32(hi, 4))}};
+    b = fp4x32(p, s.fp4_bf16 + 32 * s.scale[r * s.scale_ld + kb / 32]);
   } else {  // FP8 (32x32 scale tiles) or ROWFP8 (scale per 32 columns of a row)
     const int64_t scale_row = F == WeightFormat::FP8 ? r / 32 : r;
     const uint8_t code = s.scale[scale_row * s.scale_ld + kb / 32];
@@ -209,7 +215,7 @@ void store_tile(const __m128* out, int mr, int nr, float* y, int64_t ldy, bool a
 
 // xb[M, kp] = x in the format's column order, zero-padded to kp (K rounded up to 32),
 // rounded to bf16 values when `round`.
-void prepare_x(const GemmShape& sh, const float* x, bool pairs, bool round, float* xb, int64_t kp) {
+void prepare_x(const GemmShape& sh, const float* x, ColOrder order, bool round, float* xb, int64_t kp) {
   parallel_for(sh.m, std::max<int64_t>(1, 65536 / kp), [&](int64_t b, int64_t e) {
     for (int64_t m = b; m < e; ++m) {
       const float* xr = x + m * sh.ldx;
@@ -224,10 +230,16 @@ void prepare_x(const GemmShape& sh, const float* x, bool pairs, bool round, floa
           src = tail;
         }
         __m256 a = _mm256_loadu_ps(src), c = _mm256_loadu_ps(src + 8);
-        if (pairs) {  // [a0 a2 c0 c2 | a4 a6 c4 c6] -> quads 0, 2, 1, 3 = the even columns
+        if (order == ColOrder::Pairs) {  // [a0 a2 c0 c2 | a4 a6 c4 c6] -> quads 0, 2, 1, 3 = the even columns
           const __m256 ev = _mm256_shuffle_ps(a, c, 0x88), od = _mm256_shuffle_ps(a, c, 0xDD);
           a = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xD8));
           c = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(od), 0xD8));
+        } else if (order == ColOrder::Quads) {  // the 16 columns as a 4x4, transposed
+          __m128 r0 = _mm_loadu_ps(src), r1 = _mm_loadu_ps(src + 4), r2 = _mm_loadu_ps(src + 8),
+                 r3 = _mm_loadu_ps(src + 12);
+          _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+          a = _mm256_set_m128(r1, r0);
+          c = _mm256_set_m128(r3, r2);
         }
         if (round) {
           a = round_to_bf16(a);
@@ -547,7 +559,7 @@ void gemm_avx2(const GemmParams& p) {
   // x, then (FP8 at M = 1) its fold ranges: 2 bytes per 32 columns.
   const bool fold = p.w.format == WeightFormat::FP8 && sh.m == 1;
   float* xb = gemm_x_scratch().get<float>(sh.m * kp + (fold ? kp / 64 + 1 : 0));
-  prepare_x(sh, p.x, pairs_order(p.w.format), p.precision == GemmPrecision::Bf16, xb, kp);
+  prepare_x(sh, p.x, col_order(p.w.format), p.precision == GemmPrecision::Bf16, xb, kp);
   uint8_t* x_fold = nullptr;
   if (fold) {
     x_fold = reinterpret_cast<uint8_t*>(xb + sh.m * kp);
@@ -574,7 +586,7 @@ void gemm_avx2_grouped(std::span<const GemmParams> ps) {
   const auto same_x = [](const GemmParams& a, const GemmParams& b) {
     const GemmShape sa = gemm_shape(a), sb = gemm_shape(b);
     return a.x == b.x && sa.m == sb.m && sa.k == sb.k && sa.ldx == sb.ldx &&
-           pairs_order(a.w.format) == pairs_order(b.w.format) && a.precision == b.precision;
+           col_order(a.w.format) == col_order(b.w.format) && a.precision == b.precision;
   };
   // Room for x and, after it, FP8's fold ranges (2 bytes per 32 columns), 64-byte aligned.
   const auto x_floats = [](const GemmShape& sh) {
@@ -602,7 +614,7 @@ void gemm_avx2_grouped(std::span<const GemmParams> ps) {
     float* xb = buf + at[first[i]];
     const auto x_fold = reinterpret_cast<uint8_t*>(xb + sh.m * kp);
     if (first[i] == i && sh.m > 0 && sh.k > 0) {  // (a run's first GEMM may have N = 0)
-      prepare_x(sh, p.x, pairs_order(p.w.format), p.precision == GemmPrecision::Bf16, xb, kp);
+      prepare_x(sh, p.x, col_order(p.w.format), p.precision == GemmPrecision::Bf16, xb, kp);
       if (fold[i]) x_fold_ranges(xb, sh.m, kp, x_fold);
     }
     if (!gemm_trivial(p, sh)) {

@@ -28,9 +28,9 @@ struct WeightSrc {
   // a broadcast and a multiply per 32 weights and row (one thread, an L2-resident matrix:
   // 1.0-1.4x at M = 4, level at M = 1; docs/kernels-bench.md).
   const float* fp4_scaled;
-  // [256][8], 32-byte rows, for AVX2's 8-entry vpermps: row c holds the bits of the E2M1
-  // magnitudes i < 8 times ue8m0[c], each XORed with i << 28 (gemm_avx2.cpp, fp4x8, says why).
-  const uint32_t* fp4_xor8;
+  // [256][32], 32-byte rows, for AVX2's vpshufb: row c holds the 16 values of fp4_scaled's
+  // row c as bf16 (each is one exactly), their low bytes then their high bytes.
+  const uint8_t* fp4_bf16;
 };
 WeightSrc weight_src(const WeightView& w);
 
