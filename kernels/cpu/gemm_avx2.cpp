@@ -43,7 +43,6 @@
 
 // Innermost-loop helpers returning several vectors: GCC does not always inline them.
 #define AVX2_INLINE inline __attribute__((always_inline))
-#define AVX2_INLINE_LAMBDA __attribute__((always_inline))
 
 namespace troupe::kernels::cpu {
 namespace {
@@ -339,36 +338,13 @@ void direct_tile(const WeightSrc& s, const float* x, int64_t ldx, const uint8_t*
   if constexpr (F == WeightFormat::FP8) {
     if (x_fold != nullptr && r[0] / 32 == r[NR - 1] / 32) shared_scales = s.scale + (r[0] / 32) * s.scale_ld;
   }
-  // FP4: each row's codes and scale codes addressed once per tile, not per block.
-  [[maybe_unused]] const uint8_t* fp4_codes[NR];
-  [[maybe_unused]] const uint8_t* fp4_scales[NR];
-  if constexpr (F == WeightFormat::FP4)
-    for (int j = 0; j < NR; ++j) {
-      fp4_codes[j] = s.data + r[j] * s.row_bytes;
-      fp4_scales[j] = s.scale + r[j] * s.scale_ld;
-    }
   __m256i nan[NR];
   for (__m256i& v : nan) v = _mm256_setzero_si256();
   for (int64_t k0 = 0; k0 < s.k; k0 += kChunkCols) {
     __m256 acc[MR][NR];
     for (auto& row : acc)
       for (__m256& a : row) a = _mm256_setzero_ps();
-    // acc[i][j] += x[i][kb : kb+32] · w, w row j's block in the format's order.
-    const auto madd = [&](int j, int64_t kb, const Vec32& w) AVX2_INLINE_LAMBDA {
-      unroll<MR>([&](auto i) {
-        const float* xi = x + i * ldx + kb;
-        for (int v = 0; v < 4; ++v) acc[i][j] = _mm256_fmadd_ps(_mm256_load_ps(xi + 8 * v), w.v[v], acc[i][j]);
-      });
-    };
     for (int64_t kb = k0; kb < std::min(s.k, k0 + kChunkCols); kb += 32) {
-      if constexpr (F == WeightFormat::FP4) {
-        if (kb % 128 == 0)  // once per 64-byte line of each row
-          unroll<NR>([&](auto j) { prefetch_rows_ahead<F>(s, r[j], kb, rows_ahead ? 2 * NR : 0); });
-        unroll<NR>([&](auto j) {
-          madd(j, kb, fp4x32(fp4_codes[j] + kb / 2, s.fp4_bf16 + 32 * fp4_scales[j][kb / 32]));
-        });
-        continue;
-      }
       // unroll<>, not a loop over j: GCC 12 left this loop rolled for FP8 (its decode is
       // long) and kept acc in memory, a store and a reload on every block's FMA chain
       // (perf annotate; FP8 ran at 9-14% of DRAM, unroll.h).
@@ -399,7 +375,12 @@ void direct_tile(const WeightSrc& s, const float* x, int64_t ldx, const uint8_t*
           _mm_prefetch(reinterpret_cast<const char*>(s.data + r[j] * s.row_bytes + kb) + kPrefetchBytes,
                        _MM_HINT_T0);
         }
-        madd(j, kb, load_block<F>(s, r[j], kb, nan[j]));
+        const Vec32 w = load_block<F>(s, r[j], kb, nan[j]);
+        unroll<MR>([&](auto i) {
+          const float* xi = x + i * ldx + kb;
+          for (int v = 0; v < 4; ++v)
+            acc[i][j] = _mm256_fmadd_ps(_mm256_load_ps(xi + 8 * v), w.v[v], acc[i][j]);
+        });
       });
     }
     for (int i = 0; i < MR; ++i) {
@@ -661,4 +642,3 @@ void gemm_avx2_grouped(std::span<const GemmParams> ps) {
 }  // namespace troupe::kernels::cpu
 
 #undef AVX2_INLINE
-#undef AVX2_INLINE_LAMBDA
