@@ -134,8 +134,11 @@ void attention(const AttentionParams& p, const AttentionKernels& k) {
 }
 
 void attention(const AttentionParams& p) {
-  attention(
-      p, active_cpu_path() == CpuPath::Avx512 ? avx512_attention_kernels() : portable_attention_kernels());
+  switch (active_cpu_path()) {
+    case CpuPath::Avx512: return attention(p, avx512_attention_kernels());
+    case CpuPath::Avx2: return attention(p, avx2_attention_kernels());
+    case CpuPath::Portable: return attention(p, portable_attention_kernels());
+  }
 }
 
 }  // namespace troupe::kernels::cpu

@@ -1,6 +1,7 @@
 // Inner kernels behind cpu::attention: the dense loops of one key tile. The
 // online-softmax bookkeeping around them (cpu/attention.cpp) is shared; the AVX-512
-// pair lives in attention_avx512.cpp. Exposed so tests can run the portable pair.
+// set lives in attention_avx512.cpp, the AVX2 one in attention_avx2.cpp. Exposed so
+// tests can run the portable pair.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,7 @@ struct AttentionKernels {
 
 const AttentionKernels& portable_attention_kernels();
 const AttentionKernels& avx512_attention_kernels();  // only when cpu_features().has_avx512()
+const AttentionKernels& avx2_attention_kernels();    // only when cpu_features().has_avx2()
 
 void attention(const AttentionParams& p, const AttentionKernels& k);
 

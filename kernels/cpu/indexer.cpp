@@ -103,7 +103,11 @@ void indexer_score(const IndexerScoreParams& p, IndexerRowsFn rows_fn) {
 }
 
 void indexer_score(const IndexerScoreParams& p) {
-  indexer_score(p, active_cpu_path() == CpuPath::Avx512 ? avx512_indexer_rows() : portable_indexer_rows());
+  switch (active_cpu_path()) {
+    case CpuPath::Avx512: return indexer_score(p, avx512_indexer_rows());
+    case CpuPath::Avx2: return indexer_score(p, avx2_indexer_rows());
+    case CpuPath::Portable: return indexer_score(p, portable_indexer_rows());
+  }
 }
 
 }  // namespace troupe::kernels::cpu

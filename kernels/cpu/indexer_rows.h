@@ -4,7 +4,8 @@
 //   qT[d·hp + h] = q_h[d]     (hp = heads rounded up to 16; padded heads are 0,
 //   w[h]         = w_h         with w = 0, so they add relu(0)·0 = 0)
 //
-// The AVX-512 kernel lives in indexer_avx512.cpp; the portable one in indexer.cpp.
+// The AVX-512 kernel lives in indexer_avx512.cpp, the AVX2 one in indexer_avx2.cpp, the
+// portable one in indexer.cpp.
 // A row's score must not depend on how rows are grouped into calls, so the cpu
 // backend's result is independent of tiling and thread count.
 #pragma once
@@ -21,6 +22,7 @@ using IndexerRowsFn = void (*)(const float* qT, const float* w, int64_t hp, int6
 
 IndexerRowsFn portable_indexer_rows();
 IndexerRowsFn avx512_indexer_rows();  // call only when cpu_features().has_avx512()
+IndexerRowsFn avx2_indexer_rows();    // call only when cpu_features().has_avx2()
 
 void indexer_score(const IndexerScoreParams& p, IndexerRowsFn rows_fn);
 

@@ -73,12 +73,25 @@ void softmax(const SoftmaxParams& p, const NormRowKernels& k) {
   });
 }
 
+namespace {
+
+const NormRowKernels& active_norm_kernels() {
+  switch (active_cpu_path()) {
+    case CpuPath::Avx512: return avx512_norm_kernels();
+    case CpuPath::Avx2: return avx2_norm_kernels();
+    case CpuPath::Portable: break;
+  }
+  return portable_norm_kernels();
+}
+
+}  // namespace
+
 void rms_norm(const RmsNormParams& p) {
-  rms_norm(p, active_cpu_path() == CpuPath::Avx512 ? avx512_norm_kernels() : portable_norm_kernels());
+  rms_norm(p, active_norm_kernels());
 }
 
 void softmax(const SoftmaxParams& p) {
-  softmax(p, active_cpu_path() == CpuPath::Avx512 ? avx512_norm_kernels() : portable_norm_kernels());
+  softmax(p, active_norm_kernels());
 }
 
 }  // namespace troupe::kernels::cpu

@@ -1,5 +1,5 @@
 // Row kernels behind cpu::rms_norm and cpu::softmax. The AVX-512 set lives in
-// norm_avx512.cpp; the portable set in norm.cpp. Exposed so tests can run the
+// norm_avx512.cpp, the AVX2 set in norm_avx2.cpp, the portable set in norm.cpp. Exposed so tests can run the
 // portable fallback on a machine that has AVX-512.
 #pragma once
 
@@ -18,6 +18,7 @@ struct NormRowKernels {
 
 const NormRowKernels& portable_norm_kernels();
 const NormRowKernels& avx512_norm_kernels();  // call only when cpu_features().has_avx512()
+const NormRowKernels& avx2_norm_kernels();    // call only when cpu_features().has_avx2()
 
 // The ops with an explicit row-kernel set (threads over rows).
 void rms_norm(const RmsNormParams& p, const NormRowKernels& k);

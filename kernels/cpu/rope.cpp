@@ -82,7 +82,11 @@ void rope(const RopeParams& p, RopeRotateFn rotate) {
 }
 
 void rope(const RopeParams& p) {
-  rope(p, active_cpu_path() == CpuPath::Avx512 ? avx512_rope_rotate() : portable_rope_rotate());
+  switch (active_cpu_path()) {
+    case CpuPath::Avx512: return rope(p, avx512_rope_rotate());
+    case CpuPath::Avx2: return rope(p, avx2_rope_rotate());
+    case CpuPath::Portable: return rope(p, portable_rope_rotate());
+  }
 }
 
 }  // namespace troupe::kernels::cpu

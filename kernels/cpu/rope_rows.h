@@ -1,5 +1,5 @@
-// Rotation kernel behind cpu::rope. The AVX-512 one lives in rope_avx512.cpp,
-// the portable one in rope.cpp; exposed so tests can run either.
+// Rotation kernel behind cpu::rope. The AVX-512 one lives in rope_avx512.cpp, the
+// AVX2 one in rope_avx2.cpp, the portable one in rope.cpp; exposed so tests can run either.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +17,7 @@ using RopeRotateFn = void (*)(float* x, const float* cos2, const float* sin2, in
 
 RopeRotateFn portable_rope_rotate();
 RopeRotateFn avx512_rope_rotate();  // call only when cpu_features().has_avx512()
+RopeRotateFn avx2_rope_rotate();    // call only when cpu_features().has_avx2()
 
 void rope(const RopeParams& p, RopeRotateFn rotate);
 

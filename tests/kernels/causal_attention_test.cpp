@@ -23,8 +23,6 @@ namespace {
 
 using testing::kNaN;
 
-constexpr testing::Impl kAvx2Impl{"avx2", false, CpuPath::Avx2};
-
 // One sequence of a step: its cache rows [K | V] (row stride 2·KV·hd) placed at
 // shuffled slots of a pool, as pages would place them.
 struct SeqData {
@@ -206,12 +204,8 @@ TEST_P(CausalAttentionExp, WithinOneUlpOfStdExp) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Impls, CausalAttentionPaths,
-                         ::testing::Values(testing::kRefImpl, testing::kPortableImpl, kAvx2Impl,
-                                           testing::kAvx512Impl),
-                         testing::impl_name);
-INSTANTIATE_TEST_SUITE_P(Impls, CausalAttentionExp,
-                         ::testing::Values(testing::kPortableImpl, kAvx2Impl, testing::kAvx512Impl),
-                         testing::impl_name);
+                         testing::impls_and_ref(), testing::impl_name);
+INSTANTIATE_TEST_SUITE_P(Impls, CausalAttentionExp, testing::fast_impls(), testing::impl_name);
 
 }  // namespace
 }  // namespace troupe::kernels

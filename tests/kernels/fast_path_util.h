@@ -40,6 +40,7 @@ struct Impl {
 };
 constexpr Impl kRefImpl{"ref", true, CpuPath::Portable};
 constexpr Impl kPortableImpl{"portable", false, CpuPath::Portable};
+constexpr Impl kAvx2Impl{"avx2", false, CpuPath::Avx2};
 constexpr Impl kAvx512Impl{"avx512", false, CpuPath::Avx512};
 
 inline std::string impl_name(const ::testing::TestParamInfo<Impl>& info) {
@@ -47,13 +48,13 @@ inline std::string impl_name(const ::testing::TestParamInfo<Impl>& info) {
 }
 
 // Parameter lists for INSTANTIATE_TEST_SUITE_P(Impls, Suite, list, impl_name): the
-// family's CPU paths (a family with AVX2 kernels adds its own kAvx2Impl), with or
-// without the reference.
+// family's CPU paths (norm, rope, attention and indexer each have portable, AVX2 and
+// AVX-512 kernels), with or without the reference.
 inline auto fast_impls() {
-  return ::testing::Values(kPortableImpl, kAvx512Impl);
+  return ::testing::Values(kPortableImpl, kAvx2Impl, kAvx512Impl);
 }
 inline auto impls_and_ref() {
-  return ::testing::Values(kRefImpl, kPortableImpl, kAvx512Impl);
+  return ::testing::Values(kRefImpl, kPortableImpl, kAvx2Impl, kAvx512Impl);
 }
 
 class ImplTest : public ::testing::TestWithParam<Impl> {
