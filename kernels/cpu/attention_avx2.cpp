@@ -103,7 +103,13 @@ void accumulate(const float* w, int64_t nh, int64_t dim, const float* const* key
 float exp_sum(float* x, int64_t n, float shift) {
   __m256 sum = _mm256_setzero_ps();
   const __m256 vshift = _mm256_set1_ps(shift);
-  for (int64_t i = 0; i < n; i += 8) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = avx2::exp(_mm256_sub_ps(_mm256_loadu_ps(x + i), vshift));
+    _mm256_storeu_ps(x + i, e);
+    sum = _mm256_add_ps(sum, e);
+  }
+  if (i < n) {  // masked: vmaskmovps stores are slow on AMD cores, so only the tail
     const __m256i m = chunk_mask(i, n);
     const __m256 e = avx2::exp(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), vshift));
     _mm256_maskstore_ps(x + i, m, e);

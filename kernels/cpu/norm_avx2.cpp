@@ -18,6 +18,21 @@ inline __m256i lanes_left(int64_t i, int64_t n) {
   return first_lanes(std::min<int64_t>(8, n - i));
 }
 
+// fn(i, load, store) over x[0, n) in 8-float steps: whole vectors by plain loads and
+// stores, the ragged tail through masks (vmaskmovps stores are slow on AMD cores, so
+// only the tail pays for them).
+template <class Fn>
+inline void for_each_vector(int64_t n, Fn&& fn) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    fn(i, [](const float* p) { return _mm256_loadu_ps(p); }, [](float* p, __m256 v) { _mm256_storeu_ps(p, v); });
+  if (i < n) {
+    const __m256i m = lanes_left(i, n);
+    fn(i, [m](const float* p) { return _mm256_maskload_ps(p, m); },
+       [m](float* p, __m256 v) { _mm256_maskstore_ps(p, m, v); });
+  }
+}
+
 float sum_of_squares(const float* x, int64_t n) {
   // Four accumulators hide the FMA latency; the masked tail joins the first.
   __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
@@ -37,12 +52,11 @@ float sum_of_squares(const float* x, int64_t n) {
 void rms_norm_row(const float* x, const float* w, float* out, int64_t n, float eps) {
   const float inv = 1.0f / std::sqrt(sum_of_squares(x, n) / static_cast<float>(n) + eps);
   const __m256 vinv = _mm256_set1_ps(inv);
-  for (int64_t i = 0; i < n; i += 8) {
-    const __m256i m = lanes_left(i, n);
-    __m256 v = _mm256_mul_ps(_mm256_maskload_ps(x + i, m), vinv);
-    if (w) v = _mm256_mul_ps(_mm256_maskload_ps(w + i, m), v);
-    _mm256_maskstore_ps(out + i, m, v);
-  }
+  for_each_vector(n, [&](int64_t i, auto load, auto store) {
+    __m256 v = _mm256_mul_ps(load(x + i), vinv);
+    if (w) v = _mm256_mul_ps(load(w + i), v);
+    store(out + i, v);
+  });
 }
 
 void softmax_row(float* x, int64_t n) {
@@ -60,17 +74,14 @@ void softmax_row(float* x, int64_t n) {
   }
   const __m256 shift = _mm256_set1_ps(max);
   __m256 vsum = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n; i += 8) {
-    const __m256i m = lanes_left(i, n);
-    const __m256 e = avx2::exp(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), shift));
-    _mm256_maskstore_ps(x + i, m, e);
-    vsum = _mm256_add_ps(vsum, _mm256_and_ps(e, _mm256_castsi256_ps(m)));
-  }
+  for_each_vector(n, [&](int64_t i, auto load, auto store) {
+    const __m256 e = avx2::exp(_mm256_sub_ps(load(x + i), shift));
+    store(x + i, e);
+    // The tail's masked-off lanes loaded 0, so e^(0 - max) there: kept out of the sum.
+    vsum = _mm256_add_ps(vsum, _mm256_and_ps(e, _mm256_castsi256_ps(lanes_left(i, n))));
+  });
   const __m256 inv = _mm256_set1_ps(1.0f / avx2::hsum(vsum));
-  for (int64_t i = 0; i < n; i += 8) {
-    const __m256i m = lanes_left(i, n);
-    _mm256_maskstore_ps(x + i, m, _mm256_mul_ps(_mm256_maskload_ps(x + i, m), inv));
-  }
+  for_each_vector(n, [&](int64_t i, auto load, auto store) { store(x + i, _mm256_mul_ps(load(x + i), inv)); });
 }
 
 }  // namespace
