@@ -298,6 +298,10 @@ void x_fold_ranges(const float* xb, int64_t m, int64_t kp, uint8_t* range) {
 constexpr int direct_rows(int mr) {
   return mr == 1 ? 4 : mr == 2 ? 2 : 1;
 }
+// Weight rows per direct tile at M x rows (1 <= M <= kDirectMaxM; 0 rows count as 1).
+constexpr int64_t direct_rows_at(int64_t m) {
+  return direct_rows(static_cast<int>(std::max<int64_t>(1, m)));
+}
 
 // Which rows a direct tile prefetches, per format. F32 / BF16 / F16 decode cheaply, so
 // their tiles wait on memory: a tile's rows start on pages the hardware prefetcher has
@@ -584,7 +588,7 @@ void gemm_avx2(const GemmParams& p) {
   const bool direct = sh.m <= kDirectMaxM;
   const Plan pl{sh,  weight_src(p.w), xb, kp, sh.m <= kDecodeMaxM ? kNR : kPrefillPanel,
                 p.y, p.accumulate, x_fold};
-  const int64_t tile_rows = direct ? direct_rows(static_cast<int>(sh.m)) : kNR;
+  const int64_t tile_rows = direct ? direct_rows_at(sh.m) : kNR;
   parallel_for(sh.n, gemm_min_chunk(sh, tile_rows),
                [&](int64_t nb, int64_t ne) { run_format(pl, p.w.format, nb, ne); });
   gemm_x_scratch().trim(kKeepScratchBytes);
@@ -635,7 +639,7 @@ void gemm_avx2_grouped(std::span<const GemmParams> ps) {
     }
     if (!gemm_trivial(p, sh)) {
       plans[i] = {sh, weight_src(p.w), xb, kp, kNR, p.y, p.accumulate, folds(p) ? x_fold : nullptr};
-      tiles += (sh.n + direct_rows(static_cast<int>(sh.m)) - 1) / direct_rows(static_cast<int>(sh.m));
+      tiles += (sh.n + direct_rows_at(sh.m) - 1) / direct_rows_at(sh.m);
     }
     unit_end[i] = tiles;
   }
@@ -643,11 +647,11 @@ void gemm_avx2_grouped(std::span<const GemmParams> ps) {
     // Threads take runs of tiles across all the GEMMs, about the rows one call of the
     // first GEMM's shape would give a chunk.
     const GemmShape sh0 = gemm_shape(ps[0]);
-    const int64_t rows0 = direct_rows(static_cast<int>(std::max<int64_t>(1, sh0.m)));
+    const int64_t rows0 = direct_rows_at(sh0.m);
     parallel_for(tiles, std::max<int64_t>(1, gemm_min_chunk(sh0, rows0) / rows0), [&](int64_t t0, int64_t t1) {
       for_each_weight_run(unit_end, t0, t1, [&](size_t i, int64_t a, int64_t b) {
         const Plan& pl = plans[i];
-        const int64_t nr = direct_rows(static_cast<int>(pl.sh.m));
+        const int64_t nr = direct_rows_at(pl.sh.m);
         run_format(pl, ps[i].w.format, a * nr, std::min(pl.sh.n, b * nr));
       });
     });
