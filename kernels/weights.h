@@ -30,7 +30,15 @@ struct WeightView {
   // (kernels/q8_row_groups.h) for the int8 row-group kernels, or null. `data` stays the
   // GGUF (FP4: codes and `scale`) layout either way, unless regrouped in place.
   const uint8_t* groups = nullptr;
+  // FP8 / ROWFP8 only: true where whoever made the view checked that `data` holds no NaN
+  // code (0x7F / 0xFF, e4m3_nan_free), so the GEMMs skip their NaN test per block: on
+  // AVX2 that test's two registers pushed a decode tile's accumulators onto the stack.
+  // False, the default, is always correct: the kernels then look for NaN codes.
+  bool no_nan_codes = false;
 };
+
+// Whether none of the n E4M3 codes at `codes` is a NaN (0x7F / 0xFF).
+bool e4m3_nan_free(const uint8_t* codes, int64_t n);
 
 // Bytes of a view's codes and of its UE8M0 scales as stored (the layouts above; 0 scale
 // bytes for F32, BF16 and F16), e.g. to copy a weight into memory of its own.

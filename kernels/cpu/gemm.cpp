@@ -81,7 +81,8 @@ WeightSrc weight_src(const WeightView& w) {
           ue8m0,
           e4m3_scale,
           fp4_scaled,
-          fp4_bf16};
+          fp4_bf16,
+          w.no_nan_codes};
 }
 
 bool gemm_trivial(const GemmParams& p, const GemmShape& sh) {

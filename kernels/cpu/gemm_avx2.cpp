@@ -19,11 +19,11 @@
 //
 // Decoding (32 columns -> four 8-float vectors): FP4 codes through two vpshufb on the
 // block's row of 16 scaled values as bf16 bytes, then as BF16 ("quads" order below);
-// E4M3 by sign extension, shifts and a mask into the f32 bit
-// pattern times 2^120·scale (as gemm_blocks_avx512.h explains); BF16 by a shift. Two
-// 16-bit (or 4-bit) values share a 32-bit lane, so these formats yield even and odd
-// columns apart ("pairs" order below) and the activations are permuted to match; a dot
-// product does not care about the order of its terms. F16 by F16C's vcvtph2ps (exact),
+// E4M3 by 16- and 32-bit shifts and a mask of the bytes in place into the f32 bit
+// pattern times 2^120·scale (as gemm_blocks_avx512.h explains; "strided" order below);
+// BF16 by a shift. Two 16-bit (or 4-bit) values share a 32-bit lane, so these formats
+// yield even and odd columns apart ("pairs" order below) and the activations are
+// permuted to match; a dot product does not care about the order of its terms. F16 by F16C's vcvtph2ps (exact),
 // which widens 8 halves in order: F32's natural order, so F16 sums as F32 weights do.
 #include <immintrin.h>
 
@@ -58,18 +58,21 @@ constexpr int64_t kPrefetchBytes = 512;  // direct decode without rows ahead: by
 
 // 32 columns as four vectors, in the format's order:
 //   natural (F32, F16): v[0] = columns 0..7, v[1] = 8..15, v[2] = 16..23, v[3] = 24..31
-//   pairs (BF16, FP8, ROWFP8): v[0] = even columns of 0..15, v[1] = odd columns of
-//           0..15, v[2] = even of 16..31, v[3] = odd of 16..31
+//   pairs (BF16): v[0] = even columns of 0..15, v[1] = odd columns of 0..15, v[2] =
+//           even of 16..31, v[3] = odd of 16..31
+//   strided (FP8, ROWFP8): v[q] = columns q, q + 4, ..., q + 28 (the 32 as 8 x 4,
+//           transposed)
 //   quads (FP4): v[0] = columns 0, 4, 8, 12, 1, 5, 9, 13, v[1] = 2, 6, 10, 14, 3, 7, 11,
 //           15, v[2] and v[3] the same of 16..31 (each 16 columns as a 4x4 transposed)
 struct Vec32 {
   __m256 v[4];
 };
 
-enum class ColOrder { Natural, Pairs, Quads };
+enum class ColOrder { Natural, Pairs, Quads, Strided };
 
 constexpr ColOrder col_order(WeightFormat f) {
   if (f == WeightFormat::F32 || f == WeightFormat::F16) return ColOrder::Natural;
+  if (f == WeightFormat::FP8 || f == WeightFormat::ROWFP8) return ColOrder::Strided;
   return f == WeightFormat::FP4 ? ColOrder::Quads : ColOrder::Pairs;
 }
 
@@ -100,29 +103,42 @@ AVX2_INLINE __m256 bf16_odd(__m256i h) {
   return bits(_mm256_and_si256(h, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
 }
 
-// 16 E4M3 codes -> [even, odd] columns as f32 up to the factor 2^120 (see
-// e4m3x32_unscaled in gemm_blocks_avx512.h for the bit layout); NaN codes (0x7F/0xFF)
-// come out finite (e4m3x32_unscaled flags them).
-AVX2_INLINE void e4m3x16_unscaled(__m128i codes, __m256& even, __m256& odd) {
-  const __m256i w = _mm256_cvtepi8_epi16(codes);
-  const __m256i keep = _mm256_set1_epi32(static_cast<int>(0x87F00000u));
-  even = bits(_mm256_and_si256(_mm256_slli_epi32(w, 20), keep));
-  odd = bits(_mm256_and_si256(_mm256_slli_epi32(w, 4), keep));
-}
-
 // The 32 E4M3 codes at p as one block, up to 2^120 · scale (load_block's FP8 decode before
-// its scale; FP8 tiles at M = 1 give the scale to x instead). `nan` keeps, per byte, the
+// its scale; FP8 tiles at M = 1 give the scale to x instead), "strided" order. A code c
+// is wanted with its sign in bit 31 and its 7 magnitude bits in bits 26..20 of its f32
+// (gemm_blocks_avx512.h, e4m3x32_unscaled, says why that is the value / 2^120). An
+// arithmetic shift of a 16-bit lane by 4 puts its high byte's code in bits 11..4 with
+// the sign copied above: as the upper half of a 32-bit lane, that is the wanted f32 once
+// bits 30..27 (sign copies) and 19..16 (the low byte's bits) are masked off. So the odd
+// bytes need one shift, the even ones two (first to the high byte), and the codes in
+// each lane's lower half one more to the upper: 5 shifts and 4 masks per 32 codes, where
+// a sign extension to 16 bits took 3 shuffles and 4 shifts. `nan` keeps, per byte, the
 // largest code without its sign seen: 0x7F there means a NaN code (0x7F / 0xFF). Two
 // instructions per block on the bytes as they are, where a test per 16 widened codes
 // took six and a register per row; one serves a whole tile (direct_tile finds the rows
 // only when it holds a NaN code).
+// kNanTest false: the weight has no NaN code (WeightView::no_nan_codes), `nan` untouched.
+template <bool kNanTest = true>
 AVX2_INLINE Vec32 e4m3x32_unscaled(const uint8_t* p, __m256i& nan) {
   const __m256i codes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  nan = _mm256_max_epu8(nan, _mm256_and_si256(codes, _mm256_set1_epi8(0x7F)));
-  Vec32 b;
-  e4m3x16_unscaled(_mm256_castsi256_si128(codes), b.v[0], b.v[1]);
-  e4m3x16_unscaled(_mm256_extracti128_si256(codes, 1), b.v[2], b.v[3]);
-  return b;
+  if constexpr (kNanTest) nan = _mm256_max_epu8(nan, _mm256_and_si256(codes, _mm256_set1_epi8(0x7F)));
+  const __m256i keep = _mm256_set1_epi32(static_cast<int>(0x87F00000u));
+  const __m256i odd = _mm256_srai_epi16(codes, 4);                          // bytes 4j + 1, 4j + 3
+  const __m256i even = _mm256_srai_epi16(_mm256_slli_epi16(codes, 8), 4);  // bytes 4j, 4j + 2
+  return {{bits(_mm256_and_si256(_mm256_slli_epi32(even, 16), keep)),
+           bits(_mm256_and_si256(_mm256_slli_epi32(odd, 16), keep)), bits(_mm256_and_si256(even, keep)),
+           bits(_mm256_and_si256(odd, keep))}};
+}
+
+// An e4m3x32_unscaled block times 2^120 · the UE8M0 scale `code`.
+AVX2_INLINE void scale_e4m3(const WeightSrc& s, uint8_t code, Vec32& b) {
+  if (code <= kMaxFoldedScale) {  // one multiply by 2^120·scale: code·scale's one rounding
+    const __m256 f = _mm256_set1_ps(s.e4m3_scale[code]);
+    for (__m256& v : b.v) v = _mm256_mul_ps(v, f);
+  } else {  // 2^120·scale would overflow: the exact 2^120 first, then the scale
+    const __m256 big = _mm256_set1_ps(0x1p120f), f = _mm256_set1_ps(s.ue8m0[code]);
+    for (__m256& v : b.v) v = _mm256_mul_ps(_mm256_mul_ps(v, big), f);
+  }
 }
 
 // Whether row r of an FP8 / ROWFP8 weight holds a NaN code (the cold path after a tile's
@@ -179,15 +195,8 @@ AVX2_INLINE Vec32 load_block(const WeightSrc& s, int64_t r, int64_t kb, __m256i&
     b = fp4x32(p, s.fp4_bf16 + 32 * s.scale[r * s.scale_ld + kb / 32]);
   } else {  // FP8 (32x32 scale tiles) or ROWFP8 (scale per 32 columns of a row)
     const int64_t scale_row = F == WeightFormat::FP8 ? r / 32 : r;
-    const uint8_t code = s.scale[scale_row * s.scale_ld + kb / 32];
     b = e4m3x32_unscaled(p, nan);
-    if (code <= kMaxFoldedScale) {  // one multiply by 2^120·scale: code·scale's one rounding
-      const __m256 f = _mm256_set1_ps(s.e4m3_scale[code]);
-      for (__m256& v : b.v) v = _mm256_mul_ps(v, f);
-    } else {  // 2^120·scale would overflow: the exact 2^120 first, then the scale
-      const __m256 big = _mm256_set1_ps(0x1p120f), f = _mm256_set1_ps(s.ue8m0[code]);
-      for (__m256& v : b.v) v = _mm256_mul_ps(_mm256_mul_ps(v, big), f);
-    }
+    scale_e4m3(s, s.scale[scale_row * s.scale_ld + kb / 32], b);
   }
   return b;
 }
@@ -226,6 +235,33 @@ void store_tile(const __m128* out, int mr, int nr, float* y, int64_t ldy, bool a
 
 // --- activations ----------------------------------------------------------------------
 
+// x[kb : kb + n], or, where it runs past k, a copy zero-padded to n floats in `tail`.
+const float* ragged_x(const float* x, int64_t k, int64_t kb, int64_t n, float* tail) {
+  if (kb + n <= k) return x + kb;
+  const int64_t have = std::max<int64_t>(0, k - kb);
+  std::fill(tail, tail + n, 0.0f);
+  std::copy(x + kb, x + kb + have, tail);
+  return tail;
+}
+
+// One row of x in "strided" order: each 32 columns as 8 rows of 4, transposed (two 4x4
+// transposes, one per 16 columns, give the lanes of each output vector).
+void prepare_strided(const float* x, int64_t k, bool round, float* o, int64_t kp) {
+  for (int64_t kb = 0; kb < kp; kb += 32) {
+    alignas(32) float tail[32];
+    const float* src = ragged_x(x, k, kb, 32, tail);
+    __m128 r[8];
+    for (int i = 0; i < 8; ++i) r[i] = _mm_loadu_ps(src + 4 * i);
+    _MM_TRANSPOSE4_PS(r[0], r[1], r[2], r[3]);
+    _MM_TRANSPOSE4_PS(r[4], r[5], r[6], r[7]);
+    for (int q = 0; q < 4; ++q) {
+      __m256 v = _mm256_set_m128(r[4 + q], r[q]);
+      if (round) v = round_to_bf16(v);
+      _mm256_store_ps(o + kb + 8 * q, v);
+    }
+  }
+}
+
 // xb[M, kp] = x in the format's column order, zero-padded to kp (K rounded up to 32),
 // rounded to bf16 values when `round`.
 void prepare_x(const GemmShape& sh, const float* x, ColOrder order, bool round, float* xb, int64_t kp) {
@@ -233,15 +269,13 @@ void prepare_x(const GemmShape& sh, const float* x, ColOrder order, bool round, 
     for (int64_t m = b; m < e; ++m) {
       const float* xr = x + m * sh.ldx;
       float* o = xb + m * kp;
+      if (order == ColOrder::Strided) {
+        prepare_strided(xr, sh.k, round, o, kp);
+        continue;
+      }
       for (int64_t kb = 0; kb < kp; kb += 16) {
         alignas(32) float tail[16];
-        const float* src = xr + kb;
-        if (kb + 16 > sh.k) {  // the ragged end of K
-          const int64_t have = std::max<int64_t>(0, sh.k - kb);
-          std::fill(tail, tail + 16, 0.0f);
-          std::copy(src, src + have, tail);
-          src = tail;
-        }
+        const float* src = ragged_x(xr, sh.k, kb, 16, tail);
         __m256 a = _mm256_loadu_ps(src), c = _mm256_loadu_ps(src + 8);
         if (order == ColOrder::Pairs) {  // [a0 a2 c0 c2 | a4 a6 c4 c6] -> quads 0, 2, 1, 3 = the even columns
           const __m256 ev = _mm256_shuffle_ps(a, c, 0x88), od = _mm256_shuffle_ps(a, c, 0xDD);
@@ -338,6 +372,49 @@ AVX2_INLINE void prefetch_rows_ahead(const WeightSrc& s, int64_t r, int64_t kb, 
   }
 }
 
+// acc[j] += x[kb0 : kb1] · W[r[j]][kb0 : kb1] for FP8 at M = 1, the NR rows r of one
+// 32x32 scale tile (`scales` its row of codes), whole blocks only: each block's scale
+// goes to x where x · 2^120·scale is exact (x_fold), else to the decoded rows as
+// load_block does; the same products, in the same order, as direct_tile's loop. A loop
+// of its own, with the rows' addresses taken once: inside direct_tile's, GCC kept two
+// accumulators and the addresses on the stack (objdump). kNanTest: as e4m3x32_unscaled;
+// without it, the one accumulator GCC still spilled stays in a register (1.3x on one
+// thread, L2-resident).
+template <int NR, bool kNanTest>
+void fp8_shared_scale_blocks(const WeightSrc& s, const float* x, const uint8_t* x_fold, const uint8_t* scales,
+                             const int64_t* r, bool rows_ahead, int64_t kb0, int64_t kb1, __m256i& nan,
+                             __m256 (&acc)[NR]) {
+  const uint8_t* row[NR];
+  const char* ahead[NR];
+  for (int j = 0; j < NR; ++j) {
+    row[j] = s.data + r[j] * s.row_bytes;
+    ahead[j] = reinterpret_cast<const char*>(row[j]) + (rows_ahead ? 2 * NR * s.row_bytes : kPrefetchBytes);
+  }
+  for (int64_t kb = kb0; kb < kb1; kb += 32) {
+    // With the decode this light, the rows two tiles on (their line, once per line)
+    // beat the bytes ahead in the row (1.05-1.2x at M = 1, noisy).
+    if (kb % 64 == 0)
+      for (int j = 0; j < NR; ++j) _mm_prefetch(ahead[j] + kb, _MM_HINT_T0);
+    const uint8_t code = scales[kb / 32];
+    __m256 xv[4];
+    for (int v = 0; v < 4; ++v) xv[v] = _mm256_load_ps(x + kb + 8 * v);
+    if (code >= x_fold[kb / 16] && code <= x_fold[kb / 16 + 1]) {
+      const __m256 f = _mm256_set1_ps(s.e4m3_scale[code]);
+      for (__m256& v : xv) v = _mm256_mul_ps(v, f);
+      unroll<NR>([&](auto j) {
+        const Vec32 w = e4m3x32_unscaled<kNanTest>(row[j] + kb, nan);
+        for (int v = 0; v < 4; ++v) acc[j] = _mm256_fmadd_ps(xv[v], w.v[v], acc[j]);
+      });
+    } else {
+      unroll<NR>([&](auto j) {
+        Vec32 w = e4m3x32_unscaled<kNanTest>(row[j] + kb, nan);
+        scale_e4m3(s, code, w);
+        for (int v = 0; v < 4; ++v) acc[j] = _mm256_fmadd_ps(xv[v], w.v[v], acc[j]);
+      });
+    }
+  }
+}
+
 // out[i] (+)= [Σ_k x[i][k]·W[r[j]][k] for j < NR] over all of K (lanes past NR unused), in
 // exactly the blocked path's order: one accumulator per dot product along k within each
 // kChunkCols chunk, reduced by reduce4 per chunk, the chunks' sums added in k order (to
@@ -360,30 +437,23 @@ void direct_tile(const WeightSrc& s, const float* x, int64_t ldx, const uint8_t*
     __m256 acc[MR][NR];
     for (auto& row : acc)
       for (__m256& a : row) a = _mm256_setzero_ps();
-    for (int64_t kb = k0; kb < std::min(s.k, k0 + kChunkCols); kb += 32) {
+    const int64_t k_end = std::min(s.k, k0 + kChunkCols);
+    int64_t kb = k0;
+    if constexpr (F == WeightFormat::FP8 && MR == 1) {
+      if (shared_scales != nullptr) {
+        const int64_t full = std::min(k_end, s.k / 32 * 32);
+        if (s.no_nan_codes) {
+          fp8_shared_scale_blocks<NR, false>(s, x, x_fold, shared_scales, r, rows_ahead, kb, full, nan, acc[0]);
+        } else {
+          fp8_shared_scale_blocks<NR, true>(s, x, x_fold, shared_scales, r, rows_ahead, kb, full, nan, acc[0]);
+        }
+        kb = full;
+      }
+    }
+    for (; kb < k_end; kb += 32) {
       // unroll<>, not a loop over j: GCC 12 left this loop rolled for FP8 (its decode is
       // long) and kept acc in memory, a store and a reload on every block's FMA chain
       // (perf annotate; FP8 ran at 9-14% of DRAM, unroll.h).
-      if constexpr (F == WeightFormat::FP8 && MR == 1) {
-        if (shared_scales != nullptr && kb + 32 <= s.k) {
-          const uint8_t code = shared_scales[kb / 32];
-          if (code >= x_fold[kb / 16] && code <= x_fold[kb / 16 + 1]) {
-            const __m256 f = _mm256_set1_ps(s.e4m3_scale[code]);
-            __m256 xf[4];
-            for (int v = 0; v < 4; ++v) xf[v] = _mm256_mul_ps(_mm256_load_ps(x + kb + 8 * v), f);
-            unroll<NR>([&](auto j) {
-              const uint8_t* p = s.data + r[j] * s.row_bytes + kb;
-              // With the decode this light, the rows two tiles on (their line, once per
-              // line) beat the bytes ahead in the row (1.05-1.2x at M = 1, noisy).
-              if (!rows_ahead) _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
-              else if (kb % 64 == 0) _mm_prefetch(reinterpret_cast<const char*>(p + 2 * NR * s.row_bytes), _MM_HINT_T0);
-              const Vec32 w = e4m3x32_unscaled(p, nan);
-              for (int v = 0; v < 4; ++v) acc[0][j] = _mm256_fmadd_ps(xf[v], w.v[v], acc[0][j]);
-            });
-            continue;
-          }
-        }
-      }
       unroll<NR>([&](auto j) {
         if constexpr (rows_ahead_format<F>()) {
           prefetch_rows_ahead<F>(s, r[j], kb, rows_ahead ? 2 * NR : 0);

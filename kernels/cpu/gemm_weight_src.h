@@ -31,6 +31,7 @@ struct WeightSrc {
   // [256][32], 32-byte rows, for AVX2's vpshufb: row c holds the 16 values of fp4_scaled's
   // row c as bf16 (each is one exactly), their low bytes then their high bytes.
   const uint8_t* fp4_bf16;
+  bool no_nan_codes;  // WeightView::no_nan_codes
 };
 WeightSrc weight_src(const WeightView& w);
 

@@ -570,6 +570,38 @@ TEST_P(GemmPath, Fp8DecodeShapesOfV41Small) {
     }
 }
 
+// WeightView::no_nan_codes lets the FP8 tiles skip their NaN test (gemm_avx2.cpp,
+// fp8_shared_scale_blocks). On weights without NaN codes it is the same GEMM: every row
+// of M = 1..4, 8 and 20, bit for bit with and without the flag, on 1 and 2 threads, at
+// shapes whose thread ranges start off a 32x32 scale tile and end in a ragged tile, with
+// scale codes of every class (x-folded or not: 1, 135 and the random 110..135).
+TEST_P(GemmPath, Fp8WithoutTheNanTestIsTheSameGemm) {
+  const std::pair<int64_t, int64_t> shapes[] = {{1030, 768}, {96, 80}, {64, 2048}};
+  uint32_t seed = 1200;
+  for (auto [n, k] : shapes)
+    for (int64_t m : {1, 2, 3, 4, 8, 20}) {
+      Case c{WeightFormat::FP8, m, n, k};
+      c.accumulate = seed % 2 == 0;
+      SCOPED_TRACE(c.str());
+      Problem pr = make_problem(c, seed++);
+      for (uint8_t& b : pr.w.data)
+        if ((b & 0x7F) == 0x7F) b ^= 1;
+      for (size_t i = 0; i < pr.w.scale.size(); i += 5) pr.w.scale[i] = i % 2 ? 135 : 1;
+      ASSERT_TRUE(e4m3_nan_free(pr.w.data.data(), static_cast<int64_t>(pr.w.data.size())));
+      for (int threads : {1, 2}) {
+        set_num_threads(threads);
+        std::vector<float> tested = pr.y0, skipped = pr.y0;
+        path().run(pr.params(tested.data()));
+        GemmParams p = pr.params(skipped.data());
+        p.w.no_nan_codes = true;
+        path().run(p);
+        EXPECT_EQ(std::memcmp(tested.data(), skipped.data(), tested.size() * 4), 0)
+            << path().name << " threads " << threads;
+      }
+    }
+  set_num_threads(0);
+}
+
 // The AVX-512 FP8 tiles of M <= 4 (AVX2's of M = 1) multiply x by a block's 2^120·scale
 // instead of the weights where that product is exact for the whole block (E4m3TileRows,
 // x_fold_ranges).

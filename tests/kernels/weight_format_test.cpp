@@ -124,6 +124,29 @@ void expect_dequant_matches(const StoredWeight& w, int64_t r0, int64_t n) {
   }
 }
 
+// e4m3_nan_free, the loader's check behind WeightView::no_nan_codes: both NaN codes at
+// the first, middle and last byte and on each side of the scan's 64 KiB steps, and the
+// codes that only look like them (0x7E, 0xFE, 0x80) left alone.
+TEST(WeightFormat, E4m3NanFreeFindsEveryNanCode) {
+  EXPECT_TRUE(e4m3_nan_free(nullptr, 0));
+  for (int64_t n : {1, 33, 65536, 2 * 65536 + 5}) {
+    std::vector<uint8_t> codes(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      const uint8_t c = static_cast<uint8_t>(i * 7);
+      codes[i] = (c & 0x7F) == 0x7F ? static_cast<uint8_t>(c - 1) : c;
+    }
+    codes[0] = 0x7E;
+    codes[n - 1] = n > 1 ? 0xFE : 0x80;
+    EXPECT_TRUE(e4m3_nan_free(codes.data(), n)) << n;
+    for (int64_t at : {int64_t{0}, n / 2, n - 1, std::min<int64_t>(n - 1, 65535), std::min<int64_t>(n - 1, 65536)})
+      for (uint8_t nan : {uint8_t{0x7F}, uint8_t{0xFF}}) {
+        std::vector<uint8_t> with = codes;
+        with[at] = nan;
+        EXPECT_FALSE(e4m3_nan_free(with.data(), n)) << n << " at " << at << " code " << int{nan};
+      }
+  }
+}
+
 TEST(WeightDequant, AllFormatsAndRowRanges) {
   struct Case {
     WeightFormat f;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -58,6 +59,42 @@ TEST_F(TinyCheckpoint, HoldsEveryTensorOfTheSpecAndValidates) {
   EXPECT_EQ(ckpt.find("layers.0.ffn.experts.3.w2.weight")->dtype, DType::I8);
   EXPECT_EQ(ckpt.find("layers.1.engram.embed.weight")->dtype, DType::F8_E4M3);
   EXPECT_EQ(ckpt.find("norm.weight")->dtype, DType::BF16);
+}
+
+// The binder marks FP8 weights without NaN codes (WeightView::no_nan_codes, which lets
+// the GEMMs skip their NaN test), and only those: a NaN code written into one weight's
+// bytes in a copy of the file leaves that weight unmarked and every other marked.
+TEST_F(TinyCheckpoint, MarksFp8WeightsWithoutNanCodes) {
+  const ModelConfig cfg = load_config((root_ / "a" / "config.json").string());
+  const fs::path copy = root_ / "nan";
+  fs::create_directories(copy);
+  for (const char* f : {"config.json", "model.safetensors", "tokenizer.json"})
+    fs::copy_file(root_ / "a" / f, copy / f, fs::copy_options::overwrite_existing);
+  {
+    const Checkpoint ckpt = Checkpoint::open((root_ / "a").string());
+    const ModelWeights w = bind_weights(ckpt, cfg);
+    EXPECT_TRUE(w.layers[0].attn.wq_a.no_nan_codes);
+    EXPECT_TRUE(w.layers[1].attn.wo_b.no_nan_codes);
+    EXPECT_FALSE(w.layers[0].ffn.experts[0].w1.no_nan_codes);  // FP4: the flag is FP8's
+    // The byte's place in the file: the tensor's offset in the mapping of the same file.
+    const TensorInfo& t = *ckpt.find("layers.1.attn.wo_b.weight");
+    const TensorInfo& first = std::min_element(ckpt.tensors().begin(), ckpt.tensors().end(),
+                                                [](const auto& a, const auto& b) {
+                                                  return a.second.data < b.second.data;
+                                                })->second;
+    const std::string bytes = read_file(root_ / "a" / "model.safetensors");
+    uint64_t header = 0;
+    std::memcpy(&header, bytes.data(), 8);
+    const int64_t offset = 8 + static_cast<int64_t>(header) + (t.data - first.data) + t.nbytes / 2;
+    std::fstream f(copy / "model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(offset);
+    f.put(static_cast<char>(0xFF));
+  }
+  const Checkpoint ckpt = Checkpoint::open(copy.string());
+  const ModelWeights w = bind_weights(ckpt, cfg);
+  EXPECT_FALSE(w.layers[1].attn.wo_b.no_nan_codes);
+  EXPECT_TRUE(w.layers[0].attn.wo_b.no_nan_codes);
+  EXPECT_TRUE(w.layers[1].attn.wq_a.no_nan_codes);
 }
 
 TEST_F(TinyCheckpoint, RunsEndToEndWithItsTokenizer) {
