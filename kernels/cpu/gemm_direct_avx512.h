@@ -112,7 +112,8 @@ struct TileRows {
 //   - NaN codes (0x7F, 0xFF): one test of the 64 codes into a vector (`probe`) rather
 //     than a mask per block moved into scalar registers and OR-ed per row, which perf
 //     showed in the loop; the rare tile that holds one finds its rows afterwards.
-template <WeightFormat F, bool kShared>
+//     kNanTest false: none to look for (WeightView::no_nan_codes), no test.
+template <WeightFormat F, bool kShared, bool kNanTest>
 struct E4m3TileRows {
   static_assert(F == WeightFormat::FP8 || F == WeightFormat::ROWFP8);
   static_assert(!kShared || F == WeightFormat::FP8);
@@ -146,8 +147,10 @@ struct E4m3TileRows {
         } else {
           prefetch_l2(reinterpret_cast<const char*>(row[j] + kb) + kPrefetchBytes);
         }
-        const __m512i codes = _mm512_maskz_loadu_epi8(line, row[j] + kb);
-        probe = _mm512_min_epu8(probe, _mm512_andnot_si512(codes, _mm512_set1_epi8(0x7F)));
+        if constexpr (kNanTest) {
+          const __m512i codes = _mm512_maskz_loadu_epi8(line, row[j] + kb);
+          probe = _mm512_min_epu8(probe, _mm512_andnot_si512(codes, _mm512_set1_epi8(0x7F)));
+        }
       }
     }
     if constexpr (kShared) {
@@ -170,7 +173,7 @@ struct E4m3TileRows {
   }
   // The tile's rows that hold a NaN code (bit j: row j).
   __mmask8 nan_rows() const {
-    if (_mm512_cmpeq_epi8_mask(probe, _mm512_setzero_si512()) == 0) [[likely]]
+    if (!kNanTest || _mm512_cmpeq_epi8_mask(probe, _mm512_setzero_si512()) == 0) [[likely]]
       return 0;
     __mmask8 rows = 0;
     for (int j = 0; j < kNR; ++j)
@@ -287,11 +290,14 @@ void direct_tile(const WeightSrc& s, const float* x, int64_t ldx, const uint8_t*
     return direct_tile_rows<MR>(s, Fp4TileRows(s, r, ahead), x, ldx, kc, add, out);
   const bool prefetch = ahead.own_rows();
   if constexpr (F == WeightFormat::FP8) {
-    if (r[0] / 32 == r[kNR - 1] / 32)
-      return direct_tile_rows<MR>(s, E4m3TileRows<F, true>(s, r, prefetch, x_fold), x, ldx, kc, add, out);
+    if (r[0] / 32 == r[kNR - 1] / 32) {
+      if (s.no_nan_codes)
+        return direct_tile_rows<MR>(s, E4m3TileRows<F, true, false>(s, r, prefetch, x_fold), x, ldx, kc, add, out);
+      return direct_tile_rows<MR>(s, E4m3TileRows<F, true, true>(s, r, prefetch, x_fold), x, ldx, kc, add, out);
+    }
   }
   if constexpr (F == WeightFormat::FP8 || F == WeightFormat::ROWFP8) {
-    direct_tile_rows<MR>(s, E4m3TileRows<F, false>(s, r, prefetch), x, ldx, kc, add, out);
+    direct_tile_rows<MR>(s, E4m3TileRows<F, false, true>(s, r, prefetch), x, ldx, kc, add, out);
   } else {
     direct_tile_rows<MR>(s, TileRows<F>{s, r, prefetch}, x, ldx, kc, add, out);
   }
