@@ -328,9 +328,12 @@ void x_fold_ranges(const float* xb, int64_t m, int64_t kp, uint8_t* range) {
 
 // --- decode, M <= 4: weights decoded in registers ---------------------------------------
 
-// x rows x weight rows per direct tile (<= 4 ymm accumulators).
+// x rows x weight rows per direct tile: 4 ymm accumulators at M = 1 and 3 (where x
+// stays in registers), 8 at M = 2 and 4. With 4 at M = 2..4 (2x2, 3x1, 4x1 tiles),
+// their chains of 4 FMAs per block left FP8 at M = 4 waiting on FMA latency
+// (2.1x AVX-512's time on one thread, L2-resident).
 constexpr int direct_rows(int mr) {
-  return mr == 1 ? 4 : mr == 2 ? 2 : 1;
+  return mr <= 2 ? 4 : 2;
 }
 // Weight rows per direct tile at M x rows (1 <= M <= kDirectMaxM; 0 rows count as 1).
 constexpr int64_t direct_rows_at(int64_t m) {
@@ -372,18 +375,21 @@ AVX2_INLINE void prefetch_rows_ahead(const WeightSrc& s, int64_t r, int64_t kb, 
   }
 }
 
-// acc[j] += x[kb0 : kb1] · W[r[j]][kb0 : kb1] for FP8 at M = 1, the NR rows r of one
-// 32x32 scale tile (`scales` its row of codes), whole blocks only: each block's scale
-// goes to x where x · 2^120·scale is exact (x_fold), else to the decoded rows as
-// load_block does; the same products, in the same order, as direct_tile's loop. A loop
-// of its own, with the rows' addresses taken once: inside direct_tile's, GCC kept two
-// accumulators and the addresses on the stack (objdump). kNanTest: as e4m3x32_unscaled;
-// without it, the one accumulator GCC still spilled stays in a register (1.3x on one
-// thread, L2-resident).
-template <int NR, bool kNanTest>
-void fp8_shared_scale_blocks(const WeightSrc& s, const float* x, const uint8_t* x_fold, const uint8_t* scales,
-                             const int64_t* r, bool rows_ahead, int64_t kb0, int64_t kb1, __m256i& nan,
-                             __m256 (&acc)[NR]) {
+// acc[i][j] += x[i][kb0 : kb1] · W[r[j]][kb0 : kb1] for FP8 at M = MR <= 4, the NR rows
+// r of one 32x32 scale tile (`scales` its row of codes), whole blocks only, the same
+// products in the same order as direct_tile's loop. A loop of its own, with the rows'
+// addresses and the block's scale taken once: inside direct_tile's, GCC kept two
+// accumulators and the addresses on the stack (objdump), at M = 2..4 its loop counter
+// and x too (2.1-3.4x AVX-512's time). At M = 1 each block's scale goes to x where
+// x · 2^120·scale is exact (x_fold; 4 multiplies for 4 rows' 16) and x stays in
+// registers; at M > 1 the decoded rows take it as load_block does, and the FMAs read x
+// from memory, leaving the registers to the 8 accumulators and the decode. kNanTest: as
+// e4m3x32_unscaled; without it, the one accumulator GCC still spilled at M = 1 stays in
+// a register (1.3x on one thread, L2-resident).
+template <int MR, int NR, bool kNanTest>
+void fp8_shared_scale_blocks(const WeightSrc& s, const float* x, int64_t ldx, const uint8_t* x_fold,
+                             const uint8_t* scales, const int64_t* r, bool rows_ahead, int64_t kb0, int64_t kb1,
+                             __m256i& nan, __m256 (&acc)[MR][NR]) {
   const uint8_t* row[NR];
   const char* ahead[NR];
   for (int j = 0; j < NR; ++j) {
@@ -396,20 +402,33 @@ void fp8_shared_scale_blocks(const WeightSrc& s, const float* x, const uint8_t* 
     if (kb % 64 == 0)
       for (int j = 0; j < NR; ++j) prefetch_l2(ahead[j] + kb);
     const uint8_t code = scales[kb / 32];
-    __m256 xv[4];
-    for (int v = 0; v < 4; ++v) xv[v] = _mm256_load_ps(x + kb + 8 * v);
-    if (code >= x_fold[kb / 16] && code <= x_fold[kb / 16 + 1]) {
-      const __m256 f = _mm256_set1_ps(s.e4m3_scale[code]);
-      for (__m256& v : xv) v = _mm256_mul_ps(v, f);
-      unroll<NR>([&](auto j) {
-        const Vec32 w = e4m3x32_unscaled<kNanTest>(row[j] + kb, nan);
-        for (int v = 0; v < 4; ++v) acc[j] = _mm256_fmadd_ps(xv[v], w.v[v], acc[j]);
-      });
+    if constexpr (MR == 1) {
+      __m256 xv[4];
+      for (int v = 0; v < 4; ++v) xv[v] = _mm256_load_ps(x + kb + 8 * v);
+      if (code >= x_fold[kb / 16] && code <= x_fold[kb / 16 + 1]) {
+        const __m256 f = _mm256_set1_ps(s.e4m3_scale[code]);
+        for (__m256& v : xv) v = _mm256_mul_ps(v, f);
+        unroll<NR>([&](auto j) {
+          const Vec32 w = e4m3x32_unscaled<kNanTest>(row[j] + kb, nan);
+          for (int v = 0; v < 4; ++v) acc[0][j] = _mm256_fmadd_ps(xv[v], w.v[v], acc[0][j]);
+        });
+      } else {
+        unroll<NR>([&](auto j) {
+          Vec32 w = e4m3x32_unscaled<kNanTest>(row[j] + kb, nan);
+          scale_e4m3(s, code, w);
+          for (int v = 0; v < 4; ++v) acc[0][j] = _mm256_fmadd_ps(xv[v], w.v[v], acc[0][j]);
+        });
+      }
     } else {
       unroll<NR>([&](auto j) {
         Vec32 w = e4m3x32_unscaled<kNanTest>(row[j] + kb, nan);
         scale_e4m3(s, code, w);
-        for (int v = 0; v < 4; ++v) acc[j] = _mm256_fmadd_ps(xv[v], w.v[v], acc[j]);
+        const float* xk = x + kb;
+        asm("" : "+r"(xk));  // x read again for each row j, as memory operands, not held and spilled
+        unroll<MR>([&](auto i) {
+          for (int v = 0; v < 4; ++v)
+            acc[i][j] = _mm256_fmadd_ps(_mm256_load_ps(xk + i * ldx + 8 * v), w.v[v], acc[i][j]);
+        });
       });
     }
   }
@@ -426,11 +445,11 @@ template <WeightFormat F, int MR>
 void direct_tile(const WeightSrc& s, const float* x, int64_t ldx, const uint8_t* x_fold, const int64_t* r,
                  bool add, bool rows_ahead, __m128* out) {
   constexpr int NR = direct_rows(MR);
-  // FP8 rows of one 32x32 scale tile share each block's scale: where x · 2^120·scale is
-  // exact (x_fold), x takes it (4 multiplies) instead of every row's decoded block (4 · NR).
+  // FP8 rows of one 32x32 scale tile share each block's scale (fp8_shared_scale_blocks).
   const uint8_t* shared_scales = nullptr;
   if constexpr (F == WeightFormat::FP8) {
-    if (x_fold != nullptr && r[0] / 32 == r[NR - 1] / 32) shared_scales = s.scale + (r[0] / 32) * s.scale_ld;
+    if ((MR > 1 || x_fold != nullptr) && r[0] / 32 == r[NR - 1] / 32)
+      shared_scales = s.scale + (r[0] / 32) * s.scale_ld;
   }
   __m256i nan = _mm256_setzero_si256();  // FP8 / ROWFP8: a NaN code in some row of the tile
   for (int64_t k0 = 0; k0 < s.k; k0 += kChunkCols) {
@@ -439,13 +458,13 @@ void direct_tile(const WeightSrc& s, const float* x, int64_t ldx, const uint8_t*
       for (__m256& a : row) a = _mm256_setzero_ps();
     const int64_t k_end = std::min(s.k, k0 + kChunkCols);
     int64_t kb = k0;
-    if constexpr (F == WeightFormat::FP8 && MR == 1) {
+    if constexpr (F == WeightFormat::FP8) {
       if (shared_scales != nullptr) {
         const int64_t full = std::min(k_end, s.k / 32 * 32);
         if (s.no_nan_codes) {
-          fp8_shared_scale_blocks<NR, false>(s, x, x_fold, shared_scales, r, rows_ahead, kb, full, nan, acc[0]);
+          fp8_shared_scale_blocks<MR, NR, false>(s, x, ldx, x_fold, shared_scales, r, rows_ahead, kb, full, nan, acc);
         } else {
-          fp8_shared_scale_blocks<NR, true>(s, x, x_fold, shared_scales, r, rows_ahead, kb, full, nan, acc[0]);
+          fp8_shared_scale_blocks<MR, NR, true>(s, x, ldx, x_fold, shared_scales, r, rows_ahead, kb, full, nan, acc);
         }
         kb = full;
       }
@@ -462,8 +481,12 @@ void direct_tile(const WeightSrc& s, const float* x, int64_t ldx, const uint8_t*
                        _MM_HINT_T0);
         }
         const Vec32 w = load_block<F>(s, r[j], kb, nan);
+        // FP4 and ROWFP8 at M > 1: x read again for each row, as in fp8_shared_scale_blocks
+        // (FP4 at M = 4 1.1-1.2x, ROWFP8 1.3-1.4x; F32 / BF16 / F16 were level or slower).
+        const float* xk = x;
+        if constexpr (MR > 1 && (F == WeightFormat::FP4 || F == WeightFormat::ROWFP8)) asm("" : "+r"(xk));
         unroll<MR>([&](auto i) {
-          const float* xi = x + i * ldx + kb;
+          const float* xi = xk + i * ldx + kb;
           for (int v = 0; v < 4; ++v)
             acc[i][j] = _mm256_fmadd_ps(_mm256_load_ps(xi + 8 * v), w.v[v], acc[i][j]);
         });
@@ -514,7 +537,7 @@ void run_direct(const Plan& pl, int64_t nb, int64_t ne) {
       for (int j = 0; pl.accumulate && j < nr; ++j) v[j] = pl.y[i * pl.sh.ldy + n0 + j];
       out[i] = _mm_load_ps(v);
     }
-    const bool ahead = rows_ahead_format<F>() || (F == WeightFormat::FP8 && pl.x_fold != nullptr);
+    const bool ahead = rows_ahead_format<F>() || F == WeightFormat::FP8;
     direct_tile<F, MR>(pl.src, pl.xb, pl.kp, pl.x_fold, r, pl.accumulate, ahead && n0 + 2 * NR < ne, out);
     store_tile(out, MR, nr, pl.y + n0, pl.sh.ldy, /*add=*/false);
   }
