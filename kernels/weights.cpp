@@ -39,7 +39,8 @@ bool e4m3_nan_free(const uint8_t* codes, int64_t n) {
   // The largest code without its sign, per 64 KiB: a loop the compiler vectorises.
   for (int64_t i = 0; i < n; i += 65536) {
     uint8_t most = 0;
-    for (int64_t j = i; j < std::min(n, i + 65536); ++j) most = std::max<uint8_t>(most, codes[j] & 0x7F);
+    for (int64_t j = i; j < std::min(n, i + 65536); ++j)
+      most = std::max<uint8_t>(most, codes[j] & 0x7F);
     if (most == 0x7F) return false;
   }
   return true;

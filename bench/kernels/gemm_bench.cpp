@@ -140,9 +140,14 @@ const WeightSet& weights_for(const Shape& sh, WeightFormat f) {
       std::memcpy(p, v.data(), v.size());
       return p;
     };
+    // FP8 / ROWFP8 without NaN codes (these have none) marked as the model's binder marks them.
+    const bool e4m3 = f == WeightFormat::FP8 || f == WeightFormat::ROWFP8;
+    const bool no_nan =
+        e4m3 && kernels::e4m3_nan_free(first.data.data(), static_cast<int64_t>(first.data.size()));
     for (int c = 0; c < copies; ++c) {
       WeightView w{f, sh.n, sh.k, place(first.data), place(first.scale)};
       w.groups = place(groups);
+      w.no_nan_codes = no_nan;
       cached->copies.push_back(w);
     }
   }

@@ -23,8 +23,9 @@
 // pattern times 2^120·scale (as gemm_blocks_avx512.h explains; "strided" order below);
 // BF16 by a shift. Two 16-bit (or 4-bit) values share a 32-bit lane, so these formats
 // yield even and odd columns apart ("pairs" order below) and the activations are
-// permuted to match; a dot product does not care about the order of its terms. F16 by F16C's vcvtph2ps (exact),
-// which widens 8 halves in order: F32's natural order, so F16 sums as F32 weights do.
+// permuted to match; a dot product does not care about the order of its terms. F16 by
+// F16C's vcvtph2ps (exact), which widens 8 halves in order: F32's natural order, so F16
+// sums as F32 weights do.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -121,13 +122,14 @@ AVX2_INLINE __m256 bf16_odd(__m256i h) {
 template <bool kNanTest = true>
 AVX2_INLINE Vec32 e4m3x32_unscaled(const uint8_t* p, __m256i& nan) {
   const __m256i codes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  if constexpr (kNanTest) nan = _mm256_max_epu8(nan, _mm256_and_si256(codes, _mm256_set1_epi8(0x7F)));
+  if constexpr (kNanTest)
+    nan = _mm256_max_epu8(nan, _mm256_and_si256(codes, _mm256_set1_epi8(0x7F)));
   const __m256i keep = _mm256_set1_epi32(static_cast<int>(0x87F00000u));
-  const __m256i odd = _mm256_srai_epi16(codes, 4);                          // bytes 4j + 1, 4j + 3
+  const __m256i odd = _mm256_srai_epi16(codes, 4);                         // bytes 4j + 1, 4j + 3
   const __m256i even = _mm256_srai_epi16(_mm256_slli_epi16(codes, 8), 4);  // bytes 4j, 4j + 2
   return {{bits(_mm256_and_si256(_mm256_slli_epi32(even, 16), keep)),
-           bits(_mm256_and_si256(_mm256_slli_epi32(odd, 16), keep)), bits(_mm256_and_si256(even, keep)),
-           bits(_mm256_and_si256(odd, keep))}};
+           bits(_mm256_and_si256(_mm256_slli_epi32(odd, 16), keep)),
+           bits(_mm256_and_si256(even, keep)), bits(_mm256_and_si256(odd, keep))}};
 }
 
 // An e4m3x32_unscaled block times 2^120 · the UE8M0 scale `code`.
@@ -388,13 +390,14 @@ AVX2_INLINE void prefetch_rows_ahead(const WeightSrc& s, int64_t r, int64_t kb, 
 // a register (1.3x on one thread, L2-resident).
 template <int MR, int NR, bool kNanTest>
 void fp8_shared_scale_blocks(const WeightSrc& s, const float* x, int64_t ldx, const uint8_t* x_fold,
-                             const uint8_t* scales, const int64_t* r, bool rows_ahead, int64_t kb0, int64_t kb1,
-                             __m256i& nan, __m256 (&acc)[MR][NR]) {
+                             const uint8_t* scales, const int64_t* r, bool rows_ahead, int64_t kb0,
+                             int64_t kb1, __m256i& nan, __m256 (&acc)[MR][NR]) {
   const uint8_t* row[NR];
   const char* ahead[NR];
   for (int j = 0; j < NR; ++j) {
     row[j] = s.data + r[j] * s.row_bytes;
-    ahead[j] = reinterpret_cast<const char*>(row[j]) + (rows_ahead ? 2 * NR * s.row_bytes : kPrefetchBytes);
+    ahead[j] = reinterpret_cast<const char*>(row[j]) +
+               (rows_ahead ? 2 * NR * s.row_bytes : kPrefetchBytes);
   }
   for (int64_t kb = kb0; kb < kb1; kb += 32) {
     // With the decode this light, the rows two tiles on (their line, once per line)
@@ -424,7 +427,8 @@ void fp8_shared_scale_blocks(const WeightSrc& s, const float* x, int64_t ldx, co
         Vec32 w = e4m3x32_unscaled<kNanTest>(row[j] + kb, nan);
         scale_e4m3(s, code, w);
         const float* xk = x + kb;
-        asm("" : "+r"(xk));  // x read again for each row j, as memory operands, not held and spilled
+        // x read again for each row j, as memory operands, not held and spilled.
+        asm("" : "+r"(xk));
         unroll<MR>([&](auto i) {
           for (int v = 0; v < 4; ++v)
             acc[i][j] = _mm256_fmadd_ps(_mm256_load_ps(xk + i * ldx + 8 * v), w.v[v], acc[i][j]);
@@ -462,9 +466,11 @@ void direct_tile(const WeightSrc& s, const float* x, int64_t ldx, const uint8_t*
       if (shared_scales != nullptr) {
         const int64_t full = std::min(k_end, s.k / 32 * 32);
         if (s.no_nan_codes) {
-          fp8_shared_scale_blocks<MR, NR, false>(s, x, ldx, x_fold, shared_scales, r, rows_ahead, kb, full, nan, acc);
+          fp8_shared_scale_blocks<MR, NR, false>(s, x, ldx, x_fold, shared_scales, r, rows_ahead,
+                                                 kb, full, nan, acc);
         } else {
-          fp8_shared_scale_blocks<MR, NR, true>(s, x, ldx, x_fold, shared_scales, r, rows_ahead, kb, full, nan, acc);
+          fp8_shared_scale_blocks<MR, NR, true>(s, x, ldx, x_fold, shared_scales, r, rows_ahead, kb,
+                                                full, nan, acc);
         }
         kb = full;
       }
@@ -484,7 +490,8 @@ void direct_tile(const WeightSrc& s, const float* x, int64_t ldx, const uint8_t*
         // FP4 and ROWFP8 at M > 1: x read again for each row, as in fp8_shared_scale_blocks
         // (FP4 at M = 4 1.1-1.2x, ROWFP8 1.3-1.4x; F32 / BF16 / F16 were level or slower).
         const float* xk = x;
-        if constexpr (MR > 1 && (F == WeightFormat::FP4 || F == WeightFormat::ROWFP8)) asm("" : "+r"(xk));
+        if constexpr (MR > 1 && (F == WeightFormat::FP4 || F == WeightFormat::ROWFP8))
+          asm("" : "+r"(xk));
         unroll<MR>([&](auto i) {
           const float* xi = xk + i * ldx + kb;
           for (int v = 0; v < 4; ++v)

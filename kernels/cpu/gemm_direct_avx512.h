@@ -292,8 +292,10 @@ void direct_tile(const WeightSrc& s, const float* x, int64_t ldx, const uint8_t*
   if constexpr (F == WeightFormat::FP8) {
     if (r[0] / 32 == r[kNR - 1] / 32) {
       if (s.no_nan_codes)
-        return direct_tile_rows<MR>(s, E4m3TileRows<F, true, false>(s, r, prefetch, x_fold), x, ldx, kc, add, out);
-      return direct_tile_rows<MR>(s, E4m3TileRows<F, true, true>(s, r, prefetch, x_fold), x, ldx, kc, add, out);
+        return direct_tile_rows<MR>(s, E4m3TileRows<F, true, false>(s, r, prefetch, x_fold), x, ldx,
+                                    kc, add, out);
+      return direct_tile_rows<MR>(s, E4m3TileRows<F, true, true>(s, r, prefetch, x_fold), x, ldx,
+                                  kc, add, out);
     }
   }
   if constexpr (F == WeightFormat::FP8 || F == WeightFormat::ROWFP8) {

@@ -138,7 +138,8 @@ TEST(WeightFormat, E4m3NanFreeFindsEveryNanCode) {
     codes[0] = 0x7E;
     codes[n - 1] = n > 1 ? 0xFE : 0x80;
     EXPECT_TRUE(e4m3_nan_free(codes.data(), n)) << n;
-    for (int64_t at : {int64_t{0}, n / 2, n - 1, std::min<int64_t>(n - 1, 65535), std::min<int64_t>(n - 1, 65536)})
+    for (int64_t at : {int64_t{0}, n / 2, n - 1, std::min<int64_t>(n - 1, 65535),
+                       std::min<int64_t>(n - 1, 65536)})
       for (uint8_t nan : {uint8_t{0x7F}, uint8_t{0xFF}}) {
         std::vector<uint8_t> with = codes;
         with[at] = nan;

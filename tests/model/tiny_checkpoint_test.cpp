@@ -78,10 +78,10 @@ TEST_F(TinyCheckpoint, MarksFp8WeightsWithoutNanCodes) {
     EXPECT_FALSE(w.layers[0].ffn.experts[0].w1.no_nan_codes);  // FP4: the flag is FP8's
     // The byte's place in the file: the tensor's offset in the mapping of the same file.
     const TensorInfo& t = *ckpt.find("layers.1.attn.wo_b.weight");
-    const TensorInfo& first = std::min_element(ckpt.tensors().begin(), ckpt.tensors().end(),
-                                                [](const auto& a, const auto& b) {
-                                                  return a.second.data < b.second.data;
-                                                })->second;
+    const TensorInfo& first =
+        std::min_element(ckpt.tensors().begin(), ckpt.tensors().end(),
+                         [](const auto& a, const auto& b) { return a.second.data < b.second.data; })
+            ->second;
     const std::string bytes = read_file(root_ / "a" / "model.safetensors");
     uint64_t header = 0;
     std::memcpy(&header, bytes.data(), 8);
