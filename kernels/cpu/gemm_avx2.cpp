@@ -350,7 +350,8 @@ constexpr int64_t direct_rows_at(int64_t m) {
 // thread's), F16 / BF16 kPrefetchBytes ahead in the row. Measured at M = 1, 2 threads:
 // F16 / BF16 1.3-1.7x (docs/kernels-bench.md). FP8 / ROWFP8 decode is the bound (rows
 // ahead measured up to 1.3x slower): kPrefetchBytes ahead in the row, as before, except
-// FP8's x-folded blocks at M = 1 (direct_tile). FP4, since its decode went to vpermps
+// FP8 tiles of one 32x32 scale tile (fp8_shared_scale_blocks: the rows two tiles on, into
+// L2, once per line). FP4, since its decode went to vpermps
 // (fp4x8), waits on memory too: its tiles fetch the row two tiles on once per 64-byte line
 // (4 blocks) and every 64 blocks that row's scale line.
 template <WeightFormat F>
@@ -408,6 +409,8 @@ void fp8_shared_scale_blocks(const WeightSrc& s, const float* x, int64_t ldx, co
     if constexpr (MR == 1) {
       __m256 xv[4];
       for (int v = 0; v < 4; ++v) xv[v] = _mm256_load_ps(x + kb + 8 * v);
+      // Two loops, not one with the weights' scale under `if (!fold)`: that one ran 1.89
+      // ns per row and block where these run 1.39 (marked weights, one thread).
       if (code >= x_fold[kb / 16] && code <= x_fold[kb / 16 + 1]) {
         const __m256 f = _mm256_set1_ps(s.e4m3_scale[code]);
         for (__m256& v : xv) v = _mm256_mul_ps(v, f);
