@@ -54,7 +54,7 @@ WeightSrc weight_src(const WeightView& w) {
     return t;
   }();
   static const uint8_t* fp4_bf16 = [] {
-    alignas(64) static uint8_t t[256 * 32];
+    alignas(64) static uint8_t t[256 * 64];
     for (int c = 0; c < 256; ++c)
       for (int i = 0; i < 16; ++i) {
         // E2M1 · 2^(c-127) has two significant bits and bf16's exponent range (its least,
@@ -62,8 +62,10 @@ WeightSrc weight_src(const WeightView& w) {
         // for the overflow to inf and the NaN of code 255.
         const uint32_t f = std::bit_cast<uint32_t>(fp4_scaled[c * 16 + i]);
         TROUPE_CHECK((f & 0xFFFF) == 0, "an E2M1 value times a UE8M0 scale is a bf16 value");
-        t[c * 32 + i] = static_cast<uint8_t>(f >> 16);
-        t[c * 32 + 16 + i] = static_cast<uint8_t>(f >> 24);
+        for (int lane = 0; lane < 2; ++lane) {  // each half twice: one per 128-bit lane
+          t[c * 64 + 16 * lane + i] = static_cast<uint8_t>(f >> 16);
+          t[c * 64 + 32 + 16 * lane + i] = static_cast<uint8_t>(f >> 24);
+        }
       }
     return t;
   }();

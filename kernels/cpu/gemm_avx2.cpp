@@ -153,17 +153,17 @@ bool row_has_nan_code(const WeightSrc& s, int64_t r) {
 // The 32 FP4 codes at p times their block's scale, `table` the block's row of
 // WeightSrc::fp4_bf16 (E2M1 · scale is a bf16 value, so its two bytes are the f32's
 // upper half exactly). The 16 bytes go to both lanes, the low nibbles (even columns)
-// kept in lane 0 and the high (odd) in lane 1; a vpshufb per byte of the bf16 values and
-// an interleave give each lane's 16 values as bf16, whose even and odd 16-bit halves are
-// "quads" order. Eleven instructions per 32 weights (a widen, a convert and a multiply
-// per 8 before); each value is the same product E2M1 · scale, signed zero included.
+// kept in lane 0 and the high (odd) in lane 1 (one variable shift: a shift and a blend
+// before); a vpshufb per byte of the bf16 values and an interleave give each lane's 16
+// values as bf16, whose even and odd 16-bit halves are "quads" order. Ten instructions
+// and three loads per 32 weights (the table's rows hold each half twice, so they load
+// as they are); each value is the same product E2M1 · scale, signed zero included.
 AVX2_INLINE Vec32 fp4x32(const uint8_t* p, const uint8_t* table) {
   const __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  const __m256i codes =
-      _mm256_and_si256(_mm256_blend_epi32(q, _mm256_srli_epi16(q, 4), 0xF0), _mm256_set1_epi8(0x0F));
-  const __m256i lo_bytes = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(table)));
-  const __m256i hi_bytes =
-      _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(table + 16)));
+  const __m256i codes = _mm256_and_si256(_mm256_srlv_epi32(q, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
+                                         _mm256_set1_epi8(0x0F));
+  const __m256i lo_bytes = _mm256_load_si256(reinterpret_cast<const __m256i*>(table));
+  const __m256i hi_bytes = _mm256_load_si256(reinterpret_cast<const __m256i*>(table + 32));
   const __m256i lo = _mm256_shuffle_epi8(lo_bytes, codes), hi = _mm256_shuffle_epi8(hi_bytes, codes);
   const __m256i first = _mm256_unpacklo_epi8(lo, hi), second = _mm256_unpackhi_epi8(lo, hi);
   return {{bf16_even(first), bf16_odd(first), bf16_even(second), bf16_odd(second)}};
@@ -194,7 +194,7 @@ AVX2_INLINE Vec32 load_block(const WeightSrc& s, int64_t r, int64_t kb, __m256i&
     for (int i = 0; i < 4; ++i)
       b.v[i] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * i)));
   } else if constexpr (F == WeightFormat::FP4) {
-    b = fp4x32(p, s.fp4_bf16 + 32 * s.scale[r * s.scale_ld + kb / 32]);
+    b = fp4x32(p, s.fp4_bf16 + 64 * s.scale[r * s.scale_ld + kb / 32]);
   } else {  // FP8 (32x32 scale tiles) or ROWFP8 (scale per 32 columns of a row)
     const int64_t scale_row = F == WeightFormat::FP8 ? r / 32 : r;
     b = e4m3x32_unscaled(p, nan);
@@ -441,6 +441,49 @@ void fp8_shared_scale_blocks(const WeightSrc& s, const float* x, int64_t ldx, co
   }
 }
 
+// acc[j] += x[kb0 : kb1] · W[r[j]][kb0 : kb1] for FP4 at M = 1, the same products in the
+// same order as direct_tile's loop. A loop of its own, as fp8_shared_scale_blocks: in
+// direct_tile's, each block of each row recomputed its row's address and scale index
+// from kb (signed divisions) and tested kb for the prefetches, with the rows' pointers on
+// the stack: ~30 instructions per row and block around 11 of decode and 4 FMAs (perf
+// annotate). Here the rows' codes and scales are pointers advanced per block, and the
+// blocks run in 64-byte lines of 4, each line's prefetch (prefetch_rows_ahead's lines)
+// issued once before it: 1.14-1.15x on one thread (docs/kernels-bench.md). At M = 2..4
+// the same loop, x read from memory, ran 1.1-1.8x slower than direct_tile's.
+template <int NR>
+void fp4_blocks_m1(const WeightSrc& s, const float* x, const int64_t* r, bool rows_ahead, int64_t kb0,
+                   int64_t kb1, __m256 (&acc)[1][NR]) {
+  const uint8_t* codes[NR];
+  const uint8_t* scales[NR];
+  for (int j = 0; j < NR; ++j) {
+    codes[j] = s.data + r[j] * s.row_bytes + kb0 / 2;
+    scales[j] = s.scale + r[j] * s.scale_ld + kb0 / 32;
+  }
+  const int64_t ahead_bytes = rows_ahead ? 2 * NR * s.row_bytes : kPrefetchBytes;
+  const int64_t ahead_scales = 2 * NR * s.scale_ld;
+  const auto block = [&](int b) {  // block b of the line at codes / scales, x
+    __m256 xv[4];
+    for (int v = 0; v < 4; ++v) xv[v] = _mm256_load_ps(x + 32 * b + 8 * v);
+    unroll<NR>([&](auto j) {
+      const Vec32 w = fp4x32(codes[j] + 16 * b, s.fp4_bf16 + 64 * size_t{scales[j][b]});
+      for (int v = 0; v < 4; ++v) acc[0][j] = _mm256_fmadd_ps(xv[v], w.v[v], acc[0][j]);
+    });
+  };
+  int64_t kb = kb0;
+  for (; kb + 128 <= kb1; kb += 128, x += 128) {
+    for (int j = 0; j < NR; ++j) {
+      if (rows_ahead && kb % (64 * 32) == 0) prefetch_l2(scales[j] + ahead_scales);
+      prefetch_l2(codes[j] + ahead_bytes);
+    }
+    unroll<4>([&](auto b) { block(b); });
+    for (int j = 0; j < NR; ++j) codes[j] += 64, scales[j] += 4;
+  }
+  for (; kb < kb1; kb += 32, x += 32) {  // a row's last blocks (K % 128 != 0): no line ahead
+    block(0);
+    for (int j = 0; j < NR; ++j) codes[j] += 16, scales[j] += 1;
+  }
+}
+
 // out[i] (+)= [Σ_k x[i][k]·W[r[j]][k] for j < NR] over all of K (lanes past NR unused), in
 // exactly the blocked path's order: one accumulator per dot product along k within each
 // kChunkCols chunk, reduced by reduce4 per chunk, the chunks' sums added in k order (to
@@ -465,6 +508,10 @@ void direct_tile(const WeightSrc& s, const float* x, int64_t ldx, const uint8_t*
       for (__m256& a : row) a = _mm256_setzero_ps();
     const int64_t k_end = std::min(s.k, k0 + kChunkCols);
     int64_t kb = k0;
+    if constexpr (F == WeightFormat::FP4 && MR == 1) {
+      fp4_blocks_m1<NR>(s, x + kb, r, rows_ahead, kb, k_end, acc);
+      kb = k_end;
+    }
     if constexpr (F == WeightFormat::FP8) {
       if (shared_scales != nullptr) {
         const int64_t full = std::min(k_end, s.k / 32 * 32);

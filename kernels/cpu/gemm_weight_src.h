@@ -28,8 +28,9 @@ struct WeightSrc {
   // a broadcast and a multiply per 32 weights and row (one thread, an L2-resident matrix:
   // 1.0-1.4x at M = 4, level at M = 1; docs/kernels-bench.md).
   const float* fp4_scaled;
-  // [256][32], 32-byte rows, for AVX2's vpshufb: row c holds the 16 values of fp4_scaled's
-  // row c as bf16 (each is one exactly), their low bytes then their high bytes.
+  // [256][64], 64-byte rows, for AVX2's vpshufb: row c holds the 16 values of fp4_scaled's
+  // row c as bf16 (each is one exactly), their low bytes twice then their high bytes
+  // twice (a 16-byte table per 128-bit lane, loaded without a broadcast).
   const uint8_t* fp4_bf16;
   bool no_nan_codes;  // WeightView::no_nan_codes
 };
