@@ -605,11 +605,17 @@ void run_direct(const Plan& pl, int64_t nb, int64_t ne) {
 // out[rows_pad, kc] = W[r0 : r0+rows, k0 : k0+kc] as f32; rows past `rows` are zero.
 template <WeightFormat F>
 void dequant_panel(const WeightSrc& s, int64_t r0, int rows, int rows_pad, int64_t k0, int64_t kc,
-                   float* out) {
+                   int64_t ahead, float* out) {
   for (int i = 0; i < rows; ++i) {
     float* o = out + i * kc;
     __m256i nan = _mm256_setzero_si256();
+    const char* next = reinterpret_cast<const char*>(s.data + (r0 + i + ahead) * s.row_bytes);
     for (int64_t kb = k0; kb < k0 + kc; kb += 32) {
+      if (ahead > 0) {  // the same block of the row `ahead` on, each of its lines once
+        const int64_t at = kb * block_bytes(F) / 32;
+        for (int64_t line = at % 64 == 0 ? 0 : 64 - at % 64; line < block_bytes(F); line += 64)
+          prefetch_l2(next + at + line);
+      }
       const Vec32 b = load_block<F>(s, r0 + i, kb, nan);
       for (int v = 0; v < 4; ++v) _mm256_store_ps(o + (kb - k0) + 8 * v, b.v[v]);
     }
@@ -641,13 +647,14 @@ struct Block {
   int64_t m_begin, m_end, n0;
   int rows;
   int64_t k0;
+  int64_t ahead = 0;  // decode order: rows on to the panel whose lines dequant_panel fetches
 };
 
 template <WeightFormat F>
 void run_block(const Plan& pl, const Block& b, float* wbuf) {
   const int64_t kc = std::min(kChunkCols, pl.kp - b.k0);
   const int rows_pad = (b.rows + kNR - 1) / kNR * kNR;
-  dequant_panel<F>(pl.src, b.n0, b.rows, rows_pad, b.k0, kc, wbuf);
+  dequant_panel<F>(pl.src, b.n0, b.rows, rows_pad, b.k0, kc, b.ahead, wbuf);
   const bool add = pl.accumulate || b.k0 > 0;
   using TileFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, __m128*);
   static constexpr TileFn kTiles[kMR + 1] = {nullptr, tile<1>, tile<2>, tile<3>};
@@ -670,9 +677,11 @@ void run_buffered(const Plan& pl, int64_t nb, int64_t ne) {
   auto rows = [&](int64_t n0) { return static_cast<int>(std::min(pl.panel, ne - n0)); };
   const int64_t m = pl.sh.m;
   if (m <= kDecodeMaxM) {
-    for (int64_t n0 = nb; n0 < ne; n0 += pl.panel)
+    for (int64_t n0 = nb; n0 < ne; n0 += pl.panel) {
+      const int64_t ahead = n0 + 3 * pl.panel <= ne ? 2 * pl.panel : 0;
       for (int64_t k0 = 0; k0 < pl.kp; k0 += kChunkCols)
-        run_block<F>(pl, {0, m, n0, rows(n0), k0}, wbuf);
+        run_block<F>(pl, {0, m, n0, rows(n0), k0, ahead}, wbuf);
+    }
     return;
   }
   for (int64_t m0 = 0; m0 < m; m0 += kPrefillSlab)
