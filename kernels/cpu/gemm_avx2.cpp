@@ -172,7 +172,7 @@ AVX2_INLINE Vec32 fp4x32(const uint8_t* p, const uint8_t* table) {
 // Columns kb..kb+31 of row r as f32 in the format's order; columns at or past K read
 // as 0 (FP4 has whole blocks only: K % 32 == 0). FP8/ROWFP8 NaN codes decode finite
 // and set lanes of `nan`; callers make the row's dot products NaN.
-template <WeightFormat F>
+template <WeightFormat F, bool kNanTest = true>
 AVX2_INLINE Vec32 load_block(const WeightSrc& s, int64_t r, int64_t kb, __m256i& nan) {
   const uint8_t* p = s.data + r * s.row_bytes + kb * block_bytes(F) / 32;
   alignas(32) uint8_t tail[128];
@@ -197,7 +197,7 @@ AVX2_INLINE Vec32 load_block(const WeightSrc& s, int64_t r, int64_t kb, __m256i&
     b = fp4x32(p, s.fp4_bf16 + 64 * s.scale[r * s.scale_ld + kb / 32]);
   } else {  // FP8 (32x32 scale tiles) or ROWFP8 (scale per 32 columns of a row)
     const int64_t scale_row = F == WeightFormat::FP8 ? r / 32 : r;
-    b = e4m3x32_unscaled(p, nan);
+    b = e4m3x32_unscaled<kNanTest>(p, nan);
     scale_e4m3(s, s.scale[scale_row * s.scale_ld + kb / 32], b);
   }
   return b;
@@ -603,7 +603,9 @@ void run_direct(const Plan& pl, int64_t nb, int64_t ne) {
 // --- blocked, M > 4 ---------------------------------------------------------------------
 
 // out[rows_pad, kc] = W[r0 : r0+rows, k0 : k0+kc] as f32; rows past `rows` are zero.
-template <WeightFormat F>
+// ahead > 0 (decode order): the rows `ahead` on are fetched into L2 as this panel is read.
+// kNanTest: as e4m3x32_unscaled (FP8 / ROWFP8 weights marked no_nan_codes skip it).
+template <WeightFormat F, bool kNanTest = true>
 void dequant_panel(const WeightSrc& s, int64_t r0, int rows, int rows_pad, int64_t k0, int64_t kc,
                    int64_t ahead, float* out) {
   for (int i = 0; i < rows; ++i) {
@@ -616,7 +618,7 @@ void dequant_panel(const WeightSrc& s, int64_t r0, int rows, int rows_pad, int64
         for (int64_t line = at % 64 == 0 ? 0 : 64 - at % 64; line < block_bytes(F); line += 64)
           prefetch_l2(next + at + line);
       }
-      const Vec32 b = load_block<F>(s, r0 + i, kb, nan);
+      const Vec32 b = load_block<F, kNanTest>(s, r0 + i, kb, nan);
       for (int v = 0; v < 4; ++v) _mm256_store_ps(o + (kb - k0) + 8 * v, b.v[v]);
     }
     if (any_nan(nan)) [[unlikely]]
@@ -654,7 +656,10 @@ template <WeightFormat F>
 void run_block(const Plan& pl, const Block& b, float* wbuf) {
   const int64_t kc = std::min(kChunkCols, pl.kp - b.k0);
   const int rows_pad = (b.rows + kNR - 1) / kNR * kNR;
-  dequant_panel<F>(pl.src, b.n0, b.rows, rows_pad, b.k0, kc, b.ahead, wbuf);
+  if (pl.src.no_nan_codes && (F == WeightFormat::FP8 || F == WeightFormat::ROWFP8))
+    dequant_panel<F, false>(pl.src, b.n0, b.rows, rows_pad, b.k0, kc, b.ahead, wbuf);
+  else
+    dequant_panel<F>(pl.src, b.n0, b.rows, rows_pad, b.k0, kc, b.ahead, wbuf);
   const bool add = pl.accumulate || b.k0 > 0;
   using TileFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, __m128*);
   static constexpr TileFn kTiles[kMR + 1] = {nullptr, tile<1>, tile<2>, tile<3>};
