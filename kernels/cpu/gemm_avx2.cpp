@@ -160,8 +160,8 @@ bool row_has_nan_code(const WeightSrc& s, int64_t r) {
 // as they are); each value is the same product E2M1 · scale, signed zero included.
 AVX2_INLINE Vec32 fp4x32(const uint8_t* p, const uint8_t* table) {
   const __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  const __m256i codes = _mm256_and_si256(_mm256_srlv_epi32(q, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
-                                         _mm256_set1_epi8(0x0F));
+  const __m256i codes = _mm256_and_si256(
+      _mm256_srlv_epi32(q, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)), _mm256_set1_epi8(0x0F));
   const __m256i lo_bytes = _mm256_load_si256(reinterpret_cast<const __m256i*>(table));
   const __m256i hi_bytes = _mm256_load_si256(reinterpret_cast<const __m256i*>(table + 32));
   const __m256i lo = _mm256_shuffle_epi8(lo_bytes, codes), hi = _mm256_shuffle_epi8(hi_bytes, codes);
@@ -448,11 +448,11 @@ void fp8_shared_scale_blocks(const WeightSrc& s, const float* x, int64_t ldx, co
 // the stack: ~30 instructions per row and block around 11 of decode and 4 FMAs (perf
 // annotate). Here the rows' codes and scales are pointers advanced per block, and the
 // blocks run in 64-byte lines of 4, each line's prefetch (prefetch_rows_ahead's lines)
-// issued once before it: 1.14-1.15x on one thread (docs/kernels-bench.md). At M = 2..4
+// issued once before it: 1.13-1.15x on one thread (docs/kernels-bench.md). At M = 2..4
 // the same loop, x read from memory, ran 1.1-1.8x slower than direct_tile's.
 template <int NR>
-void fp4_blocks_m1(const WeightSrc& s, const float* x, const int64_t* r, bool rows_ahead, int64_t kb0,
-                   int64_t kb1, __m256 (&acc)[1][NR]) {
+void fp4_blocks_m1(const WeightSrc& s, const float* x, const int64_t* r, bool rows_ahead,
+                   int64_t kb0, int64_t kb1, __m256 (&acc)[1][NR]) {
   const uint8_t* codes[NR];
   const uint8_t* scales[NR];
   for (int j = 0; j < NR; ++j) {
