@@ -175,10 +175,12 @@ __attribute__((target("avx2"))) float int8_loop_avx2(int64_t iters) {
           a9 = _mm256_set1_epi32(9);
   static_assert(kInt8Chains == 10, "one named accumulator per chain");
   const __m256i b = _mm256_set1_epi8(-2), ones = _mm256_set1_epi16(1);
+  // clang-format off
 #define TROUPE_INT8_STEP(c)                   \
   "vpmaddubsw %[b], %[a" #c "], %[t]\n\t" \
   "vpmaddwd %[ones], %[t], %[t]\n\t"      \
   "vpaddd %[t], %[a" #c "], %[a" #c "]\n\t"
+  // clang-format on
   for (int64_t i = 0; i < iters; ++i) {
     __m256i t;
     asm(TROUPE_INT8_STEP(0) TROUPE_INT8_STEP(1) TROUPE_INT8_STEP(2) TROUPE_INT8_STEP(3)

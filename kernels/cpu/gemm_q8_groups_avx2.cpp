@@ -63,13 +63,15 @@ inline __m256 fp4_scales(const uint8_t* codes) {
 }
 
 // A group's codes unpacked (prefill), per block of the group, 64-byte chunks of 2 halves:
-//   Q8_0  chunk 2c: chunk c's q (the code's bias removed), chunk 2c + 1: its |q|
+//   Q8_0  chunk 2c: chunk c's sign masks (0xFF where q < 0, q the code without its bias),
+//         chunk 2c + 1: its |q|; then 64 bytes: per row (int32 lanes, 2 halves) the
+//         block's -Σ_{q<0} q (dots_q8_unpacked says why)
 //   Q4_0  chunk c < 4: chunk c's low nibbles (x's codes 4c..), chunk c + 4: its high ones
 //         (x's codes 16 + 4c..); each a u8 value 0..15
 //   FP4   as Q4_0, each nibble looked up as 2 · E2M1 + 12 (0..24)
 // The scales stay in the group.
 template <WeightFormat F>
-constexpr int64_t kUnpackedBlockBytes = F == WeightFormat::Q8_0 ? 16 * 64 : 8 * 64;
+constexpr int64_t kUnpackedBlockBytes = F == WeightFormat::Q8_0 ? 16 * 64 + 64 : 8 * 64;
 
 template <WeightFormat F>
 void unpack_group(const uint8_t* group, int64_t blocks, uint8_t* out) {
@@ -79,13 +81,18 @@ void unpack_group(const uint8_t* group, int64_t blocks, uint8_t* out) {
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* blk = group + b * L::kBlockBytes;
     auto* o = reinterpret_cast<__m256i*>(out + b * kUnpackedBlockBytes<F>);  // 32-byte units
+    __m256i negative_sum[kHalves] = {};  // Q8_0: Σ_{q<0} q per row
     for (int c = 0; c < (L::kQ8 ? 8 : 4); ++c)
       for (int h = 0; h < kHalves; ++h) {
         const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * c + 32 * h));
         if constexpr (L::kQ8) {
-          const __m256i q = _mm256_xor_si256(v, bias);
-          _mm256_store_si256(o + 4 * c + h, q);
+          const __m256i q = _mm256_xor_si256(v, bias), zero = _mm256_setzero_si256();
+          _mm256_store_si256(o + 4 * c + h, _mm256_cmpgt_epi8(zero, q));
           _mm256_store_si256(o + 4 * c + 2 + h, _mm256_abs_epi8(q));
+          // The 4 codes' negative parts summed into the row's lane (u8 1 x s8 <= 0).
+          const __m256i pairs = _mm256_maddubs_epi16(_mm256_set1_epi8(1), _mm256_min_epi8(q, zero));
+          negative_sum[h] =
+              _mm256_add_epi32(negative_sum[h], _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
         } else {
           __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
           if constexpr (L::kFp4) lo = _mm256_shuffle_epi8(table, lo), hi = _mm256_shuffle_epi8(table, hi);
@@ -93,6 +100,9 @@ void unpack_group(const uint8_t* group, int64_t blocks, uint8_t* out) {
           _mm256_store_si256(o + 2 * (c + 4) + h, hi);
         }
       }
+    if constexpr (L::kQ8)
+      for (int h = 0; h < kHalves; ++h)
+        _mm256_store_si256(o + 32 + h, _mm256_sub_epi32(_mm256_setzero_si256(), negative_sum[h]));
   }
 }
 
@@ -112,9 +122,45 @@ struct Avx2GroupTile {
   static void run(const QGemmArgs& a, int64_t m0, int64_t n, int64_t n_end, int64_t step);
 };
 
+// One block's exact dot products from the thread's unpacked copy (prefill), lanes = rows:
+// d[i][h] for activation row i and half h. dots_q8 moves each weight's sign onto x by
+// vpsignb, which shares the two vector multiply pipes with vpmaddubsw and vpmaddwd: 3
+// of their instructions per 32 products (0.62 such steps a cycle in an asm loop on a Zen
+// 4). Here x ^ m, m = 0xFF where q < 0, is x where q >= 0 and -x - 1 where q < 0, by a
+// xor on any vector pipe. So |q| · (x ^ m) sums to Σ q·x + Σ_{q<0} q, and the block's
+// Σ_{q<0} q, a property of the weights, is subtracted up front (the lanes start at its
+// negation, unpack_group's). x ^ 0xFF = -x - 1 holds for every int8 x, and a pair stays
+// within int16: |q| <= 128 and x ^ m is in [-128, 127], so a pair is in [-32768, 32512]
+// (tests/kernels/gemm_q8_test.cpp, Q8_0ExtremeCodesStayExact). Exact, as dots_q8.
+template <int MR>
+inline void dots_q8_unpacked(const uint8_t* blk, const int8_t* const* xb,
+                             __m256i (&d)[MR][kHalves]) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  unroll<kHalves>([&](auto h) {
+    const __m256i start = load_unpacked(blk, 16, h);
+    unroll<MR>([&](auto i) { d[i][h] = start; });
+  });
+#pragma GCC unroll 1
+  for (int c = 0; c < 8; ++c) {  // a loop, as in dots_q8
+    __m256i m[kHalves], u[kHalves];
+    unroll<kHalves>([&](auto h) {
+      m[h] = load_unpacked(blk, 2 * c, h);
+      u[h] = load_unpacked(blk, 2 * c + 1, h);
+    });
+    unroll<MR>([&](auto i) {
+      const __m256i x = broadcast_i32(xb[i] + 4 * c);
+      unroll<kHalves>([&](auto h) {
+        const __m256i pairs = _mm256_maddubs_epi16(u[h], _mm256_xor_si256(x, m[h]));
+        d[i][h] = _mm256_add_epi32(d[i][h], _mm256_madd_epi16(pairs, ones));
+      });
+    });
+  }
+}
+
 // One block's exact dot products, lanes = rows: d[i][h] for activation row i and half h.
-// blk: the block in the group, or (kUnpacked) in the thread's unpacked copy.
-template <int MR, bool kUnpacked>
+// blk: the block in the group (decode rows; prefill reads the unpacked copy through
+// dots_q8_unpacked).
+template <int MR>
 inline void dots_q8(const uint8_t* blk, const int8_t* const* xb, __m256i (&d)[MR][kHalves]) {
   const __m256i ones = _mm256_set1_epi16(1), bias = _mm256_set1_epi8(char(0x80));
   unroll<MR>([&](auto i) { unroll<kHalves>([&](auto h) { d[i][h] = _mm256_setzero_si256(); }); });
@@ -124,11 +170,6 @@ inline void dots_q8(const uint8_t* blk, const int8_t* const* xb, __m256i (&d)[MR
   for (int c = 0; c < 8; ++c) {
     __m256i q[kHalves], u[kHalves];
     unroll<kHalves>([&](auto h) {
-      if constexpr (kUnpacked) {
-        q[h] = load_unpacked(blk, 2 * c, h);
-        u[h] = load_unpacked(blk, 2 * c + 1, h);
-        return;
-      }
       q[h] = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * c + 32 * h)), bias);
       u[h] = _mm256_abs_epi8(q[h]);  // -128 -> 0x80, read as u8 128
     });
@@ -222,10 +263,11 @@ void group_tile(const QGemmArgs& a, int64_t m0, int64_t n, int64_t n_end, int64_
     __m256i d[MR][kHalves];
     if (unpacked != nullptr) {
       const uint8_t* u = unpacked + b * kUnpackedBlockBytes<F>;
-      if constexpr (L::kQ8) dots_q8<MR, true>(u, xb, d);
+      if constexpr (L::kQ8)
+        dots_q8_unpacked<MR>(u, xb, d);
       else dots_nibbles<F, MR, true>(u, xb, xs, b, d);
     } else if constexpr (L::kQ8) {
-      dots_q8<MR, false>(blk, xb, d);
+      dots_q8<MR>(blk, xb, d);
     } else {
       dots_nibbles<F, MR, false>(blk, xb, xs, b, d);
     }

@@ -394,6 +394,62 @@ TEST_P(GemmQ8Kernel, EveryCaseMatchesTheReference) {
   }
 }
 
+// The codes at int8's ends, where a kernel's int16 pair sums are closest to saturating:
+// Q8_0 weights of -128 (a file may hold it) and 127 against activations that quantize to
+// +-127 (AVX2's prefill pairs |q| = 128 with x ^ 0xFF = -128: a pair of exactly -32768).
+// Every kernel at decode and prefill rows equals ref::gemm_q8 (bit for bit where it
+// shares the reference's order).
+TEST_P(GemmQ8Kernel, Q8_0ExtremeCodesStayExact) {
+  const int64_t n = 32, k = 64, blocks = n * k / 32;
+  TestWeight tw{WeightFormat::Q8_0, n, k, std::vector<uint8_t>(size_t(blocks * kQ8_0Bytes)), {}};
+  for (int64_t b = 0; b < blocks; ++b) {
+    uint8_t* blk = tw.data.data() + b * kQ8_0Bytes;
+    const uint16_t one = model::f32_to_f16(1.0f);
+    std::memcpy(blk, &one, 2);
+    const int64_t row = b / (k / 32);
+    for (int i = 0; i < 32; ++i) {  // rows in fours: all -128, all 127, alternating, -128 / 0
+      const int8_t q = row % 4 == 0   ? -128
+                       : row % 4 == 1 ? 127
+                       : row % 4 == 2 ? (i % 2 ? 127 : -128)
+                                      : (i % 2 ? 0 : -128);
+      blk[2 + i] = static_cast<uint8_t>(q);
+    }
+  }
+  for (int64_t m : {int64_t{1}, int64_t{3}, int64_t{8}, cpu::kGroupsDecodeMaxRows + 3}) {
+    SCOPED_TRACE("m=" + std::to_string(m));
+    std::vector<float> x(size_t(m * k));
+    for (int64_t r = 0; r < m; ++r)  // rows: all +1, all -1, alternating, +1 / 0
+      for (int64_t i = 0; i < k; ++i)
+        x[r * k + i] = r % 4 == 0   ? 1.0f
+                       : r % 4 == 1 ? -1.0f
+                       : r % 4 == 2 ? (i % 2 ? -1.0f : 1.0f)
+                                    : (i % 2 ? 0.0f : 1.0f);
+    std::vector<uint8_t> groups;
+    GemmParams p;
+    p.x = x.data();
+    p.w = tw.view();
+    p.m = m;
+    if (groups_kernel(kernel())) {
+      groups.assign(size_t(q8_row_groups_bytes(p.w)), 0xA5);
+      pack_q8_row_groups(p.w, groups.data());
+      p.w.groups = groups.data();
+    }
+    std::vector<float> want(size_t(m * n), NAN), got(size_t(m * n), NAN);
+    p.y = want.data();
+    ref::gemm_q8(p);
+    p.y = got.data();
+    cpu::gemm_q8(p, kernel());
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (bit_exact(kernel(), m, WeightFormat::Q8_0)) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+            << "y[" << i << "]";
+      } else {
+        ASSERT_NEAR(got[i], want[i], 1e-5 * std::fabs(want[i])) << "y[" << i << "]";
+      }
+    }
+  }
+}
+
 // Weights over one x in one call (a layer's q, k, v; an MLP's gate and up): each y is the
 // one its own gemm_q8 call gives on the same kernel, bit for bit, whatever mix of
 // formats, row groups, widths (off the 4 / 16 / 32-column units), accumulation and
