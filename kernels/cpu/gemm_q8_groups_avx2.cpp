@@ -7,7 +7,8 @@
 //   Q8_0  the code q + 128 against x could reach 2 · 255 · 127 in a pair and saturate, so
 //         the code becomes q again (xor 0x80) and the u8 operand is |q| (<= 128) against
 //         x with q's sign (vpsignb): a pair is at most 2 · 128 · 127 = 32512. One
-//         vpmaddwd per chunk; the lane starts at 0.
+//         vpmaddwd per chunk; the lane starts at 0. Prefill gives x the sign by a xor
+//         instead, off the multiply pipes (dots_q8_unpacked).
 //   Q4_0  the nibble q + 8 is already u8: a pair is at most 2 · 15 · 127 = 3810, so the
 //         block's 8 chunks add up in int16 (<= 30480) and one vpmaddwd per block widens
 //         them; the lane starts at -8 · Σx (the quantizer's block sum), as on AVX-512.
@@ -25,8 +26,8 @@
 // block prefetches its group's stream ahead (gemm_q8_groups_walk.h).
 //
 // Prefill (more activation rows than a tile): the walk runs every row tile over a group
-// before the next group, and each tile would redo the codes' unpacking (Q8_0: the xor and
-// |q|, 4 ops per chunk; Q4_0: the nibbles' and / shift / and, 6 ops per chunk) for only 4
+// before the next group, and each tile would redo the codes' unpacking (Q8_0: the xor,
+// the sign mask and |q|; Q4_0: the nibbles' and / shift / and, 6 ops per chunk) for only 4
 // rows' products. So the first row tile unpacks the group once into this thread's scratch
 // (layout at kUnpackedBlockBytes below) and every row tile loads the codes from there, in
 // the form its products take them.
