@@ -3,7 +3,8 @@
 # count (docs/peer-bench.md). Run it under the build lock so no compile shares the cores:
 #   flock /tmp/troupe-build.lock bench/peer/llamacpp.sh
 # Environment (defaults): THREADS=2 PP=512 TG=128 PARALLEL=4,16 PARALLEL_STEPS=32 REPEATS=2
-#   FILES="dense-f16 dense-q8_0 dense-q4_0 moe-q8_0 moe-q4_0" (SHAPE-TYPE, bench/peer/peer_files.h)
+#   FILES="dense-f16 dense-q8_0 dense-q4_0 moe-q8_0 moe-q4_0" (SHAPE-TYPE, bench/peer/peer_files.h;
+#     spaces or commas)
 #   CHECK=dense-f16 (the files of the teacher-forced greedy check)
 #   PEER_DIR=.cache/peer (node-llama-cpp and the model files), TROUPE=build/troupe
 #   LLAMA_CPU=VARIANT (unset: llama.cpp loads its best CPU backend variant): only that
@@ -20,6 +21,7 @@ threads=${THREADS:-2} pp=${PP:-512} tg=${TG:-128} parallel=${PARALLEL:-4,16}
 steps=${PARALLEL_STEPS:-32} repeats=${REPEATS:-2}
 files=${FILES:-"dense-f16 dense-q8_0 dense-q4_0 moe-q8_0 moe-q4_0"}
 check=${CHECK:-dense-f16}
+files=${files//,/ } check=${check//,/ }  # commas too, as troupe bench peer --files takes them
 version=3.21.1
 
 mkdir -p "$peer/models"
