@@ -613,11 +613,10 @@ void dequant_panel(const WeightSrc& s, int64_t r0, int rows, int rows_pad, int64
     __m256i nan = _mm256_setzero_si256();
     const char* next = reinterpret_cast<const char*>(s.data + (r0 + i + ahead) * s.row_bytes);
     for (int64_t kb = k0; kb < k0 + kc; kb += 32) {
-      if (ahead > 0) {  // the same block of the row `ahead` on, each of its lines once
-        const int64_t at = kb * block_bytes(F) / 32;
-        for (int64_t line = at % 64 == 0 ? 0 : 64 - at % 64; line < block_bytes(F); line += 64)
-          prefetch_l2(next + at + line);
-      }
+      // The same block of the row `ahead` on, each line once: by the block that starts it
+      // (FP8's 32-byte and FP4's 16-byte blocks share lines; the others span whole ones).
+      if (const int64_t at = kb * block_bytes(F) / 32; ahead > 0 && at % 64 == 0)
+        for (int64_t line = 0; line < block_bytes(F); line += 64) prefetch_l2(next + at + line);
       const Vec32 b = load_block<F, kNanTest>(s, r0 + i, kb, nan);
       for (int v = 0; v < 4; ++v) _mm256_store_ps(o + (kb - k0) + 8 * v, b.v[v]);
     }
