@@ -46,7 +46,10 @@ class InstanceHealth {
 
  private:
   mutable std::mutex mutex_;
-  std::optional<std::string> problem_;
+  // Not ready until its writer says so: /health may be asked before the supervisor or
+  // the router has run at all (their actors start on a worker thread, after the HTTP
+  // server listens), and a 200 then sent requests to a router with no engine dialed yet.
+  std::optional<std::string> problem_ = "starting: the engine has not set up yet";
 };
 
 }  // namespace troupe::actors
