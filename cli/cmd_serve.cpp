@@ -2,24 +2,25 @@
 // HTTP daemon (docs/serve.md). It listens first and answers /health with 503 while the
 // model loads, then serves through the engine actors. SIGTERM / SIGINT: stop accepting,
 // let in-flight requests finish within a grace period (then end them with an error), exit 0.
-#include <caf/all.hpp>
-#include <caf/io/all.hpp>
+#include <pthread.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
 #include <chrono>
-#include <condition_variable>
 #include <cmath>
+#include <condition_variable>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <exception>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <pthread.h>
 #include <thread>
 
 #include "actors/control_plane.h"
@@ -223,6 +224,25 @@ void publish_engine(caf::actor_system& sys, const ServeSetup& setup,
                          << ":" << node.port << ": " << sys.render(port.error()));
 }
 
+// Ends an engine when start-up throws after spawning it. The actor system's destructor
+// waits for every actor, so an error thrown while the engine ran (its control port held
+// by another process) hung the process with its message unsaid and SIGTERM unheard.
+class StopEngineOnThrow {
+ public:
+  StopEngineOnThrow() = default;
+  StopEngineOnThrow(const StopEngineOnThrow&) = delete;
+  StopEngineOnThrow& operator=(const StopEngineOnThrow&) = delete;
+  void watch(const actors::scheduler_actor& engine) { engine_ = engine; }
+  ~StopEngineOnThrow() {
+    if (engine_ && std::uncaught_exceptions() > uncaught_)
+      caf::anon_send_exit(engine_, caf::exit_reason::kill);
+  }
+
+ private:
+  actors::scheduler_actor engine_;
+  int uncaught_ = std::uncaught_exceptions();
+};
+
 // A cluster node that runs an engine and not the router: the engine, published on the
 // node's control port for the router to dial (docs/cluster.md).
 int run_engine_node(const ServeSetup& setup, ShutdownSignal& signal) {
@@ -233,8 +253,10 @@ int run_engine_node(const ServeSetup& setup, ShutdownSignal& signal) {
   actors::add_wire_types(caf_cfg);
   const auto tls = load_control_plane(caf_cfg, *setup.cluster);  // outlives the actor system
   caf::actor_system sys{caf_cfg};
+  StopEngineOnThrow stop_on_throw;  // after sys: it runs first
   model = load_serving_model(cfg);
   engine = start_engine(sys, cfg, *model, fault_plan(cfg), membership(setup));
+  stop_on_throw.watch(engine->engine);
   publish_engine(sys, setup, engine->engine);
   say("ready: " + setup.node->engine->describe(*setup.cluster) + ", waiting for the router '" +
       setup.cluster->router.node + "'");
@@ -281,6 +303,7 @@ int run_serve(const CommandArgs& argv) {
   std::unique_ptr<net::control::ClusterTls> tls;  // outlives the actor system
   if (cluster_router) tls = load_control_plane(caf_cfg, *setup.cluster);
   caf::actor_system sys{caf_cfg};
+  StopEngineOnThrow stop_on_throw;  // after sys: it runs first
 
   const uint16_t port = listen_or_fail(server, "port", cfg.port);
   const uint16_t tcp_port = listen_or_fail(tcp, "tcp-port", cfg.tcp_port);
@@ -290,6 +313,7 @@ int run_serve(const CommandArgs& argv) {
   model = load_serving_model(cfg);
   const bool runs_engine = !setup.node || setup.node->engine;
   if (runs_engine) local = start_engine(sys, cfg, *model, faults, membership(setup));
+  if (local) stop_on_throw.watch(local->engine);
   // The router's node holding rank 0 of a spread group: the other ranks join it here.
   if (local && membership(setup)) publish_engine(sys, setup, local->engine);
   const int64_t max_len = std::min<int64_t>(cfg.max_model_len, model->max_positions());

@@ -6,10 +6,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,17 +33,32 @@ inline std::string cluster_serve_section() {
          "  max-num-seqs: 8\n";
 }
 
-// n distinct ports no one listens on now (the OS's picks, all held open until each is
-// known, then closed again).
+// n distinct ports no one listens on now, from just below the kernel's ephemeral range
+// (ip_local_port_range), each held open until all are known, then closed. Not the OS's
+// own picks: the daemons bind them a moment later, and meanwhile any process's bind to
+// port 0 or outgoing connection (a daemon's HTTP port, UCX's sockets) may be handed the
+// same ephemeral port; then a rank's control port was taken (ServeGgufRanks, 2 of ~50 runs).
 inline std::vector<uint16_t> free_ports(int n) {
+  int low = 32768, high = 60999;
+  if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    if (std::fscanf(f, "%d %d", &low, &high) != 2) low = 32768;
+    std::fclose(f);
+  }
+  const int span = std::min(low - 1024, 12000);  // below low, above the privileged ports
+  std::mt19937 pick(std::random_device{}());
   std::vector<int> fds;
   std::vector<uint16_t> ports;
-  for (int i = 0; i < n; ++i) {
+  for (int tries = 0; int(ports.size()) < n && tries < 1000; ++tries) {
     const int fd = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    // No room below the range (an unusual one): the OS's pick, as a last resort.
+    a.sin_port = span > 0 ? htons(uint16_t(low - 1 - int(pick() % uint32_t(span)))) : 0;
+    if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+      close(fd);
+      continue;
+    }
     socklen_t len = sizeof a;
     getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
     fds.push_back(fd);

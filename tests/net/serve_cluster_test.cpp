@@ -164,5 +164,29 @@ TEST(ServeCluster, ANodeThatCannotRunYetSaysWhy) {
       << stranger.output();
 }
 
+// A rank whose control port another process holds exits 2 naming the port. It used to
+// hang: the error was thrown with its engine running, and the actor system's destructor
+// waited for the engine forever (SIGTERM unheard, the error unsaid).
+TEST(ServeCluster, ARankWhoseControlPortIsTakenExitsSayingSo) {
+  test::TempDir dir;
+  const std::string file = dir.file("cluster.yaml");
+  const std::vector<uint16_t> ports = free_ports(3);
+  std::ofstream(file) << cluster_yaml(ports[0], ports[1], ports[2]);
+  const int holder = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(ports[2]);
+  ASSERT_EQ(bind(holder, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(listen(holder, 1), 0);
+  Daemon rank1({"--config", file, "--node", "rank1"});
+  EXPECT_EQ(rank1.wait_exit(60s), 2) << rank1.output();
+  close(holder);
+  EXPECT_NE(rank1.output().find("node 'rank1': cannot listen on its control port 127.0.0.1:" +
+                                std::to_string(ports[2])),
+            std::string::npos)
+      << rank1.output();
+}
+
 }  // namespace
 }  // namespace troupe::testing
