@@ -126,12 +126,13 @@ void print_op_profile(const ForwardTimes& times) {
   print_op_table(stdout, times.decode_ops, static_cast<int64_t>(times.decode_s.size()), total);
 }
 
-void print_op_table(std::FILE* out, const model::OpProfile& ops, int64_t steps, double total_s) {
+void print_op_table(std::FILE* out, const model::OpProfile& ops, int64_t steps, double total_s,
+                    const std::string& what) {
   if (steps == 0) return;
   const double timed = ops.timed_seconds();
   const double step_ms = total_s / static_cast<double>(steps) * 1e3;
-  std::fprintf(out, "\ndecode step by op (mean of %lld steps, %.3f ms):\n\n", static_cast<long long>(steps),
-               step_ms);
+  std::fprintf(out, "\n%s by op (mean of %lld, %.3f ms):\n\n", what.c_str(),
+               static_cast<long long>(steps), step_ms);
   std::fprintf(out, "| op | ms/step | %% of step | spans/step |\n|---|---:|---:|---:|\n");
   for (int i = 0; i < model::kOpCount; ++i) {
     if (ops.calls[i] == 0) continue;  // an op this model does not have

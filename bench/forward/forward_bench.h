@@ -5,9 +5,9 @@
 // compute (forward_cost.h) and this machine's limits measured in the same run.
 #pragma once
 
-#include <cstdio>
-
 #include <cstdint>
+#include <cstdio>
+#include <string>
 #include <vector>
 
 #include "bench/common/limits.h"
@@ -48,7 +48,9 @@ void print_forward_table(const ForwardBenchShape& shape, const ForwardCostModel&
 // step; the remainder (batch setup, norms between ops, the layer loop) as "other".
 void print_op_profile(const ForwardTimes& times);
 // The same table for `steps` steps that took `total_s` seconds in all, ops summed in `ops`
-// (`troupe bench peer --profile` prints its tg steps' so), to `out`.
-void print_op_table(std::FILE* out, const model::OpProfile& ops, int64_t steps, double total_s);
+// (`troupe bench peer --profile` prints its tg steps' and its prefill's so), to `out`;
+// `what` names a step in the title.
+void print_op_table(std::FILE* out, const model::OpProfile& ops, int64_t steps, double total_s,
+                    const std::string& what = "decode step");
 
 }  // namespace troupe::bench

@@ -84,6 +84,21 @@ double time_prefill(const LlamaModel& m, const PeerRunConfig& c) {
   });
 }
 
+// One more prefill with the ops timed, to stderr (as profile_generation).
+void profile_prefill(const LlamaModel& m, const PeerRunConfig& c) {
+  const std::vector<int32_t> tokens = peer_tokens(c.pp, m.config.vocab_size);
+  LlamaState s = LlamaState::empty(m.config);
+  model::OpProfile ops;
+  double seconds = 0;
+  {
+    const model::ScopedOpProfile bound(ops);
+    const double t0 = now_seconds();
+    m.forward->run(s, tokens, /*all_logits=*/false);
+    seconds = now_seconds() - t0;
+  }
+  print_op_table(stderr, ops, 1, seconds, "prefill of " + std::to_string(c.pp) + " tokens");
+}
+
 // Seconds of tg steps of one sequence after the prompt (not timed); each step feeds the
 // previous argmax. ops: where the steps' time per op goes (model/op_profile.h), or null.
 double generation_seconds(const LlamaModel& m, int64_t tg, model::OpProfile* ops) {
@@ -155,7 +170,7 @@ void run_peer_troupe(const PeerRunConfig& c) {
   // where every matrix was regrouped in place: model/llama_weights.cpp), nothing run yet.
   const int64_t rss_kib = self_status_kib("VmRSS"), anon_kib = self_status_kib("RssAnon");
   const double pp_s = time_prefill(*m, c), tg_s = time_generation(*m, c);
-  if (c.profile) profile_generation(*m, c);
+  if (c.profile) profile_prefill(*m, c), profile_generation(*m, c);
   std::printf("{\"engine\":\"troupe\",\"model\":\"%s\",\"threads\":%d,\"pp\":%lld,\"tg\":%lld,"
               "\"pp_tok_s\":%.3f,\"tg_tok_s\":%.3f,\"parallel\":[",
               c.model.c_str(), c.threads, (long long)c.pp, (long long)c.tg, double(c.pp) / pp_s,
