@@ -38,7 +38,7 @@ struct CpuFeatures {
   bool f16c = false;
   // The AVX-512 kernels need F+BW+VL+DQ; the AVX2 kernels AVX2+FMA.
   bool has_avx512() const { return avx512f && avx512bw && avx512vl && avx512dq; }
-  bool has_avx2() const { return avx2 && fma; }
+  bool has_avx2() const { return avx2 && fma && f16c; }  // F16C: f16 weights and scales
 };
 const CpuFeatures& cpu_features();  // after the TROUPE_CPU cap
 

@@ -211,11 +211,11 @@ const bool registered = [] {
       {"v41s_wo_b", 2048, 2048, {WeightFormat::FP8}, {1, 2, 4, 8, 16}},
       {"v41s_hc", 24, 8192, {WeightFormat::F32}, {1, 2, 4, 8, 16}},
       // The dense LLaMA of bench/peer (D 1024, F 4096): its FFN's up/gate and down, and
-      // (decode rows only) its attention's q and o, k and v, and the output head.
+      // its attention's q and o, k and v (decode rows and a pp512's), and the output head.
       {"ll_w13", 4096, 1024, {WeightFormat::F16, WeightFormat::Q8_0, WeightFormat::Q4_0}, {1, 2, 4, 16, 64, 512, 2048, 4096}},
       {"ll_w2", 1024, 4096, {WeightFormat::F16, WeightFormat::Q8_0, WeightFormat::Q4_0}, {1, 2, 4, 16, 64, 512, 2048, 4096}},
-      {"ll_q", 1024, 1024, {WeightFormat::F16, WeightFormat::Q8_0, WeightFormat::Q4_0}, {1, 2, 4, 16}},
-      {"ll_kv", 256, 1024, {WeightFormat::F16, WeightFormat::Q8_0, WeightFormat::Q4_0}, {1, 2, 4, 16}},
+      {"ll_q", 1024, 1024, {WeightFormat::F16, WeightFormat::Q8_0, WeightFormat::Q4_0}, {1, 2, 4, 16, 512}},
+      {"ll_kv", 256, 1024, {WeightFormat::F16, WeightFormat::Q8_0, WeightFormat::Q4_0}, {1, 2, 4, 16, 512}},
       {"ll_head", 32000, 1024, {WeightFormat::F16, WeightFormat::Q8_0, WeightFormat::Q4_0}, {1, 2, 4, 16}},
   };
   for (const Shape& sh : shapes)

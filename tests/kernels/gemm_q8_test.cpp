@@ -212,6 +212,54 @@ TEST_P(GemmQ8Quantizer, Fp4OrderIsTheReferencesBytesEvenThenOdd) {
   EXPECT_EQ(q2, q);
 }
 
+// Rows of 37 blocks without lane offsets, the GEMMs' prefill case: the vector quantizers
+// take whole batches (16 blocks on AVX-512, 8 on AVX2) with the reductions and divisions
+// done across blocks, and the rest block by block. The awkward blocks sit inside
+// batches too: an amax tie for rounding, zeros, tiny values, a scale whose f16 is
+// subnormal, one past the f16 range (its d is inf). Bytes, scales and sums are the
+// reference's, with and without sums, in both orders.
+TEST_P(GemmQ8Quantizer, WholeBatchesAreTheReferenceBitForBit) {
+  const int64_t m = 3, blocks = 37, k = blocks * 32, ldx = k + 64;
+  const std::vector<float> rows = awkward_activations(m, k, 17);
+  std::vector<float> x(m * ldx, 1e30f);  // read past k: the amax would show it
+  for (int64_t r = 0; r < m; ++r) {
+    float* row = x.data() + r * ldx;
+    std::copy_n(rows.data() + r * k, k, row);
+    for (int i = 0; i < 32; ++i) {
+      row[17 * 32 + i] *= 1e7f;   // scale ~ 3e5: f16 inf
+      row[20 * 32 + i] *= 1e-3f;  // scale ~ 3e-5: a subnormal f16
+      row[30 * 32 + i] = 0.0f;
+      row[33 * 32 + i] = i == 5 ? -127.0f : float(i % 5) - 2.5f;  // d = 1: ties to even
+    }
+  }
+  std::vector<int8_t> q_ref(m * k);
+  std::vector<float> d_ref(m * blocks);
+  for (int64_t r = 0; r < m; ++r)
+    ref::quantize_row_q8(x.data() + r * ldx, k, q_ref.data() + r * k, d_ref.data() + r * blocks);
+  ASSERT_TRUE(std::isinf(d_ref[17])) << d_ref[17];
+  ASSERT_GT(d_ref[20], 0.0f);
+  ASSERT_LT(d_ref[20], 6.1e-5f);
+  for (const bool fp4_order : {false, true})
+    for (const bool sums : {true, false}) {
+      std::vector<int8_t> q(m * k);
+      std::vector<float> d(m * blocks);
+      std::vector<int32_t> sum(m * blocks, 12345);
+      quantizer().fn(x.data(), m, k, ldx, q.data(), d.data(), nullptr, sums ? sum.data() : nullptr,
+                     fp4_order);
+      ASSERT_EQ(std::memcmp(d.data(), d_ref.data(), d.size() * 4), 0) << "fp4_order " << fp4_order;
+      for (int64_t b = 0; b < m * blocks; ++b) {
+        int32_t want = 0;
+        for (int i = 0; i < 32; ++i) {
+          const int src = fp4_order ? (i < 16 ? 2 * i : 2 * (i - 16) + 1) : i;
+          ASSERT_EQ(q[b * 32 + i], q_ref[b * 32 + src])
+              << "block " << b << " column " << i << " fp4_order " << fp4_order;
+          want += q[b * 32 + i];
+        }
+        ASSERT_EQ(sum[b], sums ? want : 12345) << "block " << b;
+      }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Paths, GemmQ8Quantizer, ::testing::Range(0, 3),
                          [](const ::testing::TestParamInfo<int>& i) { return std::string(kQuantizers[i.param].name); });
 
