@@ -2,15 +2,14 @@
 // HTTP daemon (docs/serve.md). It listens first and answers /health with 503 while the
 // model loads, then serves through the engine actors. SIGTERM / SIGINT: stop accepting,
 // let in-flight requests finish within a grace period (then end them with an error), exit 0.
-#include <pthread.h>
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <caf/all.hpp>
-#include <caf/io/all.hpp>
 #include <chrono>
-#include <cmath>
 #include <condition_variable>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -21,7 +20,9 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <pthread.h>
 #include <thread>
+#include <vector>
 
 #include "actors/control_plane.h"
 #include "actors/engine_actors.h"
@@ -224,22 +225,26 @@ void publish_engine(caf::actor_system& sys, const ServeSetup& setup,
                          << ":" << node.port << ": " << sys.render(port.error()));
 }
 
-// Ends an engine when start-up throws after spawning it. The actor system's destructor
-// waits for every actor, so an error thrown while the engine ran (its control port held
-// by another process) hung the process with its message unsaid and SIGTERM unheard.
-class StopEngineOnThrow {
+// Ends the actors start-up spawned (the engine, the router) when it throws after
+// spawning them. The actor system's destructor waits for every actor, so an error thrown
+// while the engine ran (its control port held by another process) hung the process with
+// its message unsaid and SIGTERM unheard.
+class StopActorsOnThrow {
  public:
-  StopEngineOnThrow() = default;
-  StopEngineOnThrow(const StopEngineOnThrow&) = delete;
-  StopEngineOnThrow& operator=(const StopEngineOnThrow&) = delete;
-  void watch(const actors::scheduler_actor& engine) { engine_ = engine; }
-  ~StopEngineOnThrow() {
-    if (engine_ && std::uncaught_exceptions() > uncaught_)
-      caf::anon_send_exit(engine_, caf::exit_reason::kill);
+  StopActorsOnThrow() = default;
+  StopActorsOnThrow(const StopActorsOnThrow&) = delete;
+  StopActorsOnThrow& operator=(const StopActorsOnThrow&) = delete;
+  template <class Handle>
+  void watch(const Handle& actor) {
+    actors_.push_back(caf::actor_cast<caf::actor>(actor));
+  }
+  ~StopActorsOnThrow() {
+    if (std::uncaught_exceptions() > uncaught_)
+      for (const caf::actor& a : actors_) caf::anon_send_exit(a, caf::exit_reason::kill);
   }
 
  private:
-  actors::scheduler_actor engine_;
+  std::vector<caf::actor> actors_;
   int uncaught_ = std::uncaught_exceptions();
 };
 
@@ -253,7 +258,7 @@ int run_engine_node(const ServeSetup& setup, ShutdownSignal& signal) {
   actors::add_wire_types(caf_cfg);
   const auto tls = load_control_plane(caf_cfg, *setup.cluster);  // outlives the actor system
   caf::actor_system sys{caf_cfg};
-  StopEngineOnThrow stop_on_throw;  // after sys: it runs first
+  StopActorsOnThrow stop_on_throw;  // after sys: it runs first
   model = load_serving_model(cfg);
   engine = start_engine(sys, cfg, *model, fault_plan(cfg), membership(setup));
   stop_on_throw.watch(engine->engine);
@@ -303,7 +308,7 @@ int run_serve(const CommandArgs& argv) {
   std::unique_ptr<net::control::ClusterTls> tls;  // outlives the actor system
   if (cluster_router) tls = load_control_plane(caf_cfg, *setup.cluster);
   caf::actor_system sys{caf_cfg};
-  StopEngineOnThrow stop_on_throw;  // after sys: it runs first
+  StopActorsOnThrow stop_on_throw;  // after sys: it runs first
 
   const uint16_t port = listen_or_fail(server, "port", cfg.port);
   const uint16_t tcp_port = listen_or_fail(tcp, "tcp-port", cfg.tcp_port);
@@ -352,6 +357,7 @@ int run_serve(const CommandArgs& argv) {
     health = local->health;
     router = actors::spawn_router(sys, {local->engine});
   }
+  stop_on_throw.watch(router);
   bridge = net::http::make_engine_bridge(sys, router, *metrics, health);
   backend->tokenizer = model->tokenizer();
   backend->engine = bridge.get();
