@@ -72,7 +72,7 @@ void quantize_row_q8(const float* x, int64_t n, int8_t* q, float* d) {
     const float scale = amax / 127.0f;
     const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
     for (int i = 0; i < kQBlock; ++i)
-      q[b * kQBlock + i] = int8_t(std::nearbyint(xb[i] * inv));  // default mode: to even
+      q[b * kQBlock + i] = q8_code(std::nearbyint(xb[i] * inv));  // default mode: to even
     d[b] = f16_decode(f16_encode(scale));
   }
 }

@@ -10,6 +10,9 @@
 // vec_dot (its numerics, not MODEL.md's f32 ones):
 //   amax = max |x[i]|, d = amax / 127 (f32), id = d ? 1 / d : 0,
 //   q[i] = round-to-nearest-even(x[i] · id), stored scale = f16(d) (RNE) as f32.
+// A product that is NaN or past int32 (a NaN or infinite x, or id = inf where d is an f32
+// subnormal) gives q[i] = -128, as x86's conversion does (its "integer indefinite",
+// saturated): every path, the reference included, so none converts out of range.
 // The product of one weight block with one activation block is then
 //   Q8_0: dw · dx · Σ w.q[i] · x.q[i]          Q4_0: dw · dx · (Σ qs_i · x.q[i] - 8 Σ x.q[i])
 // with the integer sums exact; y sums the blocks' products in f32 (the order is the
@@ -46,6 +49,12 @@ struct Q8Rows {
   const int32_t* sum = nullptr;
   int64_t m = 0, k = 0;
 };
+
+// q[i] of a rounded product r: -128 where r is NaN or past int32, else r saturated.
+inline int8_t q8_code(float r) {
+  if (!(r >= -2147483648.0f && r < 2147483648.0f)) return -128;
+  return static_cast<int8_t>(r < -128.0f ? -128.0f : r > 127.0f ? 127.0f : r);
+}
 
 namespace ref {
 // The definition above for one row of n values (n % 32 == 0): q[n], d[n / 32].

@@ -41,7 +41,7 @@ void quantize_row(const float* x, int64_t k, int8_t* q, float* d, int32_t* off, 
     const float scale = amax / 127.0f;
     const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
     int8_t* qb = q + b * kQBlock;
-    for (int i = 0; i < kQBlock; ++i) qb[i] = int8_t(round_even(xb[i] * inv));
+    for (int i = 0; i < kQBlock; ++i) qb[i] = q8_code(round_even(xb[i] * inv));
     if (fp4_order) {  // [even columns | odd columns]: the FP4 codes' low and high nibbles
       int8_t t[kQBlock];
       for (int i = 0; i < kQBlock / 2; ++i) t[i] = qb[2 * i], t[kQBlock / 2 + i] = qb[2 * i + 1];

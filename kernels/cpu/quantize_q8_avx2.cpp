@@ -57,8 +57,9 @@ inline float f16_round(float scale) {
   return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtps_ph(_mm_set_ss(scale), kRound)));
 }
 
-// The block's codes stored at qb (in fp4_order when asked); their int32 values summed per
-// lane.
+// The block's codes stored at qb (in fp4_order when asked); their values summed per lane.
+// A NaN or infinite product converts to INT_MIN, stored as -128 (ggml_blocks.h): the sums
+// take it as -128.
 inline __m256i quantize_block(const float* xb, __m256 inv, bool fp4_order, int8_t* qb) {
   // packs work within 128-bit lanes; this puts the four vectors' bytes back in order.
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
@@ -74,6 +75,8 @@ inline __m256i quantize_block(const float* xb, __m256 inv, bool fp4_order, int8_
   } else {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(qb), bytes);
   }
+  const __m256i lowest = _mm256_set1_epi32(-128);
+  for (int i = 0; i < 4; ++i) qi[i] = _mm256_max_epi32(qi[i], lowest);
   return _mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3]));
 }
 

@@ -69,13 +69,15 @@ inline __m512 amax_lanes(const Block& v) {
 
 constexpr int kEven = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
 
-// The block's codes stored at qb; their int32 values, summed per lane.
+// The block's codes stored at qb; their values summed per lane. A NaN or infinite
+// product converts to INT_MIN, stored as -128 (ggml_blocks.h): the sums take it as -128.
 inline __m512i quantize_block(const Block& v, __m512 inv, int8_t* qb) {
   const __m512i qlo = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v.lo, inv), kEven);
   const __m512i qhi = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v.hi, inv), kEven);
   _mm_storeu_si128(reinterpret_cast<__m128i*>(qb), _mm512_cvtsepi32_epi8(qlo));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(qb + 16), _mm512_cvtsepi32_epi8(qhi));
-  return _mm512_add_epi32(qlo, qhi);
+  const __m512i lowest = _mm512_set1_epi32(-128);
+  return _mm512_add_epi32(_mm512_max_epi32(qlo, lowest), _mm512_max_epi32(qhi, lowest));
 }
 
 // Blocks [b0, b0 + 16) of a row x: their scales to d[b0..] and inverses to inv[b0..].

@@ -215,9 +215,11 @@ TEST_P(GemmQ8Quantizer, Fp4OrderIsTheReferencesBytesEvenThenOdd) {
 // Rows of 37 blocks without lane offsets, the GEMMs' prefill case: the vector quantizers
 // take whole batches (16 blocks on AVX-512, 8 on AVX2) with the reductions and divisions
 // done across blocks, and the rest block by block. The awkward blocks sit inside
-// batches too: an amax tie for rounding, zeros, tiny values, a scale whose f16 is
-// subnormal, one past the f16 range (its d is inf). Bytes, scales and sums are the
-// reference's, with and without sums, in both orders.
+// batches and in the tail: an amax tie for rounding, zeros, tiny values, a scale whose f16
+// is subnormal, one past the f16 range (its d is inf), an infinite x (d = inf, id = 0:
+// the block's codes 0 but the infinite one's), a NaN x (ignored by the amax; its code
+// -128), and a block of f32 subnormals (id = inf: every code -128). Bytes, scales and sums
+// are the reference's, with and without sums, in both orders.
 TEST_P(GemmQ8Quantizer, WholeBatchesAreTheReferenceBitForBit) {
   const int64_t m = 3, blocks = 37, k = blocks * 32, ldx = k + 64;
   const std::vector<float> rows = awkward_activations(m, k, 17);
@@ -230,7 +232,13 @@ TEST_P(GemmQ8Quantizer, WholeBatchesAreTheReferenceBitForBit) {
       row[20 * 32 + i] *= 1e-3f;  // scale ~ 3e-5: a subnormal f16
       row[30 * 32 + i] = 0.0f;
       row[33 * 32 + i] = i == 5 ? -127.0f : float(i % 5) - 2.5f;  // d = 1: ties to even
+      row[12 * 32 + i] *= 1e-40f;  // f32 subnormals: d / 127 is one too, 1 / it is inf
+      row[36 * 32 + i] *= 1e-40f;
     }
+    row[9 * 32 + 4] = INFINITY;
+    row[35 * 32 + 30] = -INFINITY;
+    row[25 * 32 + 7] = NAN;
+    row[34 * 32 + 1] = NAN;
   }
   std::vector<int8_t> q_ref(m * k);
   std::vector<float> d_ref(m * blocks);
@@ -239,6 +247,11 @@ TEST_P(GemmQ8Quantizer, WholeBatchesAreTheReferenceBitForBit) {
   ASSERT_TRUE(std::isinf(d_ref[17])) << d_ref[17];
   ASSERT_GT(d_ref[20], 0.0f);
   ASSERT_LT(d_ref[20], 6.1e-5f);
+  for (int i = 0; i < 32; ++i) {  // the reference's rule for what no int8 holds
+    ASSERT_EQ(q_ref[12 * 32 + i], -128) << i;
+    ASSERT_EQ(q_ref[9 * 32 + i], i == 4 ? -128 : 0) << i;
+  }
+  ASSERT_EQ(q_ref[25 * 32 + 7], -128);
   for (const bool fp4_order : {false, true})
     for (const bool sums : {true, false}) {
       std::vector<int8_t> q(m * k);
