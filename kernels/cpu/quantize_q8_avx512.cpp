@@ -9,7 +9,7 @@
 // one block at a time, each block's horizontal max and sum, its scalar division and its
 // f16 round trip (a call) made a chain of ~30 cycles per block that took as long as a
 // prefill's GEMM on 256 weight rows. A batch reduces its 16 blocks' lane vectors
-// together (reduce16: 16 vectors to one of 16 results in 45 shuffles and ops), divides
+// together (reduce16: 16 vectors to one of 16 results in 46 instructions), divides
 // for 16 scales and inverses at once, and rounds them through f16 by vcvtps2ph (RNE,
 // overflow to inf: f16_encode's rounding) and back. The same values, so the same bits.
 #include <immintrin.h>
