@@ -17,6 +17,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/moe_combine_rows.h"
 #include "kernels/cpu/swiglu.h"
 #include "kernels/dispatch.h"
 #include "kernels/moe.h"
@@ -279,14 +280,29 @@ void moe_gate(const MoeGateParams& p) {
 }
 
 void moe_combine(const MoeCombineParams& p) {
+  using CombineToken = void (*)(float*, const float* const*, const float*, int64_t, int64_t);
+  const CpuPath path = active_cpu_path();
+  const CombineToken vector_form = path == CpuPath::Avx512 ? combine_token_avx512
+                                   : path == CpuPath::Avx2 ? combine_token_avx2
+                                                           : nullptr;
   parallel_for(p.m, 4, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t)
+    scratch_vector<const float*> y(p.top_k);
+    scratch_vector<float> w(p.top_k);
+    for (int64_t t = t0; t < t1; ++t) {
+      int64_t count = 0;  // the token's picked rows, k ascending
       for (int64_t k = 0; k < p.top_k; ++k) {
         const int64_t row = p.row_of[t * p.top_k + k];
-        if (row >= 0)
-          moe_detail::combine_row(p.out + t * p.hidden, p.weight[t * p.top_k + k],
-                                  p.y + row * p.hidden, p.hidden);
+        if (row < 0) continue;
+        y[count] = p.y + row * p.hidden;
+        w[count++] = p.weight[t * p.top_k + k];
       }
+      float* out = p.out + t * p.hidden;
+      if (vector_form) {
+        vector_form(out, y.data(), w.data(), count, p.hidden);
+      } else {
+        for (int64_t c = 0; c < count; ++c) moe_detail::combine_row(out, w[c], y[c], p.hidden);
+      }
+    }
   });
 }
 
