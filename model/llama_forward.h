@@ -89,6 +89,7 @@ class LlamaForward final : public BatchForward {
   // A step's activations: from the thread's scratch pool (kernels/scratch.h), so a
   // steady decode step allocates nothing.
   using Rows = kernels::scratch_vector<float>;
+  using Normed = kernels::scratch_buffer<float>;  // a norm's output rows, written in full
   // Logits of the segments' rows, [Σ rows, V] in segment order.
   // routed: where the MoE layers' routed experts run (nullptr: here).
   Rows forward(std::span<const Segment> segs, std::span<const int32_t> tokens,
@@ -103,7 +104,7 @@ class LlamaForward final : public BatchForward {
   void ffn_block(const LlamaLayerWeights& lw, int64_t layer, Rows& x, RoutedExperts* routed) const;
   // Layer `layer`'s routed batch with no rows set (the caller sets x, rows, picks, out).
   RoutedBatch routed_batch(int64_t layer) const;
-  void shared_expert(int64_t layer, const Rows& ffn_in, Rows& x) const;
+  void shared_expert(int64_t layer, const Normed& ffn_in, Rows& x) const;
 
   const LlamaConfig& cfg_;
   const LlamaWeights& w_;

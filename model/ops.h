@@ -56,17 +56,23 @@ inline kernels::scratch_vector<float> linear(const float* x, int64_t rows,
   return y;
 }
 
-// In place: x[rows, n] <- weight ⊙ x / rms(x)
-inline void rms_norm_rows(float* x, int64_t rows, int64_t n, const std::vector<float>& weight,
-                          double eps) {
+// out[rows, n] <- weight ⊙ x / rms(x); out may be x (in place).
+inline void rms_norm_rows(const float* x, float* out, int64_t rows, int64_t n,
+                          const std::vector<float>& weight, double eps) {
   kernels::RmsNormParams p;
   p.x = x;
-  p.out = x;
+  p.out = out;
   p.weight = weight.empty() ? nullptr : weight.data();
   p.rows = rows;
   p.n = n;
   p.eps = static_cast<float>(eps);
   kernels::rms_norm(p);
+}
+
+// In place: x[rows, n] <- weight ⊙ x / rms(x)
+inline void rms_norm_rows(float* x, int64_t rows, int64_t n, const std::vector<float>& weight,
+                          double eps) {
+  rms_norm_rows(x, x, rows, n, weight, eps);
 }
 
 // In place rope of `count` vectors of n channels; every `per_position` consecutive
