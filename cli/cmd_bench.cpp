@@ -263,6 +263,20 @@ std::vector<DecoderMode> decoder_modes(const Args& a) {
   TROUPE_FAIL("--decoder expects tail, full, clip or all, got '" << v << "'");
 }
 
+// The --decoder modes a model runs: one without a decoder tail (the LLaMA family) computes
+// every layer of every token, so its one mode is full (the default tail is that there);
+// clip needs the tail.
+std::vector<DecoderMode> model_decoders(const model::ServingShape& m, const Args& a,
+                                        std::vector<DecoderMode> modes) {
+  if (m.decoder_tail) return modes;
+  if (a.has("decoder") && *a.get("decoder") != "full" && *a.get("decoder") != "tail")
+    TROUPE_FAIL(
+        "--decoder " << *a.get("decoder")
+                     << ": this model has no decoder tail (DeepSeek-V4.1 only); it computes "
+                        "every layer of every token (--decoder full)");
+  return {DecoderMode::Full};
+}
+
 void check_budget(const model::ServingShape& m, const bench::EngineBenchConfig& c) {
   try {
     runtime::EngineConfig e = bench::make_engine_config(m, c, /*prefix_cache=*/true);
@@ -321,21 +335,25 @@ int bench_engine(const CommandArgs& argv) {
   bench::EngineBenchConfig config = engine_flags(a, s.batch);
   config.prefix_replay = prefix_replay_modes(a, /*allow_both=*/false).front();
   config.prefix_snapshots = snapshot_modes(a, /*allow_both=*/false).front();
-  const std::vector<DecoderMode> decoders = decoder_modes(a);
+  std::vector<DecoderMode> decoders = decoder_modes(a);
 
-  auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false, forward_options(a));
-  check_budget(m->config, config);
+  // A V4.1 folder or a LLaMA-family model (.gguf, HF folder): the engine's paged cache,
+  // scheduler and prefix cache are the same for both.
+  const std::unique_ptr<ServedModel> m =
+      load_served_model(a.get_or("model", ""), /*need_tokenizer=*/false, forward_options(a));
+  const model::ServingShape& shape = m->forward().shape();
+  decoders = model_decoders(shape, a, decoders);
+  check_budget(shape, config);
   // Every request's prompt and its output tokens must have positions.
-  check_positions(m->config, s.cached_prefix + s.new_tokens + 1,
-                  "--cached-prefix + --new-tokens + 1");
+  check_positions(shape, s.cached_prefix + s.new_tokens + 1, "--cached-prefix + --new-tokens + 1");
   for (int64_t c : s.contexts)
-    check_positions(m->config, c + s.decode_steps + 1,
+    check_positions(shape, c + s.decode_steps + 1,
                     "--context " + std::to_string(c) + " + --decode-steps + 1");
   kernels::set_num_threads(threads);
   const bench::MachineLimits limits = bench::measure_limits(/*quick=*/true);
   kernels::set_num_threads(threads);  // the probes reset the count
 
-  std::printf("troupe bench engine: model %s\n", m->dir.c_str());
+  std::printf("troupe bench engine: model %s\n", m->path.c_str());
   std::printf(
       "batch %lld, new tokens %lld over a cached prefix of %lld, decode steps %lld, repeats %lld, "
       "threads %d\n",
@@ -343,8 +361,8 @@ int bench_engine(const CommandArgs& argv) {
       static_cast<long long>(s.cached_prefix), static_cast<long long>(s.decode_steps),
       static_cast<long long>(s.repeats), kernels::num_threads());
   bench::print_limits(limits);
-  bench::print_kv_summary(m->config, config);
-  bench::warm_up(*m->forward, config);
+  bench::print_kv_summary(shape, config);
+  bench::warm_up(m->forward(), config);
 
   std::printf("\nprefill: %lld new tokens per request over a %lld-token prefix\n",
               static_cast<long long>(s.new_tokens), static_cast<long long>(s.cached_prefix));
@@ -354,8 +372,8 @@ int bench_engine(const CommandArgs& argv) {
   for (const DecoderMode d : decoders) {
     config.bounded_replay = d == DecoderMode::Tail;
     config.clip_prefix = d == DecoderMode::Clip;
-    if (s.cached_prefix > 0) prefill.push_back(bench::time_prefill(*m->forward, s, config, true));
-    prefill.push_back(bench::time_prefill(*m->forward, s, config, false));
+    if (s.cached_prefix > 0) prefill.push_back(bench::time_prefill(m->forward(), s, config, true));
+    prefill.push_back(bench::time_prefill(m->forward(), s, config, false));
   }
   config.bounded_replay = true;
   config.clip_prefix = false;
@@ -368,7 +386,7 @@ int bench_engine(const CommandArgs& argv) {
 
   std::printf("\ndecode: %lld requests per step\n", static_cast<long long>(s.batch));
   std::vector<bench::DecodeResult> decode;
-  for (int64_t c : s.contexts) decode.push_back(bench::time_decode(*m->forward, s, config, c));
+  for (int64_t c : s.contexts) decode.push_back(bench::time_decode(m->forward(), s, config, c));
   bench::print_decode_table(s, decode);
   return 0;
 }
@@ -437,28 +455,39 @@ int bench_replay(const CommandArgs& argv) {
   const int64_t max_running = at_least(a, "max-running", 8, 1);
   const int threads = threads_flag(a);
   bench::EngineBenchConfig config = engine_flags(a, max_running);
-  const std::vector<runtime::PrefixReplay> modes = prefix_replay_modes(a, /*allow_both=*/true);
-  const std::vector<bool> snapshots = snapshot_modes(a, /*allow_both=*/true);
+  std::vector<runtime::PrefixReplay> modes = prefix_replay_modes(a, /*allow_both=*/true);
+  std::vector<bool> snapshots = snapshot_modes(a, /*allow_both=*/true);
   const TierFlags tiers = tier_flags(a, config.kv_budget_bytes);
 
-  auto m = load_model(a.get_or("model", ""), /*need_tokenizer=*/false, forward_options(a));
-  check_budget(m->config, config);
-  w.max_token_id = static_cast<int32_t>(m->config.vocab_size);
-  check_positions(m->config, w.planned_prompt_len(w.turns - 1) + w.output_len,
+  // A V4.1 folder or a LLaMA-family model (.gguf, HF folder), as bench engine.
+  const std::unique_ptr<ServedModel> m =
+      load_served_model(a.get_or("model", ""), /*need_tokenizer=*/false, forward_options(a));
+  const model::BatchForward& forward = m->forward();
+  const model::ServingShape& shape = forward.shape();
+  check_budget(shape, config);
+  w.max_token_id = static_cast<int32_t>(shape.vocab_size);
+  check_positions(shape, w.planned_prompt_len(w.turns - 1) + w.output_len,
                   "the last turn's prompt + --output-len");
   kernels::set_num_threads(threads);
 
-  std::printf("troupe bench replay: model %s, max running %lld, threads %d\n", m->dir.c_str(),
+  std::printf("troupe bench replay: model %s, max running %lld, threads %d\n", m->path.c_str(),
               static_cast<long long>(max_running), kernels::num_threads());
-  bench::print_kv_summary(m->config, config);
-  const int64_t R = m->config.replay_tokens;  // 0: full compute, the anchor is B
-  std::printf(
-      "a hit at B replays: exact %lld tokens before %s; window %lld before B "
-      "(docs/kv-cache.md)\n",
-      static_cast<long long>(runtime::exact_replay_tokens(m->config, R > 0)),
-      R > 0 ? ("min(B, E_prompt - " + std::to_string(R) + ")").c_str() : "B",
-      static_cast<long long>(m->config.sliding_window));
-  bench::warm_up(*m->forward, config);
+  bench::print_kv_summary(shape, config);
+  const int64_t R = shape.replay_tokens;  // 0: full compute, the anchor is B
+  if (shape.window > 0)
+    std::printf(
+        "a hit at B replays: exact %lld tokens before %s; window %lld before B "
+        "(docs/kv-cache.md)\n",
+        static_cast<long long>(runtime::exact_replay_tokens(shape, R > 0)),
+        R > 0 ? ("min(B, E_prompt - " + std::to_string(R) + ")").c_str() : "B",
+        static_cast<long long>(shape.window));
+  else  // every layer's keys live in the blocks (LLaMA's full attention)
+    std::printf("a hit at B replays nothing: every layer's keys are in the cached blocks\n");
+  if (shape.window == 0) {  // no window to replay or snapshot: the modes are one run
+    if (!a.has("prefix-replay")) modes = {runtime::PrefixReplay::Exact};
+    if (!a.has("snapshots")) snapshots = {false};
+  }
+  bench::warm_up(forward, config);
   std::vector<bench::ReplayRun> runs;
   for (const runtime::PrefixReplay mode : modes) {
     for (const bool snapshot : snapshots) {
@@ -466,19 +495,19 @@ int bench_replay(const CommandArgs& argv) {
         config.prefix_replay = mode;
         config.prefix_snapshots = snapshot;
         tiers.apply(config, tiered);
-        runs.push_back(bench::run_replay(*m->forward, m->tokenizer.get(), w, config, true));
+        runs.push_back(bench::run_replay(forward, m->tokenizer(), w, config, true));
       }
     }
   }
   tiers.apply(config, false);
-  runs.push_back(bench::run_replay(*m->forward, m->tokenizer.get(), w, config, false));
+  runs.push_back(bench::run_replay(forward, m->tokenizer(), w, config, false));
   bench::print_replay_report(w, runs);
   if (tiers.any_on()) {
     std::printf("\ntiers: host %.1f MB, disk %.1f MB in %s\n", double(tiers.offload_bytes) / 1e6,
                 double(tiers.disk_bytes) / 1e6, tiers.dir.c_str());
     std::error_code ec;
     std::filesystem::remove_all(tiers.dir, ec);
-    bench::print_tier_fetch(bench::time_tier_fetch(*m->forward, config, 1024, tiers.dir));
+    bench::print_tier_fetch(bench::time_tier_fetch(forward, config, 1024, tiers.dir));
   }
   if (tiers.own_dir) {
     std::error_code ec;

@@ -45,6 +45,11 @@ std::unique_ptr<LoadedModel> load_model(const std::string& dir_arg, bool need_to
     warn_random_weights();
   }
   namespace fs = std::filesystem;
+  if (model::is_llama_family_path(dir))
+    TROUPE_FAIL("this command runs a DeepSeek-V4.1 checkpoint; "
+                << dir
+                << " is a LLaMA-family model (generate, logits, serve and bench peer, engine, "
+                   "replay, serve and soak take one)");
   if (!fs::is_directory(dir)) TROUPE_FAIL("model folder '" << dir << "' does not exist");
   auto m = std::unique_ptr<LoadedModel>(new LoadedModel{
       dir, model::load_config((fs::path(dir) / "config.json").string()),

@@ -54,10 +54,10 @@ double median(const std::vector<double>& v) {
 
 }  // namespace
 
-PrefillResult time_prefill(const model::Forward& forward, const EngineBenchShape& shape,
+PrefillResult time_prefill(const model::BatchForward& forward, const EngineBenchShape& shape,
                            const EngineBenchConfig& config, bool prefix_cache) {
-  Engine e(forward, nullptr, make_engine_config(forward.config(), config, prefix_cache));
-  const int64_t vocab = forward.config().vocab_size;
+  Engine e(forward, nullptr, make_engine_config(forward.shape(), config, prefix_cache));
+  const int64_t vocab = forward.shape().vocab_size;
   const std::vector<int32_t> prefix = random_tokens(shape.cached_prefix, vocab, shape.seed);
   int64_t next_id = 0;
   if (prefix_cache && !prefix.empty()) {  // computes the prefix once; its blocks stay cached
@@ -81,12 +81,12 @@ PrefillResult time_prefill(const model::Forward& forward, const EngineBenchShape
   return r;
 }
 
-DecodeResult time_decode(const model::Forward& forward, const EngineBenchShape& shape,
+DecodeResult time_decode(const model::BatchForward& forward, const EngineBenchShape& shape,
                          const EngineBenchConfig& config, int64_t context) {
-  Engine e(forward, nullptr, make_engine_config(forward.config(), config, true));
+  Engine e(forward, nullptr, make_engine_config(forward.shape(), config, true));
   for (int64_t b = 0; b < shape.batch; ++b)
     e.add_request(b,
-                  random_tokens(context, forward.config().vocab_size,
+                  random_tokens(context, forward.shape().vocab_size,
                                 shape.seed + uint64_t(context * shape.batch + b)),
                   greedy_params(shape.decode_steps + 1));
   DecodeResult r;

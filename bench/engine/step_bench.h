@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "bench/engine/engine_setup.h"
-#include "model/forward.h"
+#include "model/batch_forward.h"
 
 namespace troupe::bench {
 
@@ -51,9 +51,9 @@ struct DecodeResult {
   StepSamples samples;  // [decode_steps]
 };
 
-PrefillResult time_prefill(const model::Forward& forward, const EngineBenchShape& shape,
+PrefillResult time_prefill(const model::BatchForward& forward, const EngineBenchShape& shape,
                            const EngineBenchConfig& config, bool prefix_cache);
-DecodeResult time_decode(const model::Forward& forward, const EngineBenchShape& shape,
+DecodeResult time_decode(const model::BatchForward& forward, const EngineBenchShape& shape,
                          const EngineBenchConfig& config, int64_t context);
 
 void print_prefill_table(const EngineBenchShape& shape, const std::vector<PrefillResult>& rows);

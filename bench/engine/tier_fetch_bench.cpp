@@ -40,9 +40,9 @@ double median_seconds(int repeats, F&& run) {
 
 }  // namespace
 
-TierFetchTimes time_tier_fetch(const model::Forward& forward, const EngineBenchConfig& c,
+TierFetchTimes time_tier_fetch(const model::BatchForward& forward, const EngineBenchConfig& c,
                                int64_t tokens, const std::string& disk_dir) {
-  const model::ModelConfig& m = forward.config();
+  const model::ServingShape& m = forward.shape();
   TierFetchTimes t;
   t.tokens = tokens;
   t.blocks = tokens / c.block_size;

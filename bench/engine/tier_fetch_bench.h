@@ -10,7 +10,7 @@
 #include <string>
 
 #include "bench/engine/engine_setup.h"
-#include "model/forward.h"
+#include "model/batch_forward.h"
 
 namespace troupe::bench {
 
@@ -24,7 +24,7 @@ struct TierFetchTimes {
 };
 
 // disk_dir: an empty folder it may fill (and leaves filled).
-TierFetchTimes time_tier_fetch(const model::Forward& forward, const EngineBenchConfig& c,
+TierFetchTimes time_tier_fetch(const model::BatchForward& forward, const EngineBenchConfig& c,
                                int64_t tokens, const std::string& disk_dir);
 void print_tier_fetch(const TierFetchTimes& t);
 

@@ -1,4 +1,5 @@
-// `troupe bench engine` and `troupe bench replay` end to end on the golden tiny model:
+// `troupe bench engine` and `troupe bench replay` end to end on the golden tiny model and
+// on a LLaMA-family .gguf the test writes:
 // the tables have their columns and one row per run with the token counts the workload
 // and the engine's rules imply (no timing assertions), and bad flags exit 2 naming the flag.
 #include <gtest/gtest.h>
@@ -7,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "model/temp_dir.h"
 #include "support/golden.h"
+#include "support/llama_ref.h"
 #include "support/markdown_table.h"
 #include "support/run_troupe.h"
 
@@ -181,6 +184,92 @@ TEST(BenchEngineCli, ReplayRunsOneModeWhenAsked) {
   const ReplayCounts want = expected_replay(Mode::Window, 1, 2, 32, 8, 2, 16);
   EXPECT_EQ(tables[0][1][17], std::to_string(want.replay)) << r.out;
   EXPECT_EQ(tables[0][1][16], std::to_string(want.computed)) << r.out;
+}
+
+// A LLaMA-family .gguf through the same engine: full attention keeps every layer's keys in
+// the blocks, so a prefix hit computes only the new tokens, and the one decoder mode is full.
+TEST(BenchEngineCli, EngineRunsALlamaFamilyGguf) {
+  test::TempDir dir;
+  TinyLlamaSpec spec;
+  spec.type = model::GgmlType::Q8_0;
+  spec.experts = 4, spec.top_k = 2;
+  write_tiny_llama(spec, dir.file("moe.gguf"));
+  const RunResult r = run_troupe("bench engine --model " + dir.file("moe.gguf") +
+                                 " --batch 2 --context 16,32 --new-tokens 8 --cached-prefix 32"
+                                 " --decode-steps 2 --repeats 1 --block-size 16 --threads 2");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto tables = markdown_tables(r.out);
+  ASSERT_EQ(tables.size(), 2u) << r.out;     // prefill, decode
+  ASSERT_EQ(tables[0].size(), 3u) << r.out;  // header, cache on, cache off
+  const Row want_on = {"on", "full", "2", "80", "64", "16", "1"},
+            want_off = {"off", "full", "2", "80", "0", "80", "1"};
+  for (int i = 0; i < 2; ++i) {
+    const Row& row = tables[0][i + 1];
+    ASSERT_EQ(row.size(), tables[0][0].size()) << r.out;
+    EXPECT_EQ(Row(row.begin(), row.begin() + 7), i == 0 ? want_on : want_off) << r.out;
+    EXPECT_GT(std::stod(row[7]), 0.0) << r.out;  // median ms
+  }
+  ASSERT_EQ(tables[1].size(), 3u) << r.out;  // header, contexts 16 and 32
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(Row(tables[1][i + 1].begin(), tables[1][i + 1].begin() + 3),
+              (Row{i == 0 ? "16" : "32", "2", "2"}))
+        << r.out;
+  }
+  const RunResult clip =
+      run_troupe("bench engine --model " + dir.file("moe.gguf") + " --decoder clip");
+  EXPECT_EQ(clip.status, 2) << clip.out;
+  EXPECT_NE(clip.out.find("--decoder clip: this model has no decoder tail"), std::string::npos)
+      << clip.out;
+}
+
+// bench replay on a .gguf: one run with the cache (no window to replay or snapshot), then
+// the baseline; every hit replays nothing, so a turn computes its prompt past the hit and
+// its decodes.
+TEST(BenchEngineCli, ReplayRunsALlamaFamilyGgufWithoutReplay) {
+  test::TempDir dir;
+  TinyLlamaSpec spec;
+  spec.type = model::GgmlType::Q4_0;
+  write_tiny_llama(spec, dir.file("m.gguf"));
+  const int64_t conversations = 2, turns = 2, S = 32, U = 8, O = 2, bs = 16;
+  const RunResult r = run_troupe("bench replay --model " + dir.file("m.gguf") +
+                                 " --conversations 2 --turns 2 --system-len 32 --user-len 8"
+                                 " --output-len 2 --block-size 16 --threads 2");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("a hit at B replays nothing"), std::string::npos) << r.out;
+  int64_t input = 0, cached = 0, computed_on = 0, computed_off = 0;
+  for (int64_t k = 0; k < turns; ++k) {  // prompts 40 and 50; turn 1 hits the 32 of turn 0
+    const int64_t E = S + U + k * (O + U), prev = k == 0 ? 0 : E - U - 1;
+    const int64_t B = std::min(prev / bs, (E - 1) / bs) * bs;
+    input += conversations * E;
+    cached += conversations * B;
+    computed_on += conversations * (E - B + O - 1);
+    computed_off += conversations * (E + O - 1);
+  }
+  EXPECT_EQ(cached, 2 * 32);
+  const auto tables = markdown_tables(r.out);
+  ASSERT_EQ(tables.size(), 1u) << r.out;
+  ASSERT_EQ(tables[0].size(), 3u) << r.out;  // header, on, off
+  const Row& on = tables[0][1];
+  const Row& off = tables[0][2];
+  ASSERT_EQ(on.size(), tables[0][0].size()) << r.out;
+  EXPECT_EQ(Row(on.begin(), on.begin() + 4), (Row{"on", "exact", "off", "off"})) << r.out;
+  EXPECT_EQ(Row(off.begin(), off.begin() + 4), (Row{"off", "-", "-", "-"})) << r.out;
+  EXPECT_EQ(on[5], std::to_string(input)) << r.out;
+  EXPECT_EQ(on[6], std::to_string(cached)) << r.out;
+  EXPECT_EQ(on[16], std::to_string(computed_on)) << r.out;
+  EXPECT_EQ(on[17], "0") << r.out;  // replay tokens
+  EXPECT_EQ(off[16], std::to_string(computed_off)) << r.out;
+}
+
+// The V4.1-only commands name a .gguf for what it is rather than "no such folder".
+TEST(BenchEngineCli, V41OnlyCommandsSayAGgufIsLlamaFamily) {
+  test::TempDir dir;
+  write_tiny_llama(TinyLlamaSpec{}, dir.file("m.gguf"));
+  const std::string model = " --model " + dir.file("m.gguf");
+  expect_usage_errors({
+      {"bench forward" + model, "is a LLaMA-family model"},
+      {"draft" + model + " --tokens 1,2", "is a LLaMA-family model"},
+  });
 }
 
 TEST(BenchEngineCli, BadFlagsExitTwoNamingTheFlag) {
