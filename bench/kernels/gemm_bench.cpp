@@ -15,6 +15,8 @@
 //           q4_0), also at decode M = 2 and M = 64 (where the row-group kernel changes tiles)
 //   ll_q [1024 x 1024], ll_kv [256 x 1024], ll_head [32000 x 1024]  its attention's q (and o),
 //           k (and v) and its output head, decode only (M = 1, 2, 4, 16)
+//   mx_w1 [512 x 1024], mx_w2 [1024 x 512]  an expert of the peer bench's MoE at the ~48
+//           rows (and 96) a pp512 (pp1024) gives each of its 64 experts at top-6
 // at decode M = 1, 4, 16 (judged against DRAM bandwidth: decode streams each weight
 // once per step and the model's weights never fit in cache) and prefill M = 512, 2048
 // (4096 under --full), in f32 and bf16 precision (judged against the matching peak),
@@ -217,6 +219,10 @@ const bool registered = [] {
       {"ll_q", 1024, 1024, {WeightFormat::F16, WeightFormat::Q8_0, WeightFormat::Q4_0}, {1, 2, 4, 16, 512}},
       {"ll_kv", 256, 1024, {WeightFormat::F16, WeightFormat::Q8_0, WeightFormat::Q4_0}, {1, 2, 4, 16, 512}},
       {"ll_head", 32000, 1024, {WeightFormat::F16, WeightFormat::Q8_0, WeightFormat::Q4_0}, {1, 2, 4, 16}},
+      // The peer bench's MoE (D 1024, 64 experts of F 512, top-6): an expert's w1 (or w3)
+      // and w2 at the ~48 rows a pp512 gives each expert, and at 96.
+      {"mx_w1", 512, 1024, {WeightFormat::Q8_0, WeightFormat::Q4_0}, {48, 96}},
+      {"mx_w2", 1024, 512, {WeightFormat::Q8_0, WeightFormat::Q4_0}, {48, 96}},
   };
   for (const Shape& sh : shapes)
     for (WeightFormat f : sh.formats)
