@@ -1,0 +1,91 @@
+// Causal GQA attention at decode, the LLaMA family's (kernels/causal_attention.h), at the
+// peer bench's shape (16 heads over 4 KV heads, head_dim 64): B one-token sequences, each
+// over `context` keys held as the engine pages them, [K | V] rows of 2 KiB in blocks of 64
+// rows scattered over the arena. Each call reads a fresh set of blocks (calls rotate over
+// >= 256 MiB of them), so its K / V bytes come from DRAM, as a long context's do; judged
+// against DRAM read bandwidth at those bytes (the goal: each KV byte read once a step,
+// at the machine's bandwidth).
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench/kernels/bench.h"
+#include "bench/kernels/huge_arena.h"
+#include "kernels/causal_attention.h"
+#include "kernels/dispatch.h"
+
+namespace troupe::bench {
+namespace {
+
+constexpr int64_t kHeads = 16, kKvHeads = 4, kHeadDim = 64, kBlockRows = 64;
+constexpr int64_t kRowFloats = 2 * kKvHeads * kHeadDim;  // [K | V]
+
+void bench_decode(State& s, kernels::CpuPath path, int64_t seqs, int64_t context) {
+  if (!kernels::cpu_supports(path)) return s.skip(kernels::missing_reason(path));
+  kernels::ScopedCpuPath scoped(path);
+  const int64_t row_bytes = kRowFloats * 4, call_rows = seqs * context;
+  const int64_t sets = std::max<int64_t>(2, (int64_t{256} << 20) / (call_rows * row_bytes) + 1);
+  const int64_t blocks = sets * seqs * ((context + kBlockRows - 1) / kBlockRows);
+  HugeArena arena(blocks * kBlockRows * row_bytes);
+  auto* base = reinterpret_cast<float*>(arena.take(blocks * kBlockRows * row_bytes));
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int64_t i = 0; i < blocks * kBlockRows * kRowFloats; i += 7) base[i] = nd(rng);
+  // The blocks in a shuffled order, as a pool hands them out over time.
+  std::vector<int64_t> order(static_cast<size_t>(blocks));
+  for (int64_t b = 0; b < blocks; ++b) order[size_t(b)] = b;
+  std::shuffle(order.begin(), order.end(), rng);
+  std::vector<const float*> krows(size_t(sets * call_rows)), vrows(krows.size());
+  int64_t next_block = 0;
+  for (int64_t set = 0; set < sets; ++set)
+    for (int64_t q = 0; q < seqs; ++q)
+      for (int64_t j = 0; j < context; ++j) {
+        if (j % kBlockRows == 0) ++next_block;
+        const float* row =
+            base + (order[size_t(next_block - 1)] * kBlockRows + j % kBlockRows) * kRowFloats;
+        const size_t at = size_t((set * seqs + q) * context + j);
+        krows[at] = row;
+        vrows[at] = row + kKvHeads * kHeadDim;
+      }
+  std::vector<float> qv(size_t(seqs * kHeads * kHeadDim)), out(qv.size());
+  for (float& x : qv) x = nd(rng);
+  std::vector<std::vector<kernels::CausalAttentionSeq>> calls(static_cast<size_t>(sets));
+  for (int64_t set = 0; set < sets; ++set)
+    for (int64_t q = 0; q < seqs; ++q) {
+      const size_t at = size_t((set * seqs + q) * context);
+      calls[size_t(set)].push_back({qv.data() + q * kHeads * kHeadDim, &krows[at], &vrows[at],
+                                    out.data() + q * kHeads * kHeadDim, 1, context - 1});
+    }
+  s.shape =
+      "B=" + std::to_string(seqs) + " context " + std::to_string(context) + ", 16/4 heads x 64";
+  s.bytes = double(call_rows) * row_bytes;
+  s.flops = 4.0 * seqs * kHeads * context * kHeadDim;
+  s.bound = Bound::Memory;
+  size_t next = 0;
+  s.run([&] {
+    const auto& c = calls[next++ % calls.size()];
+    kernels::CausalAttentionParams p;
+    p.seqs = c.data();
+    p.num_seqs = seqs;
+    p.heads = kHeads;
+    p.kv_heads = kKvHeads;
+    p.head_dim = kHeadDim;
+    p.scale = 0.125f;
+    kernels::causal_attention(p);
+  });
+}
+
+[[maybe_unused]] const int kRegistered = [] {
+  for (kernels::CpuPath path : {kernels::CpuPath::Avx512, kernels::CpuPath::Avx2})
+    for (int64_t seqs : {1, 8})
+      for (int64_t context : {512, 2048}) {
+        add("causal/decode/b" + std::to_string(seqs) + "/ctx" + std::to_string(context) + "/" +
+                kernels::to_string(path),
+            [=](State& s) { bench_decode(s, path, seqs, context); });
+      }
+  return 0;
+}();
+
+}  // namespace
+}  // namespace troupe::bench
