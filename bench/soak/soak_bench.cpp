@@ -24,17 +24,30 @@ void pause_ms(int ms) {
   std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }
 
+// Whether the server renders chat for its model: one chat request, refused (400) only
+// where the model has no chat template troupe can render (a base model's .gguf), as the
+// server's error says; every other answer counts as yes (and the soak judges it).
+bool serves_chat(const BaseUrl& base) {
+  uint64_t state = 0x63686174ull;
+  SoakAction probe = draw_good_action(state, base);
+  for (int i = 0; probe.kind != SoakKind::Chat && i < 64; ++i)
+    probe = draw_good_action(state, base);
+  const SoakOutcome o = run_soak_action(base, probe);
+  return !(o.answer == "400" && o.detail.find("no chat template") != std::string::npos);
+}
+
 // One client sending good requests only: first the warm-up (not timed), then `seconds`
 // of requests back to back. Unexpected outcomes are kept in `tally`.
-SoakPhase run_reference(const BaseUrl& base, uint64_t seed, double seconds, SoakTally& tally) {
+SoakPhase run_reference(const BaseUrl& base, uint64_t seed, double seconds, bool chat,
+                        SoakTally& tally) {
   uint64_t state = seed ^ 0x5eed5eed5eedull;
   for (int i = 0; i < kWarmUpRequests; ++i)
-    tally.add(run_soak_action(base, draw_good_action(state, base)));
+    tally.add(run_soak_action(base, draw_good_action(state, base, chat)));
   SoakPhase p;
   p.clients = 1;
   const double start = now_seconds();
   while (now_seconds() - start < seconds) {
-    const SoakOutcome o = run_soak_action(base, draw_good_action(state, base));
+    const SoakOutcome o = run_soak_action(base, draw_good_action(state, base, chat));
     tally.add(o);
     ++p.all_requests;
     if (o.cls != SoakClass::Served) continue;
@@ -54,7 +67,7 @@ struct SoakProgress {
 
 // C clients, each with its own seeded sequence, until the deadline (a client finishes
 // the action it is in).
-void run_clients(const BaseUrl& base, const SoakConfig& c, SoakProgress& progress,
+void run_clients(const BaseUrl& base, const SoakConfig& c, bool chat, SoakProgress& progress,
                  SoakTallies& tallies) {
   const double until = now_seconds() + c.minutes * 60;
   std::mutex mutex;
@@ -62,7 +75,7 @@ void run_clients(const BaseUrl& base, const SoakConfig& c, SoakProgress& progres
     uint64_t state = c.seed * 0x9e3779b97f4a7c15ull + uint64_t(index) + 1;
     SoakTallies mine;
     while (!progress.stop && now_seconds() < until) {
-      const SoakAction a = draw_soak_action(state, base);
+      const SoakAction a = draw_soak_action(state, base, chat);
       const SoakOutcome o = run_soak_action(base, a);
       mine[size_t(a.kind)].add(o);
       ++progress.done;
@@ -179,13 +192,14 @@ int run_soak(const SoakConfig& c) {
   std::fflush(stdout);
 
   SoakResult r;
+  r.chat = serves_chat(base);
   SoakTally reference;
-  r.reference = run_reference(base, c.seed, reference_seconds(c.minutes * 60), reference);
+  r.reference = run_reference(base, c.seed, reference_seconds(c.minutes * 60), r.chat, reference);
   r.rss_start_kib = r.rss_peak_kib = server->rss_kib();
   SoakProgress progress;
   std::thread watcher([&] { watch(*server, c, progress, r); });
   const double start = now_seconds();
-  run_clients(base, c, progress, r.tallies);
+  run_clients(base, c, r.chat, progress, r.tallies);
   r.soak = soak_phase(c, r.tallies, now_seconds() - start);
   progress.clients_done = true;
   watcher.join();

@@ -59,6 +59,8 @@ struct SoakResult {
   ServerIdleState idle;  // after the clients stopped
   int64_t rss_start_kib = -1, rss_peak_kib = -1, rss_end_kib = -1;
   std::vector<int64_t> rss_quarters_kib;  // at 25, 50, 75 and 100% of the soak's length
+  bool chat = true;                       // false: the model has no chat template (the
+                                          // mix sent completions in chat's place)
   bool own_server = false;                // started by this bench
   int exit_code = 0;                      // of the server this bench started, after SIGTERM
   std::vector<std::string> failures;      // why the soak failed; empty: passed

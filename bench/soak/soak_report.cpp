@@ -111,6 +111,8 @@ void print_soak_report(const SoakResult& r) {
                 ref_req > 0 ? rate(r.soak.good_requests, r.soak.seconds) / ref_req : 0,
                 ref_tok > 0 ? rate(r.soak.output_tokens, r.soak.seconds) / ref_tok : 0);
   std::printf("\n");
+  if (!r.chat)
+    line("Chat:", "left out: the model has no chat template (completions sent in its place)");
   line("Soak / reference throughput:", buf);
   print_server_state(r, r.own_server);
   for (const std::string& f : r.failures) line("failure:", f);

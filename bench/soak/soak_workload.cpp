@@ -77,6 +77,13 @@ const char* path_of(bool chat) {
   return chat ? "/v1/chat/completions" : "/v1/completions";
 }
 
+// Chat kinds as their completion twins where the server has no chat (draw_soak_action).
+SoakKind without_chat(SoakKind kind, bool chat) {
+  if (chat) return kind;
+  if (kind == SoakKind::Chat) return SoakKind::Completion;
+  return kind == SoakKind::ChatStream ? SoakKind::CompletionStream : kind;
+}
+
 SoakAction good(uint64_t& state, const BaseUrl& base, SoakKind kind) {
   SoakAction a;
   a.kind = kind;
@@ -88,11 +95,11 @@ SoakAction good(uint64_t& state, const BaseUrl& base, SoakKind kind) {
 }
 
 // A long stream the client closes after 1-8 events.
-SoakAction abort_mid_stream(uint64_t& state, const BaseUrl& base) {
+SoakAction abort_mid_stream(uint64_t& state, const BaseUrl& base, bool chat_ok) {
   SoakAction a;
   a.kind = SoakKind::AbortMidStream;
   a.stream = true;
-  const bool chat = uniform(state, 0, 1) == 1;
+  const bool chat = uniform(state, 0, 1) == 1 && chat_ok;
   json body = good_body(state, chat, true, 128);
   body["max_tokens"] = uniform(state, 16, 128);
   body["ignore_eos"] = true;
@@ -102,9 +109,10 @@ SoakAction abort_mid_stream(uint64_t& state, const BaseUrl& base) {
 }
 
 // A request sent whole or cut anywhere (even mid-header), then the socket closed.
-SoakAction disconnect_early(uint64_t& state, const BaseUrl& base) {
+SoakAction disconnect_early(uint64_t& state, const BaseUrl& base, bool chat) {
   SoakAction a =
-      good(state, base, uniform(state, 0, 1) ? SoakKind::CompletionStream : SoakKind::Chat);
+      good(state, base,
+           uniform(state, 0, 1) ? SoakKind::CompletionStream : without_chat(SoakKind::Chat, chat));
   a.kind = SoakKind::DisconnectEarly;
   const int64_t size = int64_t(a.request.size());
   a.send_bytes = uniform(state, 0, 1) ? size : uniform(state, 1, size - 1);
@@ -232,19 +240,19 @@ SoakExpect soak_expect(SoakKind kind) {
   return SoakExpect::Reject;
 }
 
-SoakAction draw_good_action(uint64_t& state, const BaseUrl& base) {
-  return good(state, base, SoakKind(uniform(state, 0, 3)));
+SoakAction draw_good_action(uint64_t& state, const BaseUrl& base, bool chat) {
+  return good(state, base, without_chat(SoakKind(uniform(state, 0, 3)), chat));
 }
 
-SoakAction draw_soak_action(uint64_t& state, const BaseUrl& base) {
+SoakAction draw_soak_action(uint64_t& state, const BaseUrl& base, bool chat) {
   int64_t x = uniform(state, 0, 99);
   int k = 0;
   while (x >= kWeights[size_t(k)]) x -= kWeights[size_t(k++)];
   switch (SoakKind(k)) {
     case SoakKind::AbortMidStream:
-      return abort_mid_stream(state, base);
+      return abort_mid_stream(state, base, chat);
     case SoakKind::DisconnectEarly:
-      return disconnect_early(state, base);
+      return disconnect_early(state, base, chat);
     case SoakKind::MalformedJson:
       return malformed_json(state, base);
     case SoakKind::BadField:
@@ -258,7 +266,7 @@ SoakAction draw_soak_action(uint64_t& state, const BaseUrl& base) {
     case SoakKind::SlowHeaders:
       return slow_headers(state, base);
     default:
-      return good(state, base, SoakKind(k));
+      return good(state, base, without_chat(SoakKind(k), chat));
   }
 }
 

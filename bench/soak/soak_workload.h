@@ -51,9 +51,12 @@ struct SoakAction {
   int64_t pause_ms = 0;     // SlowHeaders: the pause between pieces
 };
 
+// chat: whether the server renders chat for its model. Without (a model with no chat
+// template: its chat requests are answered 400 by design) the mix sends a completion, or a
+// completion stream, wherever it would send a good chat request; its bad requests stay.
 // The next action of a client: any kind, with the mix's weights (soak_workload.cpp).
-SoakAction draw_soak_action(uint64_t& state, const BaseUrl& base);
+SoakAction draw_soak_action(uint64_t& state, const BaseUrl& base, bool chat = true);
 // The next good request (Completion .. ChatStream): the reference run's workload.
-SoakAction draw_good_action(uint64_t& state, const BaseUrl& base);
+SoakAction draw_good_action(uint64_t& state, const BaseUrl& base, bool chat = true);
 
 }  // namespace troupe::bench
