@@ -269,11 +269,10 @@ std::vector<DecoderMode> decoder_modes(const Args& a) {
 std::vector<DecoderMode> model_decoders(const model::ServingShape& m, const Args& a,
                                         std::vector<DecoderMode> modes) {
   if (m.decoder_tail) return modes;
-  if (a.has("decoder") && *a.get("decoder") != "full" && *a.get("decoder") != "tail")
-    TROUPE_FAIL(
-        "--decoder " << *a.get("decoder")
-                     << ": this model has no decoder tail (DeepSeek-V4.1 only); it computes "
-                        "every layer of every token (--decoder full)");
+  if (std::find(modes.begin(), modes.end(), DecoderMode::Clip) != modes.end())
+    TROUPE_FAIL("--decoder " << a.get_or("decoder", "")
+                             << ": this model has no decoder tail (DeepSeek-V4.1 only); it "
+                                "computes every layer of every token (--decoder full)");
   return {DecoderMode::Full};
 }
 
@@ -474,16 +473,16 @@ int bench_replay(const CommandArgs& argv) {
               static_cast<long long>(max_running), kernels::num_threads());
   bench::print_kv_summary(shape, config);
   const int64_t R = shape.replay_tokens;  // 0: full compute, the anchor is B
-  if (shape.window > 0)
+  if (shape.window > 0) {
     std::printf(
         "a hit at B replays: exact %lld tokens before %s; window %lld before B "
         "(docs/kv-cache.md)\n",
         static_cast<long long>(runtime::exact_replay_tokens(shape, R > 0)),
         R > 0 ? ("min(B, E_prompt - " + std::to_string(R) + ")").c_str() : "B",
         static_cast<long long>(shape.window));
-  else  // every layer's keys live in the blocks (LLaMA's full attention)
+  } else {  // every layer's keys live in the blocks (LLaMA's full attention)
     std::printf("a hit at B replays nothing: every layer's keys are in the cached blocks\n");
-  if (shape.window == 0) {  // no window to replay or snapshot: the modes are one run
+    // No window to replay or snapshot: the modes are one run.
     if (!a.has("prefix-replay")) modes = {runtime::PrefixReplay::Exact};
     if (!a.has("snapshots")) snapshots = {false};
   }

@@ -2,14 +2,15 @@
 // HTTP daemon (docs/serve.md). It listens first and answers /health with 503 while the
 // model loads, then serves through the engine actors. SIGTERM / SIGINT: stop accepting,
 // let in-flight requests finish within a grace period (then end them with an error), exit 0.
-#include <caf/all.hpp>
-#include <caf/io/all.hpp>
+#include <pthread.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
 #include <chrono>
-#include <condition_variable>
 #include <cmath>
+#include <condition_variable>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -20,7 +21,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <pthread.h>
 #include <thread>
 #include <vector>
 

@@ -29,10 +29,7 @@ void pause_ms(int ms) {
 // server's error says; every other answer counts as yes (and the soak judges it).
 bool serves_chat(const BaseUrl& base) {
   uint64_t state = 0x63686174ull;
-  SoakAction probe = draw_good_action(state, base);
-  for (int i = 0; probe.kind != SoakKind::Chat && i < 64; ++i)
-    probe = draw_good_action(state, base);
-  const SoakOutcome o = run_soak_action(base, probe);
+  const SoakOutcome o = run_soak_action(base, draw_good_action_of(SoakKind::Chat, state, base));
   return !(o.answer == "400" && o.detail.find("no chat template") != std::string::npos);
 }
 

@@ -240,6 +240,10 @@ SoakExpect soak_expect(SoakKind kind) {
   return SoakExpect::Reject;
 }
 
+SoakAction draw_good_action_of(SoakKind kind, uint64_t& state, const BaseUrl& base) {
+  return good(state, base, kind);
+}
+
 SoakAction draw_good_action(uint64_t& state, const BaseUrl& base, bool chat) {
   return good(state, base, without_chat(SoakKind(uniform(state, 0, 3)), chat));
 }

@@ -58,5 +58,7 @@ struct SoakAction {
 SoakAction draw_soak_action(uint64_t& state, const BaseUrl& base, bool chat = true);
 // The next good request (Completion .. ChatStream): the reference run's workload.
 SoakAction draw_good_action(uint64_t& state, const BaseUrl& base, bool chat = true);
+// A good request of the given kind (Completion .. ChatStream).
+SoakAction draw_good_action_of(SoakKind kind, uint64_t& state, const BaseUrl& base);
 
 }  // namespace troupe::bench

@@ -5,15 +5,17 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/simd_vectors.h"
+
 namespace troupe::kernels::cpu {
 namespace {
 
-// out[j] += w_k · y_k[j] for k in order, S::W columns at a time; the tail by the partial
-// loads and stores (lanes past hidden load 0 and are not stored).
+// out[j] += w_k · y_k[j] for k in order, S::W columns at a time (for_each_vector: the tail
+// by partial loads and stores).
 template <class S>
 void combine_token_simd(float* out, const float* const* y, const float* w, int64_t count,
                         int64_t hidden) {
-  auto columns = [&](int64_t j, auto load, auto store) {
+  for_each_vector<S>(hidden, [&](int64_t j, auto load, auto store) {
     typename S::V s = load(out + j);
     for (int64_t k = 0; k < count; ++k) {
       typename S::V t = S::mul(S::set1(w[k]), load(y[k] + j));
@@ -23,18 +25,7 @@ void combine_token_simd(float* out, const float* const* y, const float* w, int64
       s = S::add(s, t);
     }
     store(out + j, s);
-  };
-  int64_t j = 0;
-  for (; j + S::W <= hidden; j += S::W)
-    columns(
-        j, [](const float* p) { return S::load(p); },
-        [](float* p, typename S::V v) { S::store(p, v); });
-  if (j < hidden) {
-    const int64_t left = hidden - j;
-    columns(
-        j, [left](const float* p) { return S::load_part(p, left); },
-        [left](float* p, typename S::V v) { S::store_part(p, v, left); });
-  }
+  });
 }
 
 }  // namespace

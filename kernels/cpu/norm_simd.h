@@ -4,8 +4,7 @@
 // max, fma, exp, hsum, hmax: avx2_vec.h / avx512_vec.h `Simd`) and instantiated by
 // norm_avx2.cpp and norm_avx512.cpp, each with its own -m flags (everything here sits in
 // an unnamed namespace). Whole vectors go through plain loads and stores, a ragged tail
-// through load_part / store_part (AVX2's vmaskmovps stores are slow on AMD cores, so
-// only the tail pays for them).
+// through load_part / store_part (for_each_vector, simd_vectors.h).
 #pragma once
 
 #include <cmath>
@@ -13,22 +12,10 @@
 #include <limits>
 
 #include "kernels/cpu/norm_rows.h"
+#include "kernels/cpu/simd_vectors.h"
 
 namespace troupe::kernels::cpu {
 namespace {
-
-// fn(i, load, store) over [0, n) one vector at a time: plain for whole vectors, partial
-// for the tail (its lanes past n load 0 and are not stored).
-template <class S, class Fn>
-void for_each_vector(int64_t n, Fn&& fn) {
-  int64_t i = 0;
-  for (; i + S::W <= n; i += S::W) fn(i, [](const float* p) { return S::load(p); }, [](float* p, typename S::V v) { S::store(p, v); });
-  if (i < n) {
-    const int64_t left = n - i;
-    fn(i, [left](const float* p) { return S::load_part(p, left); },
-       [left](float* p, typename S::V v) { S::store_part(p, v, left); });
-  }
-}
 
 template <class S>
 float sum_of_squares(const float* x, int64_t n) {
