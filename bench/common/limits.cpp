@@ -18,6 +18,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <string>
+#include <string_view>
 
 #include "bench/common/stats.h"
 #include "kernels/dispatch.h"
@@ -287,6 +289,8 @@ MachineLimits measure_limits(bool quick) {
   } else if (f.has_avx2()) {
     l.int8 = measure("int8 dot (avx2)", int8_loop_avx2, kInt8Chains * 64.0);
   }
+  if (*l.int8.what && std::string_view(l.int8.what) != "int8 dot (avx2)" && f.has_avx2())
+    l.int8_avx2 = measure("int8 dot (avx2)", int8_loop_avx2, kInt8Chains * 64.0);
   return l;
 }
 
@@ -294,10 +298,10 @@ void print_limits(const MachineLimits& l) {
   std::printf("machine limits (measured now)       1 thread   %d threads\n", l.threads);
   std::printf("  %-22s GB/s     %10.1f %10.1f\n", "DRAM read bandwidth", l.dram_gbs_1,
               l.dram_gbs_all);
-  for (const Peak* p : {&l.fp32, &l.fp32_avx2, &l.bf16, &l.int8, &l.int8_vnni})
+  for (const Peak* p : {&l.fp32, &l.fp32_avx2, &l.bf16, &l.int8, &l.int8_vnni, &l.int8_avx2})
     if (*p->what)
       std::printf("  %-22s %-8s %10.1f %10.1f\n", p->what,
-                  p == &l.int8 || p == &l.int8_vnni ? "GOP/s" : "GFLOP/s",
+                  p == &l.int8 || p == &l.int8_vnni || p == &l.int8_avx2 ? "GOP/s" : "GFLOP/s",
                   p->gflops_1, p->gflops_all);
   if (!*l.bf16.what) std::printf("  (no bf16 dot on this CPU: bf16 cases are judged on fp32 FMA)\n");
   std::printf("\n");
@@ -329,6 +333,36 @@ double limit_for(const MachineLimits& l, Bound b) {
       return l.int8.gflops_all;
   }
   return 0;
+}
+
+namespace {
+
+// The AVX2 probe standing in for bound b's limit on the AVX2 path, or null where the
+// path's limit is the general one (see limits.h).
+const Peak* avx2_peak(const MachineLimits& l, Bound b, kernels::CpuPath path) {
+  if (path != kernels::CpuPath::Avx2) return nullptr;
+  switch (b) {
+    case Bound::Fp32:
+    case Bound::Bf16:
+      return *l.fp32_avx2.what ? &l.fp32_avx2 : nullptr;
+    case Bound::Int8:
+      return *l.int8_avx2.what ? &l.int8_avx2 : nullptr;
+    case Bound::Memory:
+      return nullptr;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+double limit_for(const MachineLimits& l, Bound b, kernels::CpuPath path) {
+  const Peak* p = avx2_peak(l, b, path);
+  return p != nullptr ? p->gflops_all : limit_for(l, b);
+}
+
+std::string bound_tag(const MachineLimits& l, Bound b, kernels::CpuPath path) {
+  const Peak* p = avx2_peak(l, b, path);
+  return p != nullptr ? std::string(b == Bound::Int8 ? "int8" : "fp32") + " avx2" : bound_name(b);
 }
 
 }  // namespace troupe::bench

@@ -4,6 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+
+#include "kernels/dispatch.h"  // CpuPath
 
 namespace troupe::bench {
 
@@ -34,6 +37,7 @@ struct MachineLimits {
   Peak int8;  // AMX-INT8 tiles, else vpdpbusd (AVX512_VNNI) or vpmaddubsw+vpmaddwd (AVX2)
   Peak int8_vnni;  // vpdpbusd as well, when the widest is AMX
   Peak fp32_avx2;  // the 256-bit FMA as well, when the widest is 512-bit
+  Peak int8_avx2;  // vpmaddubsw+vpmaddwd as well, when the widest is vpdpbusd or AMX
 };
 
 // Runs the probes with 1 and kernels::num_threads() threads; leaves the thread count
@@ -45,5 +49,13 @@ const char* bound_name(Bound b);  // "DRAM", "fp32", "bf16": the "% of limit" co
 
 // The all-thread limit for a bound, in the unit of the matching rate (GB/s or GFLOP/s).
 double limit_for(const MachineLimits& l, Bound b);
+
+// The same for a figure of the given CPU path. The AVX2 path on a machine with AVX-512
+// runs 256-bit FMAs and vpmaddubsw, never the 512-bit units: it is judged against the
+// AVX2 probes (fp32 FMA (avx2) for its f32 and bf16 precisions, which both run f32 FMAs;
+// int8 dot (avx2)), as it would be on an AVX2-only machine, and bound_tag says so
+// ("int8 avx2"). Every other path, and AVX2 on an AVX2-only machine, gets limit_for(l, b).
+double limit_for(const MachineLimits& l, Bound b, kernels::CpuPath path);
+std::string bound_tag(const MachineLimits& l, Bound b, kernels::CpuPath path);
 
 }  // namespace troupe::bench

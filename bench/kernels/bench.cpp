@@ -27,6 +27,7 @@ void State::run(const std::function<void()>& fn) {
   const double budget = quick_ ? 0.05 : 0.25;
   const size_t min_reps = quick_ ? 3 : 5;
   constexpr size_t kMaxReps = 10000;
+  path_ = kernels::active_cpu_path();
   fn();  // warm-up: page faults, caches, thread pool start
   seconds_.clear();
   const double start = now_seconds();

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "bench/common/limits.h"  // Bound
+#include "kernels/dispatch.h"     // CpuPath
 
 namespace troupe::bench {
 
@@ -56,12 +57,16 @@ class State {
 
   const std::vector<double>& seconds() const { return seconds_; }
   const std::string& skipped() const { return skipped_; }
+  // The CPU path active while run() timed fn (a case's ScopedCpuPath): its figures are
+  // judged against that path's limits (limit_for).
+  kernels::CpuPath path() const { return path_; }
 
  private:
   bool quick_;
   bool full_;
   std::string skipped_;
   std::vector<double> seconds_;
+  kernels::CpuPath path_ = kernels::CpuPath::Portable;
 };
 
 using BenchFn = std::function<void(State&)>;

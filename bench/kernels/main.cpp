@@ -72,17 +72,18 @@ void print_row(const std::string& name, const State& s, const MachineLimits* lim
   const double gflops = s.flops / med / 1e9;
   const double gbs = s.bytes / med / 1e9;
   char pct[64] = "";
-  const double limit = limits ? limit_for(*limits, s.bound) : 0;
+  const double limit = limits ? limit_for(*limits, s.bound, s.path()) : 0;
   const double rate = s.bound == Bound::Memory ? gbs : gflops;
   if (limit > 0 && rate > 0)
-    std::snprintf(pct, sizeof pct, "%.0f%% %s", 100 * rate / limit, bound_name(s.bound));
+    std::snprintf(pct, sizeof pct, "%.0f%% %s", 100 * rate / limit,
+                  bound_tag(*limits, s.bound, s.path()).c_str());
   // A "memory-bound" case whose flops take longer at its compute peak (fp32, or int8 for
   // int8 products) than its bytes at DRAM speed cannot reach the DRAM limit: say so, with
   // its share of that peak.
-  const double peak = limits ? limit_for(*limits, s.compute) : 0;
+  const double peak = limits ? limit_for(*limits, s.compute, s.path()) : 0;
   if (s.bound == Bound::Memory && limit > 0 && peak > 0 && s.flops / peak > s.bytes / limit)
     std::snprintf(pct + std::strlen(pct), sizeof pct - std::strlen(pct), ", %.0f%% %s",
-                  100 * gflops / peak, bound_name(s.compute));
+                  100 * gflops / peak, bound_tag(*limits, s.compute, s.path()).c_str());
   char gf[32] = "", gb[32] = "";
   if (s.flops > 0) std::snprintf(gf, sizeof gf, "%.1f", gflops);
   if (s.bytes > 0) std::snprintf(gb, sizeof gb, "%.1f", gbs);
