@@ -12,7 +12,8 @@
 #     TROUPE_CPU=avx2, to compare the AVX2 paths on a machine that has more
 # Steps: install node-llama-cpp 3.21.1 from npm into PEER_DIR (its prebuilt CPU backend,
 # no GPU), write the files troupe bench peer --write makes (once; kept), measure the
-# machine limits, then per file troupe's figures and llama.cpp's, and the check.
+# machine limits, then per file REPEATS rounds of troupe's figures and llama.cpp's
+# alternating (best of the rounds), and the check.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 peer=${PEER_DIR:-$root/.cache/peer}
@@ -58,15 +59,23 @@ trap 'rm -rf "$out"' EXIT
 # shared machine's load can only lower a probe), and prints both with the load average.
 "$troupe" bench peer --limits --threads "$threads" > "$out/limits.json"
 cut -d' ' -f1-3 /proc/loadavg > "$out/load.txt"
+# Per file, REPEATS rounds alternate the engines (troupe, llama.cpp, troupe, ...), one
+# repeat each, and the table takes each figure's best over the rounds: on a shared VM whose
+# DRAM bandwidth moved 2x within minutes (docs/peer-bench.md, run 20), one engine's repeats
+# all before the other's compared two machines.
 for f in $files; do
   model="$peer/models/$f.gguf"
   echo "running $f" >&2
-  "$troupe" bench peer --model "$model" --threads "$threads" --pp "$pp" --tg "$tg" \
-    --parallel "$parallel" --parallel-steps "$steps" --repeats "$repeats" > "$out/$f.troupe.json"
-  PEER_DIR="$llama_dir" node "$root/bench/peer/llamacpp_bench.mjs" "$model" "$threads" "$pp" "$tg" \
-    "$parallel" "$steps" "$repeats" > "$out/$f.llama.json"
+  : > "$out/$f.troupe.json"
+  : > "$out/$f.llama.json"
+  for ((round = 0; round < repeats; ++round)); do
+    "$troupe" bench peer --model "$model" --threads "$threads" --pp "$pp" --tg "$tg" \
+      --parallel "$parallel" --parallel-steps "$steps" --repeats 1 >> "$out/$f.troupe.json"
+    PEER_DIR="$llama_dir" node "$root/bench/peer/llamacpp_bench.mjs" "$model" "$threads" "$pp" "$tg" \
+      "$parallel" "$steps" 1 >> "$out/$f.llama.json"
+  done
   if [[ " $check " == *" $f "* ]]; then
-    tokens=$(python3 -c 'import json,sys; print(",".join(map(str, json.load(open(sys.argv[1]))["greedy"])))' "$out/$f.llama.json")
+    tokens=$(python3 -c 'import json,sys; print(",".join(map(str, json.loads(open(sys.argv[1]).readline())["greedy"])))' "$out/$f.llama.json")
     "$troupe" bench peer --model "$model" --threads "$threads" --check-tokens "$tokens" --prompt-len 16 \
       > "$out/$f.check.json"
   fi

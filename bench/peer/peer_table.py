@@ -15,6 +15,19 @@ def load(path):
         return json.loads(f.readline())
 
 
+def load_best(path):
+    """One engine's rounds of a file (a JSON line each): the first, with each figure the
+    best over all the rounds (pp and tg tok/s, and each batched decode's)."""
+    with open(path) as f:
+        runs = [json.loads(line) for line in f if line.strip()]
+    best = dict(runs[0])
+    for key in ("pp_tok_s", "tg_tok_s"):
+        best[key] = max(r[key] for r in runs)
+    best["parallel"] = [dict(p, tok_s=max(r["parallel"][i]["tok_s"] for r in runs))
+                        for i, p in enumerate(runs[0]["parallel"])]
+    return best
+
+
 def main(out, files):
     with open(f"{out}/limits.json") as f:
         probes = [json.loads(line) for line in f if line.strip()]
@@ -34,7 +47,7 @@ def main(out, files):
     print("|---|---|---:|---:|---:|---:|---:|---|")
     sysinfo = None
     for f in files:
-        t, l = load(f"{out}/{f}.troupe.json"), load(f"{out}/{f}.llama.json")
+        t, l = load_best(f"{out}/{f}.troupe.json"), load_best(f"{out}/{f}.llama.json")
         sysinfo = l.get("system_info", sysinfo)
         int8 = "q8_0" in f or "q4_0" in f
         peak = lim["int8_gops"] if int8 else lim["fp32_gflops"]
