@@ -23,6 +23,8 @@ void causal_attention(const CausalAttentionParams& p) {
     if (q.tokens == 0) continue;
     TROUPE_CHECK(q.q && q.k_rows && q.v_rows && q.out, "causal_attention: sequence ", s,
                  " has a null q, k_rows, v_rows or out");
+    TROUPE_CHECK(q.head_stride == 0 || q.head_stride >= p.head_dim, "causal_attention: sequence ",
+                 s, " has head_stride ", q.head_stride, ", below head_dim ", p.head_dim);
   }
   switch (active_backend()) {
     case Backend::Ref:

@@ -1,5 +1,5 @@
 // Causal grouped-query attention of the LLaMA family over f32 K / V rows given as
-// row pointers (a contiguous cache and the engine's paged [K | V] rows alike).
+// row pointers (a contiguous cache and the engine's paged blocks alike).
 // Query head h reads KV head g = h / (heads / kv_heads); the query of step row t sits
 // at position start + t and sees keys 0 .. start + t:
 //
@@ -17,11 +17,19 @@ namespace troupe::kernels {
 
 struct CausalAttentionSeq {
   const float* q = nullptr;               // [tokens, heads, head_dim]
-  const float* const* k_rows = nullptr;   // [start + tokens] -> [kv_heads, head_dim]
-  const float* const* v_rows = nullptr;   // [start + tokens] -> [kv_heads, head_dim]
+  const float* const* k_rows = nullptr;   // [start + tokens] -> KV head 0's [head_dim]
+  const float* const* v_rows = nullptr;   // [start + tokens] -> KV head 0's [head_dim]
   float* out = nullptr;                   // [tokens, heads, head_dim]; must not alias q
   int64_t tokens = 0;                     // query rows of this step
   int64_t start = 0;                      // position of the first of them
+  // Floats from KV head g's slice of a K / V row to head g + 1's; 0 = head_dim (each row
+  // holds its heads side by side). The engine's paged blocks hold each KV head's rows
+  // in one run (model/llama_forward.cpp), so the next head's slice is a block's run away.
+  int64_t head_stride = 0;
+
+  int64_t kv_head_offset(int64_t g, int64_t head_dim) const {
+    return g * (head_stride > 0 ? head_stride : head_dim);
+  }
 };
 
 struct CausalAttentionParams {

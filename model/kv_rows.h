@@ -34,6 +34,12 @@ struct KvRowLayout {
   RowCodec window;  // fp8_ue8m0 over D
   RowCodec ckv;     // nvfp4 over D
   RowCodec ikey;    // mxfp4 over dI
+  // A paged block holds its KV rows of a layer as ckv_pieces runs: a row splits into
+  // that many equal pieces, and piece p of every row of the block lies in run p, row
+  // after row. 1: whole rows one after another (V4.1). The LLaMA family's row (each KV
+  // head's K, then its V) splits per head and K / V, so attention reads a head's keys
+  // and values of a block as one stretch (llama_forward.cpp).
+  int64_t ckv_pieces = 1;
   static KvRowLayout of(const ModelConfig& c);
 };
 

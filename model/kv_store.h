@@ -31,9 +31,17 @@ class KvStore {
   virtual uint8_t* window_row(int64_t layer, int64_t slot) = 0;   // [window row bytes]
   virtual int64_t& window_pos(int64_t layer, int64_t slot) = 0;   // -1 = empty
   virtual int64_t compressed_rows(int64_t layer) const = 0;
+  // Row j's first piece (rows().ckv_pieces): the whole row where rows are whole.
   virtual const uint8_t* ckv_row(int64_t layer, int64_t j) const = 0;   // [ckv row bytes]
+  // Bytes from a row's piece p to its piece p + 1. A store that keeps rows whole (every
+  // store with one piece, and SequenceState) has them side by side.
+  virtual int64_t ckv_piece_stride(int64_t layer) const {
+    (void)layer;
+    return rows().ckv.bytes() / rows().ckv_pieces;
+  }
   virtual const uint8_t* ikey_row(int64_t layer, int64_t j) const = 0;  // [ikey row bytes]
-  // Appends row compressed_rows(layer) of a Full layer: its KV row and index key.
+  // Appends row compressed_rows(layer) of a Full layer: its KV row (whole, its pieces in
+  // order) and index key.
   virtual void append_row(int64_t layer, const uint8_t* ckv, const uint8_t* ikey) = 0;
   // The open compressor group of a Full layer with ratio r > 1: v_k and s_k [k, D] f32.
   virtual std::vector<float>& carry_v(int64_t layer) = 0;

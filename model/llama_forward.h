@@ -95,9 +95,10 @@ class LlamaForward final : public BatchForward {
   Rows forward(std::span<const Segment> segs, std::span<const int32_t> tokens,
                RoutedExperts* routed = nullptr) const;
   // Stores segment sg's new K and V rows of `layer` and points krows / vrows [start +
-  // count] at the rows of positions [0, start + count).
-  void store_kv(const Segment& sg, int64_t layer, const float* k, const float* v,
-                const float** krows, const float** vrows) const;
+  // count] at the rows of positions [0, start + count), KV head 0's slice of each; returns
+  // the floats from one head's slice to the next (CausalAttentionSeq::head_stride).
+  int64_t store_kv(const Segment& sg, int64_t layer, const float* k, const float* v,
+                   const float** krows, const float** vrows) const;
   void check_tokens(std::span<const int32_t> tokens) const;
   void attention_block(const LlamaLayerWeights& lw, int64_t layer, std::span<const Segment> segs,
                        Rows& x) const;

@@ -1,19 +1,17 @@
 // Causal GQA attention at decode, the LLaMA family's (kernels/causal_attention.h), at the
 // peer bench's shape (16 heads over 4 KV heads, head_dim 64): B one-token sequences, each
-// over `context` keys held as the engine pages them, [K | V] rows of 2 KiB in blocks of 64
+// over `context` keys held as the engine pages them, a token's K and V (2 KiB) in blocks of 64
 // rows scattered over the arena. Each call reads a fresh set of blocks (calls rotate over
 // >= 256 MiB of them), so its K / V bytes come from DRAM, as a long context's do; judged
 // against DRAM read bandwidth at those bytes (the goal: each KV byte read once a step,
 // at the machine's bandwidth).
 //
-// The ".../head-major/..." cases read the same bytes laid out as a per-KV-head block would
-// be: within each block of 64 rows, KV head g's 64 K rows side by side, then its 64 V rows
-// ([head][K | V][row][head_dim]), so a (sequence, KV head) item reads 16 KiB in two runs
-// instead of a 256-byte slice of each 2 KiB row. The engine's paged rows are [K | V] per
-// token (model/llama_forward.cpp), so these run the kernel as it would see such blocks
-// today: each KV head of a sequence as a sequence of its own with one KV head and its
-// group's 4 query heads (the same items, the same work). A measure of what that layout
-// would give (docs/kernels-bench.md, "A Zen 5 machine"), not an engine path.
+// Two layouts of the same bytes. The ".../head-major/..." cases hold them as the engine's
+// paged blocks do (model/llama_forward.cpp: ckv_pieces): within each block of 64 rows,
+// KV head 0's 64 K rows side by side, then its 64 V rows, then head 1's, ..., so a
+// (sequence, KV head) item reads one 32 KiB stretch a block. The others hold whole
+// [K | V] rows one after another (the engine's blocks before), where an item reads a
+// 256-byte slice of each 2 KiB row.
 #include <algorithm>
 #include <random>
 #include <string>
@@ -29,7 +27,6 @@ namespace {
 
 constexpr int64_t kHeads = 16, kKvHeads = 4, kHeadDim = 64, kBlockRows = 64;
 constexpr int64_t kRowFloats = 2 * kKvHeads * kHeadDim;  // [K | V]
-constexpr int64_t kGroup = kHeads / kKvHeads;
 
 void bench_decode(State& s, kernels::CpuPath path, int64_t seqs, int64_t context, bool head_major) {
   if (!kernels::cpu_supports(path)) return s.skip(kernels::missing_reason(path));
@@ -46,38 +43,27 @@ void bench_decode(State& s, kernels::CpuPath path, int64_t seqs, int64_t context
   std::vector<int64_t> order(static_cast<size_t>(blocks));
   for (int64_t b = 0; b < blocks; ++b) order[size_t(b)] = b;
   std::shuffle(order.begin(), order.end(), rng);
-  // Per call sequence (one per (sequence, KV head) when head-major) its K and V row
-  // pointers, `context` each.
-  const int64_t parts = head_major ? kKvHeads : 1;
-  std::vector<const float*> krows(size_t(sets * call_rows * parts)), vrows(krows.size());
+  // Per call sequence its K and V row pointers (KV head 0's slice), `context` each.
+  const int64_t run = kBlockRows * kHeadDim, head_stride = head_major ? 2 * run : 0;
+  std::vector<const float*> krows(size_t(sets * call_rows)), vrows(krows.size());
   int64_t next_block = 0;
-  for (int64_t set = 0; set < sets; ++set)
-    for (int64_t q = 0; q < seqs; ++q)
-      for (int64_t j = 0; j < context; ++j) {
-        if (j % kBlockRows == 0) ++next_block;
-        const float* block = base + order[size_t(next_block - 1)] * kBlockRows * kRowFloats;
-        for (int64_t g = 0; g < parts; ++g) {
-          const size_t at = size_t(((set * seqs + q) * parts + g) * context + j);
-          if (head_major) {
-            krows[at] = block + (g * 2 * kBlockRows + j % kBlockRows) * kHeadDim;
-            vrows[at] = krows[at] + kBlockRows * kHeadDim;
-          } else {
-            krows[at] = block + (j % kBlockRows) * kRowFloats;
-            vrows[at] = krows[at] + kKvHeads * kHeadDim;
-          }
-        }
-      }
+  for (int64_t at = 0; at < sets * call_rows; ++at) {
+    const int64_t j = at % context;
+    if (j % kBlockRows == 0) ++next_block;
+    const float* block = base + order[size_t(next_block - 1)] * kBlockRows * kRowFloats;
+    krows[size_t(at)] = block + (j % kBlockRows) * (head_major ? kHeadDim : kRowFloats);
+    vrows[size_t(at)] = krows[size_t(at)] + (head_major ? run : kKvHeads * kHeadDim);
+  }
   std::vector<float> qv(size_t(seqs * kHeads * kHeadDim)), out(qv.size());
   for (float& x : qv) x = nd(rng);
   std::vector<std::vector<kernels::CausalAttentionSeq>> calls(static_cast<size_t>(sets));
   for (int64_t set = 0; set < sets; ++set)
-    for (int64_t q = 0; q < seqs; ++q)
-      for (int64_t g = 0; g < parts; ++g) {
-        const size_t at = size_t(((set * seqs + q) * parts + g) * context);
-        const int64_t head = q * kHeads + g * kGroup;  // the part's first query head
-        calls[size_t(set)].push_back({qv.data() + head * kHeadDim, &krows[at], &vrows[at],
-                                      out.data() + head * kHeadDim, 1, context - 1});
-      }
+    for (int64_t q = 0; q < seqs; ++q) {
+      const size_t at = size_t((set * seqs + q) * context);
+      calls[size_t(set)].push_back({qv.data() + q * kHeads * kHeadDim, &krows[at], &vrows[at],
+                                    out.data() + q * kHeads * kHeadDim, 1, context - 1,
+                                    head_stride});
+    }
   s.shape =
       "B=" + std::to_string(seqs) + " context " + std::to_string(context) + ", 16/4 heads x 64";
   s.bytes = double(call_rows) * row_bytes;
@@ -88,9 +74,9 @@ void bench_decode(State& s, kernels::CpuPath path, int64_t seqs, int64_t context
     const auto& c = calls[next++ % calls.size()];
     kernels::CausalAttentionParams p;
     p.seqs = c.data();
-    p.num_seqs = seqs * parts;
-    p.heads = kHeads / parts;
-    p.kv_heads = kKvHeads / parts;
+    p.num_seqs = seqs;
+    p.heads = kHeads;
+    p.kv_heads = kKvHeads;
     p.head_dim = kHeadDim;
     p.scale = 0.125f;
     kernels::causal_attention(p);

@@ -128,7 +128,8 @@ template <class S, int NV, int KB, int DB>
 void attend_tile(const CausalAttentionParams& p, const CausalAttentionSeq& sq, int64_t g,
                  int64_t r0, int64_t rows) {
   constexpr int64_t R = NV * S::W;
-  const int64_t H = p.heads, hd = p.head_dim, group = H / p.kv_heads, off = g * hd;
+  const int64_t H = p.heads, hd = p.head_dim, group = H / p.kv_heads,
+                off = sq.kv_head_offset(g, hd);
   // sc has room for the last register block's keys past n (tile_logits stores them).
   scratch_vector<float> qt(size_t(hd * R)), ot(size_t(hd * R), 0.0f),
       sc(size_t((kTileKeys + KB - 1) * R));
@@ -271,7 +272,8 @@ void decode_softmax(float* lg, int64_t n, float& m, float& l, float& c) {
 
 template <class S, int HB>
 void attend_decode(const CausalAttentionParams& p, const CausalAttentionSeq& sq, int64_t g) {
-  const int64_t group = p.heads / p.kv_heads, hd = p.head_dim, off = g * hd, keys = sq.start + 1;
+  const int64_t group = p.heads / p.kv_heads, hd = p.head_dim, off = sq.kv_head_offset(g, hd),
+                keys = sq.start + 1;
   const float* q = sq.q + g * group * hd;  // the group's heads are adjacent rows
   scratch_vector<float> o(size_t(group * hd), 0.0f), lg(size_t(group * kDecodeKeys));
   scratch_vector<float> m(size_t(group), kMinusInf), l(size_t(group), 0.0f), c(size_t(group), 1.0f);

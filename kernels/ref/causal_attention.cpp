@@ -15,7 +15,7 @@ void causal_attention(const CausalAttentionParams& p) {
     for (int64_t t = 0; t < sq.tokens; ++t)
       for (int64_t h = 0; h < H; ++h) {
         const float* q = sq.q + (t * H + h) * hd;
-        const int64_t keys = sq.start + t + 1, off = (h / group) * hd;
+        const int64_t keys = sq.start + t + 1, off = sq.kv_head_offset(h / group, hd);
         logit.assign(size_t(keys), 0.0);
         double max = -INFINITY;
         for (int64_t j = 0; j < keys; ++j) {

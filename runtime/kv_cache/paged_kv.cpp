@@ -15,6 +15,8 @@ PagedKvStorage::PagedKvStorage(const model::ServingShape& c, int64_t block_size,
       block_size_(block_size),
       layers_(c.layers),
       window_(c.window) {
+  TROUPE_CHECK(rows_.ckv_pieces >= 1 && rows_.ckv.bytes() % rows_.ckv_pieces == 0, "a KV row of ",
+               rows_.ckv.bytes(), " bytes does not split into ", rows_.ckv_pieces, " pieces");
   ratio_.assign(layers_, 0);
   layer_off_.assign(layers_, -1);
   for (int64_t l = 0; l < layers_; ++l) {
@@ -42,7 +44,12 @@ int64_t PagedKvStorage::block_bytes_of(const model::ServingShape& c, int64_t blo
 }
 
 uint8_t* PagedKvStorage::ckv_row(int32_t id, int64_t layer, int64_t within) {
-  return &blocks_[id * block_bytes_ + layer_off_[layer] + within * rows_.ckv.bytes()];
+  return &blocks_[id * block_bytes_ + layer_off_[layer] +
+                  within * (rows_.ckv.bytes() / rows_.ckv_pieces)];
+}
+
+int64_t PagedKvStorage::ckv_piece_stride(int64_t layer) const {
+  return (block_size_ / ratio_[layer]) * (rows_.ckv.bytes() / rows_.ckv_pieces);
 }
 
 uint8_t* PagedKvStorage::ikey_row(int32_t id, int64_t layer, int64_t within) {
@@ -204,7 +211,10 @@ const uint8_t* PagedSequence::ikey_row(int64_t layer, int64_t j) const {
 
 void PagedSequence::append_row(int64_t layer, const uint8_t* ckv, const uint8_t* ikey) {
   const auto [id, within] = locate(layer, rows_[layer]++);
-  std::copy_n(ckv, storage_.rows().ckv.bytes(), storage_.ckv_row(id, layer, within));
+  const int64_t pieces = storage_.rows().ckv_pieces, piece = storage_.rows().ckv.bytes() / pieces,
+                stride = storage_.ckv_piece_stride(layer);
+  uint8_t* row = storage_.ckv_row(id, layer, within);
+  for (int64_t p = 0; p < pieces; ++p) std::copy_n(ckv + p * piece, piece, row + p * stride);
   std::copy_n(ikey, storage_.rows().ikey.bytes(), storage_.ikey_row(id, layer, within));
 }
 

@@ -4,6 +4,8 @@
 //
 //   block (block_size tokens):  [Full layer a: bs/r_a KV rows | bs/r_a index keys][layer b: ...]
 //   row j of layer l:           block table[(j·r_l) / bs], row (j mod (bs/r_l)) inside it
+//   a layer's KV rows in a block, rows().ckv_pieces = P pieces a row:
+//                               [piece 0 of rows 0 .. bs/r_l - 1][piece 1 of them]...[piece P-1]
 //   slot (one request):         per layer W window rows (+ the position each holds);
 //                               per Full layer with r > 1 its open group's v/s carry;
 //                               with DSpark on, the F ring of the last W positions
@@ -38,8 +40,11 @@ class PagedKvStorage {
   int64_t block_bytes() const { return block_bytes_; }
   int64_t ratio(int64_t layer) const { return ratio_[layer]; }
   int64_t layers() const { return layers_; }
-  // Layer l's KV row `within` and index key `within` of block `id` (l a Full layer).
+  // Layer l's KV row `within` (its first piece) and index key `within` of block `id`
+  // (l a Full layer).
   uint8_t* ckv_row(int32_t id, int64_t layer, int64_t within);
+  // Bytes from piece p of a layer's KV row to piece p + 1 (a run of the block's rows).
+  int64_t ckv_piece_stride(int64_t layer) const;
   uint8_t* ikey_row(int32_t id, int64_t layer, int64_t within);
   uint8_t* window_row(int32_t slot, int64_t layer, int64_t ring_slot);
   int64_t& window_pos(int32_t slot, int64_t layer, int64_t ring_slot);
@@ -119,6 +124,9 @@ class PagedSequence final : public model::KvStore {
   int64_t& window_pos(int64_t layer, int64_t s) override { return storage_.window_pos(slot_, layer, s); }
   int64_t compressed_rows(int64_t layer) const override { return rows_[layer]; }
   const uint8_t* ckv_row(int64_t layer, int64_t j) const override;
+  int64_t ckv_piece_stride(int64_t layer) const override {
+    return storage_.ckv_piece_stride(layer);
+  }
   const uint8_t* ikey_row(int64_t layer, int64_t j) const override;
   void append_row(int64_t layer, const uint8_t* ckv, const uint8_t* ikey) override;
   std::vector<float>& carry_v(int64_t layer) override { return storage_.carry_v(slot_, layer); }

@@ -1,6 +1,7 @@
 // Causal GQA attention (kernels/causal_attention.h): every CPU path and the scalar
 // reference backend against a double-precision reference written here, over paged-like
-// K / V rows (one [K | V] row per token, rows scattered in a pool), and each path's
+// K / V rows (one [K | V] row per token, rows scattered in a pool; or each KV head's
+// rows in runs within shuffled blocks, as the engine's paged blocks hold them), and each path's
 // exponential against std::exp in double.
 #include "kernels/causal_attention.h"
 
@@ -131,6 +132,57 @@ TEST_P(CausalAttentionPaths, PeakySoftmax) {
   for (const Shape& sh : {kShapes[1], kShapes[4]}) check(sh, {{70, 90}, {1, 200}, {1, 0}}, 12.0f);
 }
 
+// The engine's paged blocks hold each KV head's K rows in one run and its V rows in the
+// next (model/llama_forward.cpp); head_stride tells the kernel. The same values laid
+// out so, in shuffled blocks of 16 rows, give the same bits as whole rows, decode and
+// prefill tiles alike: the layout moves where each float is read, not the sums.
+TEST_P(CausalAttentionPaths, HeadRunsInBlocksGiveTheBitsOfWholeRows) {
+  constexpr int64_t kBlock = 16;
+  const std::vector<std::pair<int64_t, int64_t>> steps = {{1, 5}, {37, 100}, {1, 300}, {70, 0}};
+  for (const Shape& sh : {kShapes[1], kShapes[2], kShapes[5]}) {
+    const int64_t KV = sh.kv_heads, H = KV * sh.group, hd = sh.hd, run = kBlock * hd;
+    std::vector<SeqData> whole, runs;
+    uint32_t seed = 40;
+    for (auto [tokens, start] : steps) {
+      whole.push_back(make_seq(tokens, start, H, KV, hd, seed += 3));
+      SeqData r = whole.back();
+      const int64_t keys = start + tokens, blocks = (keys + kBlock - 1) / kBlock;
+      r.pool.assign(size_t(blocks * kBlock * 2 * KV * hd), kNaN);  // rows past keys: NaN
+      std::vector<int64_t> at(static_cast<size_t>(blocks));
+      std::iota(at.begin(), at.end(), 0);
+      std::shuffle(at.begin(), at.end(), std::mt19937(seed));
+      for (int64_t j = 0; j < keys; ++j) {
+        float* k = r.pool.data() + at[j / kBlock] * kBlock * 2 * KV * hd + (j % kBlock) * hd;
+        for (int64_t g = 0; g < KV; ++g) {
+          std::copy_n(whole.back().k_rows[j] + g * hd, hd, k + 2 * g * run);
+          std::copy_n(whole.back().v_rows[j] + g * hd, hd, k + (2 * g + 1) * run);
+        }
+        r.k_rows[j] = k;
+        r.v_rows[j] = k + run;
+      }
+      runs.push_back(std::move(r));
+    }
+    for (std::vector<SeqData>* data : {&whole, &runs}) {
+      std::vector<CausalAttentionSeq> seqs;
+      for (SeqData& s : *data) {
+        s.out.assign(s.q.size(), kNaN);
+        seqs.push_back({s.q.data(), s.k_rows.data(), s.v_rows.data(), s.out.data(), s.tokens,
+                        s.start, data == &runs ? 2 * run : 0});
+      }
+      variants(causal_attention)[0].run(CausalAttentionParams{seqs.data(), int64_t(seqs.size()), H,
+                                                              KV, hd, 1.0f / std::sqrt(float(hd))});
+    }
+    for (size_t i = 0; i < steps.size(); ++i)
+      ASSERT_EQ(0, std::memcmp(whole[i].out.data(), runs[i].out.data(),
+                               whole[i].out.size() * sizeof(float)))
+          << GetParam().name << " KV=" << KV << " group=" << sh.group << " hd=" << hd
+          << " sequence " << i;
+    // And the values are the attention, not merely the same (NaN rows would show).
+    const auto want = expected(whole[3], H, KV, hd, 1.0 / std::sqrt(double(hd)));
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(runs[3].out[i], want[i], 5e-5) << i;
+  }
+}
+
 TEST(CausalAttention, RejectsBadParams) {
   const float q[4] = {}, *rows[1] = {q};
   float out[4];
@@ -151,6 +203,9 @@ TEST(CausalAttention, RejectsBadParams) {
   bad.v_rows = nullptr;
   p = ok;
   p.seqs = &bad;
+  EXPECT_THROW(causal_attention(p), Error);
+  bad = seq;
+  bad.head_stride = 1;  // the next head's slice would overlap this one's
   EXPECT_THROW(causal_attention(p), Error);
 }
 

@@ -193,6 +193,7 @@ TEST(LlamaEngine, TheShapeHoldsOneF32RowPerTokenAndLayer) {
   c.context_length = 128, c.eos_token_id = 2;
   const model::ServingShape s = model::llama_serving_shape(c);
   EXPECT_EQ(s.rows.ckv.bytes(), 2 * 2 * 16 * 4);  // [K | V] f32
+  EXPECT_EQ(s.rows.ckv_pieces, 2 * 2);            // a block's rows in runs per KV head
   EXPECT_EQ(s.rows.ikey.bytes(), 0);
   EXPECT_EQ(s.window, 0);
   EXPECT_EQ(PagedKvStorage::block_bytes_of(s, 16), 3 * 16 * 256);
