@@ -25,20 +25,23 @@
 namespace troupe::bench {
 namespace {
 
-constexpr int64_t kHeads = 16, kKvHeads = 4, kHeadDim = 64, kBlockRows = 64;
-constexpr int64_t kRowFloats = 2 * kKvHeads * kHeadDim;  // [K | V]
+constexpr int64_t kHeads = 16, kHeadDim = 64, kBlockRows = 64;
 
-void bench_decode(State& s, kernels::CpuPath path, int64_t seqs, int64_t context, bool head_major) {
+// kv_heads: 4 (the peer shape), or 1 (multi-query attention: one KV head, so one item
+// per sequence unless its keys are split).
+void bench_decode(State& s, kernels::CpuPath path, int64_t seqs, int64_t context, bool head_major,
+                  int64_t kv_heads) {
   if (!kernels::cpu_supports(path)) return s.skip(kernels::missing_reason(path));
   kernels::ScopedCpuPath scoped(path);
-  const int64_t row_bytes = kRowFloats * 4, call_rows = seqs * context;
+  const int64_t row_floats = 2 * kv_heads * kHeadDim;  // a token's K and V
+  const int64_t row_bytes = row_floats * 4, call_rows = seqs * context;
   const int64_t sets = std::max<int64_t>(2, (int64_t{256} << 20) / (call_rows * row_bytes) + 1);
   const int64_t blocks = sets * seqs * ((context + kBlockRows - 1) / kBlockRows);
   HugeArena arena(blocks * kBlockRows * row_bytes);
   auto* base = reinterpret_cast<float*>(arena.take(blocks * kBlockRows * row_bytes));
   std::mt19937 rng(5);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  for (int64_t i = 0; i < blocks * kBlockRows * kRowFloats; i += 7) base[i] = nd(rng);
+  for (int64_t i = 0; i < blocks * kBlockRows * row_floats; i += 7) base[i] = nd(rng);
   // The blocks in a shuffled order, as a pool hands them out over time.
   std::vector<int64_t> order(static_cast<size_t>(blocks));
   for (int64_t b = 0; b < blocks; ++b) order[size_t(b)] = b;
@@ -50,9 +53,9 @@ void bench_decode(State& s, kernels::CpuPath path, int64_t seqs, int64_t context
   for (int64_t at = 0; at < sets * call_rows; ++at) {
     const int64_t j = at % context;
     if (j % kBlockRows == 0) ++next_block;
-    const float* block = base + order[size_t(next_block - 1)] * kBlockRows * kRowFloats;
-    krows[size_t(at)] = block + (j % kBlockRows) * (head_major ? kHeadDim : kRowFloats);
-    vrows[size_t(at)] = krows[size_t(at)] + (head_major ? run : kKvHeads * kHeadDim);
+    const float* block = base + order[size_t(next_block - 1)] * kBlockRows * row_floats;
+    krows[size_t(at)] = block + (j % kBlockRows) * (head_major ? kHeadDim : row_floats);
+    vrows[size_t(at)] = krows[size_t(at)] + (head_major ? run : kv_heads * kHeadDim);
   }
   std::vector<float> qv(size_t(seqs * kHeads * kHeadDim)), out(qv.size());
   for (float& x : qv) x = nd(rng);
@@ -64,8 +67,8 @@ void bench_decode(State& s, kernels::CpuPath path, int64_t seqs, int64_t context
                                     out.data() + q * kHeads * kHeadDim, 1, context - 1,
                                     head_stride});
     }
-  s.shape =
-      "B=" + std::to_string(seqs) + " context " + std::to_string(context) + ", 16/4 heads x 64";
+  s.shape = "B=" + std::to_string(seqs) + " context " + std::to_string(context) + ", 16/" +
+            std::to_string(kv_heads) + " heads x 64";
   s.bytes = double(call_rows) * row_bytes;
   s.flops = 4.0 * seqs * kHeads * context * kHeadDim;
   s.bound = Bound::Memory;
@@ -76,7 +79,7 @@ void bench_decode(State& s, kernels::CpuPath path, int64_t seqs, int64_t context
     p.seqs = c.data();
     p.num_seqs = seqs;
     p.heads = kHeads;
-    p.kv_heads = kKvHeads;
+    p.kv_heads = kv_heads;
     p.head_dim = kHeadDim;
     p.scale = 0.125f;
     kernels::causal_attention(p);
@@ -90,8 +93,13 @@ void bench_decode(State& s, kernels::CpuPath path, int64_t seqs, int64_t context
         for (bool head_major : {false, true}) {
           add("causal/decode/b" + std::to_string(seqs) + "/ctx" + std::to_string(context) +
                   (head_major ? "/head-major/" : "/") + kernels::to_string(path),
-              [=](State& s) { bench_decode(s, path, seqs, context, head_major); });
+              [=](State& s) { bench_decode(s, path, seqs, context, head_major, 4); });
         }
+  // One sequence, one KV head: its decode is one item.
+  for (kernels::CpuPath path : {kernels::CpuPath::Avx512, kernels::CpuPath::Avx2})
+    for (int64_t context : {512, 2048, 8192})
+      add("causal/decode/b1/ctx" + std::to_string(context) + "/mqa/" + kernels::to_string(path),
+          [=](State& s) { bench_decode(s, path, 1, context, true, 1); });
   return 0;
 }();
 
