@@ -7,8 +7,11 @@
 //
 // One call serves every sequence of a step, so the threads split (sequence, KV head,
 // query tile) items of them all, and a decode step of many one-token sequences keeps
-// every thread busy. Each K / V row is read once per query tile and KV head for all
-// the heads of its group (for a one-token sequence: once per step).
+// every thread busy; a one-token sequence's keys are split into fixed runs whose
+// partial softmax sums are merged, so a long context's decode with few KV heads does
+// too (the runs depend on the key count alone: the result does not depend on the
+// threads). Each K / V row is read once per query tile and KV head for all the heads of
+// its group (for a one-token sequence: once per step).
 #pragma once
 
 #include <cstdint>

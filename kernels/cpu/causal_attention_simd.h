@@ -19,6 +19,8 @@
 //
 // Decode (one query row): lanes run along hd; each key's K and V rows are loaded once
 // for all the group's heads; logits are horizontal sums, the weighted sum is vertical.
+// A long decode runs as several items of keys (kDecodeSplitKeys), each leaving its
+// partial sums for causal_attention.cpp to merge.
 #pragma once
 
 #include <algorithm>
@@ -271,14 +273,14 @@ void decode_softmax(float* lg, int64_t n, float& m, float& l, float& c) {
 }
 
 template <class S, int HB>
-void attend_decode(const CausalAttentionParams& p, const CausalAttentionSeq& sq, int64_t g) {
-  const int64_t group = p.heads / p.kv_heads, hd = p.head_dim, off = sq.kv_head_offset(g, hd),
-                keys = sq.start + 1;
+void attend_decode(const CausalAttentionParams& p, const CausalAttentionSeq& sq, int64_t g,
+                   int64_t first, int64_t last, const DecodePart* part) {
+  const int64_t group = p.heads / p.kv_heads, hd = p.head_dim, off = sq.kv_head_offset(g, hd);
   const float* q = sq.q + g * group * hd;  // the group's heads are adjacent rows
   scratch_vector<float> o(size_t(group * hd), 0.0f), lg(size_t(group * kDecodeKeys));
   scratch_vector<float> m(size_t(group), kMinusInf), l(size_t(group), 0.0f), c(size_t(group), 1.0f);
-  for (int64_t j0 = 0; j0 < keys; j0 += kDecodeKeys) {
-    const int64_t n = std::min(kDecodeKeys, keys - j0);
+  for (int64_t j0 = first; j0 < last; j0 += kDecodeKeys) {
+    const int64_t n = std::min(kDecodeKeys, last - j0);
     int64_t h = 0;
     for (; h + HB <= group; h += HB)
       decode_logits<S, HB>(q, h, hd, sq.k_rows + j0, off, n, p.scale, lg.data());
@@ -288,6 +290,12 @@ void attend_decode(const CausalAttentionParams& p, const CausalAttentionSeq& sq,
       decode_accumulate<S, HB>(lg.data(), h, hd, sq.v_rows + j0, off, n, c.data(), o.data());
     for (; h < group; ++h)
       decode_accumulate<S, 1>(lg.data(), h, hd, sq.v_rows + j0, off, n, c.data(), o.data());
+  }
+  if (part != nullptr) {
+    std::copy(o.begin(), o.end(), part->o);
+    std::copy(m.begin(), m.end(), part->m);
+    std::copy(l.begin(), l.end(), part->l);
+    return;
   }
   for (int64_t h = 0; h < group; ++h) {
     float* out = sq.out + (g * group + h) * hd;

@@ -17,6 +17,7 @@
 
 #include "kernels/check.h"
 #include "kernels/cpu/causal_attention_kernels.h"
+#include "kernels/parallel.h"
 #include "tests/kernels/fast_path_util.h"
 
 namespace troupe::kernels {
@@ -123,6 +124,47 @@ TEST_P(CausalAttentionPaths, ChunkedPrefillAndMixedSteps) {
   for (const Shape& sh : kShapes) {
     check(sh, {{37, 100}});
     check(sh, {{1, 5}, {37, 100}, {2, 0}, {1, 300}, {3, 61}, {17, 0}});
+  }
+}
+
+TEST_P(CausalAttentionPaths, LongDecodesSplitOverRunsOfKeys) {
+  // Past cpu::kDecodeSplitKeys keys a decode runs as several items whose partial sums
+  // are merged: one run plus one key, whole runs, a short last run, many runs, and a
+  // step mixing them with a prefill chunk.
+  const int64_t r = cpu::kDecodeSplitKeys;
+  for (const Shape& sh : kShapes) {
+    check(sh, {{1, r}, {1, 2 * r - 1}, {1, 3 * r + 17}, {1, 2047}});
+    check(sh, {{1, 4 * r}, {21, 300}, {1, r - 1}});
+  }
+  check(kShapes[4], {{1, 900}, {1, 5 * r + 3}}, 12.0f);  // peaky: runs' maxima far apart
+}
+
+// The runs of a split decode are fixed by the key count, not the threads: 1, 2 and 3
+// threads give the same bits.
+TEST_P(CausalAttentionPaths, SplitDecodesGiveTheSameBitsOnAnyThreadCount) {
+  const int64_t KV = 2, H = 8, hd = 64;
+  std::vector<SeqData> data;
+  for (int64_t start : {5, 700, 2000})
+    data.push_back(make_seq(1, start, H, KV, hd, uint32_t(start)));
+  std::vector<std::vector<float>> first;
+  for (int threads : {1, 2, 3}) {
+    std::vector<CausalAttentionSeq> seqs;
+    for (SeqData& s : data) {
+      s.out.assign(s.q.size(), kNaN);
+      seqs.push_back({s.q.data(), s.k_rows.data(), s.v_rows.data(), s.out.data(), 1, s.start});
+    }
+    set_num_threads(threads);
+    variants(causal_attention)[0].run(CausalAttentionParams{seqs.data(), 3, H, KV, hd, 0.125f});
+    set_num_threads(0);
+    for (size_t i = 0; i < data.size(); ++i) {
+      if (threads == 1) {
+        first.push_back(data[i].out);
+        continue;
+      }
+      ASSERT_EQ(0,
+                std::memcmp(first[i].data(), data[i].out.data(), first[i].size() * sizeof(float)))
+          << GetParam().name << " " << threads << " threads, sequence " << i;
+    }
   }
 }
 
