@@ -8,8 +8,15 @@ namespace troupe::runtime {
 
 KvHandoffShape KvHandoffShape::of(const model::ServingShape& m, int64_t block_size,
                                   int64_t rows_mode) {
-  return {block_size, PagedKvStorage::block_bytes_of(m, block_size), m.layers, m.window,
-          m.rows.window.bytes(), rows_mode};
+  // Where a block holds its rows' pieces is part of how it is filled: blocks of whole rows
+  // and of per-head runs (model/kv_rows.h) hold the same bytes in other places, so a
+  // build of one layout refuses the other's hand-offs (the receiver recomputes).
+  return {block_size,
+          PagedKvStorage::block_bytes_of(m, block_size),
+          m.layers,
+          m.window,
+          m.rows.window.bytes(),
+          rows_mode | (m.rows.ckv_pieces - 1) << 8};
 }
 
 void pack_kv_handoff(const PagedKvStorage& storage, const KvHandoffShape& shape,

@@ -36,7 +36,8 @@ struct KvHandoffShape {
   int64_t window = 0;
   int64_t window_row_bytes = 0;
   // How the engine fills its rows (replay modes change which rows a block holds): the
-  // Engine's own code for its executor options.
+  // Engine's own code for its executor options, and from bit 8 up the rows' pieces less
+  // one (model::KvRowLayout::ckv_pieces: where a block holds each piece).
   int64_t rows_mode = 0;
 
   // An engine's shape from its model and block size (what its PagedKvStorage holds).

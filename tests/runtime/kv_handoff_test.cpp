@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kernels/check.h"
+#include "model/llama_forward.h"
 #include "runtime/engine.h"
 #include "runtime/golden_engine_config.h"
 #include "runtime/kv_transfer/kv_handoff_wire.h"
@@ -398,6 +399,29 @@ TEST(KvHandoffAdmission, BadHandOffsAreRefusedOrRecomputedAndTheEngineCarriesOn)
     EXPECT_EQ(int64_t(rest[id].tokens.size()), j.params.max_tokens - 1) << id;
     EXPECT_EQ(rest[id].status, RequestStatus::FinishedLength) << id;
   }
+}
+
+// A LLaMA block of per-head runs and one of whole rows (a build before 2026-12-08) hold the
+// same bytes in other places: the shapes differ, so a hand-off between them is refused
+// by its layout (and recomputed), never read as the other's rows.
+TEST(KvHandoffShape, TheRowsPiecesArePartOfTheLayout) {
+  model::LlamaConfig c;
+  c.vocab_size = 80, c.dim = 64, c.layers = 3, c.heads = 4, c.kv_heads = 2, c.head_dim = 16;
+  c.context_length = 128;
+  const model::ServingShape runs = model::llama_serving_shape(c);
+  model::ServingShape whole = runs;
+  whole.rows.ckv_pieces = 1;
+  const runtime::KvHandoffShape a = runtime::KvHandoffShape::of(runs, 16, 3);
+  const runtime::KvHandoffShape b = runtime::KvHandoffShape::of(whole, 16, 3);
+  EXPECT_EQ(a.block_bytes, b.block_bytes);
+  EXPECT_FALSE(a == b);
+  EXPECT_EQ(b.rows_mode, 3);  // one piece: the executor's code alone, as before
+  runtime::KvHandoff h;
+  h.tokens = {1, 2};
+  h.num_prompt_tokens = 1;
+  h.shape = b;
+  const std::string why = runtime::check_kv_handoff(h, a, runs);
+  EXPECT_NE(why.find("KV layout"), std::string::npos) << why;
 }
 
 // The fallback of a failed move: the receiver gets the tokens only and recomputes them (a
