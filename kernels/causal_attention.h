@@ -26,8 +26,9 @@ struct CausalAttentionSeq {
   int64_t tokens = 0;                     // query rows of this step
   int64_t start = 0;                      // position of the first of them
   // Floats from KV head g's slice of a K / V row to head g + 1's; 0 = head_dim (each row
-  // holds its heads side by side). The engine's paged blocks hold each KV head's rows
-  // in one run (model/llama_forward.cpp), so the next head's slice is a block's run away.
+  // holds its heads side by side). The engine's paged blocks hold each KV head's K rows
+  // in one run and its V rows in the next (model/llama_forward.cpp), so the next head's
+  // slice is two runs away.
   int64_t head_stride = 0;
 
   int64_t kv_head_offset(int64_t g, int64_t head_dim) const {
